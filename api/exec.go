@@ -1,0 +1,106 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Command is a command given either as an argv list (JSON array) or as a
+// shell string (JSON string, run by /bin/sh -c).
+type Command struct {
+	Argv  []string
+	Shell string
+}
+
+// MarshalJSON writes the array or the string form.
+func (c Command) MarshalJSON() ([]byte, error) {
+	if c.Argv != nil {
+		return json.Marshal(c.Argv)
+	}
+	return json.Marshal(c.Shell)
+}
+
+// UnmarshalJSON reads either form.
+func (c *Command) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		c.Shell = ""
+		return json.Unmarshal(b, &c.Argv)
+	}
+	if len(b) > 0 && b[0] == '"' {
+		c.Argv = nil
+		return json.Unmarshal(b, &c.Shell)
+	}
+	return errors.New("cmd must be a string or an array of strings")
+}
+
+// Empty reports whether the command names nothing to run.
+func (c Command) Empty() bool {
+	if c.Argv != nil {
+		return len(c.Argv) == 0 || c.Argv[0] == ""
+	}
+	return c.Shell == ""
+}
+
+// ExecRequest is the body of POST /v1/sandboxes/{id}/exec (and of the
+// agent's POST /exec). Relative cwd is under /workspace; the default cwd is
+// /workspace. TimeoutMs 0 means no timeout of its own (the lease bounds it).
+type ExecRequest struct {
+	Cmd        Command           `json:"cmd"`
+	Cwd        string            `json:"cwd,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Stdin      string            `json:"stdin,omitempty"`
+	TimeoutMs  int64             `json:"timeout_ms,omitempty"`
+	Background bool              `json:"background,omitempty"`
+}
+
+// Event types of an exec stream. A foreground exec answers 200 with
+// Content-Type application/x-ndjson: one ExecEvent a line, "start" first,
+// then "stdout"/"stderr" in the order produced, then exactly one "exit" or
+// "error" last.
+const (
+	EventStart  = "start"
+	EventStdout = "stdout"
+	EventStderr = "stderr"
+	EventExit   = "exit"
+	EventError  = "error"
+)
+
+// ExecEvent is one line of an exec stream.
+type ExecEvent struct {
+	Type       string       `json:"type"`
+	Pid        int          `json:"pid,omitempty"`
+	Data       string       `json:"data,omitempty"`
+	ExitCode   *int         `json:"exit_code,omitempty"`
+	TimedOut   bool         `json:"timed_out,omitempty"`
+	DurationMs int64        `json:"duration_ms,omitempty"`
+	Error      *ErrorDetail `json:"error,omitempty"`
+}
+
+// Process is a background process: POST exec with background=true answers
+// 201 with it; GET /v1/sandboxes/{id}/processes/{pid} shows it with its
+// output so far (the last OutputCap bytes of each stream; *_truncated says
+// older output was dropped).
+type Process struct {
+	Pid             int        `json:"pid"`
+	Cmd             Command    `json:"cmd"`
+	Running         bool       `json:"running"`
+	ExitCode        *int       `json:"exit_code,omitempty"`
+	TimedOut        bool       `json:"timed_out,omitempty"`
+	StartedAt       time.Time  `json:"started_at"`
+	EndedAt         *time.Time `json:"ended_at,omitempty"`
+	Stdout          string     `json:"stdout"`
+	Stderr          string     `json:"stderr"`
+	StdoutTruncated bool       `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool       `json:"stderr_truncated,omitempty"`
+}
+
+// ProcessList is the body of GET /v1/sandboxes/{id}/processes.
+type ProcessList struct {
+	Processes []Process `json:"processes"`
+}
+
+// OutputCap is how much of each stream a background process keeps.
+const OutputCap = 1 << 20

@@ -1,0 +1,33 @@
+package api
+
+// The routes of the public API. Every route needs "Authorization: Bearer
+// KEY" except GET /v1/health. {id} is a sandbox id, {pid} a process id
+// inside it. Query parameter "path" names a file inside the sandbox:
+// relative paths are under /workspace.
+//
+//	GET    /v1/health                            -> {"status":"ok"}
+//	POST   /v1/sandboxes                         CreateSandboxRequest -> 201 Sandbox (state running)
+//	GET    /v1/sandboxes                         -> SandboxList
+//	GET    /v1/sandboxes/{id}                    -> Sandbox
+//	DELETE /v1/sandboxes/{id}                    -> Sandbox (ended, end_reason stopped; removes a paused one)
+//	POST   /v1/sandboxes/{id}/stop               -> Sandbox (same as DELETE)
+//	POST   /v1/sandboxes/{id}/extend             ExtendRequest -> Sandbox
+//	POST   /v1/sandboxes/{id}/pause              -> Sandbox (paused)
+//	POST   /v1/sandboxes/{id}/resume             -> Sandbox (running)
+//	POST   /v1/sandboxes/{id}/exec               ExecRequest -> 200 ndjson ExecEvent stream, or 201 Process when background
+//	GET    /v1/sandboxes/{id}/processes          -> ProcessList
+//	GET    /v1/sandboxes/{id}/processes/{pid}    ?wait=true&timeout_ms=N -> Process
+//	POST   /v1/sandboxes/{id}/processes/{pid}/kill -> Process
+//	GET    /v1/sandboxes/{id}/files              ?path= -> file bytes (application/octet-stream)
+//	PUT    /v1/sandboxes/{id}/files              ?path=&mode=0644 body bytes -> FileInfo (parents are made)
+//	DELETE /v1/sandboxes/{id}/files              ?path=&recursive=true -> 204
+//	GET    /v1/sandboxes/{id}/files/list         ?path= -> FileList
+//	GET    /v1/sandboxes/{id}/files/stat         ?path= -> FileInfo
+//	POST   /v1/sandboxes/{id}/files/mkdir        ?path= -> FileInfo (parents are made)
+//	GET    /v1/sandboxes/{id}/archive            ?path= -> application/x-tar stream of the file or directory
+//	PUT    /v1/sandboxes/{id}/archive            ?path= body application/x-tar -> ArchiveResult (extracted into directory path)
+//
+// The in-sandbox agent serves the same routes from /exec on, without the
+// "/v1/sandboxes/{id}" prefix, plus GET /healthz. The server checks auth and
+// the sandbox's state, then forwards those requests to the agent as they
+// are: paths are resolved inside the sandbox, never on the host.

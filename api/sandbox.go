@@ -1,0 +1,67 @@
+package api
+
+import "time"
+
+// Network is a sandbox's egress policy. Until the egress work lands the
+// server accepts only the zero value (no network).
+type Network struct {
+	Internet bool     `json:"internet"`
+	Allow    []string `json:"allow,omitempty"`
+}
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes. Zero values take
+// the server's defaults.
+type CreateSandboxRequest struct {
+	Image          string            `json:"image,omitempty"`
+	VCPUs          int               `json:"vcpus,omitempty"`
+	MemoryMiB      int               `json:"memory_mib,omitempty"`
+	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
+	OnLeaseEnd     string            `json:"on_lease_end,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+	Network        *Network          `json:"network,omitempty"`
+	MaxCostMicros  *int64            `json:"max_cost_micros,omitempty"`
+}
+
+// Sandbox is a sandbox as the API shows it. Environment values are never
+// shown: they may hold credentials.
+type Sandbox struct {
+	ID              string            `json:"id"`
+	State           string            `json:"state"`
+	Image           string            `json:"image"`
+	VCPUs           int               `json:"vcpus"`
+	MemoryMiB       int               `json:"memory_mib"`
+	OnLeaseEnd      string            `json:"on_lease_end"`
+	Metadata        map[string]string `json:"metadata,omitempty"`
+	Network         Network           `json:"network"`
+	CreatedAt       time.Time         `json:"created_at"`
+	StartedAt       *time.Time        `json:"started_at,omitempty"`
+	PausedAt        *time.Time        `json:"paused_at,omitempty"`
+	EndedAt         *time.Time        `json:"ended_at,omitempty"`
+	LeaseEndsAt     time.Time         `json:"lease_ends_at"`
+	RetentionEndsAt *time.Time        `json:"retention_ends_at,omitempty"`
+	EndReason       string            `json:"end_reason,omitempty"`
+	EndMessage      string            `json:"end_message,omitempty"`
+}
+
+// SandboxList is the body of GET /v1/sandboxes.
+type SandboxList struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}
+
+// ExtendRequest is the body of POST /v1/sandboxes/{id}/extend: the lease
+// then ends TimeoutSeconds from now.
+type ExtendRequest struct {
+	TimeoutSeconds int `json:"timeout_seconds"`
+}
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail carries a stable code and a message for people.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/image"
+)
+
+// rawRunsc measures the same runsc and image through its own CLI: create,
+// start, then exec the first Python command, with the network stack on as
+// in the platform. It is the baseline the platform's overhead is read
+// against.
+func rawRunsc(ctx context.Context, cache string, n int) (series, error) {
+	rootfs, err := image.Rootfs(cache, image.DefaultName)
+	if err != nil {
+		return nil, err
+	}
+	runsc := filepath.Join(cache, "bin", "runsc")
+	dir, err := os.MkdirTemp("", "withruntime-raw-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	spec := map[string]any{
+		"ociVersion": "1.0.0",
+		"process": map[string]any{
+			"user": map[string]int{"uid": 0, "gid": 0},
+			"args": []string{"sleep", "infinity"},
+			"env":  []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			"cwd":  "/",
+		},
+		"root":     map[string]any{"path": rootfs, "readonly": true},
+		"hostname": "raw",
+		"mounts": []map[string]any{
+			{"destination": "/proc", "type": "proc", "source": "proc"},
+			{"destination": "/tmp", "type": "tmpfs", "source": "tmpfs"},
+		},
+		"linux": map[string]any{"namespaces": []map[string]string{{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}}},
+	}
+	data, _ := json.Marshal(spec)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644); err != nil {
+		return nil, err
+	}
+	root := filepath.Join(dir, "state")
+	base := []string{"--root", root, "--platform", "systrap", "--network", "none"}
+	cmd := func(args ...string) error {
+		out, err := exec.CommandContext(ctx, runsc, append(base, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("runsc %s: %v: %s", args[0], err, out)
+		}
+		return nil
+	}
+	var s series
+	for i := 0; i < n+1; i++ {
+		id := fmt.Sprintf("raw%d", i)
+		start := time.Now()
+		if err := cmd("create", "--bundle", dir, id); err != nil {
+			return nil, err
+		}
+		if err := cmd("start", id); err != nil {
+			return nil, err
+		}
+		if err := cmd("exec", id, "python3", "-c", "print(1)"); err != nil {
+			return nil, err
+		}
+		d := time.Since(start)
+		cmd("delete", "--force", id)
+		if i > 0 { // the first run warms caches
+			s = append(s, d)
+		}
+	}
+	return s, nil
+}

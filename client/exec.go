@@ -1,0 +1,245 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/withruntime/withruntime/api"
+)
+
+// OutputCap bounds how much of each stream ExecResult keeps.
+const OutputCap = 16 << 20
+
+// ExecOptions says where an exec's output goes as it is produced.
+type ExecOptions struct {
+	// Stdout and Stderr receive each chunk of output as it arrives, in the
+	// order the command produced it. A nil writer leaves that stream in
+	// ExecResult instead.
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	Pid      int
+	ExitCode int  // -1 when the server reported none
+	TimedOut bool // the command's own timeout (timeout_ms) killed it
+	// Stdout and Stderr hold the output of streams that had no writer in
+	// ExecOptions: the last OutputCap bytes of each; *Truncated says older
+	// output was dropped.
+	Stdout          string
+	Stderr          string
+	StdoutTruncated bool
+	StderrTruncated bool
+	Duration        time.Duration
+}
+
+// errStreamEnded is the cause of a TransportError for an exec stream that
+// ended before its "exit" event.
+var errStreamEnded = errors.New("exec stream ended before its exit event")
+
+// Exec runs a command in sandbox id and waits for it to end, streaming its
+// output into opts' writers as it is produced. A non-zero exit is a result,
+// not an error. An "error" event from the server is an *APIError; a stream
+// that breaks before the command's exit is a *TransportError (the command
+// may still be running: its sandbox's lease bounds it).
+func (c *Client) Exec(ctx context.Context, id string, req api.ExecRequest, opts ExecOptions) (*ExecResult, error) {
+	p, err := sandboxPath(id, "/exec")
+	if err != nil {
+		return nil, err
+	}
+	req.Background = false
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encoding request: %w", err)
+	}
+	r := request{
+		method:      http.MethodPost,
+		path:        p,
+		body:        bytes.NewReader(body),
+		contentType: "application/json",
+		accept:      "application/x-ndjson",
+	}
+	op := r.op(c.baseURL)
+	start := time.Now()
+	resp, err := c.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+
+	res := &ExecResult{ExitCode: -1}
+	var stdout, stderr tailBuffer
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev api.ExecEvent
+		if err := dec.Decode(&ev); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errStreamEnded
+			}
+			return nil, transportError(ctx, op, err)
+		}
+		switch ev.Type {
+		case api.EventStart:
+			res.Pid = ev.Pid
+		case api.EventStdout:
+			if err := emit(opts.Stdout, &stdout, ev.Data); err != nil {
+				return nil, fmt.Errorf("writing stdout: %w", err)
+			}
+		case api.EventStderr:
+			if err := emit(opts.Stderr, &stderr, ev.Data); err != nil {
+				return nil, fmt.Errorf("writing stderr: %w", err)
+			}
+		case api.EventError:
+			return nil, apiErrorFromEvent(ev.Error)
+		case api.EventExit:
+			if ev.ExitCode != nil {
+				res.ExitCode = *ev.ExitCode
+			}
+			res.TimedOut = ev.TimedOut
+			res.Duration = time.Duration(ev.DurationMs) * time.Millisecond
+			if ev.DurationMs == 0 {
+				res.Duration = time.Since(start)
+			}
+			res.Stdout, res.StdoutTruncated = stdout.String()
+			res.Stderr, res.StderrTruncated = stderr.String()
+			// Read what little may follow, so the connection can be reused.
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+			return res, nil
+		}
+		// Event types this client does not know are skipped: the server may
+		// add some.
+	}
+}
+
+func emit(w io.Writer, buf *tailBuffer, data string) error {
+	if w == nil {
+		buf.WriteString(data)
+		return nil
+	}
+	_, err := io.WriteString(w, data)
+	return err
+}
+
+// tailBuffer keeps the last OutputCap bytes written to it.
+type tailBuffer struct {
+	b         []byte
+	truncated bool
+}
+
+func (t *tailBuffer) WriteString(s string) {
+	t.b = append(t.b, s...)
+	// Trim only past twice the cap, so trimming costs amortized O(1) a byte.
+	if len(t.b) > 2*OutputCap {
+		t.b = append([]byte(nil), t.b[len(t.b)-OutputCap:]...)
+		t.truncated = true
+	}
+}
+
+// String returns what is kept, never starting inside a UTF-8 sequence.
+func (t *tailBuffer) String() (string, bool) {
+	b, truncated := t.b, t.truncated
+	if len(b) > OutputCap {
+		b, truncated = b[len(b)-OutputCap:], true
+	}
+	if truncated {
+		for i := 0; i < len(b) && i < utf8.UTFMax; i++ {
+			if utf8.RuneStart(b[i]) {
+				b = b[i:]
+				break
+			}
+		}
+	}
+	return string(b), truncated
+}
+
+// StartProcess starts a command in the background in sandbox id and returns
+// at once. The process lives until it exits, is killed, or the lease ends.
+func (c *Client) StartProcess(ctx context.Context, id string, req api.ExecRequest) (*api.Process, error) {
+	p, err := sandboxPath(id, "/exec")
+	if err != nil {
+		return nil, err
+	}
+	req.Background = true
+	var proc api.Process
+	if err := c.doJSON(ctx, http.MethodPost, p, nil, req, &proc); err != nil {
+		return nil, err
+	}
+	return &proc, nil
+}
+
+// GetProcess returns background process pid of sandbox id, with its output
+// so far.
+func (c *Client) GetProcess(ctx context.Context, id string, pid int) (*api.Process, error) {
+	return c.processCall(ctx, http.MethodGet, id, pid, "", nil)
+}
+
+// waitPoll is how long one long poll of WaitProcess asks the server to
+// hold: under the idle timeout of common proxies.
+const waitPoll = 30 * time.Second
+
+// WaitProcess waits for background process pid of sandbox id to end and
+// returns it. It long-polls the server until then, or until ctx ends.
+func (c *Client) WaitProcess(ctx context.Context, id string, pid int) (*api.Process, error) {
+	q := url.Values{"wait": {"true"}, "timeout_ms": {strconv.FormatInt(waitPoll.Milliseconds(), 10)}}
+	for {
+		start := time.Now()
+		proc, err := c.processCall(ctx, http.MethodGet, id, pid, "", q)
+		if err != nil {
+			return nil, err
+		}
+		if !proc.Running {
+			return proc, nil
+		}
+		// A server that answers at once despite wait=true must not make
+		// this loop spin.
+		if time.Since(start) < time.Second {
+			t := time.NewTimer(500 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// KillProcess kills background process pid of sandbox id and returns it.
+func (c *Client) KillProcess(ctx context.Context, id string, pid int) (*api.Process, error) {
+	return c.processCall(ctx, http.MethodPost, id, pid, "/kill", nil)
+}
+
+// ListProcesses returns the background processes of sandbox id.
+func (c *Client) ListProcesses(ctx context.Context, id string) ([]api.Process, error) {
+	p, err := sandboxPath(id, "/processes")
+	if err != nil {
+		return nil, err
+	}
+	var l api.ProcessList
+	if err := c.doJSON(ctx, http.MethodGet, p, nil, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Processes, nil
+}
+
+func (c *Client) processCall(ctx context.Context, method, id string, pid int, suffix string, q url.Values) (*api.Process, error) {
+	p, err := sandboxPath(id, "/processes/"+strconv.Itoa(pid)+suffix)
+	if err != nil {
+		return nil, err
+	}
+	var proc api.Process
+	if err := c.doJSON(ctx, method, p, q, nil, &proc); err != nil {
+		return nil, err
+	}
+	return &proc, nil
+}

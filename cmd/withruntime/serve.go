@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/server"
+	"github.com/withruntime/withruntime/internal/setup"
+)
+
+// serve runs `withruntime serve`.
+func serve(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var cfg server.Config
+	fs.StringVar(&cfg.Listen, "listen", server.DefaultListen, "address to serve the API on")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the database, admin.key and per-sandbox state (required)")
+	fs.StringVar(&cfg.CacheDir, "cache-dir", server.DefaultCacheDir, "directory of built images and runsc, shared by every data dir")
+	fs.Float64Var(&cfg.Manager.Overcommit, "overcommit", 4, "how many times the host's CPUs and memory admission may hand out")
+	fs.DurationVar(&cfg.Manager.MaxTimeout, "max-lease", 24*time.Hour, "longest lease a sandbox may ask for")
+	fs.DurationVar(&cfg.Manager.Retention, "retention", 7*24*time.Hour, "how long a paused sandbox is kept")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.Start(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: internal: %v\n", err)
+		return 1
+	}
+	if err := srv.Wait(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "error: internal: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// runSetup runs `withruntime setup`.
+func runSetup(args []string) int {
+	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
+	o := setup.Options{Out: os.Stdout}
+	fs.StringVar(&o.CacheDir, "cache-dir", server.DefaultCacheDir, "directory for images and runsc")
+	fs.StringVar(&o.SourceDir, "source", ".", "the project's checkout (its go.mod pins gVisor)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	src, err := filepath.Abs(o.SourceDir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "error: invalid_request: %v\n", err)
+		return 1
+	}
+	o.SourceDir = src
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := setup.Run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "error: internal: %v\n", err)
+		return 1
+	}
+	fmt.Println("setup complete")
+	return 0
+}
+
+// embedded starts a server for this machine's owner on a free loopback
+// port, with its state in $XDG_DATA_HOME/withruntime.
+func embedded(ctx context.Context) (string, string, func(), error) {
+	dir := os.Getenv("XDG_DATA_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", "", nil, err
+		}
+		dir = filepath.Join(home, ".local", "share")
+	}
+	srv, err := server.Start(ctx, server.Config{
+		Listen:  "127.0.0.1:0",
+		DataDir: filepath.Join(dir, "withruntime"),
+		Quiet:   true,
+		Logger:  discardLogger(),
+	})
+	if err != nil {
+		return "", "", nil, fmt.Errorf("starting the embedded server: %w", err)
+	}
+	return srv.URL, srv.AdminKey, func() { srv.Close() }, nil
+}

@@ -1,0 +1,15 @@
+// Package agent is the daemon inside every sandbox: an http.Handler that
+// runs commands as the sandbox user, keeps background processes, and reads
+// and writes files and tar archives, serving the sandbox routes of package
+// api without their "/v1/sandboxes/{id}" prefix. RunInit is the PID 1 that
+// starts the serving process and reaps orphans.
+//
+// It ships into every sandbox as a static binary, so it imports only the
+// standard library, golang.org/x/sys/unix and the module's api package:
+// never internal/sandbox, the manager, the backends or the server.
+//
+// Paths come from the client and are resolved inside the sandbox, where the
+// sandbox itself is the security boundary (its user has sudo). The checks
+// here keep requests well formed and keep archives from writing outside
+// their destination; they do not fence the user off from the sandbox.
+package agent

@@ -1,0 +1,50 @@
+package agent
+
+import (
+	"sync"
+	"unicode/utf8"
+)
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	max int
+
+	mu    sync.Mutex // guards buf and total
+	buf   []byte     // holds up to 2*max bytes; the last max count
+	total int64
+}
+
+func newTail(max int) *tail { return &tail{max: max} }
+
+func (t *tail) write(b []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.total += int64(len(b))
+	if len(b) >= t.max {
+		t.buf = append(t.buf[:0], b[len(b)-t.max:]...)
+		return
+	}
+	t.buf = append(t.buf, b...)
+	if len(t.buf) > 2*t.max {
+		// Trimming only now and then keeps writes amortized O(len(b)).
+		t.buf = t.buf[:copy(t.buf, t.buf[len(t.buf)-t.max:])]
+	}
+}
+
+// snapshot returns the kept output and whether older output was dropped.
+func (t *tail) snapshot() (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if len(b) > t.max {
+		b = b[len(b)-t.max:]
+	}
+	truncated := t.total > int64(len(b))
+	if truncated {
+		// Do not start in the middle of a UTF-8 sequence.
+		for i := 0; i < utf8.UTFMax-1 && len(b) > 0 && !utf8.RuneStart(b[0]); i++ {
+			b = b[1:]
+		}
+	}
+	return string(b), truncated
+}

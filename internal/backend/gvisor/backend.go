@@ -1,0 +1,134 @@
+package gvisor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/withruntime/withruntime/internal/image"
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// Name is the backend's registered name.
+const Name = "gvisor"
+
+func init() {
+	sandbox.RegisterBackend(Name, func(cfg sandbox.BackendConfig) (sandbox.Backend, error) {
+		return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir})
+	})
+}
+
+// Config locates what the backend needs on the host.
+type Config struct {
+	DataDir  string
+	CacheDir string
+	// Runsc is the runsc binary; default CacheDir/bin/runsc.
+	Runsc string
+	// Agent is the sandbox-agent binary; default CacheDir/bin/sandbox-agent.
+	Agent string
+	// RunDir holds runtime state that must not outlive a host reboot;
+	// default /run/withruntime/<hash of DataDir>.
+	RunDir string
+}
+
+// Backend runs sandboxes with runsc.
+type Backend struct {
+	cfg      Config
+	agentDir string // read-only directory mounted at /opt/withruntime
+
+	mu        sync.Mutex // guards instances
+	instances map[string]*instance
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// New checks the configuration and prepares the host (cgroup parents).
+func New(cfg Config) (*Backend, error) {
+	if cfg.DataDir == "" || cfg.CacheDir == "" {
+		return nil, fmt.Errorf("gvisor backend needs a data dir and a cache dir")
+	}
+	if cfg.Runsc == "" {
+		cfg.Runsc = filepath.Join(cfg.CacheDir, "bin", "runsc")
+	}
+	if cfg.Agent == "" {
+		cfg.Agent = filepath.Join(cfg.CacheDir, "bin", "sandbox-agent")
+	}
+	if cfg.RunDir == "" {
+		sum := sha256.Sum256([]byte(cfg.DataDir))
+		cfg.RunDir = filepath.Join("/run/withruntime", hex.EncodeToString(sum[:])[:12])
+	}
+	for _, p := range []string{cfg.Runsc, cfg.Agent} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("%s is missing: run `withruntime setup`", p)
+		}
+	}
+	if _, err := image.Rootfs(cfg.CacheDir, image.DefaultName); err != nil {
+		return nil, err
+	}
+	agentDir, err := stageAgent(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareCgroups(); err != nil {
+		return nil, err
+	}
+	return &Backend{cfg: cfg, agentDir: agentDir, instances: map[string]*instance{}}, nil
+}
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return Name }
+
+// stageAgent copies the agent binary into a content-addressed directory of
+// the cache, so that a rebuilt agent never changes under a live sandbox.
+func stageAgent(cfg Config) (string, error) {
+	data, err := os.ReadFile(cfg.Agent)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	dir := filepath.Join(cfg.CacheDir, "agent", hex.EncodeToString(sum[:])[:16])
+	dst := filepath.Join(dir, "sandbox-agent")
+	if _, err := os.Stat(dst); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp := dst + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o755); err != nil {
+		return "", err
+	}
+	return dir, os.Rename(tmp, dst)
+}
+
+// paths of one sandbox.
+type paths struct {
+	state      string // DataDir/sandboxes/ID: survives restarts
+	bundle     string
+	upper      string
+	checkpoint string
+	run        string // RunDir/ID
+	sock       string // directory bind-mounted at /run/withruntime
+	netns      string
+	pidFile    string
+}
+
+func (b *Backend) paths(id string) paths {
+	state := filepath.Join(b.cfg.DataDir, "sandboxes", id)
+	run := filepath.Join(b.cfg.RunDir, id)
+	return paths{
+		state:      state,
+		bundle:     filepath.Join(state, "bundle"),
+		upper:      filepath.Join(state, "upper"),
+		checkpoint: filepath.Join(state, "checkpoint"),
+		run:        run,
+		sock:       filepath.Join(run, "sock"),
+		netns:      filepath.Join(run, "netns"),
+		pidFile:    filepath.Join(run, "pid"),
+	}
+}
+
+func (b *Backend) runscRoot() string { return filepath.Join(b.cfg.RunDir, "runsc") }

@@ -1,0 +1,87 @@
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/network"
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// Destroy implements sandbox.Backend.
+func (b *Backend) Destroy(ctx context.Context, id string) error {
+	p := b.paths(id)
+	b.mu.Lock()
+	delete(b.instances, id)
+	b.mu.Unlock()
+	var errs []error
+	b.stopContainer(ctx, id, p)
+	if err := network.RemoveNamespace(p.netns); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeCgroups(id); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(p.run); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(p.state); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// stopContainer kills and deletes the runsc container, waiting for the
+// sandbox process to go.
+func (b *Backend) stopContainer(ctx context.Context, id string, p paths) {
+	pid, _ := readPid(p.pidFile)
+	b.runsc(ctx, id, nil, "delete", "--force", id)
+	for deadline := time.Now().Add(5 * time.Second); alive(pid) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Sweep implements sandbox.Backend.
+func (b *Backend) Sweep(ctx context.Context, keep func(id string) bool) error {
+	seen := map[string]bool{}
+	for _, dir := range []string{b.cfg.RunDir, filepath.Join(b.cfg.DataDir, "sandboxes")} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.IsDir() && e.Name() != "runsc" {
+				seen[e.Name()] = true
+			}
+		}
+	}
+	for _, id := range leftoverCgroups() {
+		// Only this data dir's sandboxes: another server on the host may
+		// own the rest.
+		if _, err := os.Stat(filepath.Join(b.cfg.DataDir, "sandboxes", id)); err == nil {
+			seen[id] = true
+		}
+	}
+	var errs []error
+	for id := range seen {
+		if keep(id) {
+			continue
+		}
+		if err := b.Destroy(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Attach implements sandbox.Backend.
+func (b *Backend) Attach(ctx context.Context, id string, _ sandbox.Spec) (sandbox.Instance, error) {
+	p := b.paths(id)
+	pid, err := readPid(p.pidFile)
+	if err != nil || !alive(pid) {
+		return nil, errors.New("sandbox process is gone")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return b.connect(ctx, id, p)
+}

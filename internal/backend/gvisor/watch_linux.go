@@ -1,0 +1,38 @@
+package gvisor
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// watch closes i.done when the sandbox process exits, with the cause read
+// from its cgroup.
+func (i *instance) watch(pid int) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			_, err := unix.Poll(fds, -1)
+			if err == unix.EINTR {
+				continue
+			}
+			break
+		}
+		i.reason, i.message = sandbox.EndError, "the sandbox stopped unexpectedly"
+		if oomKilled(i.id) {
+			i.reason, i.message = sandbox.EndOutOfMemory, "the sandbox ran out of memory"
+		}
+		close(i.done)
+	}()
+	return nil
+}
+
+// alive reports whether pid is a live process.
+func alive(pid int) bool {
+	return pid > 0 && unix.Kill(pid, 0) == nil
+}

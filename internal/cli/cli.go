@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitFailure  = 1   // any command but run and exec: something failed
+	exitUsage    = 2   // bad arguments, as the flag package does
+	exitTimedOut = 124 // run, exec: the command's timeout killed it, no code reported
+	exitPlatform = 125 // run, exec: the platform failed, as docker run does
+)
+
+// Hooks are the parts of the binary that live outside this package: the
+// server and what sets a machine up. A nil hook makes its command fail with
+// not_supported.
+type Hooks struct {
+	// Serve runs "withruntime serve ARGS..." and returns the exit code.
+	Serve func(args []string) int
+	// Setup runs "withruntime setup ARGS...".
+	Setup func(args []string) int
+	// Embedded starts (or finds) the embedded default server on this
+	// machine, used when WITHRUNTIME_BASE_URL is unset and nothing answers
+	// on the default address. stop is called when the command is done;
+	// whether the server outlives the command is the hook's choice.
+	Embedded func(ctx context.Context) (baseURL, apiKey string, stop func(), err error)
+}
+
+// App is the command line with its hooks.
+type App struct {
+	Hooks   Hooks
+	Version string // printed by "withruntime version"; "dev" when empty
+
+	// defaultBaseURL replaces client.DefaultBaseURL as the address probed
+	// before falling back to the embedded server (tests only).
+	defaultBaseURL string
+}
+
+// Main runs the command line without hooks: serve, setup and the embedded
+// default are not available.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return (&App{}).Main(args, stdin, stdout, stderr)
+}
+
+// streams are a command's standard files.
+type streams struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// Main runs the command line: args are the arguments after the program's
+// name. It returns the exit code.
+func (a *App) Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	s := streams{stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "version", "--version":
+		fmt.Fprintln(stdout, "withruntime", a.version())
+		return exitOK
+	case "sandbox", "sandboxes":
+		ctx, stop := signalContext()
+		defer stop()
+		return a.sandbox(ctx, s, args[1:])
+	case "serve":
+		return runHook(s, "serve", a.Hooks.Serve, args[1:])
+	case "setup":
+		return runHook(s, "setup", a.Hooks.Setup, args[1:])
+	case "secrets", "keys", "accounts", "usage":
+		printError(s.stderr, "not_supported", fmt.Sprintf("withruntime %s is not implemented yet", args[0]))
+		return exitFailure
+	}
+	fmt.Fprintf(stderr, "withruntime: unknown command %q\n%s", args[0], usageLine)
+	return exitUsage
+}
+
+func (a *App) version() string {
+	if a.Version == "" {
+		return "dev"
+	}
+	return a.Version
+}
+
+func runHook(s streams, name string, hook func([]string) int, args []string) int {
+	if hook == nil {
+		printError(s.stderr, "not_supported", fmt.Sprintf("withruntime %s is not available in this build", name))
+		return exitFailure
+	}
+	return hook(args)
+}
+
+// stopSignals end a sandbox command early: it cleans up ("sandbox run"
+// stops its sandbox) and exits with 128 plus the signal's number.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// signalContext is canceled by the first of stopSignals. After it, the
+// signals kill the process again, so a second Ctrl-C does not wait for the
+// cleanup. SIGPIPE is ignored meanwhile: a closed stdout (as in "| head")
+// then fails the write, and run still stops its sandbox.
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
+	signal.Ignore(syscall.SIGPIPE)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx, func() {
+		stop()
+		signal.Reset(syscall.SIGPIPE)
+	}
+}
+
+// signalExitCode returns 128 plus the number of the signal that ended ctx,
+// or 0 when no signal did.
+func signalExitCode(ctx context.Context) int {
+	cause := context.Cause(ctx)
+	if cause == nil {
+		return 0
+	}
+	// os/signal names the signal only in the cause's text.
+	for _, sig := range stopSignals {
+		if cause.Error() == sig.String()+" signal received" {
+			if n, ok := sig.(syscall.Signal); ok {
+				return 128 + int(n)
+			}
+		}
+	}
+	return 0
+}
+
+const usageLine = "usage: withruntime COMMAND [ARGS] (\"withruntime --help\" lists the commands)\n"
+
+const usage = `usage: withruntime COMMAND [ARGS]
+
+Sandboxes:
+  sandbox run [flags] -- CMD [ARG...]      create a sandbox, run CMD in it, stop it
+  sandbox create [flags]                   create a sandbox and print its id
+  sandbox exec ID [flags] -- CMD [ARG...]  run CMD in a running sandbox
+  sandbox ls                               list sandboxes
+  sandbox get ID                           show one sandbox
+  sandbox rm ID...                         stop sandboxes (removes paused ones)
+  sandbox pause ID                         checkpoint a sandbox, freeing its memory and CPU
+  sandbox resume ID                        bring a paused sandbox back
+
+Server:
+  serve                                    run the server (default address 127.0.0.1:7878)
+  setup                                    prepare this machine to run sandboxes
+
+  version                                  print the version
+
+"withruntime sandbox COMMAND --help" lists a command's flags; --json prints
+results as JSON.
+
+Environment:
+  WITHRUNTIME_BASE_URL  the server; when unset, http://127.0.0.1:7878, or an
+                        embedded server on this machine if nothing answers there
+  WITHRUNTIME_API_KEY   the API key
+
+Exit status: run and exec exit with the command's own code (124 when its
+timeout killed it without one) and 125 when the platform fails; other
+commands exit 1 on failure. Failures print "error: CODE: message" on stderr.
+Usage errors exit 2.
+`

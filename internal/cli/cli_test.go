@@ -1,0 +1,679 @@
+package cli
+
+// The HTTP server here is a fake that speaks the wire contract of package
+// api. It stands in for the real server (internal/api) until the
+// integration tests run the CLI against it.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
+)
+
+const testKey = "wr_test_key"
+
+type fakeServer struct {
+	*httptest.Server
+
+	mu        sync.Mutex
+	created   []api.CreateSandboxRequest
+	execs     []api.ExecRequest
+	execIDs   []string
+	stopped   []string
+	authSeen  []string
+	events    []api.ExecEvent // what an exec answers
+	createErr *api.ErrorDetail
+	execErr   *api.ErrorDetail
+	onExec    func(w http.ResponseWriter, r *http.Request) // replaces events when set
+	sandboxes map[string]api.Sandbox
+}
+
+var lease = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func newFakeServer(t *testing.T) *fakeServer {
+	t.Helper()
+	f := &fakeServer{
+		sandboxes: map[string]api.Sandbox{
+			"sbx_a": {ID: "sbx_a", State: "running", VCPUs: 2, MemoryMiB: 4096, LeaseEndsAt: lease, Metadata: map[string]string{"k": "v"}},
+			"sbx_b": {ID: "sbx_b", State: "ended", VCPUs: 1, MemoryMiB: 512, LeaseEndsAt: lease, EndReason: "lease_ended"},
+		},
+		events: []api.ExecEvent{{Type: "start", Pid: 1}, {Type: "exit", ExitCode: intp(0)}},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("POST /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+		var req api.CreateSandboxRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.created = append(f.created, req)
+		if f.createErr != nil {
+			writeJSON(w, statusOf(f.createErr.Code), api.ErrorBody{Error: *f.createErr})
+			return
+		}
+		s := api.Sandbox{ID: "sbx_new", State: "running", VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB, LeaseEndsAt: lease}
+		f.sandboxes[s.ID] = s
+		writeJSON(w, 201, s)
+	})
+	mux.HandleFunc("GET /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		l := api.SandboxList{Sandboxes: []api.Sandbox{f.sandboxes["sbx_a"], f.sandboxes["sbx_b"]}}
+		writeJSON(w, 200, l)
+	})
+	mux.HandleFunc("GET /v1/sandboxes/{id}", f.withSandbox(func(s *api.Sandbox) {}))
+	mux.HandleFunc("DELETE /v1/sandboxes/{id}", f.withSandbox(func(s *api.Sandbox) {
+		s.State, s.EndReason = "ended", "stopped"
+		f.stopped = append(f.stopped, s.ID)
+	}))
+	mux.HandleFunc("POST /v1/sandboxes/{id}/pause", f.withSandbox(func(s *api.Sandbox) { s.State = "paused" }))
+	mux.HandleFunc("POST /v1/sandboxes/{id}/resume", f.withSandbox(func(s *api.Sandbox) { s.State = "running" }))
+	mux.HandleFunc("POST /v1/sandboxes/{id}/exec", func(w http.ResponseWriter, r *http.Request) {
+		var req api.ExecRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		f.execs = append(f.execs, req)
+		f.execIDs = append(f.execIDs, r.PathValue("id"))
+		onExec, events, execErr := f.onExec, f.events, f.execErr
+		f.mu.Unlock()
+		if execErr != nil {
+			writeJSON(w, statusOf(execErr.Code), api.ErrorBody{Error: *execErr})
+			return
+		}
+		if onExec != nil {
+			onExec(w, r)
+			return
+		}
+		streamEvents(w, events...)
+	})
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.authSeen = append(f.authSeen, r.Header.Get("Authorization"))
+		f.mu.Unlock()
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeServer) withSandbox(change func(*api.Sandbox)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		s, ok := f.sandboxes[r.PathValue("id")]
+		if !ok {
+			writeJSON(w, 404, api.ErrorBody{Error: api.ErrorDetail{Code: "not_found", Message: "no sandbox " + r.PathValue("id")}})
+			return
+		}
+		change(&s)
+		f.sandboxes[s.ID] = s
+		writeJSON(w, 200, s)
+	}
+}
+
+func (f *fakeServer) snapshot() (created []api.CreateSandboxRequest, execs []api.ExecRequest, stopped []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append(created, f.created...), append(execs, f.execs...), append(stopped, f.stopped...)
+}
+
+func (f *fakeServer) auth() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.authSeen...)
+}
+
+func statusOf(code string) int {
+	return map[string]int{
+		"not_found": 404, "conflict": 409, "lease_ended": 409, "spending_limit_reached": 402,
+		"capacity_exhausted": 503, "unauthorized": 401,
+	}[code]
+}
+
+func intp(i int) *int { return &i }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func streamEvents(w http.ResponseWriter, events ...api.ExecEvent) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(200)
+	enc := json.NewEncoder(w)
+	for _, ev := range events {
+		enc.Encode(ev)
+		w.(http.Flusher).Flush()
+	}
+}
+
+// closedURL returns the address of a port nothing listens on.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+// useServer points the CLI at url through the environment.
+func useServer(t *testing.T, url string) {
+	t.Setenv(client.EnvBaseURL, url)
+	t.Setenv(client.EnvAPIKey, testKey)
+}
+
+// run runs the command line and returns its exit code and output.
+func run(t *testing.T, app *App, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	if app == nil {
+		app = &App{}
+	}
+	var out, errw bytes.Buffer
+	code = app.Main(args, strings.NewReader(""), &out, &errw)
+	return code, out.String(), errw.String()
+}
+
+func TestRunExitsWithCommandCode(t *testing.T) {
+	f := newFakeServer(t)
+	useServer(t, f.URL)
+	f.events = []api.ExecEvent{
+		{Type: "start", Pid: 1},
+		{Type: "stdout", Data: "42\n"},
+		{Type: "stderr", Data: "warning\n"},
+		{Type: "exit", ExitCode: intp(3)},
+	}
+	code, stdout, stderr := run(t, nil, "sandbox", "run", "--trial", "--", "python3", "-c", "print(6 * 7)")
+	if code != 3 {
+		t.Errorf("exit code: got %d, want 3 (stderr %q)", code, stderr)
+	}
+	if stdout != "42\n" || stderr != "warning\n" {
+		t.Errorf("output: got stdout %q stderr %q", stdout, stderr)
+	}
+	created, execs, stopped := f.snapshot()
+	if len(created) != 1 || !reflect.DeepEqual(created[0], api.CreateSandboxRequest{}) {
+		t.Errorf("create requests: got %+v, want one with defaults", created)
+	}
+	if len(execs) != 1 || !reflect.DeepEqual(execs[0].Cmd.Argv, []string{"python3", "-c", "print(6 * 7)"}) {
+		t.Errorf("exec requests: got %+v", execs)
+	}
+	if !reflect.DeepEqual(stopped, []string{"sbx_new"}) {
+		t.Errorf("stopped: got %v, want [sbx_new]", stopped)
+	}
+	if got := f.auth()[0]; got != "Bearer "+testKey {
+		t.Errorf("authorization: got %q", got)
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	tests := []struct {
+		name string
+		exit api.ExecEvent
+		want int
+	}{
+		{"zero", api.ExecEvent{Type: "exit", ExitCode: intp(0)}, 0},
+		{"code", api.ExecEvent{Type: "exit", ExitCode: intp(42)}, 42},
+		{"timed out without code", api.ExecEvent{Type: "exit", TimedOut: true}, 124},
+		{"timed out with code", api.ExecEvent{Type: "exit", TimedOut: true, ExitCode: intp(137)}, 137},
+		{"no code", api.ExecEvent{Type: "exit"}, 1},
+		{"out of range", api.ExecEvent{Type: "exit", ExitCode: intp(256)}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeServer(t)
+			useServer(t, f.URL)
+			f.events = []api.ExecEvent{{Type: "start", Pid: 1}, tt.exit}
+			if code, _, stderr := run(t, nil, "sandbox", "run", "--", "true"); code != tt.want {
+				t.Errorf("got %d, want %d (stderr %q)", code, tt.want, stderr)
+			}
+		})
+	}
+}
+
+func TestRunPlatformFailures(t *testing.T) {
+	tests := []struct {
+		name        string
+		setup       func(f *fakeServer)
+		wantStderr  string // exact, or a prefix when it ends with "..."
+		wantStopped bool
+	}{
+		{"create refused", func(f *fakeServer) {
+			f.createErr = &api.ErrorDetail{Code: "spending_limit_reached", Message: "daily spending limit reached"}
+		}, "error: spending_limit_reached: daily spending limit reached\n", false},
+		{"exec refused", func(f *fakeServer) {
+			f.execErr = &api.ErrorDetail{Code: "capacity_exhausted", Message: "host full"}
+		}, "error: capacity_exhausted: host full\n", true},
+		{"error event", func(f *fakeServer) {
+			f.events = []api.ExecEvent{{Type: "start"}, {Type: "stdout", Data: "a"}, {Type: "error", Error: &api.ErrorDetail{Code: "lease_ended", Message: "the lease ended"}}}
+		}, "error: lease_ended: the lease ended\n", true},
+		{"stream cut before exit", func(f *fakeServer) {
+			f.events = []api.ExecEvent{{Type: "start"}, {Type: "stdout", Data: "a"}}
+		}, "error: unavailable: POST ...", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeServer(t)
+			useServer(t, f.URL)
+			tt.setup(f)
+			code, _, stderr := run(t, nil, "sandbox", "run", "--", "true")
+			if code != 125 {
+				t.Errorf("exit code: got %d, want 125", code)
+			}
+			checkStderr(t, stderr, tt.wantStderr)
+			if _, _, stopped := f.snapshot(); (len(stopped) == 1) != tt.wantStopped {
+				t.Errorf("stopped: got %v, want stopped %v", stopped, tt.wantStopped)
+			}
+		})
+	}
+}
+
+func checkStderr(t *testing.T, got, want string) {
+	t.Helper()
+	if prefix, ok := strings.CutSuffix(want, "..."); ok {
+		if !strings.HasPrefix(got, prefix) || strings.Count(got, "\n") != 1 {
+			t.Errorf("stderr: got %q, want one line starting %q", got, prefix)
+		}
+		return
+	}
+	if got != want {
+		t.Errorf("stderr: got %q, want %q", got, want)
+	}
+}
+
+func TestRunUnreachable(t *testing.T) {
+	useServer(t, closedURL(t))
+	app := &App{Hooks: Hooks{Embedded: func(context.Context) (string, string, func(), error) {
+		t.Error("fell back to the embedded server although WITHRUNTIME_BASE_URL is set")
+		return "", "", nil, context.Canceled
+	}}}
+	code, _, stderr := run(t, app, "sandbox", "run", "--", "true")
+	if code != 125 {
+		t.Errorf("run: got %d, want 125", code)
+	}
+	checkStderr(t, stderr, "error: unavailable: POST http://127.0.0.1:...")
+	code, _, stderr = run(t, app, "sandbox", "exec", "sbx_a", "--", "true")
+	if code != 125 {
+		t.Errorf("exec: got %d, want 125", code)
+	}
+	checkStderr(t, stderr, "error: unavailable: ...")
+	code, _, stderr = run(t, app, "sandbox", "ls")
+	if code != 1 {
+		t.Errorf("ls: got %d, want 1", code)
+	}
+	checkStderr(t, stderr, "error: unavailable: GET http://127.0.0.1:...")
+}
+
+func TestRunFlags(t *testing.T) {
+	f := newFakeServer(t)
+	useServer(t, f.URL)
+	code, _, stderr := run(t, nil, "sandbox", "run",
+		"--timeout", "15m", "--exec-timeout", "90s", "--vcpus", "1", "--memory=1024",
+		"--env", "A=1", "--env", "B=x=y", "--allow", "api.openai.com", "--allow", "*.example.org",
+		"--cwd", "/tmp", "--metadata", "team=ml", "--on-lease-end", "pause", "--image", "debian-13",
+		"--max-cost", "50000", "-trial",
+		"--", "sh", "-c", "echo $A --json")
+	if code != 0 {
+		t.Fatalf("exit code %d, stderr %q", code, stderr)
+	}
+	created, execs, _ := f.snapshot()
+	maxCost := int64(50000)
+	wantCreate := api.CreateSandboxRequest{
+		Image: "debian-13", VCPUs: 1, MemoryMiB: 1024, TimeoutSeconds: 900, OnLeaseEnd: "pause",
+		Env: map[string]string{"A": "1", "B": "x=y"}, Metadata: map[string]string{"team": "ml"},
+		Network:       &api.Network{Internet: true, Allow: []string{"api.openai.com", "*.example.org"}},
+		MaxCostMicros: &maxCost,
+	}
+	if !reflect.DeepEqual(created[0], wantCreate) {
+		t.Errorf("create:\ngot  %+v\nwant %+v", created[0], wantCreate)
+	}
+	wantExec := api.ExecRequest{Cmd: api.Command{Argv: []string{"sh", "-c", "echo $A --json"}}, Cwd: "/tmp", TimeoutMs: 90000}
+	if !reflect.DeepEqual(execs[0], wantExec) {
+		t.Errorf("exec:\ngot  %+v\nwant %+v", execs[0], wantExec)
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"15m", 15 * time.Minute, false},
+		{"900", 900 * time.Second, false},
+		{"1h30m", 90 * time.Minute, false},
+		{"1.5s", 1500 * time.Millisecond, false},
+		{"0", 0, true},
+		{"-5", 0, true},
+		{"-1m", 0, true},
+		{"abc", 0, true},
+		{"", 0, true},
+		{"15", 15 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := parseDuration(tt.in)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("got %v, %v; want %v, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+	v := durationValue{d: 1500 * time.Millisecond}
+	if v.seconds() != 2 || v.millis() != 1500 {
+		t.Errorf("1.5s: got %d s, %d ms; want 2 s (rounded up), 1500 ms", v.seconds(), v.millis())
+	}
+}
+
+func TestExec(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantArgv []string
+		wantReq  api.ExecRequest
+	}{
+		{"flags after id", []string{"sbx_a", "--cwd", "/w", "--env", "X=1", "--exec-timeout", "30", "--", "ls", "-la"},
+			[]string{"ls", "-la"}, api.ExecRequest{Cwd: "/w", Env: map[string]string{"X": "1"}, TimeoutMs: 30000}},
+		{"flags before id", []string{"--cwd", "/w", "sbx_a", "ls", "-la"},
+			[]string{"ls", "-la"}, api.ExecRequest{Cwd: "/w"}},
+		{"no flags, no dashes", []string{"sbx_a", "python3", "-c", "print(1)"},
+			[]string{"python3", "-c", "print(1)"}, api.ExecRequest{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeServer(t)
+			useServer(t, f.URL)
+			f.events = []api.ExecEvent{{Type: "start"}, {Type: "stdout", Data: "out"}, {Type: "exit", ExitCode: intp(7)}}
+			code, stdout, stderr := run(t, nil, append([]string{"sandbox", "exec"}, tt.args...)...)
+			if code != 7 || stdout != "out" {
+				t.Errorf("got code %d stdout %q stderr %q, want 7 %q", code, stdout, stderr, "out")
+			}
+			_, execs, stopped := f.snapshot()
+			tt.wantReq.Cmd = api.Command{Argv: tt.wantArgv}
+			f.mu.Lock()
+			id := f.execIDs[0]
+			f.mu.Unlock()
+			if !reflect.DeepEqual(execs[0], tt.wantReq) || id != "sbx_a" {
+				t.Errorf("exec in %s:\ngot  %+v\nwant %+v", id, execs[0], tt.wantReq)
+			}
+			if len(stopped) != 0 {
+				t.Errorf("exec stopped the sandbox: %v", stopped)
+			}
+		})
+	}
+}
+
+func TestExecStdin(t *testing.T) {
+	f := newFakeServer(t)
+	useServer(t, f.URL)
+	var out, errw bytes.Buffer
+	code := (&App{}).Main([]string{"sandbox", "exec", "--stdin", "sbx_a", "--", "cat"}, strings.NewReader("input\n"), &out, &errw)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errw.String())
+	}
+	if _, execs, _ := f.snapshot(); execs[0].Stdin != "input\n" {
+		t.Errorf("stdin: got %q", execs[0].Stdin)
+	}
+}
+
+func TestOtherCommandsExitOne(t *testing.T) {
+	f := newFakeServer(t)
+	useServer(t, f.URL)
+	f.createErr = &api.ErrorDetail{Code: "unauthorized", Message: "bad key"}
+	tests := []struct {
+		name       string
+		args       []string
+		wantStdout string
+		wantStderr string
+	}{
+		{"get missing", []string{"sandbox", "get", "sbx_zz"}, "", "error: not_found: no sandbox sbx_zz\n"},
+		{"pause missing", []string{"sandbox", "pause", "sbx_zz"}, "", "error: not_found: no sandbox sbx_zz\n"},
+		{"create refused", []string{"sandbox", "create"}, "", "error: unauthorized: bad key\n"},
+		{"rm one missing", []string{"sandbox", "rm", "sbx_zz", "sbx_a"}, "sbx_a\n", "error: not_found: no sandbox sbx_zz\n"},
+		{"nil serve hook", []string{"serve", "--data-dir", "/x"}, "", "error: not_supported: ..."},
+		{"nil setup hook", []string{"setup"}, "", "error: not_supported: ..."},
+		{"not yet", []string{"secrets", "ls"}, "", "error: not_supported: ..."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, nil, tt.args...)
+			if code != 1 {
+				t.Errorf("exit code: got %d, want 1", code)
+			}
+			if stdout != tt.wantStdout {
+				t.Errorf("stdout: got %q, want %q", stdout, tt.wantStdout)
+			}
+			checkStderr(t, stderr, tt.wantStderr)
+		})
+	}
+}
+
+func TestPlainOutput(t *testing.T) {
+	f := newFakeServer(t)
+	useServer(t, f.URL)
+	tests := []struct {
+		name string
+		args []string
+		want string // the fields of one line of stdout
+	}{
+		{"ls header", []string{"sandbox", "ls"}, "ID STATE VCPUS MEMORY LEASE-ENDS END-REASON"},
+		{"ls running", []string{"sandbox", "ls"}, "sbx_a running 2 4096MiB " + lease.Local().Format(time.RFC3339) + " -"},
+		{"ls ended", []string{"sandbox", "ls"}, "sbx_b ended 1 512MiB - lease_ended"},
+		{"get", []string{"sandbox", "get", "sbx_b"}, "End reason: lease_ended"},
+		{"get metadata", []string{"sandbox", "get", "sbx_a"}, "Metadata: k=v"},
+		{"create", []string{"sandbox", "create", "--timeout", "60"}, "sbx_new"},
+		{"pause", []string{"sandbox", "pause", "sbx_a"}, "sbx_a"},
+		{"resume", []string{"sandbox", "resume", "sbx_a"}, "sbx_a"},
+		{"rm", []string{"sandbox", "rm", "sbx_a", "sbx_new"}, "sbx_new"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, nil, tt.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			for _, line := range strings.Split(stdout, "\n") {
+				if strings.Join(strings.Fields(line), " ") == tt.want {
+					return
+				}
+			}
+			t.Errorf("no line of %q reads %q", stdout, tt.want)
+		})
+	}
+}
+
+func TestJSONOutput(t *testing.T) {
+	f := newFakeServer(t)
+	useServer(t, f.URL)
+
+	code, stdout, stderr := run(t, nil, "sandbox", "get", "sbx_a", "--json")
+	if code != 0 {
+		t.Fatalf("get: exit %d: %s", code, stderr)
+	}
+	var s api.Sandbox
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("get --json: %v in %q", err, stdout)
+	}
+	if !reflect.DeepEqual(s, f.sandboxes["sbx_a"]) {
+		t.Errorf("get --json: got %+v, want %+v", s, f.sandboxes["sbx_a"])
+	}
+	if !strings.Contains(stdout, "\n  \"id\": \"sbx_a\"") {
+		t.Errorf("get --json is not indented: %q", stdout)
+	}
+
+	code, stdout, _ = run(t, nil, "sandbox", "ls", "--json")
+	var l api.SandboxList
+	if err := json.Unmarshal([]byte(stdout), &l); err != nil || code != 0 || len(l.Sandboxes) != 2 {
+		t.Errorf("ls --json: exit %d, %v, %q", code, err, stdout)
+	}
+
+	code, stdout, _ = run(t, nil, "sandbox", "create", "--json")
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil || code != 0 || s.ID != "sbx_new" {
+		t.Errorf("create --json: exit %d, %v, %q", code, err, stdout)
+	}
+
+	f.events = []api.ExecEvent{{Type: "start", Pid: 9}, {Type: "stdout", Data: "42\n"}, {Type: "stderr", Data: "e"}, {Type: "exit", ExitCode: intp(5), DurationMs: 12}}
+	code, stdout, stderr = run(t, nil, "sandbox", "run", "--json", "--", "python3", "-c", "print(42)")
+	if code != 5 || stderr != "" {
+		t.Errorf("run --json: exit %d stderr %q, want 5 and nothing", code, stderr)
+	}
+	var r execJSON
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("run --json: %v in %q", err, stdout)
+	}
+	want := execJSON{SandboxID: "sbx_new", Pid: 9, ExitCode: intp(5), Stdout: "42\n", Stderr: "e", DurationMs: 12}
+	if !reflect.DeepEqual(r, want) {
+		t.Errorf("run --json: got %+v, want %+v", r, want)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	f := newFakeServer(t)
+	useServer(t, f.URL)
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string // prefix
+		wantStderr string // substring
+	}{
+		{"no arguments", nil, 2, "", "usage: withruntime COMMAND"},
+		{"help", []string{"--help"}, 0, "usage: withruntime COMMAND", ""},
+		{"help word", []string{"help"}, 0, "usage: withruntime COMMAND", ""},
+		{"version", []string{"version"}, 0, "withruntime dev\n", ""},
+		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{"sandbox alone", []string{"sandbox"}, 2, "", "usage: withruntime COMMAND"},
+		{"unknown verb", []string{"sandbox", "explode"}, 2, "", `unknown command "explode"`},
+		{"run help", []string{"sandbox", "run", "--help"}, 0, "usage: withruntime sandbox run [flags] -- CMD", ""},
+		{"run without command", []string{"sandbox", "run", "--vcpus", "1"}, 2, "", "no command given"},
+		{"run bad flag", []string{"sandbox", "run", "--bogus", "--", "true"}, 2, "", "flag provided but not defined: -bogus"},
+		{"run bad timeout", []string{"sandbox", "run", "--timeout", "soon", "--", "true"}, 2, "", "want seconds or a duration"},
+		{"run bad env", []string{"sandbox", "run", "--env", "NOEQUALS", "--", "true"}, 2, "", "want KEY=VALUE"},
+		{"run bad on-lease-end", []string{"sandbox", "run", "--on-lease-end", "explode", "--", "true"}, 2, "", "want stop or pause"},
+		{"exec without id", []string{"sandbox", "exec"}, 2, "", "no sandbox ID given"},
+		{"exec without command", []string{"sandbox", "exec", "sbx_a", "--cwd", "/"}, 2, "", "no command given"},
+		{"get without id", []string{"sandbox", "get"}, 2, "", "want one sandbox ID"},
+		{"get two ids", []string{"sandbox", "get", "a", "b"}, 2, "", "want one sandbox ID"},
+		{"rm without id", []string{"sandbox", "rm"}, 2, "", "want at least one sandbox ID"},
+		{"ls with argument", []string{"sandbox", "ls", "x"}, 2, "", `unexpected argument "x"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, nil, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("exit code: got %d, want %d (stderr %q)", code, tt.wantCode, stderr)
+			}
+			if !strings.HasPrefix(stdout, tt.wantStdout) {
+				t.Errorf("stdout: got %q, want it to start %q", stdout, tt.wantStdout)
+			}
+			if !strings.Contains(stderr, tt.wantStderr) {
+				t.Errorf("stderr: got %q, want it to contain %q", stderr, tt.wantStderr)
+			}
+			if tt.wantCode == 2 && !strings.Contains(stderr, "usage: ") {
+				t.Errorf("usage error without a usage line: %q", stderr)
+			}
+		})
+	}
+	if _, execs, _ := f.snapshot(); len(execs) != 0 {
+		t.Errorf("a usage error reached the server: %+v", execs)
+	}
+}
+
+func TestHooks(t *testing.T) {
+	var got []string
+	app := &App{Version: "v1.2.3", Hooks: Hooks{
+		Serve: func(args []string) int { got = args; return 7 },
+		Setup: func(args []string) int { return 0 },
+	}}
+	if code, _, _ := run(t, app, "serve", "--data-dir", "/d"); code != 7 || !reflect.DeepEqual(got, []string{"--data-dir", "/d"}) {
+		t.Errorf("serve: got code %d args %v", code, got)
+	}
+	if code, _, _ := run(t, app, "setup"); code != 0 {
+		t.Errorf("setup: got %d", code)
+	}
+	if _, stdout, _ := run(t, app, "version"); stdout != "withruntime v1.2.3\n" {
+		t.Errorf("version: got %q", stdout)
+	}
+}
+
+func TestEmbeddedDefault(t *testing.T) {
+	t.Setenv(client.EnvBaseURL, "")
+	t.Setenv(client.EnvAPIKey, "")
+
+	t.Run("nothing on the default address", func(t *testing.T) {
+		f := newFakeServer(t)
+		stops := 0
+		app := &App{defaultBaseURL: closedURL(t), Hooks: Hooks{
+			Embedded: func(ctx context.Context) (string, string, func(), error) {
+				return f.URL, "embedded-key", func() { stops++ }, nil
+			},
+		}}
+		code, _, stderr := run(t, app, "sandbox", "run", "--", "true")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		if stops != 1 {
+			t.Errorf("embedded server stopped %d times, want 1", stops)
+		}
+		if _, _, stopped := f.snapshot(); len(stopped) != 1 {
+			t.Errorf("sandbox not stopped on the embedded server: %v", stopped)
+		}
+		if got := f.auth()[0]; got != "Bearer embedded-key" {
+			t.Errorf("authorization: got %q, want the embedded key", got)
+		}
+	})
+
+	t.Run("server on the default address", func(t *testing.T) {
+		f := newFakeServer(t)
+		app := &App{defaultBaseURL: f.URL, Hooks: Hooks{
+			Embedded: func(ctx context.Context) (string, string, func(), error) {
+				t.Error("embedded server started although the default address answers")
+				return "", "", nil, context.Canceled
+			},
+		}}
+		if code, _, stderr := run(t, app, "sandbox", "ls"); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		if n := len(f.auth()); n != 2 { // health, then the list
+			t.Errorf("requests on the default address: got %d, want 2", n)
+		}
+	})
+
+	t.Run("no embedded server", func(t *testing.T) {
+		app := &App{defaultBaseURL: closedURL(t)}
+		code, _, stderr := run(t, app, "sandbox", "run", "--", "true")
+		if code != 125 {
+			t.Errorf("run: got %d, want 125", code)
+		}
+		checkStderr(t, stderr, "error: unavailable: nothing answers on http://127.0.0.1:...")
+		if code, _, _ := run(t, app, "sandbox", "ls"); code != 1 {
+			t.Errorf("ls: got %d, want 1", code)
+		}
+	})
+
+	t.Run("embedded server fails", func(t *testing.T) {
+		app := &App{defaultBaseURL: closedURL(t), Hooks: Hooks{
+			Embedded: func(ctx context.Context) (string, string, func(), error) {
+				return "", "", nil, &client.APIError{Code: "not_supported", Message: "no gVisor on this machine"}
+			},
+		}}
+		code, _, stderr := run(t, app, "sandbox", "run", "--", "true")
+		if code != 125 || stderr != "error: not_supported: no gVisor on this machine\n" {
+			t.Errorf("got %d %q", code, stderr)
+		}
+	})
+}

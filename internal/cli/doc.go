@@ -1,0 +1,19 @@
+// Package cli is the withruntime command line: it parses arguments, calls
+// the Go client (package client) and prints results, and maps failures to
+// exit codes. main in cmd/withruntime only wires it up.
+//
+// It is a thin layer over package client and must not import the server's
+// packages (internal/api, internal/manager, internal/backend,
+// internal/store): the server-side commands (serve, setup) and the embedded
+// default server come in through Hooks, so this package builds and tests
+// without them.
+//
+// Exit codes: "sandbox run" and "sandbox exec" exit with the command's own
+// code (124 when its timeout killed it and the server reported no code),
+// and 125 when the platform fails (refused, unreachable, broken stream);
+// every other command exits 1 on failure. Failures print one line on
+// stderr, "error: CODE: message", CODE being the server's stable code or
+// "unavailable" when the server could not be reached. Usage errors print
+// the usage and exit 2, as the flag package does; --help prints it on
+// stdout and exits 0.
+package cli

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/withruntime/withruntime/client"
+)
+
+// codeUnavailable is the code printed when the server could not be reached
+// or a stream broke: the API has no code for it, since the server did not
+// answer.
+const codeUnavailable = "unavailable"
+
+// cliError is a failure the command line itself detects, with the code to
+// print.
+type cliError struct {
+	code, msg string
+}
+
+func (e *cliError) Error() string { return e.code + ": " + e.msg }
+
+// errorCode returns the code and message printed for err.
+func errorCode(err error) (code, msg string) {
+	var ae *client.APIError
+	var te *client.TransportError
+	var ce *cliError
+	switch {
+	case errors.As(err, &ae):
+		code, msg = ae.Code, ae.Message
+	case errors.As(err, &te):
+		code, msg = codeUnavailable, te.Error()
+	case errors.As(err, &ce):
+		code, msg = ce.code, ce.msg
+	case errors.Is(err, context.Canceled):
+		code, msg = "canceled", "interrupted"
+	default:
+		code, msg = client.CodeInternal, err.Error()
+	}
+	if msg == "" {
+		msg = strings.ReplaceAll(code, "_", " ")
+	}
+	return code, msg
+}
+
+// report prints err as "error: CODE: message".
+func report(w io.Writer, err error) {
+	code, msg := errorCode(err)
+	printError(w, code, msg)
+}
+
+func printError(w io.Writer, code, msg string) {
+	fmt.Fprintf(w, "error: %s: %s\n", code, msg)
+}

@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
+)
+
+// stopTimeout bounds stopping the sandbox of "sandbox run" once the
+// command is done or interrupted.
+const stopTimeout = 30 * time.Second
+
+// execFlags are the flags of one command run (run and exec).
+type execFlags struct {
+	cwd         string
+	env         mapValue // exec only: run sets the sandbox's environment
+	execTimeout durationValue
+	stdin       bool
+	json        bool
+}
+
+func (f *execFlags) register(fs *flag.FlagSet, withEnv bool) {
+	fs.StringVar(&f.cwd, "cwd", "", "run the command in `DIR` (relative to /workspace; default /workspace)")
+	if withEnv {
+		f.env = mapValue{}
+		fs.Var(f.env, "env", "set `KEY=VALUE` in the command's environment (repeatable)")
+	}
+	fs.Var(&f.execTimeout, "exec-timeout", "kill the command after `SECONDS` or a duration such as 90s (default: the lease bounds it)")
+	fs.BoolVar(&f.stdin, "stdin", false, "send this program's standard input (read to its end first, as text) to the command")
+	fs.BoolVar(&f.json, "json", false, "print the result as JSON at the end instead of streaming the output")
+}
+
+func (f *execFlags) request(s streams, argv []string) (api.ExecRequest, error) {
+	req := api.ExecRequest{
+		Cmd:       api.Command{Argv: argv},
+		Cwd:       f.cwd,
+		TimeoutMs: f.execTimeout.millis(),
+	}
+	if len(f.env) > 0 {
+		req.Env = f.env
+	}
+	if f.stdin && s.stdin != nil {
+		b, err := io.ReadAll(s.stdin)
+		if err != nil {
+			return req, fmt.Errorf("reading stdin: %w", err)
+		}
+		req.Stdin = string(b)
+	}
+	return req, nil
+}
+
+const commandAbout = `The command is an argv list, never parsed by a shell: everything after "--"
+is passed as it is. For shell syntax, run a shell: -- sh -c 'cd src && make'.`
+
+func (a *App) sandboxRun(ctx context.Context, s streams, args []string) int {
+	cmd := newCommand("sandbox run", "withruntime sandbox run [flags] -- CMD [ARG...]",
+		`Creates a sandbox, runs CMD in it with its output streamed as it is produced,
+then stops the sandbox (also on Ctrl-C). Exits with CMD's exit code, 124 when
+--exec-timeout killed it without one, and 125 when the platform fails.
+
+`+commandAbout, s)
+	var cf createFlags
+	cf.register(cmd.fs)
+	var ef execFlags
+	ef.register(cmd.fs, false)
+	if ok, code := cmd.parse(s, args); !ok {
+		return code
+	}
+	argv := cmd.fs.Args()
+	if len(argv) == 0 {
+		return cmd.usageError(s, "no command given")
+	}
+	req, err := ef.request(s, argv)
+	if err != nil {
+		report(s.stderr, err)
+		return exitPlatform
+	}
+
+	c, done, err := a.connect(ctx)
+	if err != nil {
+		return failRun(ctx, s, err)
+	}
+	defer done()
+	// Not canceled by Ctrl-C: a create cut short could leave a sandbox
+	// nobody knows the id of. A second Ctrl-C still ends the program.
+	sbx, err := c.CreateSandbox(context.WithoutCancel(ctx), cf.request())
+	if err != nil {
+		return failRun(ctx, s, err)
+	}
+	code := execute(ctx, s, c, sbx.ID, req, ef.json)
+	stopSandbox(ctx, s, c, sbx.ID)
+	return code
+}
+
+func (a *App) sandboxExec(ctx context.Context, s streams, args []string) int {
+	cmd := newCommand("sandbox exec", "withruntime sandbox exec ID [flags] -- CMD [ARG...]",
+		`Runs CMD in a running sandbox with its output streamed as it is produced.
+Exits with CMD's exit code, 124 when --exec-timeout killed it without one, and
+125 when the platform fails.
+
+`+commandAbout, s)
+	var ef execFlags
+	ef.register(cmd.fs, true)
+	if ok, code := cmd.parse(s, args); !ok {
+		return code
+	}
+	rest := cmd.fs.Args()
+	if len(rest) == 0 {
+		return cmd.usageError(s, "no sandbox ID given")
+	}
+	id := rest[0]
+	if ok, code := cmd.parse(s, rest[1:]); !ok {
+		return code
+	}
+	argv := cmd.fs.Args()
+	if len(argv) == 0 {
+		return cmd.usageError(s, "no command given")
+	}
+	req, err := ef.request(s, argv)
+	if err != nil {
+		report(s.stderr, err)
+		return exitPlatform
+	}
+	c, done, err := a.connect(ctx)
+	if err != nil {
+		return failRun(ctx, s, err)
+	}
+	defer done()
+	return execute(ctx, s, c, id, req, ef.json)
+}
+
+// execJSON is what run and exec print with --json.
+type execJSON struct {
+	SandboxID       string `json:"sandbox_id"`
+	Pid             int    `json:"pid,omitempty"`
+	ExitCode        *int   `json:"exit_code"`
+	TimedOut        bool   `json:"timed_out"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+	DurationMs      int64  `json:"duration_ms"`
+}
+
+// execute runs req in sandbox id and returns the exit code of run and exec.
+func execute(ctx context.Context, s streams, c *client.Client, id string, req api.ExecRequest, asJSON bool) int {
+	opts := client.ExecOptions{Stdout: s.stdout, Stderr: s.stderr}
+	if asJSON {
+		opts = client.ExecOptions{}
+	}
+	res, err := c.Exec(ctx, id, req, opts)
+	if err != nil {
+		return failRun(ctx, s, err)
+	}
+	if asJSON {
+		out := execJSON{
+			SandboxID:       id,
+			Pid:             res.Pid,
+			TimedOut:        res.TimedOut,
+			Stdout:          res.Stdout,
+			Stderr:          res.Stderr,
+			StdoutTruncated: res.StdoutTruncated,
+			StderrTruncated: res.StderrTruncated,
+			DurationMs:      res.Duration.Milliseconds(),
+		}
+		if res.ExitCode >= 0 {
+			out.ExitCode = &res.ExitCode
+		}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		fmt.Fprintf(s.stdout, "%s\n", b)
+	}
+	return exitCode(res)
+}
+
+// exitCode maps a command's end to this program's exit code. A code the
+// shell cannot carry (none, negative, above 255) becomes 1, so that a
+// failure never reads as success.
+func exitCode(res *client.ExecResult) int {
+	switch {
+	case res.ExitCode >= 0 && res.ExitCode <= 255:
+		return res.ExitCode
+	case res.ExitCode < 0 && res.TimedOut:
+		return exitTimedOut
+	}
+	return exitFailure
+}
+
+// failRun reports a failure of run or exec and returns its exit code: 125,
+// or 128+N when signal N interrupted the command (silently for a closed
+// stdout, as for any program that dies of SIGPIPE).
+func failRun(ctx context.Context, s streams, err error) int {
+	if errors.Is(err, syscall.EPIPE) {
+		return 128 + int(syscall.SIGPIPE)
+	}
+	if ctx.Err() != nil {
+		printError(s.stderr, "canceled", context.Cause(ctx).Error())
+		if code := signalExitCode(ctx); code != 0 {
+			return code
+		}
+		return 128 + int(syscall.SIGINT)
+	}
+	report(s.stderr, err)
+	return exitPlatform
+}
+
+// stopSandbox stops the sandbox of "sandbox run", even when ctx has ended.
+// A failure is a warning: the command's exit code stands, and the lease
+// still bounds the sandbox.
+func stopSandbox(ctx context.Context, s streams, c *client.Client, id string) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	_, err := c.StopSandbox(sctx, id)
+	if err == nil || errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrLeaseEnded) {
+		return
+	}
+	code, msg := errorCode(err)
+	fmt.Fprintf(s.stderr, "warning: %s: stopping sandbox %s: %s\n", code, id, msg)
+}

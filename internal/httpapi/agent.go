@@ -1,0 +1,129 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// agentHost is the host of every URL sent to a Sandboxes.Agent round
+// tripper; the round tripper routes by sandbox, not by host.
+const agentHost = "sandbox-agent"
+
+// exec checks the shape of an exec request before the agent sees it, then
+// forwards it. The agent answers with an ndjson stream of api.ExecEvent
+// (or 201 and an api.Process when background), which is passed on as it
+// comes.
+func (s *server) exec(w http.ResponseWriter, r *http.Request, c caller) error {
+	var req api.ExecRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, false, &req); err != nil {
+		return err
+	}
+	if req.Cmd.Empty() {
+		return sandbox.Errorf(sandbox.KindInvalid, "cmd is required: a string or a non-empty array of strings")
+	}
+	if req.TimeoutMs < 0 {
+		return sandbox.Errorf(sandbox.KindInvalid, "timeout_ms must not be negative")
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("encoding exec request: %w", err)
+	}
+	// The body was read to check it: the agent gets the checked value.
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	r.Header.Set("Content-Type", "application/json")
+	return s.proxy(w, r, c, "/exec")
+}
+
+// forward passes a request on to the agent's route at suffix, its body
+// bounded by limit.
+func (s *server) forward(w http.ResponseWriter, r *http.Request, c caller, suffix string, limit bodyLimit) error {
+	n := int64(-1)
+	switch limit {
+	case bodyJSON:
+		n = s.cfg.MaxBodyBytes
+	case bodyFile:
+		n = s.cfg.MaxFileBytes
+	}
+	if n >= 0 {
+		if r.ContentLength > n {
+			return tooLarge(n)
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, n)
+	}
+	// checkRequest made sure pid is digits only: it needs no escaping.
+	return s.proxy(w, r, c, strings.Replace(suffix, "{pid}", r.PathValue("pid"), 1))
+}
+
+// proxy streams the request to the sandbox's agent at agentPath and the
+// answer back, flushing as bytes arrive and buffering neither body.
+func (s *server) proxy(w http.ResponseWriter, r *http.Request, c caller, agentPath string) error {
+	transport, err := s.cfg.Sandboxes.Agent(r.Context(), c.account, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	requestID := infoFrom(r.Context()).id
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = &url.URL{Scheme: "http", Host: agentHost, Path: agentPath, RawQuery: pr.In.URL.RawQuery}
+			pr.Out.Host = ""
+			// The platform's credentials never enter a sandbox.
+			for _, h := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
+				pr.Out.Header.Del(h)
+			}
+			pr.Out.Header.Set("X-Request-Id", requestID)
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			// The answer carries the server's request id only.
+			resp.Header.Del("X-Request-Id")
+			return nil
+		},
+		Transport:     transport,
+		FlushInterval: -1,
+		ErrorLog:      s.proxyLog,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.agentError(w, r, c, err)
+		},
+	}
+	rp.ServeHTTP(w, r)
+	return nil
+}
+
+// agentError answers a request that never got an answer from the agent.
+func (s *server) agentError(w http.ResponseWriter, r *http.Request, c caller, err error) {
+	var tl *http.MaxBytesError
+	switch {
+	case errors.As(err, &tl):
+		writeError(w, r, sandbox.Wrap(sandbox.KindPayloadTooLarge, err, fmt.Sprintf("request body is larger than %d bytes", tl.Limit)))
+	case r.Context().Err() != nil:
+		// The client went away: nobody reads an answer.
+		infoFrom(r.Context()).err = err
+	default:
+		writeError(w, r, s.agentUnreachable(r, c, err))
+	}
+}
+
+// agentUnreachable explains a failed round trip: most often the sandbox
+// stopped (or its lease ran out) after Agent answered.
+func (s *server) agentUnreachable(r *http.Request, c caller, err error) error {
+	id := r.PathValue("id")
+	rec, gerr := s.cfg.Sandboxes.Get(r.Context(), c.account, id)
+	if gerr == nil && rec.State != sandbox.StateRunning {
+		if rec.EndReason == sandbox.EndLeaseEnded {
+			return sandbox.Wrap(sandbox.KindLeaseEnded, err, fmt.Sprintf("sandbox %s ended: its lease ran out", id))
+		}
+		return sandbox.Wrap(sandbox.KindConflict, err, fmt.Sprintf("sandbox %s is %s", id, rec.State))
+	}
+	return sandbox.Wrap(sandbox.KindInternal, err, "could not reach the sandbox's agent")
+}

@@ -1,0 +1,56 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// caller is who a request acts for, from its key.
+type caller struct {
+	account string
+	keyID   string
+	kind    store.KeyKind
+}
+
+// canChange reports whether the caller's key may use mutating routes: only
+// admin and full keys may, so a kind unknown here changes nothing.
+func (c caller) canChange() bool {
+	return c.kind == store.KeyAdmin || c.kind == store.KeyFull
+}
+
+// authenticate finds the key of "Authorization: Bearer KEY". The store
+// finds it by the SHA-256 of the secret; the hash is compared again in
+// constant time so that an index lookup is never the only check.
+func (s *server) authenticate(r *http.Request) (caller, error) {
+	secret, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
+		return caller{}, sandbox.Errorf(sandbox.KindUnauthorized, "missing API key: send Authorization: Bearer KEY")
+	}
+	sum := sha256.Sum256([]byte(secret))
+	k, err := s.cfg.Store.KeyByHash(r.Context(), sum[:])
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		return caller{}, sandbox.Errorf(sandbox.KindUnauthorized, "unknown API key")
+	}
+	if err != nil {
+		return caller{}, sandbox.Wrap(sandbox.KindInternal, err, "internal error")
+	}
+	if subtle.ConstantTimeCompare(k.Hash, sum[:]) != 1 {
+		return caller{}, sandbox.Errorf(sandbox.KindUnauthorized, "unknown API key")
+	}
+	return caller{account: k.Account, keyID: k.ID, kind: k.Kind}, nil
+}
+
+// bearer returns the token of a Bearer authorization header.
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}

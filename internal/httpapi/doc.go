@@ -1,0 +1,11 @@
+// Package httpapi is withruntime's HTTP server: routing, API-key auth,
+// decoding and checking request bodies, forwarding agent routes to the
+// in-sandbox agent, and the one place where error kinds become HTTP
+// statuses and stable codes (Status).
+//
+// It serves the contract of package api (and api/openapi.yaml, which a test
+// here holds to the route table). It decides nothing about sandboxes
+// itself: lifecycle goes through the Sandboxes interface, which the manager
+// implements, and keys through internal/store. It must not import the
+// manager, a backend, the client or the CLI.
+package httpapi

@@ -1,0 +1,296 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// testEnv is a server over a real listener, with a real bbolt store, the
+// fake manager and a fake agent behind it.
+type testEnv struct {
+	t     *testing.T
+	url   string
+	fake  *fakeSandboxes
+	agent *fakeAgent
+	store *store.Bolt
+	logs  *syncBuffer
+	// keys holds a secret of each kind: admin of account "admin", full and
+	// read_only of account "acct1".
+	keys map[store.KeyKind]string
+}
+
+func newEnv(t *testing.T, mod func(*Config)) *testEnv {
+	t.Helper()
+	agent := newFakeAgent(t)
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &testEnv{
+		t:     t,
+		fake:  newFakeSandboxes(agent.srv.Listener.Addr().String()),
+		agent: agent,
+		store: st,
+		logs:  &syncBuffer{},
+		keys:  map[store.KeyKind]string{},
+	}
+	for i, k := range []struct {
+		kind    store.KeyKind
+		account string
+	}{{store.KeyAdmin, "admin"}, {store.KeyFull, "acct1"}, {store.KeyReadOnly, "acct1"}} {
+		secret := "wr_" + randomHex()
+		sum := sha256.Sum256([]byte(secret))
+		err := st.PutKey(t.Context(), store.Key{
+			ID: "key-" + strconv.Itoa(i), Account: k.account, Kind: k.kind, Hash: sum[:], CreatedAt: time.Now(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.keys[k.kind] = secret
+	}
+	e.fake.add("sbx-1", "acct1", sandbox.StateRunning)
+	e.fake.add("sbx-admin", "admin", sandbox.StateRunning)
+
+	cfg := Config{
+		Sandboxes: e.fake,
+		Store:     st,
+		Logger:    slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv := httptest.NewServer(NewServer(cfg))
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	return e
+}
+
+func randomHex() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// do sends a request with key (none when empty) and body.
+func (e *testEnv) do(method, path, key string, body io.Reader) *http.Response {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(e.t.Context(), method, e.url+path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	e.t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// doJSON sends body as JSON text.
+func (e *testEnv) doJSON(method, path, key, body string) *http.Response {
+	e.t.Helper()
+	return e.do(method, path, key, strings.NewReader(body))
+}
+
+// errorOf reads an error body, failing the test unless it is one.
+func errorOf(t *testing.T, resp *http.Response) api.ErrorDetail {
+	t.Helper()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type: got %q, want application/json", ct)
+	}
+	var body api.ErrorBody
+	dec := json.NewDecoder(resp.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		t.Fatalf("decoding error body: %v", err)
+	}
+	if body.Error.Code == "" || body.Error.Message == "" {
+		t.Errorf("error body %+v: want a code and a message", body)
+	}
+	return body.Error
+}
+
+// concrete fills a route pattern with ids of sandbox sbx-1.
+func concrete(pattern string) string {
+	p := strings.ReplaceAll(pattern, "{id}", "sbx-1")
+	p = strings.ReplaceAll(p, "{pid}", "42")
+	if strings.Contains(p, "/files") || strings.Contains(p, "/archive") {
+		p += "?path=a.txt"
+	}
+	return p
+}
+
+// bodyFor is a valid body for a route.
+func bodyFor(rt Route) io.Reader {
+	switch {
+	case strings.HasSuffix(rt.Pattern, "/exec"):
+		return strings.NewReader(`{"cmd":["true"]}`)
+	case strings.HasSuffix(rt.Pattern, "/extend"):
+		return strings.NewReader(`{"timeout_seconds":60}`)
+	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/sandboxes":
+		return strings.NewReader(`{}`)
+	case rt.Method == http.MethodPut:
+		return strings.NewReader("file bytes")
+	}
+	return nil
+}
+
+// syncBuffer is a log sink that handlers may write from many goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// lines decodes the JSON log lines.
+func (b *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// agentRequest is what the fake agent saw of one request.
+type agentRequest struct {
+	Method   string
+	Path     string
+	RawQuery string
+	Header   http.Header
+	Body     []byte
+}
+
+// fakeAgent plays the in-sandbox agent: it records what reaches it and
+// answers a few routes the way the real one does.
+type fakeAgent struct {
+	srv *httptest.Server
+
+	mu   sync.Mutex // guards reqs and execGate
+	reqs []agentRequest
+	// execGate, when set, holds an exec between its start event and the
+	// rest until it is closed.
+	execGate chan struct{}
+}
+
+func newFakeAgent(t *testing.T) *fakeAgent {
+	a := &fakeAgent{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /exec", a.exec)
+	mux.HandleFunc("GET /files", a.readFile)
+	mux.HandleFunc("PUT /files", a.writeFile)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		a.record(r, true)
+		writeJSON(w, http.StatusOK, map[string]string{"agent": r.Method + " " + r.URL.Path})
+	})
+	a.srv = httptest.NewServer(mux)
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *fakeAgent) record(r *http.Request, readBody bool) {
+	var body []byte
+	if readBody {
+		body, _ = io.ReadAll(r.Body)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reqs = append(a.reqs, agentRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), body})
+}
+
+func (a *fakeAgent) requests() []agentRequest {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]agentRequest(nil), a.reqs...)
+}
+
+func (a *fakeAgent) exec(w http.ResponseWriter, r *http.Request) {
+	a.record(r, true)
+	a.mu.Lock()
+	gate := a.execGate
+	a.mu.Unlock()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w)
+	enc.Encode(api.ExecEvent{Type: api.EventStart, Pid: 7})
+	w.(http.Flusher).Flush()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-time.After(10 * time.Second):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	code := 0
+	enc.Encode(api.ExecEvent{Type: api.EventStdout, Data: "hi\n"})
+	enc.Encode(api.ExecEvent{Type: api.EventExit, ExitCode: &code, DurationMs: 1})
+}
+
+// readFile serves ?size=N bytes, or with ?broken=1 breaks off mid-stream.
+func (a *fakeAgent) readFile(w http.ResponseWriter, r *http.Request) {
+	a.record(r, false)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if r.URL.Query().Get("broken") != "" {
+		w.Write(bytes.Repeat([]byte("x"), 1000))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}
+	size, _ := strconv.ParseInt(r.URL.Query().Get("size"), 10, 64)
+	if size == 0 {
+		io.WriteString(w, "file bytes")
+		return
+	}
+	buf := bytes.Repeat([]byte("x"), 64<<10)
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	for size > 0 {
+		n := min(size, int64(len(buf)))
+		if _, err := w.Write(buf[:n]); err != nil {
+			return
+		}
+		size -= n
+	}
+}
+
+func (a *fakeAgent) writeFile(w http.ResponseWriter, r *http.Request) {
+	a.record(r, true)
+	writeJSON(w, http.StatusOK, api.FileInfo{Name: "a.txt", Path: "/workspace/a.txt", Type: api.FileTypeFile})
+}

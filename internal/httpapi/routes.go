@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/withruntime/withruntime/api"
+)
+
+// Route is one entry of the server's route table. The table is data so that
+// tests can hold it to api/openapi.yaml and check auth on every entry.
+type Route struct {
+	Method string
+	// Pattern is an http.ServeMux path pattern, such as
+	// /v1/sandboxes/{id}/files; OpenAPI spells paths the same way.
+	Pattern string
+	// Public routes are served without a key.
+	Public bool
+	// Mutating routes create, execute, write, change or spend: read-only
+	// keys are refused them.
+	Mutating bool
+
+	handler handlerFunc
+}
+
+// handlerFunc serves one route for an authenticated caller (the zero
+// caller on public routes). A returned error is answered by writeError.
+type handlerFunc func(s *server, w http.ResponseWriter, r *http.Request, c caller) error
+
+const sandboxPrefix = api.Version + "/sandboxes/{id}"
+
+// Routes returns the server's route table, in the order of api/routes.go.
+func Routes() []Route {
+	return []Route{
+		{Method: http.MethodGet, Pattern: api.Version + "/health", Public: true, handler: (*server).health},
+
+		{Method: http.MethodPost, Pattern: api.Version + "/sandboxes", Mutating: true, handler: (*server).create},
+		{Method: http.MethodGet, Pattern: api.Version + "/sandboxes", handler: (*server).list},
+		{Method: http.MethodGet, Pattern: sandboxPrefix, handler: (*server).get},
+		{Method: http.MethodDelete, Pattern: sandboxPrefix, Mutating: true, handler: (*server).stop},
+		{Method: http.MethodPost, Pattern: sandboxPrefix + "/stop", Mutating: true, handler: (*server).stop},
+		{Method: http.MethodPost, Pattern: sandboxPrefix + "/extend", Mutating: true, handler: (*server).extend},
+		{Method: http.MethodPost, Pattern: sandboxPrefix + "/pause", Mutating: true, handler: (*server).pause},
+		{Method: http.MethodPost, Pattern: sandboxPrefix + "/resume", Mutating: true, handler: (*server).resume},
+
+		{Method: http.MethodPost, Pattern: sandboxPrefix + "/exec", Mutating: true, handler: (*server).exec},
+		agentRoute(http.MethodGet, "/processes", bodyJSON),
+		agentRoute(http.MethodGet, "/processes/{pid}", bodyJSON),
+		agentRoute(http.MethodPost, "/processes/{pid}/kill", bodyJSON),
+		agentRoute(http.MethodGet, "/files", bodyJSON),
+		agentRoute(http.MethodPut, "/files", bodyFile),
+		agentRoute(http.MethodDelete, "/files", bodyJSON),
+		agentRoute(http.MethodGet, "/files/list", bodyJSON),
+		agentRoute(http.MethodGet, "/files/stat", bodyJSON),
+		agentRoute(http.MethodPost, "/files/mkdir", bodyJSON),
+		agentRoute(http.MethodGet, "/archive", bodyJSON),
+		agentRoute(http.MethodPut, "/archive", bodyArchive),
+	}
+}
+
+// bodyLimit says which bound applies to a forwarded request body.
+type bodyLimit int
+
+const (
+	bodyJSON    bodyLimit = iota // Config.MaxBodyBytes
+	bodyFile                     // Config.MaxFileBytes, checked before forwarding
+	bodyArchive                  // none here: the sandbox's disk bounds it
+)
+
+// agentRoute is a route that the agent serves at suffix: the server checks
+// the key and the sandbox, then forwards the request as it is.
+func agentRoute(method, suffix string, limit bodyLimit) Route {
+	return Route{
+		Method:   method,
+		Pattern:  sandboxPrefix + suffix,
+		Mutating: method != http.MethodGet,
+		handler: func(s *server, w http.ResponseWriter, r *http.Request, c caller) error {
+			return s.forward(w, r, c, suffix, limit)
+		},
+	}
+}

@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// Sandboxes is what the server needs of the manager. Every method acts for
+// account and reports a sandbox of another account as not found. Errors
+// carry a sandbox.Kind; errors without one are answered as internal.
+type Sandboxes interface {
+	Create(ctx context.Context, account string, req api.CreateSandboxRequest) (*sandbox.Record, error)
+	Get(ctx context.Context, account, id string) (*sandbox.Record, error)
+	List(ctx context.Context, account string) ([]*sandbox.Record, error)
+	Extend(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error)
+	Stop(ctx context.Context, account, id string) (*sandbox.Record, error)
+	Pause(ctx context.Context, account, id string) (*sandbox.Record, error)
+	Resume(ctx context.Context, account, id string) (*sandbox.Record, error)
+	// Agent returns a round tripper to the sandbox's in-sandbox agent; it
+	// fails with a conflict-kind error unless the sandbox is running
+	// (lease_ended kind when the sandbox ended because its lease ran out).
+	//
+	// The server sends it requests for http://sandbox-agent/PATH, PATH being
+	// one of the agent's routes (/exec, /files/list, ...) with the client's
+	// query; the round tripper must carry them to this sandbox's agent
+	// whatever the URL's host says. Requests never carry the client's
+	// Authorization header.
+	Agent(ctx context.Context, account, id string) (http.RoundTripper, error)
+}
+
+// SandboxView is a record as the API shows it. Environment values are left
+// out: they may hold credentials.
+func SandboxView(r *sandbox.Record) api.Sandbox {
+	v := api.Sandbox{
+		ID:              r.ID,
+		State:           string(r.State),
+		Image:           r.Spec.Image,
+		VCPUs:           r.Spec.VCPUs,
+		MemoryMiB:       r.Spec.MemoryMiB,
+		OnLeaseEnd:      string(r.Spec.OnLeaseEnd),
+		Network:         api.Network{Internet: false},
+		CreatedAt:       r.CreatedAt,
+		StartedAt:       r.StartedAt,
+		PausedAt:        r.PausedAt,
+		EndedAt:         r.EndedAt,
+		LeaseEndsAt:     r.LeaseEndsAt,
+		RetentionEndsAt: r.RetentionEndsAt,
+		EndReason:       string(r.EndReason),
+		EndMessage:      r.EndMessage,
+	}
+	if len(r.Spec.Metadata) > 0 {
+		v.Metadata = maps.Clone(r.Spec.Metadata)
+	}
+	return v
+}

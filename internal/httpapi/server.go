@@ -1,0 +1,230 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxFileBytes = api.MaxFileBody
+)
+
+// Config is what the server is made of. Sandboxes and Store are required.
+type Config struct {
+	Sandboxes Sandboxes
+	Store     store.Store
+	// Logger gets one line per request; nil discards them.
+	Logger *slog.Logger
+	// MaxBodyBytes bounds JSON request bodies (DefaultMaxBodyBytes when 0).
+	MaxBodyBytes int64
+	// MaxFileBytes bounds a single-file upload (DefaultMaxFileBytes when 0).
+	MaxFileBytes int64
+}
+
+// Validate reports what is missing or wrong in c.
+func (c Config) Validate() error {
+	switch {
+	case c.Sandboxes == nil:
+		return fmt.Errorf("httpapi: Config.Sandboxes is nil")
+	case c.Store == nil:
+		return fmt.Errorf("httpapi: Config.Store is nil")
+	case c.MaxBodyBytes < 0 || c.MaxFileBytes < 0:
+		return fmt.Errorf("httpapi: body limits must not be negative")
+	}
+	return nil
+}
+
+type server struct {
+	cfg      Config
+	log      *slog.Logger
+	proxyLog *log.Logger // httputil.ReverseProxy's own complaints, into log
+	mux      *http.ServeMux
+}
+
+// NewServer returns the HTTP handler of the API. It panics when cfg does
+// not validate: that is a wiring mistake, found at start.
+func NewServer(cfg Config) http.Handler {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxFileBytes == 0 {
+		cfg.MaxFileBytes = DefaultMaxFileBytes
+	}
+	s := &server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		proxyLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		mux:      http.NewServeMux(),
+	}
+	for _, rt := range Routes() {
+		s.mux.Handle(rt.Method+" "+rt.Pattern, s.route(rt))
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, sandbox.Errorf(sandbox.KindNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	return s
+}
+
+// reqInfo is what the access log line says about a request; handlers fill
+// it in as they learn.
+type reqInfo struct {
+	id        string
+	sandboxID string
+	account   string
+	err       error
+}
+
+type infoKey struct{}
+
+func infoFrom(ctx context.Context) *reqInfo {
+	info, _ := ctx.Value(infoKey{}).(*reqInfo)
+	return info
+}
+
+// ServeHTTP gives the request an id, serves it, and logs one line about it.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	info := &reqInfo{id: newRequestID()}
+	w.Header().Set("X-Request-Id", info.id)
+	sw := &statusWriter{ResponseWriter: w}
+	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+
+	defer func() {
+		p := recover()
+		if p != nil && p != http.ErrAbortHandler {
+			perr := fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+			if sw.status == 0 {
+				writeError(sw, r, perr)
+				p = nil
+			} else {
+				// Part of the answer is out: only a broken stream tells the
+				// client it is incomplete.
+				p = http.ErrAbortHandler
+			}
+			info.err = perr
+		}
+		s.logRequest(r, sw, info, time.Since(start), p != nil)
+		if p != nil {
+			panic(p)
+		}
+	}()
+	s.mux.ServeHTTP(sw, r)
+}
+
+func (s *server) logRequest(r *http.Request, sw *statusWriter, info *reqInfo, d time.Duration, aborted bool) {
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK // what net/http sends for a handler that wrote nothing
+		if r.Context().Err() != nil {
+			status = 499 // the client went away before an answer
+		}
+	}
+	level := slog.LevelInfo
+	if status >= 500 || aborted {
+		level = slog.LevelError
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", info.id),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Duration("duration", d),
+		slog.Int64("bytes", sw.bytes),
+	}
+	if info.sandboxID != "" {
+		attrs = append(attrs, slog.String("sandbox_id", info.sandboxID))
+	}
+	if info.account != "" {
+		attrs = append(attrs, slog.String("account", info.account))
+	}
+	if aborted {
+		attrs = append(attrs, slog.Bool("aborted", true))
+	}
+	if info.err != nil {
+		attrs = append(attrs, slog.String("error", info.err.Error()))
+	}
+	s.log.LogAttrs(context.WithoutCancel(r.Context()), level, "request", attrs...)
+}
+
+// route wraps a route's handler with auth and the checks every route shares.
+func (s *server) route(rt Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info := infoFrom(r.Context())
+		info.sandboxID = r.PathValue("id")
+		var c caller
+		if !rt.Public {
+			var err error
+			if c, err = s.authenticate(r); err != nil {
+				writeError(w, r, err)
+				return
+			}
+			info.account = c.account
+			if rt.Mutating && !c.canChange() {
+				writeError(w, r, sandbox.Errorf(sandbox.KindForbidden, "this key is read-only: it cannot %s %s", r.Method, r.URL.Path))
+				return
+			}
+		}
+		if err := checkRequest(r); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if err := rt.handler(s, w, r, c); err != nil {
+			writeError(w, r, err)
+		}
+	})
+}
+
+func newRequestID() string {
+	var b [12]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// statusWriter records what was answered, for the access log. Unwrap lets
+// http.ResponseController (and so httputil.ReverseProxy) flush through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Flush() {
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,92 @@
+package manager
+
+import (
+	"errors"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// Config is the manager's configuration. Zero values take the defaults.
+type Config struct {
+	Backend sandbox.Backend
+	Store   store.Store
+	Logger  *slog.Logger
+
+	DefaultVCPUs     int
+	DefaultMemoryMiB int
+	MinVCPUs         int
+	MaxVCPUs         int
+	MinMemoryMiB     int
+	MaxMemoryMiB     int
+	DiskMiB          int
+	PidsLimit        int
+	DefaultTimeout   time.Duration
+	MaxTimeout       time.Duration
+	Retention        time.Duration
+	ReapInterval     time.Duration
+
+	// HostCPUs and HostMemoryMiB are what admission may hand out before
+	// the overcommit ratio; default the machine's.
+	HostCPUs      int
+	HostMemoryMiB int
+	Overcommit    float64
+}
+
+func (c *Config) setDefaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.DefaultVCPUs, 2)
+	def(&c.DefaultMemoryMiB, 4096)
+	def(&c.MinVCPUs, 1)
+	def(&c.MaxVCPUs, 8)
+	def(&c.MinMemoryMiB, 512)
+	def(&c.MaxMemoryMiB, 16384)
+	def(&c.DiskMiB, 10240)
+	def(&c.PidsLimit, 4096)
+	def(&c.HostCPUs, runtime.NumCPU())
+	def(&c.HostMemoryMiB, hostMemoryMiB())
+	if c.DefaultTimeout == 0 {
+		c.DefaultTimeout = 300 * time.Second
+	}
+	if c.MaxTimeout == 0 {
+		c.MaxTimeout = 24 * time.Hour
+	}
+	if c.Retention == 0 {
+		c.Retention = 7 * 24 * time.Hour
+	}
+	if c.ReapInterval == 0 {
+		c.ReapInterval = time.Second
+	}
+	if c.Overcommit == 0 {
+		c.Overcommit = 4
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	switch {
+	case c.Backend == nil:
+		return errors.New("manager needs a backend")
+	case c.Store == nil:
+		return errors.New("manager needs a store")
+	case c.MinVCPUs > c.MaxVCPUs || c.MinMemoryMiB > c.MaxMemoryMiB:
+		return errors.New("size limits: minimum above maximum")
+	case c.DefaultVCPUs < c.MinVCPUs || c.DefaultVCPUs > c.MaxVCPUs:
+		return errors.New("default vcpus outside the limits")
+	case c.DefaultMemoryMiB < c.MinMemoryMiB || c.DefaultMemoryMiB > c.MaxMemoryMiB:
+		return errors.New("default memory outside the limits")
+	case c.Overcommit <= 0:
+		return errors.New("overcommit ratio must be positive")
+	}
+	return nil
+}

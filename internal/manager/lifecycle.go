@@ -1,0 +1,189 @@
+package manager
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// Create validates, admits and starts a sandbox. A refused create leaves
+// nothing behind.
+func (m *Manager) Create(ctx context.Context, account string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
+	spec, err := m.specFor(req)
+	if err != nil {
+		return nil, err
+	}
+	id := newID()
+	e := m.lock(id)
+	defer e.mu.Unlock()
+	if err := m.admit(e, spec.VCPUs, spec.MemoryMiB); err != nil {
+		return nil, err
+	}
+	now := m.now()
+	rec := &sandbox.Record{
+		ID: id, Account: account, Backend: m.cfg.Backend.Name(), Spec: spec,
+		State: sandbox.StateStarting, CreatedAt: now, LeaseEndsAt: now.Add(spec.Timeout),
+	}
+	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
+		m.release(e)
+		return nil, err
+	}
+	inst, err := m.cfg.Backend.Start(ctx, id, spec)
+	if err != nil {
+		m.release(e)
+		m.cfg.Store.DeleteSandbox(context.WithoutCancel(ctx), id)
+		m.log.warn(id, "starting sandbox", err)
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be started")
+	}
+	m.attach(e, inst)
+	started := m.now()
+	rec.State, rec.StartedAt = sandbox.StateRunning, &started
+	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
+		m.finish(ctx, e, sandbox.EndError, "recording the start failed")
+		return nil, err
+	}
+	m.log.info(id, "sandbox started", "vcpus", spec.VCPUs, "memory_mib", spec.MemoryMiB, "startup_ms", started.Sub(now).Milliseconds())
+	return rec, nil
+}
+
+// Get returns a sandbox of the account.
+func (m *Manager) Get(ctx context.Context, account, id string) (*sandbox.Record, error) {
+	return m.get(ctx, account, id)
+}
+
+// List returns the account's sandboxes.
+func (m *Manager) List(ctx context.Context, account string) ([]*sandbox.Record, error) {
+	return m.list(ctx, account)
+}
+
+// Extend moves the lease of a running or paused sandbox to end timeout
+// from now.
+func (m *Manager) Extend(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error) {
+	if err := m.checkTimeout(int(timeout/time.Second), timeout); err != nil {
+		return nil, err
+	}
+	e := m.lock(id)
+	defer e.mu.Unlock()
+	rec, err := m.get(ctx, account, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State != sandbox.StateRunning {
+		return nil, stateError(rec, "extend")
+	}
+	rec.LeaseEndsAt = m.now().Add(timeout)
+	return rec, m.cfg.Store.PutSandbox(ctx, rec)
+}
+
+// Stop ends a sandbox (running or paused) with reason stopped. Stopping an
+// ended sandbox returns it as it is.
+func (m *Manager) Stop(ctx context.Context, account, id string) (*sandbox.Record, error) {
+	e := m.lock(id)
+	defer e.mu.Unlock()
+	rec, err := m.get(ctx, account, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State == sandbox.StateEnded {
+		return rec, nil
+	}
+	return m.finish(ctx, e, sandbox.EndStopped, "")
+}
+
+// Pause checkpoints a running sandbox.
+func (m *Manager) Pause(ctx context.Context, account, id string) (*sandbox.Record, error) {
+	e := m.lock(id)
+	defer e.mu.Unlock()
+	rec, err := m.get(ctx, account, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State != sandbox.StateRunning || e.inst == nil {
+		return nil, stateError(rec, "pause")
+	}
+	return m.pause(ctx, e, rec)
+}
+
+// pause checkpoints; the caller holds e.mu. A failed checkpoint ends the
+// sandbox with reason error: nothing is left half-paused.
+func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sandbox.Record, error) {
+	if err := m.cfg.Backend.Pause(ctx, e.id); err != nil {
+		m.log.warn(e.id, "pausing sandbox", err)
+		m.finish(ctx, e, sandbox.EndError, "the sandbox could not be paused")
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be paused and was stopped")
+	}
+	m.release(e)
+	now := m.now()
+	retention := now.Add(m.cfg.Retention)
+	rec.State, rec.PausedAt, rec.RetentionEndsAt = sandbox.StatePaused, &now, &retention
+	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
+		return nil, err
+	}
+	m.log.info(e.id, "sandbox paused")
+	return rec, nil
+}
+
+// Resume restores a paused sandbox; its lease then runs its full timeout
+// again from now.
+func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Record, error) {
+	e := m.lock(id)
+	defer e.mu.Unlock()
+	rec, err := m.get(ctx, account, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State != sandbox.StatePaused {
+		return nil, stateError(rec, "resume")
+	}
+	if err := m.admit(e, rec.Spec.VCPUs, rec.Spec.MemoryMiB); err != nil {
+		return nil, err
+	}
+	inst, err := m.cfg.Backend.Resume(ctx, id, rec.Spec)
+	if err != nil {
+		m.release(e)
+		m.log.warn(id, "resuming sandbox", err)
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be resumed; it stays paused")
+	}
+	m.attach(e, inst)
+	now := m.now()
+	rec.State, rec.PausedAt, rec.RetentionEndsAt = sandbox.StateRunning, nil, nil
+	rec.LeaseEndsAt = now.Add(rec.Spec.Timeout)
+	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
+		return nil, err
+	}
+	m.log.info(id, "sandbox resumed")
+	return rec, nil
+}
+
+// Agent returns a round tripper to a running sandbox's agent.
+func (m *Manager) Agent(ctx context.Context, account, id string) (http.RoundTripper, error) {
+	m.mu.Lock()
+	e := m.live[id]
+	var t *http.Transport
+	if e != nil {
+		t = e.transport
+	}
+	m.mu.Unlock()
+	rec, err := m.get(ctx, account, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State != sandbox.StateRunning || t == nil {
+		return nil, stateError(rec, "use")
+	}
+	return t, nil
+}
+
+// stateError says why an operation is refused in the record's state.
+func stateError(rec *sandbox.Record, op string) error {
+	if rec.State == sandbox.StateEnded && rec.EndReason == sandbox.EndLeaseEnded {
+		return sandbox.Errorf(sandbox.KindLeaseEnded, "cannot %s sandbox %s: its lease ended", op, rec.ID)
+	}
+	if rec.State == sandbox.StateEnded {
+		return sandbox.Errorf(sandbox.KindConflict, "cannot %s sandbox %s: it has ended (%s)", op, rec.ID, rec.EndReason)
+	}
+	return sandbox.Errorf(sandbox.KindConflict, "cannot %s sandbox %s while it is %s", op, rec.ID, rec.State)
+}

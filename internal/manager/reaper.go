@@ -1,0 +1,108 @@
+package manager
+
+import (
+	"context"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// Recover reattaches the sandboxes an earlier server left running, ends
+// those it cannot reach with reason host_restart, removes every leftover of
+// sandboxes that are not kept, and starts the reaper.
+func (m *Manager) Recover(ctx context.Context) error {
+	recs, err := m.list(ctx, "", sandbox.StateStarting, sandbox.StateRunning)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		e := m.lock(rec.ID)
+		var inst sandbox.Instance
+		if rec.State == sandbox.StateRunning {
+			inst, err = m.cfg.Backend.Attach(ctx, rec.ID, rec.Spec)
+		}
+		if inst != nil && err == nil && m.admitRecovered(e, rec) {
+			m.attach(e, inst)
+			m.log.info(rec.ID, "sandbox reattached")
+		} else {
+			m.finish(ctx, e, sandbox.EndHostRestart, "the server restarted and could not reattach the sandbox")
+		}
+		e.mu.Unlock()
+	}
+	keep := map[string]bool{}
+	kept, err := m.list(ctx, "", sandbox.StateRunning, sandbox.StatePaused)
+	if err != nil {
+		return err
+	}
+	for _, rec := range kept {
+		keep[rec.ID] = true
+	}
+	if err := m.cfg.Backend.Sweep(ctx, func(id string) bool { return keep[id] }); err != nil {
+		m.cfg.Logger.Warn("sweeping leftovers", "err", err)
+	}
+	m.wg.Add(1)
+	go m.reapLoop()
+	return nil
+}
+
+// admitRecovered counts a reattached sandbox; it is already running, so it
+// is never refused.
+func (m *Manager) admitRecovered(e *entry, rec *sandbox.Record) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e.vcpus, e.memoryMiB = rec.Spec.VCPUs, rec.Spec.MemoryMiB
+	m.live[e.id] = e
+	return true
+}
+
+func (m *Manager) reapLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.Reap(context.Background())
+		}
+	}
+}
+
+// Reap ends or pauses every sandbox whose lease is over and removes every
+// paused sandbox whose retention is over.
+func (m *Manager) Reap(ctx context.Context) {
+	recs, err := m.list(ctx, "", sandbox.StateRunning, sandbox.StatePaused)
+	if err != nil {
+		m.cfg.Logger.Warn("listing sandboxes to reap", "err", err)
+		return
+	}
+	now := m.now()
+	for _, r := range recs {
+		due := (r.State == sandbox.StateRunning && !now.Before(r.LeaseEndsAt)) ||
+			(r.State == sandbox.StatePaused && r.RetentionEndsAt != nil && !now.Before(*r.RetentionEndsAt))
+		if due {
+			m.reapOne(ctx, r.ID)
+		}
+	}
+}
+
+func (m *Manager) reapOne(ctx context.Context, id string) {
+	e := m.lock(id)
+	defer e.mu.Unlock()
+	rec, err := m.cfg.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return
+	}
+	now := m.now()
+	switch {
+	case rec.State == sandbox.StateRunning && !now.Before(rec.LeaseEndsAt):
+		if rec.Spec.OnLeaseEnd == sandbox.OnLeaseEndPause && e.inst != nil {
+			m.pause(ctx, e, rec)
+			return
+		}
+		m.finish(ctx, e, sandbox.EndLeaseEnded, "")
+	case rec.State == sandbox.StatePaused && rec.RetentionEndsAt != nil && !now.Before(*rec.RetentionEndsAt):
+		m.finish(ctx, e, sandbox.EndRetentionEnded, "")
+	}
+}

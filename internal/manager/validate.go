@@ -1,0 +1,99 @@
+package manager
+
+import (
+	"strings"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/image"
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+const (
+	maxMetadata      = 64
+	maxMetadataKey   = 128
+	maxMetadataValue = 1024
+	maxEnv           = 256
+	maxEnvValue      = 32 << 10
+)
+
+func invalid(format string, args ...any) error {
+	return sandbox.Errorf(sandbox.KindInvalid, format, args...)
+}
+
+// specFor validates a create request and turns it into a Spec.
+func (m *Manager) specFor(req api.CreateSandboxRequest) (sandbox.Spec, error) {
+	c := &m.cfg
+	if req.Network != nil && (req.Network.Internet || len(req.Network.Allow) > 0) {
+		return sandbox.Spec{}, sandbox.Errorf(sandbox.KindNotSupported, "network access is not offered by this server yet; omit network or set internet to false")
+	}
+	if req.MaxCostMicros != nil {
+		return sandbox.Spec{}, sandbox.Errorf(sandbox.KindNotSupported, "max_cost_micros is not offered by this server yet")
+	}
+	s := sandbox.Spec{
+		Image:      req.Image,
+		VCPUs:      req.VCPUs,
+		MemoryMiB:  req.MemoryMiB,
+		DiskMiB:    c.DiskMiB,
+		PidsLimit:  c.PidsLimit,
+		Timeout:    time.Duration(req.TimeoutSeconds) * time.Second,
+		OnLeaseEnd: sandbox.LeaseEndAction(req.OnLeaseEnd),
+		Env:        req.Env,
+		Metadata:   req.Metadata,
+	}
+	if s.Image == "" {
+		s.Image = image.DefaultName
+	}
+	if s.Image != image.DefaultName {
+		return s, invalid("unknown image %q: the only image is %q", s.Image, image.DefaultName)
+	}
+	if req.VCPUs == 0 {
+		s.VCPUs = c.DefaultVCPUs
+	}
+	if s.VCPUs < c.MinVCPUs || s.VCPUs > c.MaxVCPUs {
+		return s, invalid("vcpus must be between %d and %d, got %d", c.MinVCPUs, c.MaxVCPUs, s.VCPUs)
+	}
+	if req.MemoryMiB == 0 {
+		s.MemoryMiB = c.DefaultMemoryMiB
+	}
+	if s.MemoryMiB < c.MinMemoryMiB || s.MemoryMiB > c.MaxMemoryMiB {
+		return s, invalid("memory_mib must be between %d and %d, got %d", c.MinMemoryMiB, c.MaxMemoryMiB, s.MemoryMiB)
+	}
+	if req.TimeoutSeconds == 0 {
+		s.Timeout = c.DefaultTimeout
+	}
+	if err := m.checkTimeout(req.TimeoutSeconds, s.Timeout); err != nil {
+		return s, err
+	}
+	switch s.OnLeaseEnd {
+	case "":
+		s.OnLeaseEnd = sandbox.OnLeaseEndStop
+	case sandbox.OnLeaseEndStop, sandbox.OnLeaseEndPause:
+	default:
+		return s, invalid("on_lease_end must be %q or %q, got %q", sandbox.OnLeaseEndStop, sandbox.OnLeaseEndPause, req.OnLeaseEnd)
+	}
+	if len(s.Env) > maxEnv {
+		return s, invalid("at most %d environment variables", maxEnv)
+	}
+	for k, v := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) || len(v) > maxEnvValue {
+			return s, invalid("bad environment variable %q: names are non-empty without '=' or NUL, values at most %d bytes without NUL", k, maxEnvValue)
+		}
+	}
+	if len(s.Metadata) > maxMetadata {
+		return s, invalid("at most %d metadata entries", maxMetadata)
+	}
+	for k, v := range s.Metadata {
+		if k == "" || len(k) > maxMetadataKey || len(v) > maxMetadataValue || strings.ContainsRune(k+v, 0) {
+			return s, invalid("bad metadata entry %q: keys 1-%d bytes, values at most %d bytes, no NUL", k, maxMetadataKey, maxMetadataValue)
+		}
+	}
+	return s, nil
+}
+
+func (m *Manager) checkTimeout(seconds int, d time.Duration) error {
+	if seconds < 0 || d <= 0 || d > m.cfg.MaxTimeout {
+		return invalid("timeout_seconds must be between 1 and %d, got %d", int(m.cfg.MaxTimeout/time.Second), seconds)
+	}
+	return nil
+}

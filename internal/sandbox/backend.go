@@ -1,0 +1,95 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+)
+
+// Backend is the seam between the platform and an isolation technology
+// (gVisor today, a microVM later). A backend turns a Spec into a running,
+// isolated machine whose in-sandbox agent can be dialed, and removes every
+// trace of it on Destroy.
+type Backend interface {
+	// Name is the registered name of the backend.
+	Name() string
+	// Start boots sandbox id and returns once its agent answers.
+	Start(ctx context.Context, id string, spec Spec) (Instance, error)
+	// Attach finds sandbox id left running by an earlier server process.
+	// It fails when the sandbox is gone or does not answer.
+	Attach(ctx context.Context, id string, spec Spec) (Instance, error)
+	// Pause saves the sandbox's memory, processes and disk and stops it:
+	// afterwards it holds no memory or CPU on the host.
+	Pause(ctx context.Context, id string) error
+	// Resume restores a paused sandbox where it stopped.
+	Resume(ctx context.Context, id string, spec Spec) (Instance, error)
+	// Destroy stops the sandbox and removes everything it holds on the host
+	// (processes, mounts, namespaces, cgroups, files, checkpoints). It is
+	// idempotent.
+	Destroy(ctx context.Context, id string) error
+	// Sweep destroys every trace of sandboxes the backend finds on the host
+	// for which keep returns false.
+	Sweep(ctx context.Context, keep func(id string) bool) error
+}
+
+// Instance is a live sandbox of a backend.
+type Instance interface {
+	// DialAgent opens a connection to the in-sandbox agent.
+	DialAgent(ctx context.Context) (net.Conn, error)
+	// Done is closed when the sandbox stops by itself (crash, out of
+	// memory, its init exited); Cause then says why.
+	Done() <-chan struct{}
+	Cause() (EndReason, string)
+}
+
+// BackendFactory makes a backend from the server's configuration.
+type BackendFactory func(cfg BackendConfig) (Backend, error)
+
+// BackendConfig is what every backend is given.
+type BackendConfig struct {
+	// DataDir holds per-sandbox state that must survive a restart.
+	DataDir string
+	// CacheDir holds images and binaries shared by every data dir.
+	CacheDir string
+}
+
+var (
+	registryMu sync.Mutex // guards registry
+	registry   = map[string]BackendFactory{}
+)
+
+// RegisterBackend makes a backend available by name. Backends call it from
+// their package's init; it does no I/O.
+func RegisterBackend(name string, f BackendFactory) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("sandbox: backend registered twice: " + name)
+	}
+	registry[name] = f
+}
+
+// Backends lists the registered backend names, sorted.
+func Backends() []string {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// NewBackend makes the backend registered under name.
+func NewBackend(name string, cfg BackendConfig) (Backend, error) {
+	registryMu.Lock()
+	f, ok := registry[name]
+	registryMu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("no backend named %q", name)
+	}
+	return f(cfg)
+}

@@ -1,0 +1,34 @@
+package sandbox
+
+// State is where a sandbox is in its life. The names are part of the wire
+// contract and must not change.
+type State string
+
+const (
+	StateStarting State = "starting"
+	StateRunning  State = "running"
+	StatePaused   State = "paused"
+	StateEnded    State = "ended"
+)
+
+// EndReason says why a sandbox ended. The names are part of the wire
+// contract and must not change.
+type EndReason string
+
+const (
+	EndStopped        EndReason = "stopped"
+	EndLeaseEnded     EndReason = "lease_ended"
+	EndOutOfMemory    EndReason = "out_of_memory"
+	EndSpendingLimit  EndReason = "spending_limit"
+	EndRetentionEnded EndReason = "retention_ended"
+	EndHostRestart    EndReason = "host_restart"
+	EndError          EndReason = "error"
+)
+
+// LeaseEndAction is what happens when a lease runs out.
+type LeaseEndAction string
+
+const (
+	OnLeaseEndStop  LeaseEndAction = "stop"
+	OnLeaseEndPause LeaseEndAction = "pause"
+)

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/withruntime/withruntime/internal/manager"
+)
+
+// DefaultListen is the address clients try when none is configured.
+const DefaultListen = "127.0.0.1:7878"
+
+// DefaultCacheDir holds images and runsc, shared by every data dir.
+const DefaultCacheDir = "/var/cache/withruntime"
+
+// Config is the server's configuration.
+type Config struct {
+	Listen   string
+	DataDir  string
+	CacheDir string
+	Backend  string
+	Logger   *slog.Logger
+	// Quiet suppresses the one-time notice about the admin key (the
+	// embedded mode has no operator to tell).
+	Quiet   bool
+	Manager manager.Config
+}
+
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.CacheDir == "" {
+		c.CacheDir = DefaultCacheDir
+	}
+	if c.Backend == "" {
+		c.Backend = "gvisor"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	if !filepath.IsAbs(c.CacheDir) {
+		return errors.New("--cache-dir must be an absolute path")
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "github.com/withruntime/withruntime/internal/backend/gvisor" // registers "gvisor"
+	"github.com/withruntime/withruntime/internal/httpapi"
+	"github.com/withruntime/withruntime/internal/manager"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// Server is a running withruntime server.
+type Server struct {
+	URL      string
+	AdminKey string
+
+	cfg     Config
+	store   store.Store
+	manager *manager.Manager
+	http    *http.Server
+	done    chan error
+}
+
+// Start opens the data dir, recovers what an earlier server left and starts
+// serving. It returns once the API answers.
+func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("making data dir: %w", err)
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.OpenBolt(filepath.Join(dataDir, "withruntime.db"))
+	if err != nil {
+		return nil, fmt.Errorf("opening the database: %w", err)
+	}
+	defer func() {
+		if retErr != nil {
+			st.Close()
+		}
+	}()
+	key, made, err := adminKey(ctx, st, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	if made && !cfg.Quiet {
+		fmt.Fprintf(os.Stderr, "withruntime: created the admin API key in %s (use it as WITHRUNTIME_API_KEY)\n", filepath.Join(dataDir, "admin.key"))
+	}
+	backend, err := sandbox.NewBackend(cfg.Backend, sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir})
+	if err != nil {
+		return nil, err
+	}
+	mcfg := cfg.Manager
+	mcfg.Backend, mcfg.Store, mcfg.Logger = backend, st, cfg.Logger
+	mgr, err := manager.New(mcfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Recover(ctx); err != nil {
+		mgr.Close()
+		return nil, fmt.Errorf("recovering sandboxes: %w", err)
+	}
+	l, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		mgr.Close()
+		return nil, err
+	}
+	s := &Server{
+		URL: "http://" + l.Addr().String(), AdminKey: key,
+		cfg: cfg, store: st, manager: mgr, done: make(chan error, 1),
+		http: &http.Server{
+			Handler:           httpapi.NewServer(httpapi.Config{Sandboxes: mgr, Store: st, Logger: cfg.Logger}),
+			ReadHeaderTimeout: 30 * time.Second,
+		},
+	}
+	go func() { s.done <- s.http.Serve(l) }()
+	cfg.Logger.Info("serving", "url", s.URL, "data_dir", dataDir, "backend", cfg.Backend)
+	return s, nil
+}
+
+// Wait blocks until the context ends or the listener fails, then shuts
+// down. Live sandboxes keep running for the next server to reattach.
+func (s *Server) Wait(ctx context.Context) error {
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-s.done:
+	}
+	return errors.Join(err, s.Close())
+}
+
+// Close stops serving and closes the database.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.http.Shutdown(ctx)
+	s.manager.Close()
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = s.http.Close()
+	}
+	return errors.Join(err, s.store.Close())
+}
+
+// Manager exposes the server's manager to the embedded mode.
+func (s *Server) Manager() *manager.Manager { return s.manager }
+
+// DataDir is the data dir the server runs on.
+func (s *Server) DataDir() string { return s.cfg.DataDir }

@@ -1,0 +1,105 @@
+// Package store is withruntime's persistence: sandbox records, API keys and
+// accounts behind one interface, Store. Bolt is the embedded implementation
+// (one bbolt file in the data dir) for a single box; a server database will
+// implement the same interface for many machines, so no type of a storage
+// engine appears in it.
+//
+// It imports internal/sandbox and nothing else of this module: the manager
+// and the HTTP server depend on it, never the reverse.
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// Store keeps what must outlive a server process. Implementations are safe
+// for concurrent use. Absent records are reported as not_found-kind errors
+// (errors.Is(err, sandbox.ErrNotFound)).
+type Store interface {
+	// PutSandbox inserts the record or replaces the one with its ID.
+	PutSandbox(ctx context.Context, r *sandbox.Record) error
+	GetSandbox(ctx context.Context, id string) (*sandbox.Record, error)
+	// ListSandboxes returns the records that pass f, oldest first.
+	ListSandboxes(ctx context.Context, f SandboxFilter) ([]*sandbox.Record, error)
+	DeleteSandbox(ctx context.Context, id string) error
+
+	// PutKey inserts the key or replaces the one with its ID. Two keys never
+	// share a hash.
+	PutKey(ctx context.Context, k Key) error
+	// KeyByHash finds the key whose secret hashes to hash (SHA-256).
+	KeyByHash(ctx context.Context, hash []byte) (*Key, error)
+	// ListKeys returns the keys of account, oldest first; every key when
+	// account is empty.
+	ListKeys(ctx context.Context, account string) ([]Key, error)
+	DeleteKey(ctx context.Context, id string) error
+
+	// PutAccount inserts the account or replaces the one with its ID.
+	PutAccount(ctx context.Context, a Account) error
+	GetAccount(ctx context.Context, id string) (*Account, error)
+	// ListAccounts returns every account, oldest first.
+	ListAccounts(ctx context.Context) ([]Account, error)
+
+	Close() error
+}
+
+// SandboxFilter selects sandboxes. Zero fields select everything.
+type SandboxFilter struct {
+	Account string
+	States  []sandbox.State
+}
+
+// Match reports whether r passes the filter.
+func (f SandboxFilter) Match(r *sandbox.Record) bool {
+	if f.Account != "" && r.Account != f.Account {
+		return false
+	}
+	if len(f.States) == 0 {
+		return true
+	}
+	for _, s := range f.States {
+		if r.State == s {
+			return true
+		}
+	}
+	return false
+}
+
+// KeyKind is what an API key may do. The names are part of the wire
+// contract and must not change.
+type KeyKind string
+
+const (
+	// KeyAdmin is the operator's key: it manages accounts and their keys
+	// and acts as its own account.
+	KeyAdmin KeyKind = "admin"
+	// KeyFull does everything within its account.
+	KeyFull KeyKind = "full"
+	// KeyReadOnly reads everything its account may read and changes nothing.
+	KeyReadOnly KeyKind = "read_only"
+)
+
+// Valid reports whether k is one of the known kinds.
+func (k KeyKind) Valid() bool {
+	return k == KeyAdmin || k == KeyFull || k == KeyReadOnly
+}
+
+// Key is an API key. Only the SHA-256 of its secret is kept: the secret is
+// shown once, when the key is made.
+type Key struct {
+	ID        string    `json:"id"`
+	Account   string    `json:"account"`
+	Kind      KeyKind   `json:"kind"`
+	Hash      []byte    `json:"hash"`
+	Name      string    `json:"name,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Account owns sandboxes and keys.
+type Account struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}

@@ -1,0 +1,108 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Server is a real `withruntime serve` process.
+type Server struct {
+	URL     string
+	Key     string
+	DataDir string
+	Addr    string
+	cmd     *exec.Cmd
+	Log     *strings.Builder
+	t       testing.TB
+	args    []string
+}
+
+// StartServer runs the CLI's serve command on a free loopback port with a
+// fresh data dir, and waits until it answers. It is killed at the end of
+// the test.
+func StartServer(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	RequiresGvisor(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s := &Server{URL: "http://" + addr, Addr: addr, DataDir: t.TempDir(), t: t, args: extra}
+	s.Start()
+	t.Cleanup(func() { s.Stop(true) })
+	return s
+}
+
+// Start starts (or restarts) the server process on the same data dir.
+func (s *Server) Start() {
+	t := s.t
+	t.Helper()
+	args := append([]string{"serve", "--listen", s.Addr, "--data-dir", s.DataDir, "--cache-dir", CacheDir()}, s.args...)
+	s.cmd = exec.Command(CLI(t), args...)
+	s.Log = &strings.Builder{}
+	pr, pw, _ := os.Pipe()
+	s.cmd.Stdout, s.cmd.Stderr = pw, pw
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	logb := s.Log
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			logb.WriteString(sc.Text() + "\n")
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		resp, err := http.Get(s.URL + "/v1/health")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("server did not answer: %v\n%s", err, s.Log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	key, err := os.ReadFile(filepath.Join(s.DataDir, "admin.key"))
+	if err != nil {
+		t.Fatalf("reading admin key: %v", err)
+	}
+	s.Key = strings.TrimSpace(string(key))
+}
+
+// Stop ends the server: with SIGKILL when hard (a crash), else SIGTERM.
+func (s *Server) Stop(hard bool) {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	sig := syscall.SIGTERM
+	if hard {
+		sig = syscall.SIGKILL
+	}
+	syscall.Kill(-s.cmd.Process.Pid, sig)
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Env is the client environment for this server.
+func (s *Server) Env() []string {
+	return append(os.Environ(), "WITHRUNTIME_BASE_URL="+s.URL, "WITHRUNTIME_API_KEY="+s.Key)
+}
+
+func (s *Server) String() string { return fmt.Sprintf("server %s (%s)", s.URL, s.DataDir) }

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Runs the whole test suite: the host set-up first (as scripts/up.sh does),
+# then every Go package and the Python SDK against a real server.
+# Run as root from the project's checkout; CI calls exactly this.
+set -eu
+cd "$(dirname "$0")/.."
+
+./scripts/up.sh
+
+echo "==> Python test dependencies"
+if ! /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
+  apt-get install -y -qq python3-pytest >/dev/null
+fi
+
+echo "==> go vet"
+go vet ./...
+
+echo "==> go test"
+# Two cores: run packages one at a time so the gVisor suites do not starve
+# each other.
+go test -p 1 -timeout 40m ./...
+
+echo "==> Python SDK"
+./scripts/pytest-live.sh

@@ -1,0 +1,33 @@
+"""withruntime: disposable, isolated Linux sandboxes for AI agents.
+
+    from withruntime import Sandbox
+
+    with Sandbox.create(timeout_seconds=600) as sbx:
+        sbx.files.write("hello.py", "print('hi')")
+        print(sbx.exec("python3 hello.py", check=True).stdout)
+
+Configuration comes from WITHRUNTIME_API_KEY and WITHRUNTIME_BASE_URL, or from
+the api_key= and base_url= arguments. Agent tools: withruntime.tools.
+Standard library only; Python 3.10 or later.
+"""
+
+from ._version import __version__
+from .errors import APIError, CommandError, Error, TransportError
+from .files import FileInfo, Files, TransferResult
+from .process import ExecResult, Process
+from .sandbox import Sandbox, SandboxInfo
+
+__all__ = [
+    "__version__",
+    "Sandbox",
+    "SandboxInfo",
+    "ExecResult",
+    "Process",
+    "Files",
+    "FileInfo",
+    "TransferResult",
+    "Error",
+    "APIError",
+    "CommandError",
+    "TransportError",
+]

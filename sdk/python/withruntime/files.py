@@ -1,0 +1,281 @@
+"""Files inside a sandbox: ``sbx.files``.
+
+Paths inside the sandbox may be relative: they land in /workspace.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import stat as _stat
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, List, Mapping, Union
+
+from . import _archive
+from ._archive import CHUNK
+from ._time import parse_time
+from .errors import APIError, Error, TransportError
+
+if TYPE_CHECKING:
+    from ._transport import Transport
+
+__all__ = ["Files", "FileInfo", "TransferResult"]
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+# The server's bound on a single-file body; larger files go as an archive.
+MAX_FILE_BODY = 512 << 20
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One file inside a sandbox. ``path`` is absolute; ``type`` is one of
+    ``file``, ``dir``, ``symlink``, ``other``; ``target`` is a link's target."""
+
+    name: str
+    path: str
+    type: str
+    size: int
+    mode: int
+    mtime: datetime | None
+    target: str | None = None
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "dir"
+
+    @property
+    def is_file(self) -> bool:
+        return self.type == "file"
+
+    @property
+    def is_symlink(self) -> bool:
+        return self.type == "symlink"
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> FileInfo:
+        return cls(
+            name=str(d.get("name", "")),
+            path=str(d.get("path", "")),
+            type=str(d.get("type", "")),
+            size=int(d.get("size") or 0),
+            mode=int(d.get("mode") or 0),
+            mtime=parse_time(d.get("mtime")),
+            target=d.get("target") or None,
+        )
+
+
+@dataclass(frozen=True)
+class TransferResult:
+    """What an upload or download moved: regular files and links, and bytes."""
+
+    files: int
+    bytes: int
+
+
+class Files:
+    """File operations on one sandbox (``sbx.files``)."""
+
+    def __init__(self, transport: Transport, sandbox_id: str) -> None:
+        self._t = transport
+        self._id = sandbox_id
+
+    def _p(self, suffix: str) -> str:
+        return f"/sandboxes/{self._id}/{suffix}"
+
+    # -- single files ------------------------------------------------------
+
+    def read(self, path: PathArg, encoding: str = "utf-8", errors: str = "strict") -> str:
+        """The content of a file as text."""
+        return self.read_bytes(path).decode(encoding, errors)
+
+    def read_bytes(self, path: PathArg) -> bytes:
+        """The content of a file as bytes."""
+        _, data = self._t.request("GET", self._p("files"), query={"path": _remote(path)})
+        return data
+
+    def _read_head(self, path: PathArg, limit: int) -> tuple[bytes, int | None]:
+        """At most `limit` bytes from the start of a file, and its size when
+        the server said it; the rest is not transferred."""
+        with self._t.stream("GET", self._p("files"), query={"path": _remote(path)}) as resp:
+            length = resp.getheader("Content-Length")
+            try:
+                data = resp.read(limit)
+                more = resp.read(1) if len(data) == limit else b""
+            except (OSError, http.client.HTTPException) as e:
+                raise TransportError(f"reading {path}: the stream broke: {e}") from e
+            total = int(length) if length and length.isdigit() else (None if more else len(data))
+            if not more:
+                resp.read()
+            return data, total
+
+    def write(self, path: PathArg, data: str | bytes, mode: int = 0o644) -> FileInfo:
+        """Write a whole file (str is encoded as UTF-8); parent directories are made."""
+        body = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        d = self._t.json(
+            "PUT",
+            self._p("files"),
+            query={"path": _remote(path), "mode": f"{mode & 0o777:04o}"},
+            body=body,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        return FileInfo.from_json(d or {})
+
+    def list(self, path: PathArg = ".") -> List[FileInfo]:
+        """The entries of a directory."""
+        d = self._t.json("GET", self._p("files/list"), query={"path": _remote(path)}) or {}
+        return [FileInfo.from_json(e) for e in d.get("entries") or []]
+
+    def stat(self, path: PathArg) -> FileInfo:
+        """Information about one file; APIError with code not_found if missing."""
+        return FileInfo.from_json(self._t.json("GET", self._p("files/stat"), query={"path": _remote(path)}) or {})
+
+    def exists(self, path: PathArg) -> bool:
+        """Whether the path exists in the sandbox."""
+        try:
+            self.stat(path)
+        except APIError as e:
+            if e.code == "not_found":
+                return False
+            raise
+        return True
+
+    def mkdir(self, path: PathArg) -> FileInfo:
+        """Make a directory and its parents (no error if it exists)."""
+        return FileInfo.from_json(self._t.json("POST", self._p("files/mkdir"), query={"path": _remote(path)}) or {})
+
+    def remove(self, path: PathArg, recursive: bool = False) -> None:
+        """Remove a file, or a directory (with recursive=True when not empty)."""
+        q: dict[str, Any] = {"path": _remote(path)}
+        if recursive:
+            q["recursive"] = True
+        self._t.request("DELETE", self._p("files"), query=q)
+
+    # -- trees -------------------------------------------------------------
+
+    def upload(self, local: PathArg, remote: PathArg) -> TransferResult:
+        """Copy a local file or directory to `remote`, which becomes that file
+        or directory (parents are made). A directory goes as one tar stream,
+        read from disk as it is sent."""
+        local = os.fspath(local)
+        remote_s = _remote(remote)
+        st = os.stat(local)
+        if _stat.S_ISDIR(st.st_mode):
+            return self._put_archive(remote_s, _archive.tar_stream(local))
+        if not _stat.S_ISREG(st.st_mode):
+            raise Error(f"{local} is neither a regular file nor a directory")
+        if st.st_size > MAX_FILE_BODY:
+            parent, name = _split_remote(remote_s)
+            self._put_archive(parent, _single_file_tar(local, name, st))
+        else:
+            self._t.request(
+                "PUT",
+                self._p("files"),
+                query={"path": remote_s, "mode": f"{st.st_mode & 0o777:04o}"},
+                body=_file_chunks(local, st.st_size),
+                headers={"Content-Type": "application/octet-stream", "Content-Length": str(st.st_size)},
+            )
+        return TransferResult(1, st.st_size)
+
+    def _put_archive(self, remote_dir: str, chunks: Any) -> TransferResult:
+        # The server makes remote_dir (and its parents) if missing, and says
+        # how many files (and links) and bytes it wrote.
+        d = self._t.json(
+            "PUT",
+            self._p("archive"),
+            query={"path": remote_dir},
+            body=chunks,
+            headers={"Content-Type": "application/x-tar"},
+        ) or {}
+        return TransferResult(int(d.get("files") or 0), int(d.get("bytes") or 0))
+
+    def download(self, remote: PathArg, local: PathArg) -> TransferResult:
+        """Copy a file or directory of the sandbox to `local`, which becomes
+        that file or directory. A directory comes as one tar stream, extracted
+        as it arrives; entries that would land outside `local` (absolute
+        names, '..', links pointing outside, device files) are refused with
+        withruntime.Error."""
+        local = os.fspath(local)
+        remote_s = _remote(remote)
+        info = self.stat(remote_s)
+        if info.is_dir:
+            with self._t.stream(
+                "GET", self._p("archive"), query={"path": remote_s}, headers={"Accept": "application/x-tar"}
+            ) as resp:
+                try:
+                    files, size = _archive.extract(resp, local)
+                    resp.read()
+                except tarfile.TarError as e:
+                    raise TransportError(f"downloading {remote_s}: bad or cut archive: {e}") from e
+                except (http.client.HTTPException, ConnectionError, socket.timeout, EOFError) as e:
+                    raise TransportError(f"downloading {remote_s}: the archive stream broke: {e}") from e
+            return TransferResult(files, size)
+        return TransferResult(1, self._download_file(remote_s, local, info.mode))
+
+    def _download_file(self, remote: str, local: str, mode: int) -> int:
+        directory = os.path.dirname(os.path.abspath(local))
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".withruntime-", dir=directory)
+        size = 0
+        try:
+            with os.fdopen(fd, "wb") as out:
+                with self._t.stream("GET", self._p("files"), query={"path": remote}) as resp:
+                    while True:
+                        try:
+                            data = resp.read(CHUNK)
+                        except (OSError, http.client.HTTPException) as e:
+                            raise TransportError(f"downloading {remote}: the stream broke: {e}") from e
+                        if not data:
+                            break
+                        out.write(data)
+                        size += len(data)
+            os.chmod(tmp, (mode & 0o777) or 0o644)
+            os.replace(tmp, local)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return size
+
+
+def _remote(path: PathArg) -> str:
+    p = os.fspath(path)
+    if not p:
+        raise ValueError("path is empty")
+    return p
+
+
+def _split_remote(path: str) -> tuple[str, str]:
+    path = path.rstrip("/")
+    if "/" not in path:
+        return ".", path
+    parent, name = path.rsplit("/", 1)
+    return parent or "/", name
+
+
+def _file_chunks(path: str, size: int) -> Any:
+    with open(path, "rb") as f:
+        left = size
+        while left:
+            data = f.read(min(CHUNK, left))
+            if not data:
+                raise Error(f"{path} shrank while it was being uploaded")
+            left -= len(data)
+            yield data
+
+
+def _single_file_tar(path: str, name: str, st: os.stat_result) -> Any:
+    # A tar holding one file, for files above the single-body bound.
+    info = tarfile.TarInfo(name)
+    info.size = st.st_size
+    info.mode = st.st_mode & 0o777
+    info.mtime = int(st.st_mtime)
+    yield info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+    yield from _file_chunks(path, st.st_size)
+    yield b"\0" * (-st.st_size % tarfile.BLOCKSIZE) + b"\0" * (2 * tarfile.BLOCKSIZE)

@@ -1,0 +1,320 @@
+"""Running commands: the exec stream, its result, and background processes."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+from .errors import CommandError, TransportError, api_error_from_detail
+
+if TYPE_CHECKING:
+    from ._transport import Transport
+
+__all__ = ["ExecResult", "Process", "OUTPUT_LIMIT"]
+
+# At most this many characters of each stream are kept in an ExecResult (the
+# last ones); the callbacks still see everything.
+OUTPUT_LIMIT = 16 * 1024 * 1024
+
+# One long-poll of a background process waits at most this long on the server.
+_WAIT_SLICE_MS = 30_000
+
+Command = Union[str, Sequence[str]]
+OutputCallback = Callable[[str], object]
+
+
+@dataclass
+class ExecResult:
+    """How a command ended, with its output.
+
+    ``stdout`` and ``stderr`` hold at most the last 16 MiB (counted in
+    characters) of each stream; ``stdout_truncated`` / ``stderr_truncated``
+    say that older output was dropped. ``exit_code`` is -1 when the process
+    left no exit code (killed by a signal, or by the end of the lease).
+    """
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    pid: int | None = None
+    duration_ms: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited with code 0 and did not time out."""
+        return self.exit_code == 0 and not self.timed_out
+
+    def check(self) -> ExecResult:
+        """Raise CommandError unless the command succeeded; return self."""
+        if not self.ok:
+            raise CommandError(self)
+        return self
+
+
+class _Tail:
+    """The last `limit` characters of a stream, kept without quadratic copying."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[str] = []
+        self.size = 0
+        self.truncated = False
+
+    def add(self, s: str) -> None:
+        self.parts.append(s)
+        self.size += len(s)
+        if self.size > 2 * self.limit + 65536:
+            self._compact()
+
+    def _compact(self) -> None:
+        joined = "".join(self.parts)
+        if len(joined) > self.limit:
+            joined = joined[len(joined) - self.limit :] if self.limit > 0 else ""
+            self.truncated = True
+        self.parts = [joined]
+        self.size = len(joined)
+
+    def text(self) -> str:
+        self._compact()
+        return self.parts[0] if self.parts else ""
+
+
+def build_exec_body(
+    cmd: Command,
+    cwd: str | None,
+    env: Mapping[str, str] | None,
+    timeout_ms: int | None,
+    stdin: str | bytes | None,
+    background: bool,
+) -> dict[str, Any]:
+    """The JSON body of POST /exec, with only what was given."""
+    if isinstance(cmd, str):
+        if not cmd.strip():
+            raise ValueError("cmd is empty")
+        body: dict[str, Any] = {"cmd": cmd}
+    elif isinstance(cmd, (bytes, bytearray)):
+        raise TypeError("cmd must be a str (a shell command) or a list of str (an argv)")
+    else:
+        argv = list(cmd)
+        if not argv or not all(isinstance(a, str) for a in argv) or not argv[0]:
+            raise ValueError("cmd must be a non-empty list of str when given as an argv")
+        body = {"cmd": argv}
+    if cwd is not None:
+        body["cwd"] = str(cwd)
+    if env:
+        body["env"] = {str(k): str(v) for k, v in env.items()}
+    if stdin is not None:
+        body["stdin"] = stdin.decode("utf-8") if isinstance(stdin, (bytes, bytearray)) else stdin
+    if timeout_ms is not None:
+        if timeout_ms < 0:
+            raise ValueError("timeout_ms must be positive")
+        if timeout_ms > 0:
+            body["timeout_ms"] = int(timeout_ms)
+    if background:
+        body["background"] = True
+    return body
+
+
+def run_stream(
+    transport: Transport,
+    sandbox_id: str,
+    body: dict[str, Any],
+    on_stdout: OutputCallback | None,
+    on_stderr: OutputCallback | None,
+) -> ExecResult:
+    """POST an exec request and follow its ndjson event stream to the end."""
+    limit = OUTPUT_LIMIT
+    out, err = _Tail(limit), _Tail(limit)
+    pid: int | None = None
+    timeout_ms = body.get("timeout_ms")
+    # With a timeout of its own the command ends by then; without one, only
+    # the lease bounds it, so reading waits as long as the stream is alive
+    # (TCP keepalive notices a vanished server).
+    read_timeout = None if not timeout_ms else timeout_ms / 1000 + 120
+    where = f"exec in sandbox {sandbox_id}"
+    path = f"/sandboxes/{sandbox_id}/exec"
+
+    with transport.stream("POST", path, json_body=body, timeout=read_timeout) as resp:
+        if resp.status != 200:
+            raise TransportError(f"{where}: expected a 200 event stream, got status {resp.status}")
+        while True:
+            try:
+                line = resp.readline()
+            except (OSError, http.client.HTTPException) as e:
+                raise TransportError(f"{where}: the event stream broke: {type(e).__name__}: {e}") from e
+            if not line:
+                raise TransportError(f"{where}: the event stream ended without an exit event")
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                ev = json.loads(line)
+            except ValueError as e:
+                raise TransportError(f"{where}: malformed event {line[:200]!r}") from e
+            if not isinstance(ev, dict):
+                raise TransportError(f"{where}: malformed event {line[:200]!r}")
+            kind = ev.get("type")
+            if kind == "stdout":
+                data = ev.get("data") or ""
+                out.add(data)
+                if on_stdout is not None and data:
+                    on_stdout(data)
+            elif kind == "stderr":
+                data = ev.get("data") or ""
+                err.add(data)
+                if on_stderr is not None and data:
+                    on_stderr(data)
+            elif kind == "start":
+                pid = ev.get("pid")
+            elif kind == "exit":
+                code = ev.get("exit_code")
+                result = ExecResult(
+                    exit_code=-1 if code is None else int(code),
+                    stdout=out.text(),
+                    stderr=err.text(),
+                    timed_out=bool(ev.get("timed_out")),
+                    stdout_truncated=out.truncated,
+                    stderr_truncated=err.truncated,
+                    pid=pid,
+                    duration_ms=ev.get("duration_ms"),
+                )
+                _drain(resp)
+                return result
+            elif kind == "error":
+                raise api_error_from_detail(ev.get("error"))
+            # Unknown event types are skipped: newer servers may add some.
+
+
+def _drain(resp: http.client.HTTPResponse) -> None:
+    """Read what follows the exit event (nothing, normally) so the connection
+    can be reused; a failure here does not matter, the result is complete."""
+    try:
+        resp.read()
+    except (OSError, http.client.HTTPException):
+        pass
+
+
+class Process:
+    """A command started with ``exec(..., background=True)``.
+
+    It lives until it exits, is killed, or the lease ends. ``stdout`` and
+    ``stderr`` fetch the output so far (the last 1 MiB of each stream, as the
+    server keeps it); ``wait()`` long-polls until it ends.
+    """
+
+    def __init__(self, transport: Transport, sandbox_id: str, data: Mapping[str, Any], check: bool = False) -> None:
+        self._t = transport
+        self.sandbox_id = sandbox_id
+        if not isinstance(data.get("pid"), int):
+            raise TransportError(f"sandbox {sandbox_id}: the process answer has no pid: {dict(data)!r:.200}")
+        self.pid: int = data["pid"]
+        self._check = check
+        self._data: dict[str, Any] = {}
+        self._update(data)
+
+    def _update(self, data: Mapping[str, Any]) -> None:
+        self._data = dict(data)
+
+    @property
+    def _path(self) -> str:
+        return f"/sandboxes/{self.sandbox_id}/processes/{self.pid}"
+
+    @property
+    def cmd(self) -> str | list[str]:
+        """The command as it was started."""
+        return self._data.get("cmd", "")
+
+    def refresh(self) -> Process:
+        """Fetch the process's current state and output; return self."""
+        self._update(self._t.json("GET", self._path))
+        return self
+
+    @property
+    def is_running(self) -> bool:
+        """Whether the process is still running (asks the server)."""
+        return bool(self.refresh()._data.get("running"))
+
+    def poll(self) -> int | None:
+        """The exit code if the process has ended, else None (asks the server)."""
+        self.refresh()
+        return None if self._data.get("running") else self._exit_code()
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code as last seen (None while running; no request made)."""
+        return None if self._data.get("running") else self._exit_code()
+
+    def _exit_code(self) -> int:
+        code = self._data.get("exit_code")
+        return -1 if code is None else int(code)
+
+    @property
+    def stdout(self) -> str:
+        """Output so far on stdout (asks the server)."""
+        return str(self.refresh()._data.get("stdout") or "")
+
+    @property
+    def stderr(self) -> str:
+        """Output so far on stderr (asks the server)."""
+        return str(self.refresh()._data.get("stderr") or "")
+
+    def wait(self, timeout: float | None = None) -> ExecResult:
+        """Wait for the process to end and return its result.
+
+        ``timeout`` in seconds (None waits as long as it runs). Raises the
+        built-in TimeoutError when it passes first; the process keeps running.
+        With ``check=True`` given to exec, raises CommandError on failure.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._data.get("running", True):
+            if deadline is None:
+                slice_ms = _WAIT_SLICE_MS
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"process {self.pid} still running after {timeout} s")
+                slice_ms = max(1, min(_WAIT_SLICE_MS, int(remaining * 1000)))
+            started = time.monotonic()
+            self._update(
+                self._t.json(
+                    "GET",
+                    self._path,
+                    query={"wait": True, "timeout_ms": slice_ms},
+                    timeout=slice_ms / 1000 + 60,
+                )
+            )
+            # A server that answers at once instead of long-polling must
+            # not turn this into a busy loop.
+            if self._data.get("running") and time.monotonic() - started < 0.05:
+                time.sleep(0.2)
+        result = self._result()
+        if self._check:
+            result.check()
+        return result
+
+    def _result(self) -> ExecResult:
+        d = self._data
+        return ExecResult(
+            exit_code=self._exit_code(),
+            stdout=str(d.get("stdout") or ""),
+            stderr=str(d.get("stderr") or ""),
+            timed_out=bool(d.get("timed_out")),
+            stdout_truncated=bool(d.get("stdout_truncated")),
+            stderr_truncated=bool(d.get("stderr_truncated")),
+            pid=self.pid,
+        )
+
+    def kill(self) -> None:
+        """Kill the process (and what it started). Killing an ended one is harmless."""
+        self._update(self._t.json("POST", self._path + "/kill"))
+
+    def __repr__(self) -> str:
+        state = "running" if self._data.get("running") else f"exited {self._exit_code()}"
+        return f"<Process pid={self.pid} {state} cmd={self.cmd!r}>"

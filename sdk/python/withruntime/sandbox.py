@@ -1,0 +1,304 @@
+"""Sandboxes: create, connect, lease, lifecycle and exec."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import TracebackType
+from typing import Any, List, Literal, overload
+
+from ._time import parse_time
+from ._transport import Transport
+from .errors import APIError
+from .files import Files
+from .process import Command, ExecResult, OutputCallback, Process, build_exec_body, run_stream
+
+__all__ = ["Sandbox", "SandboxInfo"]
+
+# Stopping a sandbox that already ended is not a failure of the stop.
+_ALREADY_GONE = frozenset({"not_found", "conflict", "lease_ended"})
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """A sandbox as the API shows it (the fields of the API's Sandbox).
+
+    ``state`` is ``starting``, ``running``, ``paused`` or ``ended``;
+    ``end_reason`` (once ended) is ``stopped``, ``lease_ended``,
+    ``out_of_memory``, ``spending_limit``, ``retention_ended``,
+    ``host_restart`` or ``error``. ``raw`` keeps the whole JSON object,
+    fields newer than this SDK included (the cost so far, once billing exists).
+    """
+
+    id: str
+    state: str
+    image: str = ""
+    vcpus: int = 0
+    memory_mib: int = 0
+    on_lease_end: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    network: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    paused_at: datetime | None = None
+    ended_at: datetime | None = None
+    lease_ends_at: datetime | None = None
+    retention_ends_at: datetime | None = None
+    end_reason: str | None = None
+    end_message: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SandboxInfo:
+        return cls(
+            id=str(d.get("id", "")),
+            state=str(d.get("state", "")),
+            image=str(d.get("image") or ""),
+            vcpus=int(d.get("vcpus") or 0),
+            memory_mib=int(d.get("memory_mib") or 0),
+            on_lease_end=str(d.get("on_lease_end") or ""),
+            metadata=dict(d.get("metadata") or {}),
+            network=dict(d.get("network") or {}),
+            created_at=parse_time(d.get("created_at")),
+            started_at=parse_time(d.get("started_at")),
+            paused_at=parse_time(d.get("paused_at")),
+            ended_at=parse_time(d.get("ended_at")),
+            lease_ends_at=parse_time(d.get("lease_ends_at")),
+            retention_ends_at=parse_time(d.get("retention_ends_at")),
+            end_reason=d.get("end_reason") or None,
+            end_message=d.get("end_message") or None,
+            raw=dict(d),
+        )
+
+
+class Sandbox:
+    """A sandbox: a disposable, isolated Linux machine.
+
+    Make one with :meth:`create` (a context manager that stops it when the
+    block ends, error or not) or attach to an existing one with
+    :meth:`connect`. Every method is safe to call from several threads.
+    """
+
+    def __init__(
+        self,
+        id: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        _transport: Transport | None = None,
+        _info: SandboxInfo | None = None,
+    ) -> None:
+        if not id:
+            raise ValueError("sandbox id is empty")
+        self._id = id
+        self._t = _transport or Transport(base_url, api_key)
+        self._info = _info
+        self._stopped = False
+        self.files = Files(self._t, id)
+        """File operations: read, write, list, stat, mkdir, remove, upload, download."""
+
+    # -- construction ------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        vcpus: int | None = None,
+        memory_mib: int | None = None,
+        timeout_seconds: int | None = None,
+        on_lease_end: str | None = None,
+        env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        image: str | None = None,
+        network: Mapping[str, Any] | None = None,
+        max_cost_micros: int | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+    ) -> Sandbox:
+        """Create a sandbox and wait until it runs.
+
+        Only the options given are sent; the server's defaults apply to the
+        rest (2 vCPU, 4 GiB, a 300 s lease, no network). ``timeout_seconds``
+        is the lease; ``on_lease_end`` is ``"stop"`` or ``"pause"``;
+        ``network`` is ``{"internet": bool, "allow": [hosts]}``;
+        ``max_cost_micros`` refuses the create if its first lease could cost
+        more. ``api_key`` and ``base_url`` default to WITHRUNTIME_API_KEY and
+        WITHRUNTIME_BASE_URL (then http://127.0.0.1:7878).
+        """
+        body: dict[str, Any] = {}
+        for name, value in (
+            ("image", image),
+            ("vcpus", vcpus),
+            ("memory_mib", memory_mib),
+            ("timeout_seconds", timeout_seconds),
+            ("on_lease_end", on_lease_end),
+            ("max_cost_micros", max_cost_micros),
+        ):
+            if value is not None:
+                body[name] = value
+        if env is not None:
+            body["env"] = {str(k): str(v) for k, v in env.items()}
+        if metadata is not None:
+            body["metadata"] = {str(k): str(v) for k, v in metadata.items()}
+        if network is not None:
+            body["network"] = dict(network)
+        t = Transport(base_url, api_key)
+        info = SandboxInfo.from_json(t.json("POST", "/sandboxes", json_body=body))
+        return cls(info.id, _transport=t, _info=info)
+
+    @classmethod
+    def connect(cls, id: str, *, api_key: str | None = None, base_url: str | None = None) -> Sandbox:
+        """Attach to an existing sandbox (APIError not_found if there is none)."""
+        t = Transport(base_url, api_key)
+        sbx = cls(id, _transport=t)
+        sbx.info()
+        return sbx
+
+    @classmethod
+    def list(cls, *, api_key: str | None = None, base_url: str | None = None) -> List[SandboxInfo]:
+        """The sandboxes this key's account can see."""
+        d = Transport(base_url, api_key).json("GET", "/sandboxes") or {}
+        return [SandboxInfo.from_json(s) for s in d.get("sandboxes") or []]
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The sandbox's id."""
+        return self._id
+
+    def _call(self, method: str, suffix: str = "", body: Any = None) -> SandboxInfo:
+        d = self._t.json(method, f"/sandboxes/{self._id}{suffix}", json_body=body)
+        self._info = SandboxInfo.from_json(d or {})
+        return self._info
+
+    def info(self) -> SandboxInfo:
+        """The sandbox's current state, lease deadline, end reason, ..."""
+        return self._call("GET")
+
+    def extend(self, timeout_seconds: int) -> SandboxInfo:
+        """Move the lease: it now ends timeout_seconds from now."""
+        return self._call("POST", "/extend", {"timeout_seconds": int(timeout_seconds)})
+
+    def stop(self) -> SandboxInfo:
+        """Stop the sandbox for good (end reason ``stopped``); removes a paused one."""
+        info = self._call("POST", "/stop")
+        self._stopped = True
+        return info
+
+    def pause(self) -> SandboxInfo:
+        """Checkpoint disk, memory and processes; ``resume`` continues."""
+        return self._call("POST", "/pause")
+
+    def resume(self) -> SandboxInfo:
+        """Resume a paused sandbox."""
+        return self._call("POST", "/resume")
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._stopped:
+            return
+        try:
+            self.stop()
+        except APIError as e:
+            if e.code in _ALREADY_GONE:
+                return
+            if exc is None:
+                raise
+            _note(exc, f"withruntime: stopping sandbox {self._id} also failed: {e}")
+        except Exception as e:  # noqa: BLE001 - must not mask the block's own exception
+            if exc is None:
+                raise
+            _note(exc, f"withruntime: stopping sandbox {self._id} also failed: {e}")
+
+    def __repr__(self) -> str:
+        return f"<Sandbox {self._id}>"
+
+    # -- commands ----------------------------------------------------------
+
+    @overload
+    def exec(
+        self,
+        cmd: Command,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+        check: bool = False,
+        stdin: str | bytes | None = None,
+        on_stdout: OutputCallback | None = None,
+        on_stderr: OutputCallback | None = None,
+        background: Literal[False] = False,
+    ) -> ExecResult: ...
+
+    @overload
+    def exec(
+        self,
+        cmd: Command,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+        check: bool = False,
+        stdin: str | bytes | None = None,
+        on_stdout: OutputCallback | None = None,
+        on_stderr: OutputCallback | None = None,
+        *,
+        background: Literal[True],
+    ) -> Process: ...
+
+    def exec(
+        self,
+        cmd: Command,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+        check: bool = False,
+        stdin: str | bytes | None = None,
+        on_stdout: OutputCallback | None = None,
+        on_stderr: OutputCallback | None = None,
+        background: bool = False,
+    ) -> ExecResult | Process:
+        """Run a command: a str runs under ``/bin/sh -c``, a list is an argv.
+
+        Output is streamed: ``on_stdout`` / ``on_stderr`` receive text as it
+        is produced. Returns an ExecResult (exit_code, stdout, stderr,
+        timed_out); a non-zero exit is returned, not raised, unless
+        ``check=True`` (then CommandError). ``timeout_ms`` bounds the command
+        (default: only the lease). Relative ``cwd`` is under /workspace.
+
+        With ``background=True`` returns a Process at once (pid, wait(),
+        kill(), stdout/stderr so far); ``check`` then applies to ``wait()``.
+        """
+        body = build_exec_body(cmd, cwd, env, timeout_ms, stdin, background)
+        if background:
+            if on_stdout is not None or on_stderr is not None:
+                raise ValueError("on_stdout/on_stderr are not used with background=True: read Process.stdout")
+            d = self._t.json("POST", f"/sandboxes/{self._id}/exec", json_body=body)
+            return Process(self._t, self._id, d or {}, check=check)
+        result = run_stream(self._t, self._id, body, on_stdout, on_stderr)
+        if check:
+            result.check()
+        return result
+
+    def process(self, pid: int) -> Process:
+        """A handle on a background process by its pid."""
+        d = self._t.json("GET", f"/sandboxes/{self._id}/processes/{int(pid)}")
+        return Process(self._t, self._id, d or {})
+
+    def processes(self) -> Sequence[Process]:
+        """The sandbox's background processes."""
+        d = self._t.json("GET", f"/sandboxes/{self._id}/processes") or {}
+        return [Process(self._t, self._id, p) for p in d.get("processes") or []]
+
+
+def _note(exc: BaseException, text: str) -> None:
+    if sys.version_info >= (3, 11):
+        exc.add_note(text)

@@ -1,0 +1,132 @@
+"""Agent tools over a sandbox: ``sandbox_tools(sbx)``.
+
+Returns four plain functions, in this order: ``runtime_exec``,
+``runtime_read_file``, ``runtime_write_file``, ``runtime_list_files``.
+smolagents' ``tool`` wraps each as it is::
+
+    from smolagents import tool
+    tools = [tool(f) for f in sandbox_tools(sbx)]
+
+and each is callable directly. They follow smolagents' rules for tool
+functions: nested ``def`` closures whose source ``inspect.getsource`` reads;
+a description before ``Args:``; every parameter documented on one line as
+``name: text``; type hints from str, int, bool, list, dict and ``X | None``;
+``None`` for an optional argument means its default; safe to call from
+parallel threads (they share nothing but the thread-safe sandbox client);
+and what they return is capped (the last 20,000 characters of stdout and of
+stderr, the first 20,000 bytes of a file, 400 directory entries), with a
+note saying what was cut, because the model receives ``str(result)`` whole.
+
+Failures: ``runtime_exec`` returns a non-zero exit code or a timeout as
+data, never as an exception, so the model sees a failed command as a
+failure it can act on. A failure of the platform itself (sandbox gone,
+lease ended, server unreachable) or a bad path (``not_found``) raises the
+SDK's exception (``withruntime.APIError`` / ``TransportError``); agent
+frameworks such as smolagents show that error to the model as the tool's
+answer, and programs calling the functions directly get a normal exception.
+
+This module deliberately does not use ``from __future__ import annotations``:
+frameworks read the functions' type hints with ``typing.get_type_hints``.
+"""
+
+from typing import TYPE_CHECKING, Any, Callable, List
+
+if TYPE_CHECKING:
+    from .sandbox import Sandbox
+
+__all__ = ["sandbox_tools", "OUTPUT_CAP", "LIST_CAP"]
+
+# Characters of stdout and of stderr (and bytes of a file) a tool returns.
+OUTPUT_CAP = 20_000
+# Directory entries runtime_list_files returns.
+LIST_CAP = 400
+
+
+def _keep_tail(text: str, already_cut: bool, cap: int, stream: str) -> str:
+    if len(text) <= cap and not already_cut:
+        return text
+    kept = text[-cap:] if cap > 0 else ""
+    return f"[{stream} was cut: only its last {len(kept)} characters are shown]\n{kept}"
+
+
+def sandbox_tools(
+    sbx: "Sandbox",
+    *,
+    output_cap: int = OUTPUT_CAP,
+    default_timeout_seconds: int | None = None,
+) -> List[Callable[..., Any]]:
+    """The four agent tools bound to one sandbox.
+
+    ``sbx`` is a withruntime.Sandbox. ``output_cap`` bounds what each tool
+    returns (see the module doc); ``default_timeout_seconds`` is the command
+    timeout runtime_exec uses when the model gives none (None: only the
+    lease bounds a command). The model never sees the API key: the tools
+    hold the sandbox, the model only chooses commands and paths.
+    """
+    cap = int(output_cap)
+    default_timeout = default_timeout_seconds
+
+    def runtime_exec(command: str, cwd: str | None = None, timeout_seconds: int | None = None) -> dict:
+        """Run a shell command in the sandbox, a Linux machine with Python 3, pip, git and curl, and return its exit code, stdout, stderr and whether it timed out.
+
+        Files, installed packages and started servers persist between calls. A failing command is reported through a non-zero exit_code, not raised. Long output keeps only its end.
+
+        Args:
+            command: The shell command to run, for example "python3 main.py" or "pip install requests".
+            cwd: The directory to run in, absolute or relative to /workspace; None means /workspace.
+            timeout_seconds: Seconds after which the command is killed; None means no limit of its own.
+        """
+        timeout = timeout_seconds if timeout_seconds is not None else default_timeout
+        if timeout is not None and timeout < 0:
+            raise ValueError("timeout_seconds must be positive")
+        result = sbx.exec(command, cwd=cwd or None, timeout_ms=int(timeout * 1000) if timeout else None)
+        return {
+            "exit_code": result.exit_code,
+            "stdout": _keep_tail(result.stdout, result.stdout_truncated, cap, "stdout"),
+            "stderr": _keep_tail(result.stderr, result.stderr_truncated, cap, "stderr"),
+            "timed_out": result.timed_out,
+        }
+
+    def runtime_read_file(path: str) -> str:
+        """Read a text file in the sandbox and return its content.
+
+        A long file is cut after its first 20000 bytes, with a note saying so; use runtime_exec with head, tail or sed to read other parts.
+
+        Args:
+            path: The file to read, absolute or relative to /workspace.
+        """
+        data, total = sbx.files._read_head(path, cap)
+        if b"\0" in data[:8192]:
+            size = "unknown size" if total is None else f"{total} bytes"
+            return f"[{path} is a binary file ({size}); use runtime_exec with file, xxd or python3 to inspect it]"
+        text = data.decode("utf-8", "replace")
+        if total is None or total > len(data):
+            size = "more" if total is None else f"{total} bytes in all"
+            text += f"\n[cut: only the first {len(data)} bytes of {path} are shown ({size}); use runtime_exec with tail or sed -n to read the rest]"
+        return text
+
+    def runtime_write_file(path: str, content: str) -> str:
+        """Write a text file in the sandbox, replacing it if it exists and making its parent directories, and say what was written.
+
+        Args:
+            path: The file to write, absolute or relative to /workspace.
+            content: The whole new content of the file.
+        """
+        info = sbx.files.write(path, content)
+        size = len(content.encode("utf-8"))
+        return f"wrote {size} bytes to {info.path or path}"
+
+    def runtime_list_files(path: str | None = None) -> list:
+        """List a directory in the sandbox, one entry per file with its name, its type (file, dir, symlink or other) and its size in bytes.
+
+        Args:
+            path: The directory to list, absolute or relative to /workspace; None means /workspace.
+        """
+        entries = sorted(sbx.files.list(path or "."), key=lambda e: e.name)
+        out = [{"name": e.name, "type": e.type, "size": e.size} for e in entries[:LIST_CAP]]
+        if len(entries) > LIST_CAP:
+            more = len(entries) - LIST_CAP
+            out.append({"name": f"[{more} more entries not shown]", "type": "note", "size": 0})
+        return out
+
+    return [runtime_exec, runtime_read_file, runtime_write_file, runtime_list_files]
