@@ -16,13 +16,13 @@ import (
 
 // notifyWriter closes seen on its first write.
 type notifyWriter struct {
-	bytes.Buffer
+	buf  bytes.Buffer // not embedded: its WriteString would bypass Write
 	once sync.Once
 	seen chan struct{}
 }
 
 func (w *notifyWriter) Write(p []byte) (int, error) {
-	n, err := w.Buffer.Write(p)
+	n, err := w.buf.Write(p)
 	w.once.Do(func() { close(w.seen) })
 	return n, err
 }
@@ -54,7 +54,7 @@ func TestRunInterrupted(t *testing.T) {
 	if code != 130 {
 		t.Fatalf("exit code: got %d, want 130 (stderr %q)", code, stderr.String())
 	}
-	if got := stdout.String(); got != "working\n" {
+	if got := stdout.buf.String(); got != "working\n" {
 		t.Errorf("stdout: got %q", got)
 	}
 	checkStderr(t, stderr.String(), "error: canceled: interrupt signal received\n")

@@ -31,6 +31,12 @@ func NewNamespace(path string) error {
 			errc <- fmt.Errorf("unshare: %w", err)
 			return
 		}
+		// runsc takes the namespace's interfaces over as they are: a
+		// loopback left down would leave the sandbox without 127.0.0.1.
+		if err := loopbackUp(); err != nil {
+			errc <- fmt.Errorf("bringing loopback up: %w", err)
+			return
+		}
 		self := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
 		if err := unix.Mount(self, path, "", unix.MS_BIND, ""); err != nil {
 			errc <- fmt.Errorf("pinning namespace: %w", err)
@@ -55,4 +61,22 @@ func RemoveNamespace(path string) error {
 		return err
 	}
 	return nil
+}
+
+// loopbackUp sets "lo" up in the calling thread's network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }

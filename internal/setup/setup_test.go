@@ -9,7 +9,7 @@ import (
 func TestPinnedGvisor(t *testing.T) {
 	tests := []struct {
 		name, gomod, want string
-		wantErr          bool
+		wantErr           bool
 	}{
 		{"require block", "module x\n\nrequire (\n\tgvisor.dev/gvisor v0.0.0-2026 // indirect\n)\n", "v0.0.0-2026", false},
 		{"single line", "module x\nrequire gvisor.dev/gvisor v1.2.3\n", "v1.2.3", false},

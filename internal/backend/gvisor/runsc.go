@@ -68,4 +68,3 @@ func tail(b []byte) string {
 	}
 	return s
 }
-

@@ -1,6 +1,10 @@
 package gvisor
 
 import (
+	"fmt"
+	"os"
+	"strings"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -32,7 +36,19 @@ func (i *instance) watch(pid int) error {
 	return nil
 }
 
-// alive reports whether pid is a live process.
+// alive reports whether pid is a live process (a zombie is not).
 func alive(pid int) bool {
-	return pid > 0 && unix.Kill(pid, 0) == nil
+	if pid <= 0 || unix.Kill(pid, 0) != nil {
+		return false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses.
+	s := string(data)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z' && s[i+2] != 'X'
+	}
+	return true
 }
