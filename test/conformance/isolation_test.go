@@ -39,9 +39,9 @@ func TestIsolation(t *testing.T) {
 			}
 		})
 		t.Run("no network route out", func(t *testing.T) {
-			got := e.out(t, sb.ID, "ip -o route | wc -l; ip -o link | grep -vc ' lo:' || true")
-			if got != "0\n0" {
-				t.Fatalf("got routes and links %q, want none but loopback", got)
+			got := e.out(t, sb.ID, "ip -o route | grep -vc ' dev lo' || true; ip -o -6 route | grep -vc ' dev lo' || true; ip -o link | grep -vc ' lo:' || true")
+			if got != "0\n0\n0" {
+				t.Fatalf("got routes and links off loopback %q, want none", got)
 			}
 		})
 	})

@@ -69,12 +69,20 @@ func (b *Backend) Sweep(ctx context.Context, keep func(id string) bool) error {
 		}
 	}
 	var errs []error
+	kept := 0
 	for id := range seen {
 		if keep(id) {
+			kept++
 			continue
 		}
 		if err := b.Destroy(ctx, id); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if kept == 0 {
+		// runsc shares one empty network namespace between the gofers of
+		// a state root; with no sandbox left it is a leftover too.
+		for unix.Unmount(filepath.Join(b.runscRoot(), "null-netns"), unix.MNT_DETACH) == nil {
 		}
 	}
 	return errors.Join(errs...)

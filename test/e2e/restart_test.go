@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/testenv"
+)
+
+func TestRestart(t *testing.T) {
+	s := testenv.StartServer(t)
+	create := func(body string) api.Sandbox {
+		t.Helper()
+		status, data := call(t, s, s.Key, "POST", "/v1/sandboxes", strings.NewReader(body))
+		var sb api.Sandbox
+		if status != 201 || json.Unmarshal(data, &sb) != nil {
+			t.Fatalf("create: %d %s", status, data)
+		}
+		return sb
+	}
+	exec := func(id, cmd string) (int, string) {
+		t.Helper()
+		status, data := call(t, s, s.Key, "POST", "/v1/sandboxes/"+id+"/exec", strings.NewReader(`{"cmd":`+strconv.Quote(cmd)+`}`))
+		return status, string(data)
+	}
+	kept := create(`{"vcpus":1,"memory_mib":1024}`)
+	lost := create(`{"vcpus":1,"memory_mib":1024}`)
+	paused := create(`{"vcpus":1,"memory_mib":1024}`)
+	ids := []string{kept.ID, lost.ID, paused.ID}
+	if st, out := exec(kept.ID, "echo survived > /workspace/f"); st != 200 {
+		t.Fatalf("exec: %d %s", st, out)
+	}
+	if st, data := call(t, s, s.Key, "POST", "/v1/sandboxes/"+paused.ID+"/pause", nil); st != 200 {
+		t.Fatalf("pause: %d %s", st, data)
+	}
+
+	// The server dies mid-flight; one sandbox dies while it is away.
+	s.Stop(true)
+	pid, _ := os.ReadFile(filepath.Join(runDir(s.DataDir), lost.ID, "pid"))
+	if n, err := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil {
+		syscall.Kill(n, syscall.SIGKILL)
+	} else {
+		t.Fatalf("reading the pid of %s: %v", lost.ID, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	s.Start()
+
+	get := func(id string) api.Sandbox {
+		_, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+id, nil)
+		var sb api.Sandbox
+		json.Unmarshal(data, &sb)
+		return sb
+	}
+	if sb := get(kept.ID); sb.State != "running" {
+		t.Fatalf("kept sandbox after restart: %+v", sb)
+	}
+	if st, out := exec(kept.ID, "cat /workspace/f"); st != 200 || !strings.Contains(out, "survived") {
+		t.Fatalf("kept sandbox is not usable: %d %s", st, out)
+	}
+	if sb := get(lost.ID); sb.State != "ended" || sb.EndReason != "host_restart" {
+		t.Fatalf("lost sandbox after restart: got %s/%s, want ended/host_restart", sb.State, sb.EndReason)
+	}
+	if sb := get(paused.ID); sb.State != "paused" {
+		t.Fatalf("paused sandbox after restart: %+v", sb)
+	}
+	if st, data := call(t, s, s.Key, "POST", "/v1/sandboxes/"+paused.ID+"/resume", nil); st != 200 {
+		t.Fatalf("resume after restart: %d %s", st, data)
+	}
+	for _, id := range ids {
+		call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+id, nil)
+	}
+	if got := leftovers(t, s.DataDir, ids); len(got) > 0 {
+		t.Fatalf("left behind after restart and stop: %v", got)
+	}
+}
