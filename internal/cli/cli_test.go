@@ -199,7 +199,7 @@ func TestRunExitsWithCommandCode(t *testing.T) {
 		{Type: "stderr", Data: "warning\n"},
 		{Type: "exit", ExitCode: intp(3)},
 	}
-	code, stdout, stderr := run(t, nil, "sandbox", "run", "--trial", "--", "python3", "-c", "print(6 * 7)")
+	code, stdout, stderr := run(t, nil, "sandbox", "run", "--", "python3", "-c", "print(6 * 7)")
 	if code != 3 {
 		t.Errorf("exit code: got %d, want 3 (stderr %q)", code, stderr)
 	}
@@ -326,7 +326,7 @@ func TestRunFlags(t *testing.T) {
 		"--timeout", "15m", "--exec-timeout", "90s", "--vcpus", "1", "--memory=1024",
 		"--env", "A=1", "--env", "B=x=y", "--allow", "api.openai.com", "--allow", "*.example.org",
 		"--cwd", "/tmp", "--metadata", "team=ml", "--on-lease-end", "pause", "--image", "debian-13",
-		"--max-cost", "50000", "-trial",
+		"--max-cost", "50000",
 		"--", "sh", "-c", "echo $A --json")
 	if code != 0 {
 		t.Fatalf("exit code %d, stderr %q", code, stderr)
@@ -676,4 +676,16 @@ func TestEmbeddedDefault(t *testing.T) {
 			t.Errorf("got %d %q", code, stderr)
 		}
 	})
+}
+
+func TestTrialRefusedByAServer(t *testing.T) {
+	f := newFakeServer(t)
+	useServer(t, f.URL)
+	code, _, stderr := run(t, nil, "sandbox", "run", "--trial", "--", "true")
+	if code != 125 || !strings.HasPrefix(stderr, "error: not_supported: ") {
+		t.Fatalf("got exit %d stderr %q, want 125 and not_supported", code, stderr)
+	}
+	if created, _, _ := f.snapshot(); len(created) != 0 {
+		t.Fatalf("a refused --trial created %d sandboxes", len(created))
+	}
 }

@@ -84,7 +84,7 @@ then stops the sandbox (also on Ctrl-C). Exits with CMD's exit code, 124 when
 		return exitPlatform
 	}
 
-	c, done, err := a.connect(ctx)
+	c, done, err := a.connectCreate(ctx, &cf)
 	if err != nil {
 		return failRun(ctx, s, err)
 	}

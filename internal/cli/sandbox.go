@@ -90,9 +90,9 @@ func (f *createFlags) register(fs *flag.FlagSet) {
 		return nil
 	})
 	// TODO(billing): --trial should use (or fetch) the trial key kept in
-	// $XDG_CONFIG_HOME/withruntime once trial accounts exist. Until then it
-	// is accepted and changes nothing, so the documented snippet runs.
-	fs.BoolVar(&f.trial, "trial", false, "use a trial account (not implemented yet: accepted and ignored)")
+	// $XDG_CONFIG_HOME/withruntime once trial accounts exist. Until then
+	// connectCreate refuses it on a server.
+	fs.BoolVar(&f.trial, "trial", false, "use a trial account (no effect on the embedded default; servers refuse it with not_supported until trial accounts exist)")
 }
 
 func (f *createFlags) request() api.CreateSandboxRequest {
@@ -129,7 +129,7 @@ func (a *App) sandboxCreate(ctx context.Context, s streams, args []string) int {
 	if len(pos) > 0 {
 		return cmd.usageError(s, "unexpected argument %q", pos[0])
 	}
-	c, done, err := a.connect(ctx)
+	c, done, err := a.connectCreate(ctx, &cf)
 	if err != nil {
 		report(s.stderr, err)
 		return exitFailure

@@ -1,0 +1,12 @@
+package gvisor
+
+import (
+	"testing"
+
+	"github.com/withruntime/withruntime/internal/testenv"
+)
+
+// TestImports fences the package: a backend never imports the manager or the API.
+func TestImports(t *testing.T) {
+	testenv.CheckImports(t, testenv.OwnPackages("internal/sandbox", "internal/network", "internal/image"))
+}

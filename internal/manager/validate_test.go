@@ -1,0 +1,96 @@
+package manager
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+func TestSpecFor(t *testing.T) {
+	m := &Manager{cfg: Config{}}
+	m.cfg.setDefaults()
+	maxCost := int64(1)
+	tests := []struct {
+		name     string
+		req      api.CreateSandboxRequest
+		wantKind sandbox.Kind // "" means accepted
+		check    func(sandbox.Spec) bool
+	}{
+		{"defaults", api.CreateSandboxRequest{}, "", func(s sandbox.Spec) bool {
+			return s.VCPUs == 2 && s.MemoryMiB == 4096 && s.Timeout == 300*time.Second && s.OnLeaseEnd == sandbox.OnLeaseEndStop && s.Image == "default"
+		}},
+		{"explicit size", api.CreateSandboxRequest{VCPUs: 8, MemoryMiB: 16384, TimeoutSeconds: 86400, OnLeaseEnd: "pause"}, "", func(s sandbox.Spec) bool {
+			return s.VCPUs == 8 && s.MemoryMiB == 16384 && s.Timeout == 24*time.Hour && s.OnLeaseEnd == sandbox.OnLeaseEndPause
+		}},
+		{"vcpus above the limit", api.CreateSandboxRequest{VCPUs: 9}, sandbox.KindInvalid, nil},
+		{"negative vcpus", api.CreateSandboxRequest{VCPUs: -1}, sandbox.KindInvalid, nil},
+		{"memory below the limit", api.CreateSandboxRequest{MemoryMiB: 511}, sandbox.KindInvalid, nil},
+		{"memory above the limit", api.CreateSandboxRequest{MemoryMiB: 16385}, sandbox.KindInvalid, nil},
+		{"lease above the limit", api.CreateSandboxRequest{TimeoutSeconds: 86401}, sandbox.KindInvalid, nil},
+		{"negative lease", api.CreateSandboxRequest{TimeoutSeconds: -5}, sandbox.KindInvalid, nil},
+		{"unknown lease action", api.CreateSandboxRequest{OnLeaseEnd: "hibernate"}, sandbox.KindInvalid, nil},
+		{"unknown image", api.CreateSandboxRequest{Image: "alpine"}, sandbox.KindInvalid, nil},
+		{"env name with =", api.CreateSandboxRequest{Env: map[string]string{"A=B": "x"}}, sandbox.KindInvalid, nil},
+		{"env value with NUL", api.CreateSandboxRequest{Env: map[string]string{"A": "x\x00"}}, sandbox.KindInvalid, nil},
+		{"metadata key too long", api.CreateSandboxRequest{Metadata: map[string]string{strings.Repeat("k", 129): "v"}}, sandbox.KindInvalid, nil},
+		{"internet not offered yet", api.CreateSandboxRequest{Network: &api.Network{Internet: true}}, sandbox.KindNotSupported, nil},
+		{"allow list not offered yet", api.CreateSandboxRequest{Network: &api.Network{Allow: []string{"a.example"}}}, sandbox.KindNotSupported, nil},
+		{"network off is fine", api.CreateSandboxRequest{Network: &api.Network{}}, "", nil},
+		{"max cost not offered yet", api.CreateSandboxRequest{MaxCostMicros: &maxCost}, sandbox.KindNotSupported, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec, err := m.specFor(tt.req)
+			if tt.wantKind == "" {
+				if err != nil {
+					t.Fatalf("got %v, want accepted", err)
+				}
+				if tt.check != nil && !tt.check(spec) {
+					t.Fatalf("got spec %+v", spec)
+				}
+				return
+			}
+			if got := sandbox.KindOf(err); got != tt.wantKind {
+				t.Fatalf("got %v (kind %s), want kind %s", err, got, tt.wantKind)
+			}
+		})
+	}
+}
+
+func TestAdmission(t *testing.T) {
+	m := &Manager{cfg: Config{HostCPUs: 2, HostMemoryMiB: 8192, Overcommit: 1}, live: map[string]*entry{}}
+	m.cfg.setDefaults()
+	a, b, c := &entry{id: "a"}, &entry{id: "b"}, &entry{id: "c"}
+	if err := m.admit(a, 1, 4096); err != nil {
+		t.Fatalf("first: %v", err)
+	}
+	if err := m.admit(b, 1, 4096); err != nil {
+		t.Fatalf("second: %v", err)
+	}
+	if err := m.admit(c, 1, 512); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
+		t.Fatalf("third: got %v, want capacity_exhausted", err)
+	}
+	m.release(a)
+	if err := m.admit(c, 1, 512); err != nil {
+		t.Fatalf("after a release: got %v, want admitted", err)
+	}
+}
+
+func TestStateErrors(t *testing.T) {
+	tests := []struct {
+		rec  sandbox.Record
+		want sandbox.Kind
+	}{
+		{sandbox.Record{State: sandbox.StateEnded, EndReason: sandbox.EndLeaseEnded}, sandbox.KindLeaseEnded},
+		{sandbox.Record{State: sandbox.StateEnded, EndReason: sandbox.EndStopped}, sandbox.KindConflict},
+		{sandbox.Record{State: sandbox.StatePaused}, sandbox.KindConflict},
+	}
+	for _, tt := range tests {
+		if got := sandbox.KindOf(stateError(&tt.rec, "exec")); got != tt.want {
+			t.Errorf("%s/%s: got %s, want %s", tt.rec.State, tt.rec.EndReason, got, tt.want)
+		}
+	}
+}
