@@ -7,6 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/image"
@@ -49,9 +52,19 @@ func rawRunsc(ctx context.Context, cache string, n int) (series, error) {
 	}
 	root := filepath.Join(dir, "state")
 	base := []string{"--root", root, "--platform", "systrap", "--network", "none"}
+	// The sandbox inherits runsc's stdio: a file, never a pipe, or the
+	// command would not be seen to end while the sandbox lives.
+	logPath := filepath.Join(dir, "runsc.log")
 	cmd := func(args ...string) error {
-		out, err := exec.CommandContext(ctx, runsc, append(base, args...)...).CombinedOutput()
+		log, err := os.Create(logPath)
 		if err != nil {
+			return err
+		}
+		defer log.Close()
+		c := exec.CommandContext(ctx, runsc, append(base, args...)...)
+		c.Stdout, c.Stderr = log, log
+		if err := c.Run(); err != nil {
+			out, _ := os.ReadFile(logPath)
 			return fmt.Errorf("runsc %s: %v: %s", args[0], err, out)
 		}
 		return nil
@@ -60,7 +73,7 @@ func rawRunsc(ctx context.Context, cache string, n int) (series, error) {
 	for i := 0; i < n+1; i++ {
 		id := fmt.Sprintf("raw%d", i)
 		start := time.Now()
-		if err := cmd("create", "--bundle", dir, id); err != nil {
+		if err := cmd("create", "--bundle", dir, "--pid-file", filepath.Join(dir, "pid"), id); err != nil {
 			return nil, err
 		}
 		if err := cmd("start", id); err != nil {
@@ -70,6 +83,13 @@ func rawRunsc(ctx context.Context, cache string, n int) (series, error) {
 			return nil, err
 		}
 		d := time.Since(start)
+		// As the platform does: kill, then delete (a graceful delete of a
+		// live sandbox takes seconds).
+		if pid, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil {
+				syscall.Kill(n, syscall.SIGKILL)
+			}
+		}
 		cmd("delete", "--force", id)
 		if i > 0 { // the first run warms caches
 			s = append(s, d)

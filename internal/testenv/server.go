@@ -3,6 +3,7 @@ package testenv
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -41,7 +42,7 @@ func StartServer(t testing.TB, extra ...string) *Server {
 	l.Close()
 	s := &Server{URL: "http://" + addr, Addr: addr, DataDir: t.TempDir(), t: t, args: extra}
 	s.Start()
-	t.Cleanup(func() { s.Stop(true) })
+	t.Cleanup(s.cleanup)
 	return s
 }
 
@@ -106,3 +107,31 @@ func (s *Server) Env() []string {
 }
 
 func (s *Server) String() string { return fmt.Sprintf("server %s (%s)", s.URL, s.DataDir) }
+
+// cleanup stops every sandbox of the server, so that none outlives the
+// test (the data dir goes with it), then stops the server.
+func (s *Server) cleanup() {
+	if s.cmd == nil {
+		return
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/v1/sandboxes", nil)
+	req.Header.Set("Authorization", "Bearer "+s.Key)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		var list struct {
+			Sandboxes []struct{ ID, State string }
+		}
+		json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		for _, sb := range list.Sandboxes {
+			if sb.State == "ended" {
+				continue
+			}
+			del, _ := http.NewRequest(http.MethodDelete, s.URL+"/v1/sandboxes/"+sb.ID, nil)
+			del.Header.Set("Authorization", "Bearer "+s.Key)
+			if r, err := http.DefaultClient.Do(del); err == nil {
+				r.Body.Close()
+			}
+		}
+	}
+	s.Stop(false)
+}

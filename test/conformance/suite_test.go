@@ -79,7 +79,7 @@ func backendEnv(t *testing.T, name string) *env {
 		Backend:  name,
 		Quiet:    true,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Manager:  manager.Config{ReapInterval: 200 * time.Millisecond},
+		Manager:  manager.Config{ReapInterval: 200 * time.Millisecond, DiskMiB: diskMiB},
 	})
 	if err != nil {
 		t.Fatalf("starting server with backend %s: %v", name, err)
@@ -92,6 +92,9 @@ func backendEnv(t *testing.T, name string) *env {
 	envs[name] = e
 	return e
 }
+
+// diskMiB is the size of each sandbox's writable layer in the suite.
+const diskMiB = 256
 
 // small is the size most tests use, so several fit on a 2-core host.
 func small() api.CreateSandboxRequest {
