@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 
 echo "==> Python test dependencies"
 if ! /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
-  apt-get install -y -qq python3-pytest >/dev/null
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pytest >/dev/null
 fi
 
 echo "==> go vet"
