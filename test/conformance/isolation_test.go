@@ -66,23 +66,54 @@ func TestBombsStayInside(t *testing.T) {
 			}
 		})
 		t.Run("memory bomb", func(t *testing.T) {
-			_, err := e.c.Exec(ctx, bomb.ID, api.ExecRequest{Cmd: api.Command{Argv: []string{"python3", "-c", "x = []\nwhile True: x.append(bytearray(64 << 20))"}}, TimeoutMs: 60000}, client.ExecOptions{})
-			t.Logf("memory bomb exec: %v", err)
+			res, err := e.c.Exec(ctx, bomb.ID, api.ExecRequest{Cmd: api.Command{Argv: []string{"python3", "-c", "x = []\nwhile True: x.append(bytearray(64 << 20))"}}, TimeoutMs: 60000}, client.ExecOptions{})
+			if err == nil && res.ExitCode == 0 {
+				t.Fatalf("the memory bomb finished normally: %+v", res)
+			}
 			if got := e.out(t, victim.ID, "echo alive"); got != "alive" {
 				t.Fatalf("neighbour: got %q", got)
 			}
-			sb, err := e.c.GetSandbox(ctx, bomb.ID)
-			if err != nil {
-				t.Fatal(err)
+			// Either the host's limit killed only the bomb and the sandbox
+			// answers, or it ended the sandbox and the end reason says so.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				sb, err := e.c.GetSandbox(ctx, bomb.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sb.State == string(sandbox.StateEnded) {
+					if sb.EndReason != string(sandbox.EndOutOfMemory) {
+						t.Fatalf("bomb sandbox ended with %q, want out_of_memory", sb.EndReason)
+					}
+					t.Logf("the memory bomb ended its sandbox: out_of_memory")
+					break
+				}
+				if r, err := e.c.Exec(ctx, bomb.ID, api.ExecRequest{Cmd: api.Command{Argv: []string{"echo", "alive"}}}, client.ExecOptions{}); err == nil && r.Stdout == "alive\n" {
+					t.Logf("the memory bomb was killed, its sandbox lives on")
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("bomb sandbox neither answers nor ended: %+v", sb)
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
-			// Either the sandbox's kernel killed the process and the sandbox
-			// lives on, or the host's limit ended the sandbox: then its end
-			// reason must say so.
-			if sb.State == string(sandbox.StateEnded) && sb.EndReason != string(sandbox.EndOutOfMemory) {
-				t.Fatalf("bomb sandbox ended with %q, want out_of_memory", sb.EndReason)
-			}
-			t.Logf("after the memory bomb the sandbox is %s %s", sb.State, sb.EndReason)
 		})
-		_ = time.Second
+		t.Run("memory file systems past the limit", func(t *testing.T) {
+			// /tmp and /dev/shm hold half the memory each; filling both
+			// leaves nothing for the sandbox's own kernel, and the host's
+			// limit ends the sandbox with a reason that says so.
+			sb := e.create(t, api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 512, TimeoutSeconds: 600})
+			if got := e.sh(t, sb.ID, "dd if=/dev/zero of=/tmp/fill bs=1M count=400 2>&1").Stdout; !strings.Contains(got, "No space left") {
+				t.Fatalf("/tmp past its size: got %q, want ENOSPC", got)
+			}
+			e.c.Exec(ctx, sb.ID, api.ExecRequest{Cmd: api.Command{Shell: "dd if=/dev/zero of=/dev/shm/fill bs=1M count=400"}}, client.ExecOptions{})
+			ended := e.waitState(t, sb.ID, sandbox.StateEnded, 10*time.Second)
+			if ended.EndReason != string(sandbox.EndOutOfMemory) {
+				t.Fatalf("got end reason %q, want out_of_memory", ended.EndReason)
+			}
+			if got := e.out(t, victim.ID, "echo alive"); got != "alive" {
+				t.Fatalf("neighbour: got %q", got)
+			}
+		})
 	})
 }

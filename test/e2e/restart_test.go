@@ -33,7 +33,8 @@ func TestRestart(t *testing.T) {
 	kept := create(`{"vcpus":1,"memory_mib":1024}`)
 	lost := create(`{"vcpus":1,"memory_mib":1024}`)
 	paused := create(`{"vcpus":1,"memory_mib":1024}`)
-	ids := []string{kept.ID, lost.ID, paused.ID}
+	expiring := create(`{"vcpus":1,"memory_mib":512,"timeout_seconds":1}`)
+	ids := []string{kept.ID, lost.ID, paused.ID, expiring.ID}
 	if st, out := exec(kept.ID, "echo survived > /workspace/f"); st != 200 {
 		t.Fatalf("exec: %d %s", st, out)
 	}
@@ -49,7 +50,8 @@ func TestRestart(t *testing.T) {
 	} else {
 		t.Fatalf("reading the pid of %s: %v", lost.ID, err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The short lease runs out while no server is there to end it.
+	time.Sleep(1500 * time.Millisecond)
 	s.Start()
 
 	get := func(id string) api.Sandbox {
@@ -66,6 +68,13 @@ func TestRestart(t *testing.T) {
 	}
 	if sb := get(lost.ID); sb.State != "ended" || sb.EndReason != "host_restart" {
 		t.Fatalf("lost sandbox after restart: got %s/%s, want ended/host_restart", sb.State, sb.EndReason)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for get(expiring.ID).State != "ended" && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if sb := get(expiring.ID); sb.State != "ended" || sb.EndReason != "lease_ended" {
+		t.Fatalf("a lease that ran out during the restart: got %s/%s, want ended/lease_ended", sb.State, sb.EndReason)
 	}
 	if sb := get(paused.ID); sb.State != "paused" {
 		t.Fatalf("paused sandbox after restart: %+v", sb)

@@ -58,6 +58,10 @@ func cpuset(vcpus int) string {
 	return s
 }
 
+func tmpfsSize(spec sandbox.Spec) string {
+	return fmt.Sprintf("size=%dm", spec.MemoryMiB/2)
+}
+
 func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec) error {
 	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	keys := make([]string, 0, len(spec.Env))
@@ -90,6 +94,11 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 			{Destination: "/proc", Type: "proc", Source: "proc"},
 			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs"},
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			// As on Debian 13: /tmp and /dev/shm are memory file systems of
+			// half the sandbox's memory each, writable by everyone. Their
+			// pages count against the sandbox's memory limit.
+			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", tmpfsSize(spec)}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", tmpfsSize(spec)}},
 			{Destination: agentMountDir, Type: "bind", Source: b.agentDir, Options: []string{"rbind", "ro"}},
 			{Destination: sockMountDir, Type: "bind", Source: p.sock, Options: []string{"rbind", "rw"}},
 		},
