@@ -2,16 +2,27 @@
 server (from WITHRUNTIME_BASE_URL and WITHRUNTIME_API_KEY) for the tests
 marked `live`.
 
-The live tests are skipped, with the reason said, when those variables are
-not set: the test session does not start a server of its own yet (the
-maintainers wire that later, then export the two variables before pytest).
+The live tests run whenever both variables are set, and are skipped, with
+that reason, when they are not. ./scripts/pytest-live.sh (from the
+repository root) starts a real server on a free loopback port with a fresh
+data dir, exports both, and runs this whole suite.
+
+The suite needs no network beyond loopback: while it runs, a connection to
+any other address fails at once (unless WITHRUNTIME_BASE_URL names a server
+elsewhere, whose addresses are then allowed too).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 import sys
+import time
+import urllib.parse
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -21,6 +32,63 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fakeserver import FakeServer  # noqa: E402
 
 import withruntime  # noqa: E402
+
+# A small sandbox, for live tests that do not need the default size.
+SMALL: dict[str, Any] = {"vcpus": 1, "memory_mib": 1024}
+
+
+# -- loopback only ----------------------------------------------------------
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _allowed_addresses() -> set[str]:
+    """The addresses of the live server when it is not on loopback."""
+    url = os.environ.get("WITHRUNTIME_BASE_URL")
+    host = urllib.parse.urlsplit(url).hostname if url else None
+    if not host:
+        return set()
+    try:
+        return {ai[4][0] for ai in socket.getaddrinfo(host, None)}
+    except OSError:
+        return set()
+
+
+def _check_destination(sock: socket.socket, address: Any, allowed: set[str]) -> None:
+    if sock.family not in (socket.AF_INET, socket.AF_INET6) or not isinstance(address, tuple):
+        return
+    host = str(address[0])
+    try:
+        loopback = ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and host not in allowed:
+        raise PermissionError(f"the test suite uses no network beyond loopback: refused a connection to {host}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _loopback_only() -> Iterator[None]:
+    allowed = _allowed_addresses()
+
+    def connect(self: socket.socket, address: Any) -> None:
+        _check_destination(self, address, allowed)
+        return _real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        _check_destination(self, address, allowed)
+        return _real_connect_ex(self, address)
+
+    socket.socket.connect = connect  # type: ignore
+    socket.socket.connect_ex = connect_ex  # type: ignore
+    try:
+        yield
+    finally:
+        socket.socket.connect = _real_connect  # type: ignore
+        socket.socket.connect_ex = _real_connect_ex  # type: ignore
+
+
+# -- the fake server --------------------------------------------------------
 
 
 @pytest.fixture
@@ -41,6 +109,8 @@ def sbx(fake: FakeServer) -> withruntime.Sandbox:
     return withruntime.Sandbox.create()
 
 
+# -- the live server --------------------------------------------------------
+
 LIVE_VARS = ("WITHRUNTIME_BASE_URL", "WITHRUNTIME_API_KEY")
 
 
@@ -54,15 +124,51 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(
         reason=f"live test: set {' and '.join(missing)} to a running withruntime server "
-        "(the test session does not start one yet)"
+        "(./scripts/pytest-live.sh starts one and sets both)"
     )
     for item in items:
         if "live" in item.keywords:
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def live_server() -> Iterator[dict[str, str]]:
+    """The live server's base_url and api_key, as the environment gives them
+    when the session starts.
+
+    At the end of the session it checks that every sandbox created during
+    the session (by a test or by an example run as a subprocess) was
+    stopped: any still running or paused is stopped, and the session fails.
+    """
+    cfg = {"base_url": os.environ["WITHRUNTIME_BASE_URL"], "api_key": os.environ["WITHRUNTIME_API_KEY"]}
+    before = {s.id for s in withruntime.Sandbox.list(**cfg)}
+    # The server's clock and ours may differ a little.
+    started = datetime.now(timezone.utc) - timedelta(seconds=60)
+    yield cfg
+    left = []
+    for s in withruntime.Sandbox.list(**cfg):
+        if s.id in before or s.state == "ended" or (s.created_at and s.created_at < started):
+            continue
+        left.append(f"{s.id} ({s.state}, metadata {s.metadata})")
+        try:
+            withruntime.Sandbox(s.id, base_url=cfg["base_url"], api_key=cfg["api_key"]).stop()
+        except withruntime.Error:
+            pass
+    assert not left, "sandboxes made by the tests were left running: " + ", ".join(left)
+
+
 @pytest.fixture(scope="module")
-def live_sbx() -> Iterator[withruntime.Sandbox]:
-    """One real sandbox per test module, stopped at the end."""
-    with withruntime.Sandbox.create(timeout_seconds=900, metadata={"test": "sdk-python"}) as s:
+def live_sbx(live_server: dict[str, str]) -> Iterator[withruntime.Sandbox]:
+    """One small real sandbox per test module, stopped at the end."""
+    with withruntime.Sandbox.create(timeout_seconds=900, metadata={"test": "sdk-python"}, **SMALL) as s:
         yield s
+
+
+def wait_until(predicate: Any, timeout: float = 20.0, interval: float = 0.1) -> Any:
+    """Poll predicate() until it returns something true; that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)

@@ -150,38 +150,56 @@ def download_crafted(fake, sbx: Sandbox, tmp_path: Path, tar: bytes) -> Path:
     return dest
 
 
+# The rule is the Go client's (client.DownloadDir): links are made as they
+# are, whatever their target, but nothing is written through one and no
+# entry's parent path passes through one. Each case gets `outside`, a
+# directory beside the destination holding one file, "secret".
 UNSAFE = {
-    "dotdot": [("../evil.txt", "file", "x")],
-    "dotdot_inside": [("a/../../evil.txt", "file", "x")],
-    "absolute": [("/tmp/evil.txt", "file", "x")],
-    "symlink_absolute": [("l", "sym", "/etc")],
-    "symlink_outside": [("l", "sym", "../../outside")],
-    "symlink_chain_outside": [("s", "sym", "."), ("t", "sym", "s/..")],
-    "symlink_made_later_escapes": [("t", "sym", "s/.."), ("s", "sym", ".")],
-    "write_through_symlink": [("t", "sym", "s/.."), ("s", "sym", "."), ("t/evil.txt", "file", "x")],
-    "hardlink_outside": [("h", "hard", "../../etc/passwd")],
-    "hardlink_absolute": [("h", "hard", "/etc/passwd")],
-    "char_device": [("dev", "chr", None)],
-    "fifo": [("pipe", "fifo", None)],
+    "dotdot": lambda o: [("../evil.txt", "file", "x")],
+    "dotdot_inside": lambda o: [("a/../../evil.txt", "file", "x")],
+    "absolute": lambda o: [(f"{o}/evil.txt", "file", "x")],
+    "through_symlink_out": lambda o: [("l", "sym", o), ("l/evil.txt", "file", "x")],
+    "through_relative_symlink_out": lambda o: [("l", "sym", "../outside"), ("l/evil.txt", "file", "x")],
+    "through_symlink_in": lambda o: [("sub/", "dir", None), ("l", "sym", "sub"), ("l/evil.txt", "file", "x")],
+    "dir_through_symlink": lambda o: [("l", "sym", o), ("l/", "dir", None), ("l/d/", "dir", None)],
+    "deep_through_symlink": lambda o: [("l", "sym", o), ("l/a/b/evil.txt", "file", "x")],
+    "file_over_symlink": lambda o: [("f", "sym", f"{o}/secret"), ("f", "file", "x")],
+    "chain_of_links": lambda o: [("t", "sym", "s/.."), ("s", "sym", "."), ("t/evil.txt", "file", "x")],
+    "hardlink_outside": lambda o: [("h", "hard", "../outside/secret")],
+    "hardlink_absolute": lambda o: [("h", "hard", f"{o}/secret")],
+    "hardlink_through_symlink": lambda o: [("l", "sym", o), ("h", "hard", "l/secret")],
+    "hardlink_to_missing": lambda o: [("h", "hard", "nothing")],
+    "char_device": lambda o: [("dev", "chr", None)],
+    "fifo": lambda o: [("pipe", "fifo", None)],
 }
+
+
+def check_outside_untouched(tmp_path: Path, outside: Path) -> None:
+    assert sorted(os.listdir(outside)) == ["secret"] and (outside / "secret").read_text() == "s"
+    assert set(os.listdir(tmp_path)) <= {"dest", "outside"}
+    assert not (tmp_path.parent / "evil.txt").exists()
+    dest = tmp_path / "dest"
+    for dirpath, _, filenames in os.walk(dest):  # os.walk does not enter links
+        for n in filenames:
+            p = Path(dirpath) / n
+            if not p.is_symlink():
+                assert p.read_bytes() != b"s", f"{p}: the outside secret was copied in"
+
+
+def make_outside(tmp_path: Path) -> Path:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("s")
+    return outside
 
 
 @pytest.mark.parametrize("case", list(UNSAFE))
 def test_unsafe_archives_are_refused(fake, sbx: Sandbox, tmp_path: Path, case: str) -> None:
-    before = set(os.listdir(tmp_path))
+    outside = make_outside(tmp_path)
     with pytest.raises(Error) as e:
-        download_crafted(fake, sbx, tmp_path, tar_of(*UNSAFE[case]))
+        download_crafted(fake, sbx, tmp_path, tar_of(*UNSAFE[case](str(outside))))
     assert "refusing" in str(e.value)
-    # Nothing escaped next to the destination or above it.
-    assert set(os.listdir(tmp_path)) - before <= {"dest"}
-    assert not (tmp_path / "evil.txt").exists() and not (tmp_path.parent / "evil.txt").exists()
-    dest = tmp_path / "dest"
-    for dirpath, dirnames, filenames in os.walk(dest):
-        for n in dirnames + filenames:
-            p = os.path.join(dirpath, n)
-            if os.path.islink(p):
-                real = os.path.realpath(p)
-                assert real == str(dest.resolve()) or real.startswith(str(dest.resolve()) + os.sep), p
+    check_outside_untouched(tmp_path, outside)
 
 
 def test_safe_links_and_dot_names_are_kept(fake, sbx: Sandbox, tmp_path: Path) -> None:
@@ -192,17 +210,57 @@ def test_safe_links_and_dot_names_are_kept(fake, sbx: Sandbox, tmp_path: Path) -
         ("b", "sym", "a/f.txt"),
         ("a/up", "sym", "../a"),
         ("c", "hard", "a/f.txt"),
+        ("new/parent/d.txt", "file", "d"),  # parents not in the archive
+        ("e..f", "file", "dots in a name are fine"),
+        ("g:h\\i", "file", "so are colons and backslashes on POSIX"),
     )
     dest = download_crafted(fake, sbx, tmp_path, tar)
     assert (dest / "a" / "f.txt").read_text() == "content"
     assert os.readlink(dest / "b") == "a/f.txt" and (dest / "b").read_text() == "content"
     assert (dest / "a" / "up" / "f.txt").read_text() == "content"
-    assert (dest / "c").read_text() == "content"
+    assert (dest / "c").read_text() == "content" and not (dest / "c").is_symlink()
+    assert (dest / "new" / "parent" / "d.txt").read_text() == "d"
+    assert (dest / "e..f").exists()
+    if os.name != "nt":
+        assert (dest / "g:h\\i").exists()
+
+
+def test_venv_like_tree_with_absolute_links_downloads(fake, sbx: Sandbox, tmp_path: Path) -> None:
+    """A virtualenv holds links to the system's Python: they come back as
+    links, pointing where they pointed, and are never followed."""
+    outside = make_outside(tmp_path)
+    tar = tar_of(
+        ("venv/", "dir", None),
+        ("venv/bin/", "dir", None),
+        ("venv/bin/python3", "sym", "/usr/bin/python3"),
+        ("venv/bin/python", "sym", "python3"),
+        ("venv/bin/python3.13", "sym", "python3"),
+        ("venv/bin/activate", "file", "# activate\n"),
+        ("venv/lib/", "dir", None),
+        ("venv/lib/python3.13/site-packages/mod.py", "file", "X = 1\n"),
+        ("venv/lib64", "sym", "lib"),
+        ("venv/pyvenv.cfg", "file", "home = /usr/bin\n"),
+        ("venv/secret-link", "sym", f"{outside}/secret"),
+        ("venv/dangling", "sym", "/nonexistent/anywhere"),
+        ("venv/up", "sym", "../../.."),
+        ("venv/same-secret", "hard", "venv/secret-link"),  # a hard link to a link is that link
+    )
+    dest = download_crafted(fake, sbx, tmp_path, tar)
+    v = dest / "venv"
+    assert os.readlink(v / "bin" / "python3") == "/usr/bin/python3"
+    assert os.readlink(v / "bin" / "python") == "python3"
+    assert os.readlink(v / "lib64") == "lib"
+    assert os.readlink(v / "secret-link") == f"{outside}/secret"
+    assert os.readlink(v / "same-secret") == f"{outside}/secret"
+    assert os.readlink(v / "dangling") == "/nonexistent/anywhere"
+    assert os.readlink(v / "up") == "../../.."
+    assert (v / "lib" / "python3.13" / "site-packages" / "mod.py").read_text() == "X = 1\n"
+    assert (v / "pyvenv.cfg").read_text() == "home = /usr/bin\n"
+    check_outside_untouched(tmp_path, outside)
 
 
 def test_existing_symlink_in_destination_is_not_written_through(fake, sbx: Sandbox, tmp_path: Path) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
+    outside = make_outside(tmp_path)
     dest = tmp_path / "dest"
     dest.mkdir()
     (dest / "sub").symlink_to(outside)
@@ -210,20 +268,44 @@ def test_existing_symlink_in_destination_is_not_written_through(fake, sbx: Sandb
     sbx.files.mkdir("d")
     with pytest.raises(Error, match="refusing"):
         sbx.files.download("d", dest)
-    assert not (outside / "evil.txt").exists()
+    check_outside_untouched(tmp_path, outside)
 
 
-def test_file_replacing_a_symlink_replaces_the_link(fake, sbx: Sandbox, tmp_path: Path) -> None:
-    outside = tmp_path / "outside.txt"
-    outside.write_text("keep")
+def test_file_over_an_existing_symlink_is_refused(fake, sbx: Sandbox, tmp_path: Path) -> None:
+    outside = make_outside(tmp_path)
     dest = tmp_path / "dest"
     dest.mkdir()
-    (dest / "f").symlink_to(outside)
+    (dest / "f").symlink_to(outside / "secret")
     fake.state.archive_override = tar_of(("f", "file", "new"))
     sbx.files.mkdir("d")
-    sbx.files.download("d", dest)
-    assert outside.read_text() == "keep"
-    assert not (dest / "f").is_symlink() and (dest / "f").read_text() == "new"
+    with pytest.raises(Error, match="refusing .*symbolic link"):
+        sbx.files.download("d", dest)
+    check_outside_untouched(tmp_path, outside)
+    assert os.readlink(dest / "f") == str(outside / "secret")
+
+
+def test_link_over_an_existing_link_replaces_it(fake, sbx: Sandbox, tmp_path: Path) -> None:
+    outside = make_outside(tmp_path)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "l").symlink_to(outside)
+    (dest / "f").write_text("old")
+    fake.state.archive_override = tar_of(("l", "sym", "/usr/bin/python3"), ("f", "sym", "l"))
+    sbx.files.mkdir("d")
+    assert sbx.files.download("d", dest).files == 2
+    assert os.readlink(dest / "l") == "/usr/bin/python3" and os.readlink(dest / "f") == "l"
+    check_outside_untouched(tmp_path, outside)
+
+
+def test_refused_entry_keeps_what_came_before(fake, sbx: Sandbox, tmp_path: Path) -> None:
+    outside = make_outside(tmp_path)
+    tar = tar_of(("a.txt", "file", "a"), ("l", "sym", str(outside)), ("l/evil.txt", "file", "x"), ("z.txt", "file", "z"))
+    with pytest.raises(Error, match="passes through the symbolic link"):
+        download_crafted(fake, sbx, tmp_path, tar)
+    dest = tmp_path / "dest"
+    assert (dest / "a.txt").read_text() == "a" and os.readlink(dest / "l") == str(outside)
+    assert not (dest / "z.txt").exists()
+    check_outside_untouched(tmp_path, outside)
 
 
 def test_cut_archive_is_transport_error(fake, sbx: Sandbox, tmp_path: Path) -> None:

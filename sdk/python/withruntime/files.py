@@ -196,9 +196,12 @@ class Files:
     def download(self, remote: PathArg, local: PathArg) -> TransferResult:
         """Copy a file or directory of the sandbox to `local`, which becomes
         that file or directory. A directory comes as one tar stream, extracted
-        as it arrives; entries that would land outside `local` (absolute
-        names, '..', links pointing outside, device files) are refused with
-        withruntime.Error."""
+        as it arrives. Symbolic links come back as links, whatever they point
+        to (a virtualenv's bin/python -> /usr/bin/python3, say), but nothing
+        is written through a link: an entry whose parent path passes through
+        one, a file or directory entry whose name is already a link, an
+        absolute name, '..', a device file or a FIFO stops the extraction
+        with withruntime.Error (what was extracted before stays)."""
         local = os.fspath(local)
         remote_s = _remote(remote)
         info = self.stat(remote_s)

@@ -33,8 +33,9 @@ class ExecResult:
 
     ``stdout`` and ``stderr`` hold at most the last 16 MiB (counted in
     characters) of each stream; ``stdout_truncated`` / ``stderr_truncated``
-    say that older output was dropped. ``exit_code`` is -1 when the process
-    left no exit code (killed by a signal, or by the end of the lease).
+    say that older output was dropped. A process killed by signal N has
+    ``exit_code`` 128+N, as in a shell (137 after ``kill()``); -1 means the
+    server reported no exit code.
     """
 
     exit_code: int
