@@ -19,6 +19,7 @@ const (
 	codeNotFound = "not_found"
 	codeConflict = "conflict"
 	codeTooLarge = "payload_too_large"
+	codeDenied   = "forbidden"
 	codeInternal = "internal"
 )
 
@@ -27,6 +28,7 @@ var statusOf = map[string]int{
 	codeNotFound: http.StatusNotFound,
 	codeConflict: http.StatusConflict,
 	codeTooLarge: http.StatusRequestEntityTooLarge,
+	codeDenied:   http.StatusForbidden,
 	codeInternal: http.StatusInternalServerError,
 }
 
@@ -67,6 +69,12 @@ func classify(err error) (int, api.ErrorDetail) {
 		code = codeNotFound
 	case errors.Is(err, fs.ErrExist), errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EISDIR):
 		code = codeConflict
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		// The sandbox's own kernel refused (a read-only or special file
+		// system): the request was understood and is not allowed there.
+		code = codeDenied
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		code = codeTooLarge
 	}
 	return statusOf[code], api.ErrorDetail{Code: code, Message: message(err)}
 }

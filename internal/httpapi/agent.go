@@ -87,6 +87,9 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, c caller, agentPa
 		ModifyResponse: func(resp *http.Response) error {
 			// The answer carries the server's request id only.
 			resp.Header.Del("X-Request-Id")
+			if agentPath == "/exec" {
+				s.guardExecStream(r, c, resp)
+			}
 			return nil
 		},
 		Transport:     transport,

@@ -30,7 +30,9 @@ var Default = Recipe{
 		`echo 'user ALL=(ALL) NOPASSWD:ALL' > "$1/etc/sudoers.d/user" && chmod 0440 "$1/etc/sudoers.d/user"`,
 		`mkdir -p "$1/workspace" "$1/opt/withruntime" "$1/run/withruntime" && chown 1000:1000 "$1/workspace"`,
 		`echo sandbox > "$1/etc/hostname" && printf '127.0.0.1 localhost\n127.0.1.1 sandbox\n::1 localhost\n' > "$1/etc/hosts"`,
-		`printf '[global]\nbreak-system-packages = false\n' > "$1/etc/pip.conf"`,
+		// The sandbox is the user's machine: `pip install --user` must work
+		// without a venv, which Debian's PEP 668 marker would refuse.
+		`printf '[global]\nbreak-system-packages = true\n' > "$1/etc/pip.conf"`,
 	},
 }
 

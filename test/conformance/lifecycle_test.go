@@ -102,10 +102,11 @@ func TestLeaseEnds(t *testing.T) {
 		req := small()
 		req.TimeoutSeconds = 2
 		sb := e.create(t, req)
-		// A command still running when the lease ends is killed with it.
+		// A command still running when the lease ends is killed with it,
+		// and its stream ends with an error event saying so.
 		res, err := e.c.Exec(t.Context(), sb.ID, api.ExecRequest{Cmd: api.Command{Shell: "sleep 60"}}, client.ExecOptions{})
-		if err == nil && res.ExitCode == 0 {
-			t.Fatalf("sleep 60 finished normally in a 2-second lease: %+v", res)
+		if !errors.Is(err, client.ErrLeaseEnded) {
+			t.Fatalf("sleep 60 in a 2-second lease: got %+v, %v; want lease_ended", res, err)
 		}
 		ended := e.waitState(t, sb.ID, sandbox.StateEnded, 10*time.Second)
 		if ended.EndReason != string(sandbox.EndLeaseEnded) {
@@ -167,6 +168,35 @@ func TestPauseResumeKeepsFilesAndProcesses(t *testing.T) {
 		}
 		if got := e.out(t, sb.ID, "cat note.txt"); !strings.Contains(got, "kept") {
 			t.Fatalf("file after second resume: got %q", got)
+		}
+	})
+}
+
+func TestUserInstalls(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		sb := e.create(t, small())
+		// A wheel made on the spot: pip installs it with no network.
+		e.out(t, sb.ID, `python3 - <<'PY'
+import zipfile
+with zipfile.ZipFile("hello_wr-1.0-py3-none-any.whl", "w") as z:
+    z.writestr("hello_wr.py", "def hi():\n    return 'hi from a user install'\n")
+    z.writestr("hello_wr-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: hello-wr\nVersion: 1.0\n")
+    z.writestr("hello_wr-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    z.writestr("hello_wr-1.0.dist-info/RECORD", "")
+PY`)
+		res := e.sh(t, sb.ID, "python3 -m pip install --user --no-index hello_wr-1.0-py3-none-any.whl")
+		if res.ExitCode != 0 {
+			t.Fatalf("pip install --user: exit %d\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+		}
+		if got := e.out(t, sb.ID, "cd / && python3 -c 'import hello_wr; print(hello_wr.hi())'"); got != "hi from a user install" {
+			t.Fatalf("the user install: got %q", got)
+		}
+		if res := e.sh(t, sb.ID, "sudo -n apt-get check"); res.ExitCode != 0 {
+			t.Fatalf("sudo apt-get check: exit %d %s", res.ExitCode, res.Stderr)
+		}
+		python := e.out(t, sb.ID, "python3 -m venv /workspace/venv && /workspace/venv/bin/python -c 'import sys; print(sys.prefix)'")
+		if python != "/workspace/venv" {
+			t.Fatalf("venv: got %q", python)
 		}
 	})
 }

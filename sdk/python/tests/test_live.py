@@ -377,12 +377,6 @@ def test_lease_end_stops_the_sandbox() -> None:
         assert e.value.code == "lease_ended"
 
 
-@pytest.mark.xfail(
-    raises=TransportError,
-    reason="server bug: when the lease ends under a running foreground exec, internal/httpapi's "
-    "proxy cuts the ndjson stream without the final 'error' event (lease_ended) that the API "
-    "promises, so the SDK can only report a broken stream",
-)
 def test_lease_end_under_a_running_command() -> None:
     with Sandbox.create(timeout_seconds=3, **SMALL) as sbx:
         with pytest.raises(APIError) as e:
