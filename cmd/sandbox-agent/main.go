@@ -1,7 +1,7 @@
-// Command sandbox-agent is the daemon inside every sandbox. As the
-// sandbox's first process it reaps orphans and runs itself again as the
-// server, which listens on a Unix socket in /run/withruntime: a host
-// directory, so the host reaches it without any network.
+// Command sandbox-agent is the daemon inside every sandbox. It is the
+// sandbox's first process: it serves on a Unix socket in /run/withruntime
+// (a host directory, so the host reaches it without any network) and
+// reaps the orphans that end up under it.
 //
 // It is built static (CGO_ENABLED=0) and imports little: it ships into
 // every sandbox.
@@ -23,28 +23,33 @@ const (
 	sockDir    = "/run/withruntime"
 	sockName   = "agent.sock"
 	resumeFlag = "resume"
+	// envKeysVar names the variables of the sandbox's environment.
+	envKeysVar = "WITHRUNTIME_ENV_KEYS"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "serve" {
-		os.Exit(serve())
-	}
-	if os.Getpid() == 1 {
-		err := agent.RunInit([]string{os.Args[0], "serve"})
-		os.Stderr.WriteString("sandbox-agent: " + err.Error() + "\n")
-		os.Exit(1)
-	}
 	os.Exit(serve())
 }
 
 func serve() int {
 	cfg := agent.DefaultConfig()
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+	// The sandbox's own environment (its create request's env) arrives in
+	// this process's environment, named by envKeysVar; the rest of it
+	// (HOME=/root that runsc sets for a root process, say) is not the
+	// user's.
+	for _, k := range strings.Split(os.Getenv(envKeysVar), ",") {
+		if v, ok := os.LookupEnv(k); ok && k != "" {
 			cfg.BaseEnv[k] = v
 		}
 	}
+	if err := cfg.Validate(); err != nil {
+		os.Stderr.WriteString("sandbox-agent: " + err.Error() + "\n")
+		return 1
+	}
 	h := agent.New(cfg)
+	if os.Getpid() == 1 {
+		h.ReapOrphans()
+	}
 	sock := filepath.Join(sockDir, sockName)
 	for {
 		suspend := make(chan struct{})

@@ -1,8 +1,8 @@
 // Package agent is the daemon inside every sandbox: an http.Handler that
 // runs commands as the sandbox user, keeps background processes, and reads
 // and writes files and tar archives, serving the sandbox routes of package
-// api without their "/v1/sandboxes/{id}" prefix. RunInit is the PID 1 that
-// starts the serving process and reaps orphans.
+// api without their "/v1/sandboxes/{id}" prefix. As the sandbox's PID 1 it
+// also reaps the orphans re-parented to it (ReapOrphans).
 //
 // It ships into every sandbox as a static binary, so it imports only the
 // standard library, golang.org/x/sys/unix and the module's api package:

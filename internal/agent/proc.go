@@ -68,7 +68,7 @@ func (s *Server) start(l *launch, onStart func(pid int), onOut, onErr func([]byt
 	if l.stdin != "" {
 		c.Stdin = strings.NewReader(l.stdin)
 	}
-	err = c.Start()
+	err = s.reaper.start(c)
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -90,7 +90,7 @@ func (s *Server) start(l *launch, onStart func(pid int), onOut, onErr func([]byt
 	if onStart != nil {
 		onStart(p.pid)
 	}
-	go p.wait(c, outR, errR, onOut, onErr)
+	go p.wait(c, outR, errR, onOut, onErr, s.reaper)
 	return p, nil
 }
 
@@ -108,12 +108,13 @@ func (s *Server) sysProcAttr() *syscall.SysProcAttr {
 	return a
 }
 
-func (p *proc) wait(c *exec.Cmd, outR, errR *os.File, onOut, onErr func([]byte)) {
+func (p *proc) wait(c *exec.Cmd, outR, errR *os.File, onOut, onErr func([]byte), reaper *orphanReaper) {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); pump(outR, onOut) }()
 	go func() { defer wg.Done(); pump(errR, onErr) }()
 	_ = c.Wait() // the status is in c.ProcessState; ErrWaitDelay is no failure
+	reaper.waited(p.pid)
 	close(p.exited)
 	if p.timer != nil {
 		p.timer.Stop()

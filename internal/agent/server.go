@@ -57,9 +57,10 @@ func (c Config) Validate() error {
 
 // Server is the agent's HTTP handler.
 type Server struct {
-	cfg   Config
-	mux   *http.ServeMux
-	procs *procTable
+	cfg    Config
+	mux    *http.ServeMux
+	procs  *procTable
+	reaper *orphanReaper // nil unless ReapOrphans was called
 }
 
 var _ http.Handler = (*Server)(nil)

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"regexp"
 	"strings"
 	"time"
 
@@ -16,6 +17,9 @@ const (
 	maxEnv           = 256
 	maxEnvValue      = 32 << 10
 )
+
+// envName is what a sandbox's environment variable may be called.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func invalid(format string, args ...any) error {
 	return sandbox.Errorf(sandbox.KindInvalid, format, args...)
@@ -76,8 +80,8 @@ func (m *Manager) specFor(req api.CreateSandboxRequest) (sandbox.Spec, error) {
 		return s, invalid("at most %d environment variables", maxEnv)
 	}
 	for k, v := range s.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) || len(v) > maxEnvValue {
-			return s, invalid("bad environment variable %q: names are non-empty without '=' or NUL, values at most %d bytes without NUL", k, maxEnvValue)
+		if !envName.MatchString(k) || strings.ContainsRune(v, 0) || len(v) > maxEnvValue {
+			return s, invalid("bad environment variable %q: names are letters, digits and _, not starting with a digit; values at most %d bytes without NUL", k, maxEnvValue)
 		}
 	}
 	if len(s.Metadata) > maxMetadata {

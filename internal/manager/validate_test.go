@@ -34,6 +34,8 @@ func TestSpecFor(t *testing.T) {
 		{"unknown lease action", api.CreateSandboxRequest{OnLeaseEnd: "hibernate"}, sandbox.KindInvalid, nil},
 		{"unknown image", api.CreateSandboxRequest{Image: "alpine"}, sandbox.KindInvalid, nil},
 		{"env name with =", api.CreateSandboxRequest{Env: map[string]string{"A=B": "x"}}, sandbox.KindInvalid, nil},
+		{"env name with a comma", api.CreateSandboxRequest{Env: map[string]string{"A,B": "x"}}, sandbox.KindInvalid, nil},
+		{"env name starting with a digit", api.CreateSandboxRequest{Env: map[string]string{"1A": "x"}}, sandbox.KindInvalid, nil},
 		{"env value with NUL", api.CreateSandboxRequest{Env: map[string]string{"A": "x\x00"}}, sandbox.KindInvalid, nil},
 		{"metadata key too long", api.CreateSandboxRequest{Metadata: map[string]string{strings.Repeat("k", 129): "v"}}, sandbox.KindInvalid, nil},
 		{"internet not offered yet", api.CreateSandboxRequest{Network: &api.Network{Internet: true}}, sandbox.KindNotSupported, nil},

@@ -62,8 +62,8 @@ func TestLifecycle(t *testing.T) {
 		if sb.Metadata["task"] != "lifecycle" || sb.StartedAt == nil || sb.LeaseEndsAt.Before(time.Now().Add(9*time.Minute)) {
 			t.Fatalf("got %+v, want metadata, a start time and a 10-minute lease", sb)
 		}
-		if got := e.out(t, sb.ID, "echo $GREETING; id -un; pwd"); got != "hello\nuser\n/workspace" {
-			t.Fatalf("got %q, want the sandbox env, user and /workspace", got)
+		if got := e.out(t, sb.ID, "echo $GREETING; id -un; pwd; echo $HOME"); got != "hello\nuser\n/workspace\n/home/user" {
+			t.Fatalf("got %q, want the sandbox env, user, /workspace and the user's home", got)
 		}
 		if got := e.out(t, sb.ID, "sudo -n id -u"); got != "0" {
 			t.Fatalf("sudo: got %q, want 0", got)

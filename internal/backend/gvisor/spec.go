@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -72,6 +73,8 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 	for _, k := range keys {
 		env = append(env, k+"="+spec.Env[k])
 	}
+	// The agent takes exactly these into every command's environment.
+	env = append(env, "WITHRUNTIME_ENV_KEYS="+strings.Join(keys, ","))
 	mem := int64(spec.MemoryMiB) << 20
 	quota := int64(spec.VCPUs) * cpuPeriod
 	period := uint64(cpuPeriod)
