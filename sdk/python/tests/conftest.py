@@ -2,10 +2,12 @@
 server (from WITHRUNTIME_BASE_URL and WITHRUNTIME_API_KEY) for the tests
 marked `live`.
 
-The live tests run whenever both variables are set, and are skipped, with
-that reason, when they are not. ./scripts/pytest-live.sh (from the
-repository root) starts a real server on a free loopback port with a fresh
-data dir, exports both, and runs this whole suite.
+The live tests run against the server those variables name. When they are
+unset, the session starts a real server itself (`withruntime serve` on a
+free loopback port with a fresh data dir) where it can: as root, with the
+`withruntime` binary on PATH (or named by WITHRUNTIME_BIN) and the host set
+up by `withruntime setup`. Otherwise the live tests are skipped, with that
+reason.
 
 The suite needs no network beyond loopback: while it runs, a connection to
 any other address fails at once (unless WITHRUNTIME_BASE_URL names a server
@@ -16,10 +18,15 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
+import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -118,13 +125,83 @@ def _live_missing() -> list[str]:
     return [v for v in LIVE_VARS if not os.environ.get(v)]
 
 
+class _SessionServer:
+    """A `withruntime serve` process that this test session started."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.data_dir = ""
+        self.why_not = ""
+
+    def start(self) -> None:
+        binary = os.environ.get("WITHRUNTIME_BIN") or shutil.which("withruntime")
+        if os.geteuid() != 0:
+            self.why_not = "starting a server needs root"
+            return
+        if not binary:
+            self.why_not = "no withruntime binary on PATH (or WITHRUNTIME_BIN) to start a server with"
+            return
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.data_dir = tempfile.mkdtemp(prefix="withruntime-pytest-")
+        url = f"http://127.0.0.1:{port}"
+        log = open(os.path.join(self.data_dir, "server.log"), "wb")
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", self.data_dir],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                urllib.request.urlopen(url + "/v1/health", timeout=1).close()
+                with open(os.path.join(self.data_dir, "admin.key")) as f:
+                    os.environ["WITHRUNTIME_API_KEY"] = f.read().strip()
+                os.environ["WITHRUNTIME_BASE_URL"] = url
+                return
+            except OSError:
+                time.sleep(0.1)
+        with open(os.path.join(self.data_dir, "server.log"), "rb") as f:
+            self.why_not = "the server did not start: " + f.read().decode(errors="replace")[-2000:]
+        self.stop()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+            for v in LIVE_VARS:
+                os.environ.pop(v, None)
+        if self.data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = ""
+
+
+_session_server = _SessionServer()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _live_missing():
+        _session_server.start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _session_server.stop()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     missing = _live_missing()
     if not missing:
         return
     skip = pytest.mark.skip(
         reason=f"live test: set {' and '.join(missing)} to a running withruntime server "
-        "(./scripts/pytest-live.sh starts one and sets both)"
+        f"(the session could not start one: {_session_server.why_not})"
     )
     for item in items:
         if "live" in item.keywords:

@@ -1,10 +1,10 @@
 """The SDK against a real withruntime server (marked `live`).
 
-They run when WITHRUNTIME_BASE_URL and WITHRUNTIME_API_KEY name a running
-server, and are skipped with that reason otherwise (see conftest.py).
-./scripts/pytest-live.sh starts a server on loopback and runs them:
+They run against the server WITHRUNTIME_BASE_URL and WITHRUNTIME_API_KEY
+name, or against one the test session starts itself when those are unset
+(see conftest.py):
 
-    ./scripts/pytest-live.sh            # from the repository root
+    sudo /usr/bin/python3 -m pytest sdk/python/tests          # from the repository root
     WITHRUNTIME_BASE_URL=http://127.0.0.1:7878 WITHRUNTIME_API_KEY=... \\
         /usr/bin/python3 -m pytest sdk/python/tests -m live
 
