@@ -26,6 +26,13 @@ package api
 //	POST   /v1/sandboxes/{id}/files/mkdir        ?path= -> FileInfo (parents are made)
 //	GET    /v1/sandboxes/{id}/archive            ?path= -> application/x-tar stream of the file or directory
 //	PUT    /v1/sandboxes/{id}/archive            ?path= body application/x-tar -> ArchiveResult (extracted into directory path)
+//	POST   /v1/accounts                          CreateAccountRequest -> 201 Account (admin key only)
+//	GET    /v1/accounts                          -> AccountList (admin key only)
+//	POST   /v1/keys                              CreateKeyRequest -> 201 Key with its secret (full or admin key)
+//	GET    /v1/keys                              ?account= (admin) -> KeyList (never secrets)
+//	DELETE /v1/keys/{kid}                        -> 204 (the key stops working at once)
+//	GET    /v1/usage                             ?account= (admin) &key=&from=&to= -> Usage
+//	POST   /v1/trial                             no key; only with serve --allow-trial; rate-limited per client address -> 201 Trial
 //
 // The in-sandbox agent serves the same routes from /exec on, without the
 // "/v1/sandboxes/{id}" prefix, plus GET /healthz. The server checks auth and

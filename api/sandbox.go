@@ -42,6 +42,18 @@ type Sandbox struct {
 	RetentionEndsAt *time.Time        `json:"retention_ends_at,omitempty"`
 	EndReason       string            `json:"end_reason,omitempty"`
 	EndMessage      string            `json:"end_message,omitempty"`
+	// CostMicros is what the sandbox has cost so far (its final cost once
+	// ended), in USD millionths; Usage says what it used.
+	CostMicros int64        `json:"cost_micros"`
+	Usage      SandboxUsage `json:"usage"`
+}
+
+// SandboxUsage is what a sandbox used: time running, CPU consumed, memory
+// size times time.
+type SandboxUsage struct {
+	Seconds          float64 `json:"seconds"`
+	CPUSeconds       float64 `json:"cpu_seconds"`
+	MemoryGiBSeconds float64 `json:"memory_gib_seconds"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.

@@ -123,6 +123,7 @@ type request struct {
 	body        io.Reader
 	contentType string
 	accept      string
+	noAuth      bool // send no Authorization header, whatever the client's key
 }
 
 func (r request) op(base string) string {
@@ -149,7 +150,7 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 	}
 	req.Header.Set("Accept", r.accept)
 	req.Header.Set("User-Agent", c.userAgent)
-	if c.apiKey != "" {
+	if c.apiKey != "" && !r.noAuth {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
 	resp, err := c.httpClient.Do(req)
@@ -166,7 +167,12 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 // doJSON sends in (when not nil) as JSON and decodes the answer into out
 // (when not nil).
 func (c *Client) doJSON(ctx context.Context, method, path string, query url.Values, in, out any) error {
-	r := request{method: method, path: path, query: query}
+	return c.doJSONRequest(ctx, request{method: method, path: path, query: query}, in, out)
+}
+
+// doJSONRequest is doJSON for a request with more settings than method,
+// path and query.
+func (c *Client) doJSONRequest(ctx context.Context, r request, in, out any) error {
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {

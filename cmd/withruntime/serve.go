@@ -25,6 +25,11 @@ func serve(args []string) int {
 	fs.Float64Var(&cfg.Manager.Overcommit, "overcommit", 4, "how many times the host's CPUs and memory admission may hand out")
 	fs.DurationVar(&cfg.Manager.MaxTimeout, "max-lease", 24*time.Hour, "longest lease a sandbox may ask for")
 	fs.DurationVar(&cfg.Manager.Retention, "retention", 7*24*time.Hour, "how long a paused sandbox is kept")
+	fs.IntVar(&cfg.Manager.DefaultConcurrency, "concurrency", 100, "how many sandboxes an account runs at once unless its own setting says otherwise")
+	fs.StringVar(&cfg.PricesFile, "prices", "", "a JSON price table (memory_nanos_per_gib_hour, cpu_nanos_per_cpu_hour, storage_nanos_per_gib_hour; USD billionths) instead of the default")
+	fs.BoolVar(&cfg.Trial.Enabled, "allow-trial", false, "let clients obtain trial accounts (POST /v1/trial, rate-limited per client address)")
+	fs.Float64Var(&cfg.Trial.Hours, "trial-hours", 50, "free sandbox hours of each trial account")
+	fs.IntVar(&cfg.Trial.PerAddress, "trial-per-address", 5, "trial accounts one client address may obtain per hour")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -78,7 +78,19 @@ func (a *App) Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		return runHook(s, "serve", a.Hooks.Serve, args[1:])
 	case "setup":
 		return runHook(s, "setup", a.Hooks.Setup, args[1:])
-	case "secrets", "keys", "accounts", "usage":
+	case "accounts", "account":
+		ctx, stop := signalContext()
+		defer stop()
+		return a.accounts(ctx, s, args[1:])
+	case "keys", "key":
+		ctx, stop := signalContext()
+		defer stop()
+		return a.keys(ctx, s, args[1:])
+	case "usage":
+		ctx, stop := signalContext()
+		defer stop()
+		return a.usageCmd(ctx, s, args[1:])
+	case "secrets":
 		printError(s.stderr, "not_supported", fmt.Sprintf("withruntime %s is not implemented yet", args[0]))
 		return exitFailure
 	}
@@ -154,14 +166,24 @@ Sandboxes:
   sandbox pause ID                         checkpoint a sandbox, freeing its memory and CPU
   sandbox resume ID                        bring a paused sandbox back
 
+Accounts, keys and money:
+  accounts create NAME                     create an account (admin key)
+  accounts ls                              list accounts (admin key)
+  keys create                              create an API key and print it
+  keys ls                                  list API keys (never their secrets)
+  keys rm ID...                            remove API keys
+  usage                                    usage and cost per day, account and key
+
 Server:
   serve                                    run the server (default address 127.0.0.1:7878)
   setup                                    prepare this machine to run sandboxes
 
   version                                  print the version
 
-"withruntime sandbox COMMAND --help" lists a command's flags; --json prints
-results as JSON.
+"withruntime sandbox COMMAND --help" (keys, accounts: the same) lists a
+command's flags; --json prints results as JSON. --trial on sandbox commands
+uses a trial account on a server: its key is obtained the first time and
+kept in $XDG_CONFIG_HOME/withruntime/config.json.
 
 Environment:
   WITHRUNTIME_BASE_URL  the server; when unset, http://127.0.0.1:7878, or an

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/client"
 )
 
@@ -25,27 +26,113 @@ func (a *App) connect(ctx context.Context) (*client.Client, func(), error) {
 	return c, done, err
 }
 
-// connectCreate is connect for commands that create a sandbox. --trial
-// changes nothing on the embedded default (its owner is the only user);
-// a server is asked for a trial key only once trial accounts exist, and
-// until then the flag is refused rather than ignored.
-func (a *App) connectCreate(ctx context.Context, cf *createFlags) (*client.Client, func(), error) {
+// trialUse says that a command uses the trial key stored for a server.
+type trialUse struct {
+	path    string // the configuration file
+	baseURL string
+	fresh   bool // obtained by this command, not read from the file
+}
+
+// connectTrial is connect for commands with --trial. Without the flag, or
+// on the embedded default (its owner is the only user), or when
+// WITHRUNTIME_API_KEY is set (the user has a key), --trial changes
+// nothing. Otherwise the command uses the trial key stored for the server
+// in the configuration file; when there is none and obtain is true, it asks
+// the server for one (POST /v1/trial) and stores it. The trialUse is nil
+// when no trial key is used.
+func (a *App) connectTrial(ctx context.Context, s streams, trial, obtain bool) (*client.Client, func(), *trialUse, error) {
 	c, done, embedded, err := a.dial(ctx)
-	if err != nil {
-		return nil, nil, err
+	if err != nil || !trial || embedded || os.Getenv(client.EnvAPIKey) != "" {
+		return c, done, nil, err
 	}
-	if cf.trial && !embedded {
+	fail := func(err error) (*client.Client, func(), *trialUse, error) {
 		done()
-		return nil, nil, &cliError{client.CodeNotSupported, "trial accounts are not offered by this server yet; use an API key"}
+		return nil, nil, nil, err
 	}
-	return c, done, nil
+	base := c.BaseURL()
+	path, err := configPath()
+	if err != nil {
+		return fail(&cliError{client.CodeInvalidRequest, err.Error()})
+	}
+	tu := &trialUse{path: path, baseURL: base}
+	key, err := storedTrialKey(path, base)
+	if err != nil {
+		return fail(&cliError{client.CodeInvalidRequest, "reading the client configuration: " + err.Error()})
+	}
+	if key == "" && !obtain {
+		return fail(&cliError{client.CodeUnauthorized, fmt.Sprintf(
+			"%s is unset and no trial key is stored for %s in %s (\"withruntime sandbox create --trial\" obtains one)",
+			client.EnvAPIKey, base, path)})
+	}
+	if key == "" {
+		tr, err := c.Trial(ctx)
+		if err != nil {
+			var ae *client.APIError
+			if errors.As(err, &ae) {
+				return fail(&client.APIError{Code: ae.Code, Status: ae.Status,
+					Message: fmt.Sprintf("obtaining a trial key from %s: %s", base, ae.Message)})
+			}
+			return fail(err)
+		}
+		if tr.Key == "" {
+			return fail(&cliError{client.CodeInternal, base + " answered the trial request without a key"})
+		}
+		key, tu.fresh = tr.Key, true
+		if err := storeTrialKey(path, base, key); err != nil {
+			// The key still works for this command; the next one asks again.
+			fmt.Fprintf(s.stderr, "warning: could not store the trial key: %v\n", err)
+		}
+	}
+	tc, err := client.New(client.WithBaseURL(base), client.WithAPIKey(key), a.userAgent())
+	if err != nil {
+		return fail(err)
+	}
+	return tc, done, tu, nil
+}
+
+// refused handles a stored trial key the server no longer knows (its data
+// was reset, say): it is forgotten, so that the next --trial obtains a new
+// one, and the error says so.
+func (tu *trialUse) refused(err error) error {
+	var ae *client.APIError
+	if tu == nil || tu.fresh || !errors.As(err, &ae) || ae.Code != client.CodeUnauthorized {
+		return err
+	}
+	if storeTrialKey(tu.path, tu.baseURL, "") != nil {
+		return err
+	}
+	return &client.APIError{Code: ae.Code, Status: ae.Status, Message: fmt.Sprintf(
+		"%s (the trial key stored for %s was refused and is forgotten; run again with --trial for a new one)",
+		ae.Message, tu.baseURL)}
+}
+
+// createSandbox connects as connectTrial does (obtaining a trial key for
+// --trial) and creates the sandbox cf describes. done is called when the
+// command is finished with the client.
+func (a *App) createSandbox(ctx context.Context, s streams, cf *createFlags) (*client.Client, *api.Sandbox, func(), error) {
+	c, done, tu, err := a.connectTrial(ctx, s, cf.trial, true)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// Not canceled by Ctrl-C: a create cut short could leave a sandbox
+	// nobody knows the id of. A second Ctrl-C still ends the program.
+	sbx, err := c.CreateSandbox(context.WithoutCancel(ctx), cf.request())
+	if err != nil {
+		done()
+		return nil, nil, nil, tu.refused(err)
+	}
+	return c, sbx, done, nil
+}
+
+func (a *App) userAgent() client.Option {
+	return client.WithUserAgent("withruntime-cli/" + a.version())
 }
 
 // dial finds the server and says whether it is the embedded default.
 func (a *App) dial(ctx context.Context) (*client.Client, func(), bool, error) {
 	noop := func() {}
 	key := os.Getenv(client.EnvAPIKey)
-	ua := client.WithUserAgent("withruntime-cli/" + a.version())
+	ua := a.userAgent()
 
 	if base := os.Getenv(client.EnvBaseURL); base != "" {
 		c, err := client.New(client.WithBaseURL(base), client.WithAPIKey(key), ua)

@@ -16,4 +16,11 @@
 // "unavailable" when the server could not be reached. Usage errors print
 // the usage and exit 2, as the flag package does; --help prints it on
 // stdout and exits 0.
+//
+// --trial (sandbox commands, usage): on a server, when WITHRUNTIME_API_KEY is
+// unset, the command uses the trial key stored for the server's base URL in
+// $XDG_CONFIG_HOME/withruntime/config.json ({"trial_keys": {URL: KEY}});
+// "sandbox run" and "sandbox create" obtain one (POST /v1/trial) and store it
+// when there is none. On the embedded default, or with a key set, --trial
+// changes nothing.
 package cli

@@ -84,17 +84,11 @@ then stops the sandbox (also on Ctrl-C). Exits with CMD's exit code, 124 when
 		return exitPlatform
 	}
 
-	c, done, err := a.connectCreate(ctx, &cf)
+	c, sbx, done, err := a.createSandbox(ctx, s, &cf)
 	if err != nil {
 		return failRun(ctx, s, err)
 	}
 	defer done()
-	// Not canceled by Ctrl-C: a create cut short could leave a sandbox
-	// nobody knows the id of. A second Ctrl-C still ends the program.
-	sbx, err := c.CreateSandbox(context.WithoutCancel(ctx), cf.request())
-	if err != nil {
-		return failRun(ctx, s, err)
-	}
 	code := execute(ctx, s, c, sbx.ID, req, ef.json)
 	stopSandbox(ctx, s, c, sbx.ID)
 	return code
@@ -109,6 +103,7 @@ Exits with CMD's exit code, 124 when --exec-timeout killed it without one, and
 `+commandAbout, s)
 	var ef execFlags
 	ef.register(cmd.fs, true)
+	trial := trialFlag(cmd.fs)
 	if ok, code := cmd.parse(s, args); !ok {
 		return code
 	}
@@ -129,7 +124,7 @@ Exits with CMD's exit code, 124 when --exec-timeout killed it without one, and
 		report(s.stderr, err)
 		return exitPlatform
 	}
-	c, done, err := a.connect(ctx)
+	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
 	if err != nil {
 		return failRun(ctx, s, err)
 	}

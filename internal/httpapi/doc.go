@@ -1,6 +1,7 @@
 // Package httpapi is withruntime's HTTP server: routing, API-key auth,
 // decoding and checking request bodies, forwarding agent routes to the
-// in-sandbox agent, and the one place where error kinds become HTTP
+// in-sandbox agent, accounts, keys, usage and trial accounts over
+// internal/store, and the one place where error kinds become HTTP
 // statuses and stable codes (Status).
 //
 // It serves the contract of package api (and api/openapi.yaml, which a test

@@ -32,9 +32,13 @@ type testEnv struct {
 	store *store.Bolt
 	logs  *syncBuffer
 	// keys holds a secret of each kind: admin of account "admin", full and
-	// read_only of account "acct1".
+	// read_only of account "acct1". Account "acct1" also has a full key
+	// with id spareKeyID, there to be removed.
 	keys map[store.KeyKind]string
 }
+
+// spareKeyID is a full key of acct1 that no test uses to authenticate.
+const spareKeyID = "key-spare"
 
 func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 	t.Helper()
@@ -55,16 +59,22 @@ func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 	for i, k := range []struct {
 		kind    store.KeyKind
 		account string
-	}{{store.KeyAdmin, "admin"}, {store.KeyFull, "acct1"}, {store.KeyReadOnly, "acct1"}} {
+	}{{store.KeyAdmin, "admin"}, {store.KeyFull, "acct1"}, {store.KeyReadOnly, "acct1"}, {store.KeyFull, "acct1"}} {
 		secret := "wr_" + randomHex()
 		sum := sha256.Sum256([]byte(secret))
+		id := "key-" + strconv.Itoa(i)
+		if i == 3 {
+			id = spareKeyID
+		}
 		err := st.PutKey(t.Context(), store.Key{
-			ID: "key-" + strconv.Itoa(i), Account: k.account, Kind: k.kind, Hash: sum[:], CreatedAt: time.Now(),
+			ID: id, Account: k.account, Kind: k.kind, Hash: sum[:], CreatedAt: time.Now(),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.keys[k.kind] = secret
+		if id != spareKeyID {
+			e.keys[k.kind] = secret
+		}
 	}
 	e.fake.add("sbx-1", "acct1", sandbox.StateRunning)
 	e.fake.add("sbx-admin", "admin", sandbox.StateRunning)
@@ -131,10 +141,12 @@ func errorOf(t *testing.T, resp *http.Response) api.ErrorDetail {
 	return body.Error
 }
 
-// concrete fills a route pattern with ids of sandbox sbx-1.
+// concrete fills a route pattern with ids of sandbox sbx-1 and of the
+// spare key.
 func concrete(pattern string) string {
 	p := strings.ReplaceAll(pattern, "{id}", "sbx-1")
 	p = strings.ReplaceAll(p, "{pid}", "42")
+	p = strings.ReplaceAll(p, "{kid}", spareKeyID)
 	if strings.Contains(p, "/files") || strings.Contains(p, "/archive") {
 		p += "?path=a.txt"
 	}
@@ -150,6 +162,8 @@ func bodyFor(rt Route) io.Reader {
 		return strings.NewReader(`{"timeout_seconds":60}`)
 	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/sandboxes":
 		return strings.NewReader(`{}`)
+	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/accounts":
+		return strings.NewReader(`{"name":"acct-` + randomHex()[:8] + `"}`)
 	case rt.Method == http.MethodPut:
 		return strings.NewReader("file bytes")
 	}

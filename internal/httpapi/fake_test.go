@@ -81,7 +81,7 @@ func (f *fakeSandboxes) lookup(call, account, id string) (*sandbox.Record, error
 	return r, nil
 }
 
-func (f *fakeSandboxes) Create(ctx context.Context, account string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
+func (f *fakeSandboxes) Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, "Create "+account)
 	err := f.err

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/store"
 )
 
 // The parts of an OpenAPI 3.0 document these tests read.
@@ -177,6 +178,9 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		if rt.Mutating && !rt.Public && op.Responses["403"].Ref == "" {
 			t.Errorf("%s: no 403 response for read-only keys", key)
 		}
+		if rt.Admin && op.Responses["403"].Ref == "" {
+			t.Errorf("%s: no 403 response for keys other than admin", key)
+		}
 		if _, ok := op.Responses["default"]; !ok && !rt.Public {
 			t.Errorf("%s: no default (error) response", key)
 		}
@@ -213,6 +217,16 @@ var schemaTypes = map[string]any{
 	"FileInfo":             api.FileInfo{},
 	"FileList":             api.FileList{},
 	"ArchiveResult":        api.ArchiveResult{},
+	"SandboxUsage":         api.SandboxUsage{},
+	"CreateAccountRequest": api.CreateAccountRequest{},
+	"Account":              api.Account{},
+	"AccountList":          api.AccountList{},
+	"CreateKeyRequest":     api.CreateKeyRequest{},
+	"Key":                  api.Key{},
+	"KeyList":              api.KeyList{},
+	"UsageRow":             api.UsageRow{},
+	"Usage":                api.Usage{},
+	"Trial":                api.Trial{},
 }
 
 // schemasWithoutType are described in openapi.yaml with no struct of their
@@ -312,6 +326,8 @@ func checkSchemaType(t *testing.T, where string, typ reflect.Type, s *oaSchema) 
 		want("integer", "int64")
 	case typ.Kind() >= reflect.Int && typ.Kind() <= reflect.Uint64:
 		want("integer", "")
+	case typ.Kind() == reflect.Float64:
+		want("number", "double")
 	case typ.Kind() == reflect.Map:
 		want("object", "")
 		if s.AdditionalProperties == nil {
@@ -355,6 +371,8 @@ func TestOpenAPIEnums(t *testing.T) {
 		{"CreateSandboxRequest", "on_lease_end", []string{"stop", "pause"}},
 		{"ExecEvent", "type", []string{api.EventStart, api.EventStdout, api.EventStderr, api.EventExit, api.EventError}},
 		{"FileInfo", "type", []string{api.FileTypeFile, api.FileTypeDir, api.FileTypeSymlink, api.FileTypeOther}},
+		{"Key", "kind", []string{string(store.KeyAdmin), string(store.KeyFull), string(store.KeyReadOnly)}},
+		{"CreateKeyRequest", "kind", []string{string(store.KeyAdmin), string(store.KeyFull), string(store.KeyReadOnly)}},
 	}
 	for _, tt := range tests {
 		got := slices.Sorted(slices.Values(prop(tt.schema, tt.prop)))

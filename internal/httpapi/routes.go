@@ -18,6 +18,8 @@ type Route struct {
 	// Mutating routes create, execute, write, change or spend: read-only
 	// keys are refused them.
 	Mutating bool
+	// Admin routes are for the admin key only: other keys are refused them.
+	Admin bool
 
 	handler handlerFunc
 }
@@ -54,6 +56,14 @@ func Routes() []Route {
 		agentRoute(http.MethodPost, "/files/mkdir", bodyJSON),
 		agentRoute(http.MethodGet, "/archive", bodyJSON),
 		agentRoute(http.MethodPut, "/archive", bodyArchive),
+
+		{Method: http.MethodPost, Pattern: api.Version + "/accounts", Mutating: true, Admin: true, handler: (*server).createAccount},
+		{Method: http.MethodGet, Pattern: api.Version + "/accounts", Admin: true, handler: (*server).listAccounts},
+		{Method: http.MethodPost, Pattern: api.Version + "/keys", Mutating: true, handler: (*server).createKey},
+		{Method: http.MethodGet, Pattern: api.Version + "/keys", handler: (*server).listKeys},
+		{Method: http.MethodDelete, Pattern: api.Version + "/keys/{kid}", Mutating: true, handler: (*server).deleteKey},
+		{Method: http.MethodGet, Pattern: api.Version + "/usage", handler: (*server).usage},
+		{Method: http.MethodPost, Pattern: api.Version + "/trial", Public: true, Mutating: true, handler: (*server).trial},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
@@ -14,7 +15,9 @@ import (
 // account and reports a sandbox of another account as not found. Errors
 // carry a sandbox.Kind; errors without one are answered as internal.
 type Sandboxes interface {
-	Create(ctx context.Context, account string, req api.CreateSandboxRequest) (*sandbox.Record, error)
+	// Create makes a sandbox for account; keyID is the key that asked, whose
+	// daily spending limit the sandbox counts against.
+	Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error)
 	Get(ctx context.Context, account, id string) (*sandbox.Record, error)
 	List(ctx context.Context, account string) ([]*sandbox.Record, error)
 	Extend(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error)
@@ -52,6 +55,12 @@ func SandboxView(r *sandbox.Record) api.Sandbox {
 		RetentionEndsAt: r.RetentionEndsAt,
 		EndReason:       string(r.EndReason),
 		EndMessage:      r.EndMessage,
+		CostMicros:      billing.Micros(r.Usage.CostNanos),
+		Usage: api.SandboxUsage{
+			Seconds:          float64(r.Usage.AliveMs) / 1e3,
+			CPUSeconds:       float64(r.Usage.CPUNs) / 1e9,
+			MemoryGiBSeconds: float64(r.Usage.MemoryMiBMs) / 1024 / 1e3,
+		},
 	}
 	if len(r.Spec.Metadata) > 0 {
 		v.Metadata = maps.Clone(r.Spec.Metadata)

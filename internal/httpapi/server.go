@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/withruntime/withruntime/api"
@@ -16,10 +17,18 @@ import (
 	"github.com/withruntime/withruntime/internal/store"
 )
 
-// Defaults of Config.
+// Defaults and bounds of Config.
 const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxFileBytes = api.MaxFileBody
+	// DefaultAccountConcurrency is how many sandboxes an account runs at
+	// once unless it says otherwise; MaxAccountConcurrency bounds what an
+	// account may say.
+	DefaultAccountConcurrency = 100
+	MaxAccountConcurrency     = 10000
+	DefaultTrialHours         = 50
+	DefaultTrialPerAddress    = 5
+	DefaultTrialWindow        = time.Hour
 )
 
 // Config is what the server is made of. Sandboxes and Store are required.
@@ -32,6 +41,22 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxFileBytes bounds a single-file upload (DefaultMaxFileBytes when 0).
 	MaxFileBytes int64
+	// DefaultConcurrency is the concurrency shown for accounts that set
+	// none (DefaultAccountConcurrency when 0). The manager must enforce the
+	// same value.
+	DefaultConcurrency int
+	// Trial says whether and how POST /v1/trial hands out trial accounts.
+	Trial TrialConfig
+}
+
+// TrialConfig is the trial offer: each trial account gets Hours of free
+// sandbox time, and each client address gets at most PerAddress trial
+// accounts per Window. Zero fields take the defaults.
+type TrialConfig struct {
+	Enabled    bool
+	Hours      float64       // DefaultTrialHours when 0
+	PerAddress int           // DefaultTrialPerAddress when 0
+	Window     time.Duration // DefaultTrialWindow when 0
 }
 
 // Validate reports what is missing or wrong in c.
@@ -43,15 +68,32 @@ func (c Config) Validate() error {
 		return fmt.Errorf("httpapi: Config.Store is nil")
 	case c.MaxBodyBytes < 0 || c.MaxFileBytes < 0:
 		return fmt.Errorf("httpapi: body limits must not be negative")
+	case c.DefaultConcurrency < 0 || c.DefaultConcurrency > MaxAccountConcurrency:
+		return fmt.Errorf("httpapi: DefaultConcurrency must be 0 to %d", MaxAccountConcurrency)
+	case !(c.Trial.Hours >= 0 && c.Trial.Hours <= maxTrialHours):
+		return fmt.Errorf("httpapi: Trial.Hours must be 0 to %d", maxTrialHours)
+	case c.Trial.PerAddress < 0 || c.Trial.Window < 0:
+		return fmt.Errorf("httpapi: Trial.PerAddress and Trial.Window must not be negative")
 	}
 	return nil
 }
+
+// maxTrialHours bounds trial hours, wherever they come from, so that their
+// seconds fit an int64 with room to spare.
+const maxTrialHours = 1_000_000
 
 type server struct {
 	cfg      Config
 	log      *slog.Logger
 	proxyLog *log.Logger // httputil.ReverseProxy's own complaints, into log
 	mux      *http.ServeMux
+	trials   *trialLimiter
+
+	// accountsMu makes checking that an account name is free and taking it
+	// one step.
+	accountsMu sync.Mutex
+	// keysMu makes counting admin keys and removing one a single step.
+	keysMu sync.Mutex
 }
 
 // NewServer returns the HTTP handler of the API. It panics when cfg does
@@ -69,11 +111,24 @@ func NewServer(cfg Config) http.Handler {
 	if cfg.MaxFileBytes == 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes
 	}
+	if cfg.DefaultConcurrency == 0 {
+		cfg.DefaultConcurrency = DefaultAccountConcurrency
+	}
+	if cfg.Trial.Hours == 0 {
+		cfg.Trial.Hours = DefaultTrialHours
+	}
+	if cfg.Trial.PerAddress == 0 {
+		cfg.Trial.PerAddress = DefaultTrialPerAddress
+	}
+	if cfg.Trial.Window == 0 {
+		cfg.Trial.Window = DefaultTrialWindow
+	}
 	s := &server{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		proxyLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		mux:      http.NewServeMux(),
+		trials:   newTrialLimiter(cfg.Trial.PerAddress, cfg.Trial.Window),
 	}
 	for _, rt := range Routes() {
 		s.mux.Handle(rt.Method+" "+rt.Pattern, s.route(rt))
@@ -178,6 +233,10 @@ func (s *server) route(rt Route) http.Handler {
 				return
 			}
 			info.account = c.account
+			if rt.Admin && c.kind != store.KeyAdmin {
+				writeError(w, r, sandbox.Errorf(sandbox.KindForbidden, "only the admin key can %s %s", r.Method, r.URL.Path))
+				return
+			}
 			if rt.Mutating && !c.canChange() {
 				writeError(w, r, sandbox.Errorf(sandbox.KindForbidden, "this key is read-only: it cannot %s %s", r.Method, r.URL.Path))
 				return

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -44,8 +46,11 @@ func TestRouteTableShape(t *testing.T) {
 		if got, want := rt.Mutating, rt.Method != http.MethodGet; got != want {
 			t.Errorf("%s: Mutating got %v, want %v (only GET routes only read)", key, got, want)
 		}
-		if got, want := rt.Public, key == "GET /v1/health"; got != want {
+		if got, want := rt.Public, key == "GET /v1/health" || key == "POST /v1/trial"; got != want {
 			t.Errorf("%s: Public got %v, want %v", key, got, want)
+		}
+		if got, want := rt.Admin, strings.HasPrefix(rt.Pattern, "/v1/accounts"); got != want {
+			t.Errorf("%s: Admin got %v, want %v", key, got, want)
 		}
 		if rt.handler == nil {
 			t.Errorf("%s: no handler", key)
@@ -108,11 +113,14 @@ func TestKeyKinds(t *testing.T) {
 		if rt.Public {
 			continue
 		}
-		for _, kind := range []store.KeyKind{store.KeyReadOnly, store.KeyFull} {
+		for _, kind := range []store.KeyKind{store.KeyReadOnly, store.KeyFull, store.KeyAdmin} {
+			if kind == store.KeyAdmin && !rt.Admin {
+				continue // the admin key acting as its account is tested apart
+			}
 			t.Run(rt.Method+" "+rt.Pattern+"/"+string(kind), func(t *testing.T) {
 				before := len(e.fake.callLog())
 				resp := e.do(rt.Method, concrete(rt.Pattern), e.keys[kind], bodyFor(rt))
-				if kind == store.KeyReadOnly && rt.Mutating {
+				if (kind == store.KeyReadOnly && rt.Mutating) || (kind != store.KeyAdmin && rt.Admin) {
 					if resp.StatusCode != http.StatusForbidden {
 						t.Errorf("status: got %d, want 403", resp.StatusCode)
 					}
@@ -333,7 +341,16 @@ func TestAccessLog(t *testing.T) {
 		t.Fatalf("status: got %d, want 200", resp.StatusCode)
 	}
 	reqID := resp.Header.Get("X-Request-Id")
-	e.do("GET", "/v1/sandboxes", "wr_wrong_key", nil)
+	io.Copy(io.Discard, resp.Body)
+	resp = e.do("GET", "/v1/sandboxes", "wr_wrong_key", nil)
+	io.Copy(io.Discard, resp.Body)
+	// The line is written once the handler returns, which can be after the
+	// client has read the whole answer.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if n := strings.Count(e.logs.String(), `"msg":"request"`); n >= 2 {
+			break
+		}
+	}
 
 	logs := e.logs.String()
 	for _, secret := range []string{key, "wr_wrong_key", "Bearer", "secret-name.txt"} {

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
 )
@@ -34,6 +35,15 @@ type Config struct {
 	HostCPUs      int
 	HostMemoryMiB int
 	Overcommit    float64
+
+	// Prices is the price table (nil: billing.Default).
+	Prices *billing.Prices
+	// MeterInterval is how often live sandboxes are metered and limits
+	// checked.
+	MeterInterval time.Duration
+	// DefaultConcurrency is how many sandboxes an account runs at once
+	// unless its own setting says otherwise.
+	DefaultConcurrency int
 }
 
 func (c *Config) setDefaults() {
@@ -67,6 +77,14 @@ func (c *Config) setDefaults() {
 	if c.Overcommit == 0 {
 		c.Overcommit = 4
 	}
+	if c.Prices == nil {
+		p := billing.Default
+		c.Prices = &p
+	}
+	if c.MeterInterval == 0 {
+		c.MeterInterval = time.Second
+	}
+	def(&c.DefaultConcurrency, 100)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -87,6 +105,11 @@ func (c *Config) Validate() error {
 		return errors.New("default memory outside the limits")
 	case c.Overcommit <= 0:
 		return errors.New("overcommit ratio must be positive")
+	case c.DefaultConcurrency < 1:
+		return errors.New("default concurrency must be at least 1")
+	}
+	if err := c.Prices.Validate(); err != nil {
+		return err
 	}
 	return nil
 }

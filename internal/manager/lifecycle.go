@@ -11,20 +11,24 @@ import (
 
 // Create validates, admits and starts a sandbox. A refused create leaves
 // nothing behind.
-func (m *Manager) Create(ctx context.Context, account string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
+func (m *Manager) Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
 	spec, err := m.specFor(req)
+	if err != nil {
+		return nil, err
+	}
+	acct, err := m.checkMoney(ctx, account, keyID, spec, 0)
 	if err != nil {
 		return nil, err
 	}
 	id := newID()
 	e := m.lock(id)
 	defer e.mu.Unlock()
-	if err := m.admit(e, spec.VCPUs, spec.MemoryMiB); err != nil {
+	if err := m.admit(e, account, acct.Concurrency, spec.VCPUs, spec.MemoryMiB); err != nil {
 		return nil, err
 	}
 	now := m.now()
 	rec := &sandbox.Record{
-		ID: id, Account: account, Backend: m.cfg.Backend.Name(), Spec: spec,
+		ID: id, Account: account, KeyID: keyID, Backend: m.cfg.Backend.Name(), Spec: spec,
 		State: sandbox.StateStarting, CreatedAt: now, LeaseEndsAt: now.Add(spec.Timeout),
 	}
 	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
@@ -41,6 +45,7 @@ func (m *Manager) Create(ctx context.Context, account string, req api.CreateSand
 	m.attach(e, inst)
 	started := m.now()
 	rec.State, rec.StartedAt = sandbox.StateRunning, &started
+	rec.Usage.SampledAt, rec.Usage.CPUCounterNs = started, 0
 	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
 		m.finish(ctx, e, sandbox.EndError, "recording the start failed")
 		return nil, err
@@ -73,6 +78,10 @@ func (m *Manager) Extend(ctx context.Context, account, id string, timeout time.D
 	}
 	if rec.State != sandbox.StateRunning {
 		return nil, stateError(rec, "extend")
+	}
+	m.settle(ctx, e, rec)
+	if err := m.checkMaxCost(rec.Spec, rec.Usage.CostNanos, timeout); err != nil {
+		return nil, err
 	}
 	rec.LeaseEndsAt = m.now().Add(timeout)
 	return rec, m.cfg.Store.PutSandbox(ctx, rec)
@@ -110,6 +119,8 @@ func (m *Manager) Pause(ctx context.Context, account, id string) (*sandbox.Recor
 // pause checkpoints; the caller holds e.mu. A failed checkpoint ends the
 // sandbox with reason error: nothing is left half-paused.
 func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sandbox.Record, error) {
+	// Before the checkpoint: the CPU counter goes with the cgroup.
+	m.settle(ctx, e, rec)
 	if err := m.cfg.Backend.Pause(ctx, e.id); err != nil {
 		m.log.warn(e.id, "pausing sandbox", err)
 		m.finish(ctx, e, sandbox.EndError, "the sandbox could not be paused")
@@ -119,6 +130,7 @@ func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sa
 	now := m.now()
 	retention := now.Add(m.cfg.Retention)
 	rec.State, rec.PausedAt, rec.RetentionEndsAt = sandbox.StatePaused, &now, &retention
+	rec.Usage.SampledAt = now
 	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
 		return nil, err
 	}
@@ -138,7 +150,12 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	if rec.State != sandbox.StatePaused {
 		return nil, stateError(rec, "resume")
 	}
-	if err := m.admit(e, rec.Spec.VCPUs, rec.Spec.MemoryMiB); err != nil {
+	m.settle(ctx, e, rec)
+	acct, err := m.checkMoney(ctx, rec.Account, rec.KeyID, rec.Spec, rec.Usage.CostNanos)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.admit(e, rec.Account, acct.Concurrency, rec.Spec.VCPUs, rec.Spec.MemoryMiB); err != nil {
 		return nil, err
 	}
 	inst, err := m.cfg.Backend.Resume(ctx, id, rec.Spec)
@@ -151,6 +168,7 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	now := m.now()
 	rec.State, rec.PausedAt, rec.RetentionEndsAt = sandbox.StateRunning, nil, nil
 	rec.LeaseEndsAt = now.Add(rec.Spec.Timeout)
+	rec.Usage.SampledAt, rec.Usage.CPUCounterNs = now, 0
 	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ type Manager struct {
 type entry struct {
 	mu        sync.Mutex
 	id        string
+	account   string
 	vcpus     int
 	memoryMiB int
 	inst      sandbox.Instance
@@ -86,14 +87,21 @@ func (m *Manager) lock(id string) *entry {
 }
 
 // admit reserves room for a sandbox of the given size, or refuses with
-// capacity_exhausted.
-func (m *Manager) admit(e *entry, vcpus, memoryMiB int) error {
+// concurrency_limit_reached when the account runs concurrency sandboxes
+// already, or capacity_exhausted when the host is full.
+func (m *Manager) admit(e *entry, account string, concurrency, vcpus, memoryMiB int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var cpus, mem int
+	var cpus, mem, running int
 	for _, o := range m.live {
 		cpus += o.vcpus
 		mem += o.memoryMiB
+		if o.account == account {
+			running++
+		}
+	}
+	if concurrency > 0 && running >= concurrency {
+		return sandbox.Errorf(sandbox.KindConcurrency, "account %s runs %d sandboxes, its limit", account, running)
 	}
 	maxCPU := float64(m.cfg.HostCPUs) * m.cfg.Overcommit
 	maxMem := float64(m.cfg.HostMemoryMiB) * m.cfg.Overcommit
@@ -101,7 +109,7 @@ func (m *Manager) admit(e *entry, vcpus, memoryMiB int) error {
 		return sandbox.Errorf(sandbox.KindCapacityExhausted,
 			"this host is full: %d of %.0f vCPUs and %d of %.0f MiB are in use", cpus, maxCPU, mem, maxMem)
 	}
-	e.vcpus, e.memoryMiB = vcpus, memoryMiB
+	e.account, e.vcpus, e.memoryMiB = account, vcpus, memoryMiB
 	m.live[e.id] = e
 	return nil
 }
@@ -152,18 +160,22 @@ func (m *Manager) ended(e *entry, inst sandbox.Instance, reason sandbox.EndReaso
 	m.finish(ctx, e, reason, msg)
 }
 
-// finish destroys the sandbox on the backend and records its end. The
-// caller holds e.mu.
+// finish settles the sandbox's usage, destroys it on the backend and
+// records its end. The caller holds e.mu.
 func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason, msg string) (*sandbox.Record, error) {
 	ctx = context.WithoutCancel(ctx)
-	if err := m.cfg.Backend.Destroy(ctx, e.id); err != nil {
-		m.log.warn(e.id, "destroying sandbox", err)
-	}
-	m.release(e)
 	rec, err := m.cfg.Store.GetSandbox(ctx, e.id)
 	if err != nil {
 		return nil, err
 	}
+	if rec.State != sandbox.StateEnded {
+		// Before the teardown: the CPU counter goes with the sandbox.
+		m.settle(ctx, e, rec)
+	}
+	if err := m.cfg.Backend.Destroy(ctx, e.id); err != nil {
+		m.log.warn(e.id, "destroying sandbox", err)
+	}
+	m.release(e)
 	if rec.State == sandbox.StateEnded {
 		return rec, nil
 	}
@@ -173,7 +185,7 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		return nil, fmt.Errorf("recording end of %s: %w", e.id, err)
 	}
-	m.log.info(e.id, "sandbox ended", "reason", string(reason))
+	m.log.info(e.id, "sandbox ended", "reason", string(reason), "cost_nanos", rec.Usage.CostNanos)
 	return rec, nil
 }
 
@@ -193,3 +205,7 @@ func (m *Manager) Close() {
 func (m *Manager) list(ctx context.Context, account string, states ...sandbox.State) ([]*sandbox.Record, error) {
 	return m.cfg.Store.ListSandboxes(ctx, store.SandboxFilter{Account: account, States: states})
 }
+
+// DefaultConcurrency is how many sandboxes an account runs at once unless
+// it says otherwise.
+func (m *Manager) DefaultConcurrency() int { return m.cfg.DefaultConcurrency }

@@ -40,8 +40,9 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if err := m.cfg.Backend.Sweep(ctx, func(id string) bool { return keep[id] }); err != nil {
 		m.cfg.Logger.Warn("sweeping leftovers", "err", err)
 	}
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.reapLoop()
+	go m.meterLoop()
 	return nil
 }
 
@@ -50,7 +51,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 func (m *Manager) admitRecovered(e *entry, rec *sandbox.Record) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e.vcpus, e.memoryMiB = rec.Spec.VCPUs, rec.Spec.MemoryMiB
+	e.account, e.vcpus, e.memoryMiB = rec.Account, rec.Spec.VCPUs, rec.Spec.MemoryMiB
 	m.live[e.id] = e
 	return true
 }

@@ -31,8 +31,8 @@ func (m *Manager) specFor(req api.CreateSandboxRequest) (sandbox.Spec, error) {
 	if req.Network != nil && (req.Network.Internet || len(req.Network.Allow) > 0) {
 		return sandbox.Spec{}, sandbox.Errorf(sandbox.KindNotSupported, "network access is not offered by this server yet; omit network or set internet to false")
 	}
-	if req.MaxCostMicros != nil {
-		return sandbox.Spec{}, sandbox.Errorf(sandbox.KindNotSupported, "max_cost_micros is not offered by this server yet")
+	if req.MaxCostMicros != nil && *req.MaxCostMicros < 0 {
+		return sandbox.Spec{}, invalid("max_cost_micros must not be negative, got %d", *req.MaxCostMicros)
 	}
 	s := sandbox.Spec{
 		Image:      req.Image,
@@ -44,6 +44,8 @@ func (m *Manager) specFor(req api.CreateSandboxRequest) (sandbox.Spec, error) {
 		OnLeaseEnd: sandbox.LeaseEndAction(req.OnLeaseEnd),
 		Env:        req.Env,
 		Metadata:   req.Metadata,
+
+		MaxCostMicros: req.MaxCostMicros,
 	}
 	if s.Image == "" {
 		s.Image = image.DefaultName

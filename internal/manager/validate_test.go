@@ -12,7 +12,7 @@ import (
 func TestSpecFor(t *testing.T) {
 	m := &Manager{cfg: Config{}}
 	m.cfg.setDefaults()
-	maxCost := int64(1)
+	maxCost, negCost := int64(1), int64(-1)
 	tests := []struct {
 		name     string
 		req      api.CreateSandboxRequest
@@ -41,7 +41,8 @@ func TestSpecFor(t *testing.T) {
 		{"internet not offered yet", api.CreateSandboxRequest{Network: &api.Network{Internet: true}}, sandbox.KindNotSupported, nil},
 		{"allow list not offered yet", api.CreateSandboxRequest{Network: &api.Network{Allow: []string{"a.example"}}}, sandbox.KindNotSupported, nil},
 		{"network off is fine", api.CreateSandboxRequest{Network: &api.Network{}}, "", nil},
-		{"max cost not offered yet", api.CreateSandboxRequest{MaxCostMicros: &maxCost}, sandbox.KindNotSupported, nil},
+		{"max cost is kept", api.CreateSandboxRequest{MaxCostMicros: &maxCost}, "", func(s sandbox.Spec) bool { return *s.MaxCostMicros == 1 }},
+		{"negative max cost", api.CreateSandboxRequest{MaxCostMicros: &negCost}, sandbox.KindInvalid, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,17 +67,20 @@ func TestAdmission(t *testing.T) {
 	m := &Manager{cfg: Config{HostCPUs: 2, HostMemoryMiB: 8192, Overcommit: 1}, live: map[string]*entry{}}
 	m.cfg.setDefaults()
 	a, b, c := &entry{id: "a"}, &entry{id: "b"}, &entry{id: "c"}
-	if err := m.admit(a, 1, 4096); err != nil {
+	if err := m.admit(a, "x", 0, 1, 4096); err != nil {
 		t.Fatalf("first: %v", err)
 	}
-	if err := m.admit(b, 1, 4096); err != nil {
+	if err := m.admit(b, "y", 1, 1, 4096); err != nil {
 		t.Fatalf("second: %v", err)
 	}
-	if err := m.admit(c, 1, 512); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
+	if err := m.admit(c, "x", 0, 1, 512); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
 		t.Fatalf("third: got %v, want capacity_exhausted", err)
 	}
+	if err := m.admit(c, "y", 1, 1, 512); sandbox.KindOf(err) != sandbox.KindConcurrency {
+		t.Fatalf("over the account's concurrency: got %v, want concurrency_limit_reached", err)
+	}
 	m.release(a)
-	if err := m.admit(c, 1, 512); err != nil {
+	if err := m.admit(c, "x", 0, 1, 512); err != nil {
 		t.Fatalf("after a release: got %v, want admitted", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Backend is the seam between the platform and an isolation technology
@@ -92,4 +93,11 @@ func NewBackend(name string, cfg BackendConfig) (Backend, error) {
 		return nil, fmt.Errorf("no backend named %q", name)
 	}
 	return f(cfg)
+}
+
+// Meter is the optional capability of a backend to tell how much CPU a live
+// sandbox has consumed since it started or resumed. Billing needs it; a
+// backend without it makes the manager bill memory only.
+type Meter interface {
+	CPUTime(id string) (time.Duration, error)
 }

@@ -16,6 +16,8 @@ type Spec struct {
 	OnLeaseEnd LeaseEndAction    `json:"on_lease_end"`
 	Env        map[string]string `json:"env,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
+	// MaxCostMicros caps what a lease may cost at full CPU (nil: no cap).
+	MaxCostMicros *int64 `json:"max_cost_micros,omitempty"`
 }
 
 // Record is what the platform keeps about one sandbox: its spec and where
@@ -23,6 +25,7 @@ type Spec struct {
 type Record struct {
 	ID              string     `json:"id"`
 	Account         string     `json:"account"`
+	KeyID           string     `json:"key_id,omitempty"` // the key that created it: its spending counts there
 	Backend         string     `json:"backend"`
 	Spec            Spec       `json:"spec"`
 	State           State      `json:"state"`
@@ -34,6 +37,30 @@ type Record struct {
 	RetentionEndsAt *time.Time `json:"retention_ends_at,omitempty"`
 	EndReason       EndReason  `json:"end_reason,omitempty"`
 	EndMessage      string     `json:"end_message,omitempty"`
+	Usage           Usage      `json:"usage"`
+}
+
+// Usage is what a sandbox has used and cost so far. The meter advances it
+// and the usage ledger in one store transaction, so that a restart neither
+// loses nor repeats any of it.
+type Usage struct {
+	// AliveMs is the time the sandbox held its memory (running), and
+	// PausedMs the time it was kept paused.
+	AliveMs  int64 `json:"alive_ms"`
+	PausedMs int64 `json:"paused_ms"`
+	// MemoryMiBMs is the memory size times the time alive: memory is billed
+	// at the sandbox's size for its whole life.
+	MemoryMiBMs int64 `json:"memory_mib_ms"`
+	// CPUNs is the CPU time the sandbox consumed on the host.
+	CPUNs int64 `json:"cpu_ns"`
+	// CostNanos is the cost so far, in USD billionths (the API shows
+	// millionths).
+	CostNanos int64 `json:"cost_nanos"`
+	// SampledAt is the wall time the meter has counted to, and CPUCounterNs
+	// the backend's CPU counter then (it restarts at 0 on every start and
+	// resume).
+	SampledAt    time.Time `json:"sampled_at"`
+	CPUCounterNs int64     `json:"cpu_counter_ns"`
 }
 
 // Live reports whether the sandbox holds resources on the host.

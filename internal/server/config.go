@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
 )
 
@@ -26,6 +27,11 @@ type Config struct {
 	// embedded mode has no operator to tell).
 	Quiet   bool
 	Manager manager.Config
+	// Trial is the trial offer of POST /v1/trial (off unless Enabled).
+	Trial httpapi.TrialConfig
+	// PricesFile, when set, is a JSON price table (billing.Prices) that
+	// replaces the default prices.
+	PricesFile string
 }
 
 func (c *Config) setDefaults() {

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	_ "github.com/withruntime/withruntime/internal/backend/gvisor" // registers "gvisor"
+	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -65,6 +68,13 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	}
 	mcfg := cfg.Manager
 	mcfg.Backend, mcfg.Store, mcfg.Logger = backend, st, cfg.Logger
+	if cfg.PricesFile != "" {
+		p, err := readPrices(cfg.PricesFile)
+		if err != nil {
+			return nil, err
+		}
+		mcfg.Prices = &p
+	}
 	mgr, err := manager.New(mcfg)
 	if err != nil {
 		return nil, err
@@ -82,7 +92,10 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		URL: "http://" + l.Addr().String(), AdminKey: key,
 		cfg: cfg, store: st, manager: mgr, done: make(chan error, 1),
 		http: &http.Server{
-			Handler:           httpapi.NewServer(httpapi.Config{Sandboxes: mgr, Store: st, Logger: cfg.Logger}),
+			Handler: httpapi.NewServer(httpapi.Config{
+				Sandboxes: mgr, Store: st, Logger: cfg.Logger,
+				DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
+			}),
 			ReadHeaderTimeout: 30 * time.Second,
 		},
 	}
@@ -119,3 +132,18 @@ func (s *Server) Manager() *manager.Manager { return s.manager }
 
 // DataDir is the data dir the server runs on.
 func (s *Server) DataDir() string { return s.cfg.DataDir }
+
+// readPrices reads a JSON price table.
+func readPrices(path string) (billing.Prices, error) {
+	var p billing.Prices
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return p, fmt.Errorf("reading prices: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, fmt.Errorf("reading prices from %s: %w", path, err)
+	}
+	return p, p.Validate()
+}

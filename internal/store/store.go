@@ -42,6 +42,13 @@ type Store interface {
 	// ListAccounts returns every account, oldest first.
 	ListAccounts(ctx context.Context) ([]Account, error)
 
+	// RecordUsage replaces the sandbox record and adds delta to the usage
+	// ledger in one transaction: the record's Usage says what the ledger
+	// has counted, so after a crash neither is ahead of the other.
+	RecordUsage(ctx context.Context, r *sandbox.Record, delta UsageDelta) error
+	// Usage returns the ledger's rows that pass f, by day, account and key.
+	Usage(ctx context.Context, f UsageFilter) ([]UsageRow, error)
+
 	Close() error
 }
 
@@ -95,6 +102,9 @@ type Key struct {
 	Hash      []byte    `json:"hash"`
 	Name      string    `json:"name,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// DailyLimitMicros caps what sandboxes created with the key may cost in
+	// a UTC day (0: no limit).
+	DailyLimitMicros int64 `json:"daily_limit_micros,omitempty"`
 }
 
 // Account owns sandboxes and keys.
@@ -102,4 +112,46 @@ type Account struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// Concurrency is how many sandboxes may run at once (0: the server's
+	// default).
+	Concurrency int `json:"concurrency,omitempty"`
+	// TrialSeconds, when above 0, makes this a trial account: its sandboxes
+	// may run that many seconds in all, free.
+	TrialSeconds int64 `json:"trial_seconds,omitempty"`
+}
+
+// UsageDelta is what the meter adds to the ledger for one account and key
+// on one UTC day (YYYY-MM-DD).
+type UsageDelta struct {
+	Day         string `json:"day"`
+	Account     string `json:"account"`
+	KeyID       string `json:"key_id"`
+	AliveMs     int64  `json:"alive_ms"`
+	MemoryMiBMs int64  `json:"memory_mib_ms"`
+	CPUNs       int64  `json:"cpu_ns"`
+	CostNanos   int64  `json:"cost_nanos"`
+}
+
+// Empty reports whether the delta adds nothing.
+func (d UsageDelta) Empty() bool {
+	return d.AliveMs == 0 && d.MemoryMiBMs == 0 && d.CPUNs == 0 && d.CostNanos == 0
+}
+
+// UsageRow is the ledger's sum for one day, account and key.
+type UsageRow = UsageDelta
+
+// UsageFilter selects ledger rows. Zero fields select everything; From and
+// To are days (YYYY-MM-DD), both included.
+type UsageFilter struct {
+	Account  string
+	KeyID    string
+	From, To string
+}
+
+// Match reports whether a row passes the filter.
+func (f UsageFilter) Match(r UsageRow) bool {
+	return (f.Account == "" || r.Account == f.Account) &&
+		(f.KeyID == "" || r.KeyID == f.KeyID) &&
+		(f.From == "" || r.Day >= f.From) &&
+		(f.To == "" || r.Day <= f.To)
 }

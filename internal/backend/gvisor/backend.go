@@ -43,7 +43,10 @@ type Backend struct {
 	instances map[string]*instance
 }
 
-var _ sandbox.Backend = (*Backend)(nil)
+var (
+	_ sandbox.Backend = (*Backend)(nil)
+	_ sandbox.Meter   = (*Backend)(nil)
+)
 
 // New checks the configuration and prepares the host (cgroup parents).
 func New(cfg Config) (*Backend, error) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 const (
@@ -107,4 +108,30 @@ func leftoverCgroups() []string {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// CPUTime implements sandbox.Meter: the CPU time of every process of the
+// sandbox (the sentry, gofer and the stubs that run its programs), from its
+// cgroup.
+func (b *Backend) CPUTime(id string) (time.Duration, error) {
+	for _, p := range []string{
+		filepath.Join(cgroupRoot, "cpuacct", cgroupParent, id, "cpuacct.usage"),
+		filepath.Join(cgroupRoot, "cpu,cpuacct", cgroupParent, id, "cpuacct.usage"),
+	} {
+		if data, err := os.ReadFile(p); err == nil {
+			ns, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+			return time.Duration(ns), err
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(cgroupRoot, cgroupParent, id, "cpu.stat"))
+	if err != nil {
+		return 0, fmt.Errorf("reading CPU time of %s: %w", id, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok && k == "usage_usec" {
+			us, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return time.Duration(us) * time.Microsecond, err
+		}
+	}
+	return 0, fmt.Errorf("no CPU time for %s", id)
 }

@@ -88,6 +88,8 @@ def _sandbox(sid: str, req: dict[str, Any]) -> dict[str, Any]:
         "created_at": NOW,
         "started_at": NOW,
         "lease_ends_at": LATER,
+        "cost_micros": 1234,
+        "usage": {"seconds": 90.0, "cpu_seconds": 12.5, "memory_gib_seconds": 360.0},
     }
 
 
@@ -226,7 +228,7 @@ class _Handler(BaseHTTPRequestHandler):
         if key == ("GET", ""):
             return self._json(200, sbx)
         if key in (("DELETE", ""), ("POST", "stop")):
-            sbx.update(state="ended", end_reason="stopped", ended_at=NOW)
+            sbx.update(state="ended", end_reason="stopped", ended_at=NOW, cost_micros=2345)
             return self._json(200, sbx)
         if key == ("POST", "extend"):
             sbx["lease_ends_at"] = "2026-01-02T04:00:00Z"

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 import withruntime
-from withruntime import APIError, Error, Sandbox, TransportError
+from withruntime import APIError, Error, Sandbox, SandboxInfo, TransportError
 
 
 def test_create_sends_only_given_options(fake) -> None:
@@ -58,7 +58,18 @@ def test_info_fields(sbx: Sandbox) -> None:
     # Go writes nanoseconds; they are cut to microseconds.
     assert info.created_at == datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=timezone.utc)
     assert info.end_reason is None and info.ended_at is None
+    assert info.cost_micros == 1234
+    assert info.usage == {"seconds": 90.0, "cpu_seconds": 12.5, "memory_gib_seconds": 360.0}
     assert info.raw["id"] == sbx.id
+
+
+def test_info_without_cost() -> None:
+    # A server older than billing sends neither field.
+    info = SandboxInfo.from_json({"id": "sbx-1", "state": "running"})
+    assert info.cost_micros == 0 and isinstance(info.cost_micros, int)
+    assert info.usage == {}
+    info = SandboxInfo.from_json({"id": "sbx-1", "state": "running", "cost_micros": None, "usage": None})
+    assert (info.cost_micros, info.usage) == (0, {})
 
 
 def test_lifecycle(sbx: Sandbox) -> None:
@@ -67,6 +78,7 @@ def test_lifecycle(sbx: Sandbox) -> None:
     assert sbx.extend(3600).lease_ends_at == datetime(2026, 1, 2, 4, 0, tzinfo=timezone.utc)
     info = sbx.stop()
     assert (info.state, info.end_reason) == ("ended", "stopped")
+    assert info.cost_micros == 2345  # the final cost
 
 
 def test_connect_and_list(fake, sbx: Sandbox) -> None:

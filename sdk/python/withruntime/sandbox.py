@@ -28,8 +28,11 @@ class SandboxInfo:
     ``state`` is ``starting``, ``running``, ``paused`` or ``ended``;
     ``end_reason`` (once ended) is ``stopped``, ``lease_ended``,
     ``out_of_memory``, ``spending_limit``, ``retention_ended``,
-    ``host_restart`` or ``error``. ``raw`` keeps the whole JSON object,
-    fields newer than this SDK included (the cost so far, once billing exists).
+    ``host_restart`` or ``error``. ``cost_micros`` is what the sandbox has
+    cost so far (its final cost once ended), in USD millionths, and ``usage``
+    what it used: ``seconds`` running, ``cpu_seconds`` consumed and
+    ``memory_gib_seconds`` (its memory size times its life). ``raw`` keeps
+    the whole JSON object, fields newer than this SDK included.
     """
 
     id: str
@@ -48,6 +51,8 @@ class SandboxInfo:
     retention_ends_at: datetime | None = None
     end_reason: str | None = None
     end_message: str | None = None
+    cost_micros: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -69,6 +74,8 @@ class SandboxInfo:
             retention_ends_at=parse_time(d.get("retention_ends_at")),
             end_reason=d.get("end_reason") or None,
             end_message=d.get("end_message") or None,
+            cost_micros=int(d.get("cost_micros") or 0),
+            usage=dict(d.get("usage") or {}),
             raw=dict(d),
         )
 

@@ -1,0 +1,320 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
+)
+
+// accounts runs "withruntime accounts VERB ...".
+func (a *App) accounts(ctx context.Context, s streams, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintf(s.stderr, "withruntime accounts: no command given\n%s", usageLine)
+		return exitUsage
+	}
+	switch verb, rest := args[0], args[1:]; verb {
+	case "create":
+		return a.accountsCreate(ctx, s, rest)
+	case "ls", "list":
+		return a.accountsList(ctx, s, rest)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(s.stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(s.stderr, "withruntime accounts: unknown command %q\n%s", verb, usageLine)
+		return exitUsage
+	}
+}
+
+func (a *App) accountsCreate(ctx context.Context, s streams, args []string) int {
+	cmd := newCommand("accounts create", "withruntime accounts create [--concurrency N] [--trial-hours H] [--json] NAME",
+		"Creates an account (admin key only) and prints its id.", s)
+	concurrency := cmd.fs.Int("concurrency", 0, "run at most `N` sandboxes at once (server default 100)")
+	trialHours := cmd.fs.Float64("trial-hours", 0, "make it a trial account with `H` free sandbox hours")
+	asJSON := cmd.fs.Bool("json", false, "print the account as JSON")
+	pos, ok, code := cmd.parseInterspersed(s, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 || pos[0] == "" {
+		return cmd.usageError(s, "want one account NAME, got %d arguments", len(pos))
+	}
+	if *concurrency < 0 {
+		return cmd.usageError(s, "--concurrency must not be negative")
+	}
+	if !(*trialHours >= 0) { // NaN too
+		return cmd.usageError(s, "--trial-hours must not be negative")
+	}
+	c, done, err := a.connect(ctx)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	defer done()
+	acc, err := c.CreateAccount(ctx, api.CreateAccountRequest{Name: pos[0], Concurrency: *concurrency, TrialHours: *trialHours})
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	if *asJSON {
+		return printJSON(s, acc)
+	}
+	fmt.Fprintln(s.stdout, acc.ID)
+	return exitOK
+}
+
+func (a *App) accountsList(ctx context.Context, s streams, args []string) int {
+	cmd := newCommand("accounts ls", "withruntime accounts ls [--json]", "Lists the accounts (admin key only).", s)
+	asJSON := cmd.fs.Bool("json", false, "print the list as JSON")
+	pos, ok, code := cmd.parseInterspersed(s, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return cmd.usageError(s, "unexpected argument %q", pos[0])
+	}
+	c, done, err := a.connect(ctx)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	defer done()
+	list, err := c.ListAccounts(ctx)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	if *asJSON {
+		if list == nil {
+			list = []api.Account{}
+		}
+		return printJSON(s, api.AccountList{Accounts: list})
+	}
+	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tCONCURRENCY\tTRIAL-HOURS\tUSED-HOURS")
+	for _, acc := range list {
+		trial, used := "-", "-"
+		if acc.TrialHours > 0 {
+			trial, used = formatAmount(acc.TrialHours, -1), formatAmount(acc.TrialUsedHours, 2)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", acc.ID, acc.Name, acc.Concurrency, trial, used)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// keys runs "withruntime keys VERB ...".
+func (a *App) keys(ctx context.Context, s streams, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintf(s.stderr, "withruntime keys: no command given\n%s", usageLine)
+		return exitUsage
+	}
+	switch verb, rest := args[0], args[1:]; verb {
+	case "create":
+		return a.keysCreate(ctx, s, rest)
+	case "ls", "list":
+		return a.keysList(ctx, s, rest)
+	case "rm":
+		return a.keysRemove(ctx, s, rest)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(s.stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(s.stderr, "withruntime keys: unknown command %q\n%s", verb, usageLine)
+		return exitUsage
+	}
+}
+
+func (a *App) keysCreate(ctx context.Context, s streams, args []string) int {
+	cmd := newCommand("keys create",
+		"withruntime keys create [--account NAME] [--read-only] [--daily-limit-usd X] [--name N] [--json]",
+		`Creates an API key and prints it: the server shows it this once and keeps
+only its hash. With --json, prints the key's record, its "key" field being
+the key itself.`, s)
+	account := cmd.fs.String("account", "", "the key's account, by `NAME` (admin key only; default the caller's)")
+	readOnly := cmd.fs.Bool("read-only", false, "a read-only key: it reads everything its account may read and changes nothing")
+	var limit int64
+	cmd.fs.Func("daily-limit-usd", "refuse creates with this key once it has spent `X` dollars in a UTC day (up to 6 decimals)", func(v string) error {
+		n, err := parseUSD(v)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return errors.New("must be positive (without the flag the key has no limit)")
+		}
+		limit = n
+		return nil
+	})
+	name := cmd.fs.String("name", "", "a `NAME` for the key, for people")
+	asJSON := cmd.fs.Bool("json", false, "print the key's record as JSON, the key in its \"key\" field")
+	pos, ok, code := cmd.parseInterspersed(s, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return cmd.usageError(s, "unexpected argument %q", pos[0])
+	}
+	req := api.CreateKeyRequest{Account: *account, Kind: "full", Name: *name, DailyLimitMicros: limit}
+	if *readOnly {
+		req.Kind = "read_only"
+	}
+	c, done, err := a.connect(ctx)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	defer done()
+	// Not canceled by Ctrl-C: a key made but never printed is a key nobody
+	// can use or knows the id of.
+	k, err := c.CreateKey(context.WithoutCancel(ctx), req)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	if *asJSON {
+		return printJSON(s, k)
+	}
+	if k.Secret == "" {
+		report(s.stderr, &cliError{client.CodeInternal, fmt.Sprintf("the server created key %s but did not return it", k.ID)})
+		return exitFailure
+	}
+	fmt.Fprintln(s.stdout, k.Secret)
+	return exitOK
+}
+
+func (a *App) keysList(ctx context.Context, s streams, args []string) int {
+	cmd := newCommand("keys ls", "withruntime keys ls [--account NAME] [--json]",
+		"Lists API keys, never their secret part.", s)
+	account := cmd.fs.String("account", "", "the keys of account `NAME` (admin key only; default the caller's)")
+	asJSON := cmd.fs.Bool("json", false, "print the list as JSON")
+	pos, ok, code := cmd.parseInterspersed(s, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return cmd.usageError(s, "unexpected argument %q", pos[0])
+	}
+	c, done, err := a.connect(ctx)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	defer done()
+	list, err := c.ListKeys(ctx, *account)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	if *asJSON {
+		if list == nil {
+			list = []api.Key{}
+		}
+		return printJSON(s, api.KeyList{Keys: list})
+	}
+	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tACCOUNT\tKIND\tNAME\tDAILY-LIMIT-USD\tCREATED")
+	for _, k := range list {
+		limit := "-"
+		if k.DailyLimitMicros > 0 {
+			limit = formatUSD(k.DailyLimitMicros)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, dash(k.Account), dash(k.Kind), dash(k.Name), limit, timeString(&k.CreatedAt))
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func (a *App) keysRemove(ctx context.Context, s streams, args []string) int {
+	cmd := newCommand("keys rm", "withruntime keys rm ID...",
+		"Removes API keys: each stops working at once. Prints each id removed.", s)
+	pos, ok, code := cmd.parseInterspersed(s, args)
+	if !ok {
+		return code
+	}
+	if len(pos) == 0 {
+		return cmd.usageError(s, "want at least one key ID")
+	}
+	c, done, err := a.connect(ctx)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	defer done()
+	status := exitOK
+	for _, id := range pos {
+		if err := c.DeleteKey(ctx, id); err != nil {
+			report(s.stderr, err)
+			status = exitFailure
+			continue
+		}
+		fmt.Fprintln(s.stdout, id)
+	}
+	return status
+}
+
+// usageCmd runs "withruntime usage ...".
+func (a *App) usageCmd(ctx context.Context, s streams, args []string) int {
+	cmd := newCommand("usage", "withruntime usage [--account NAME] [--key ID] [--from DAY] [--to DAY] [--json]",
+		`Shows usage and cost per UTC day, account and key, with a total. Days are
+YYYY-MM-DD, both ends included.`, s)
+	var f client.UsageFilter
+	cmd.fs.StringVar(&f.Account, "account", "", "the usage of account `NAME` (admin key only; default the caller's)")
+	cmd.fs.StringVar(&f.Key, "key", "", "only what key `ID` spent")
+	dayFlag := func(dst *string) func(string) error {
+		return func(v string) error {
+			if _, err := time.Parse(time.DateOnly, v); err != nil {
+				return errors.New("want a day as YYYY-MM-DD")
+			}
+			*dst = v
+			return nil
+		}
+	}
+	cmd.fs.Func("from", "from `DAY` (YYYY-MM-DD, UTC)", dayFlag(&f.From))
+	cmd.fs.Func("to", "up to `DAY` included (YYYY-MM-DD, UTC)", dayFlag(&f.To))
+	asJSON := cmd.fs.Bool("json", false, "print the usage as JSON")
+	trial := trialFlag(cmd.fs)
+	pos, ok, code := cmd.parseInterspersed(s, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return cmd.usageError(s, "unexpected argument %q", pos[0])
+	}
+	if f.From != "" && f.To != "" && f.From > f.To {
+		return cmd.usageError(s, "--from %s is after --to %s", f.From, f.To)
+	}
+	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	defer done()
+	u, err := c.Usage(ctx, f)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	if *asJSON {
+		if u.Rows == nil {
+			u.Rows = []api.UsageRow{}
+		}
+		return printJSON(s, u)
+	}
+	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DAY\tACCOUNT\tKEY\tSANDBOX-HOURS\tCPU-HOURS\tCOST-USD")
+	var hours, cpu float64
+	for _, r := range u.Rows {
+		hours += r.SandboxHours
+		cpu += r.CPUHours
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Day, dash(r.Account), dash(r.KeyID),
+			formatAmount(r.SandboxHours, 4), formatAmount(r.CPUHours, 4), formatUSD(r.CostMicros))
+	}
+	fmt.Fprintf(tw, "TOTAL\t\t\t%s\t%s\t%s\n", formatAmount(hours, 4), formatAmount(cpu, 4), formatUSD(u.CostMicros))
+	tw.Flush()
+	return exitOK
+}

@@ -1,0 +1,156 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// maxKeyName bounds the free-text name of a key.
+const maxKeyName = 100
+
+func (s *server) createKey(w http.ResponseWriter, r *http.Request, c caller) error {
+	var req api.CreateKeyRequest
+	// An empty body asks for a full key of the caller's account.
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, true, &req); err != nil {
+		return err
+	}
+	kind := store.KeyKind(req.Kind)
+	switch kind {
+	case "":
+		kind = store.KeyFull
+	case store.KeyFull, store.KeyReadOnly:
+	case store.KeyAdmin:
+		if c.kind != store.KeyAdmin {
+			return sandbox.Errorf(sandbox.KindForbidden, "only the admin key can create admin keys")
+		}
+	default:
+		return sandbox.Errorf(sandbox.KindInvalid, `kind must be "full" or "read_only", not %q`, req.Kind)
+	}
+	if req.DailyLimitMicros < 0 {
+		return sandbox.Errorf(sandbox.KindInvalid, "daily_limit_micros must not be negative (0: no limit)")
+	}
+	if len(req.Name) > maxKeyName {
+		return sandbox.Errorf(sandbox.KindInvalid, "name must be at most %d bytes", maxKeyName)
+	}
+	account, err := s.targetAccount(r.Context(), c, req.Account, true)
+	if err != nil {
+		return err
+	}
+	secret, k := newKey(account, kind)
+	k.Name = req.Name
+	k.DailyLimitMicros = req.DailyLimitMicros
+	if err := s.cfg.Store.PutKey(r.Context(), k); err != nil {
+		return err
+	}
+	v := keyView(k)
+	v.Secret = secret
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+func (s *server) listKeys(w http.ResponseWriter, r *http.Request, c caller) error {
+	q := r.URL.Query()
+	if err := checkParams(q, "account"); err != nil {
+		return err
+	}
+	account := ""
+	if c.kind != store.KeyAdmin || q.Get("account") != "" {
+		var err error
+		if account, err = s.targetAccount(r.Context(), c, q.Get("account"), false); err != nil {
+			return err
+		}
+	}
+	keys, err := s.cfg.Store.ListKeys(r.Context(), account)
+	if err != nil {
+		return err
+	}
+	out := api.KeyList{Keys: make([]api.Key, 0, len(keys))}
+	for _, k := range keys {
+		out.Keys = append(out.Keys, keyView(k))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// deleteKey removes a key of the caller's account (any key, for the admin
+// key). Only the admin key removes admin keys, and never the last one: the
+// operator would be locked out of managing accounts.
+func (s *server) deleteKey(w http.ResponseWriter, r *http.Request, c caller) error {
+	id := r.PathValue("kid")
+	account := c.account
+	if c.kind == store.KeyAdmin {
+		account = ""
+	}
+	s.keysMu.Lock()
+	defer s.keysMu.Unlock()
+	keys, err := s.cfg.Store.ListKeys(r.Context(), account)
+	if err != nil {
+		return err
+	}
+	var target *store.Key
+	admins := 0
+	for i, k := range keys {
+		if k.ID == id {
+			target = &keys[i]
+		}
+		if k.Kind == store.KeyAdmin {
+			admins++
+		}
+	}
+	switch {
+	case target == nil:
+		return sandbox.Errorf(sandbox.KindNotFound, "key %s not found", id)
+	case target.Kind == store.KeyAdmin && c.kind != store.KeyAdmin:
+		return sandbox.Errorf(sandbox.KindForbidden, "only the admin key can remove an admin key")
+	case target.Kind == store.KeyAdmin && admins == 1:
+		return sandbox.Errorf(sandbox.KindConflict, "key %s is the last admin key: create another before removing it", id)
+	}
+	if err := s.cfg.Store.DeleteKey(r.Context(), id); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// keyView is a key as the API shows it, without its secret.
+func keyView(k store.Key) api.Key {
+	return api.Key{
+		ID:               k.ID,
+		Account:          k.Account,
+		Kind:             string(k.Kind),
+		Name:             k.Name,
+		DailyLimitMicros: k.DailyLimitMicros,
+		CreatedAt:        k.CreatedAt,
+	}
+}
+
+// newKey makes a key of account with a fresh secret, which it returns: the
+// key keeps only the secret's SHA-256.
+func newKey(account string, kind store.KeyKind) (string, store.Key) {
+	var b [32]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	secret := "wr_" + base64.RawURLEncoding.EncodeToString(b[:])
+	sum := sha256.Sum256([]byte(secret))
+	return secret, store.Key{
+		ID:        "key_" + randHex(12),
+		Account:   account,
+		Kind:      kind,
+		Hash:      sum[:],
+		CreatedAt: time.Now().UTC(),
+	}
+}
+
+// randHex is n random bytes in hex.
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}

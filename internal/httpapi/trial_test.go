@@ -1,0 +1,189 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+func TestTrialDisabled(t *testing.T) {
+	e := newEnv(t, nil)
+	resp := e.doJSON("POST", "/v1/trial", "", `{}`)
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("status: got %d, want 403", resp.StatusCode)
+	}
+	if d := errorOf(t, resp); d.Code != "forbidden" || d.Message != "this server does not offer trial accounts" {
+		t.Errorf("got %+v, want forbidden: this server does not offer trial accounts", d)
+	}
+	if accounts, _ := e.store.ListAccounts(t.Context()); len(accounts) != 0 {
+		t.Errorf("accounts made: %v", accounts)
+	}
+}
+
+func TestTrial(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Trial = TrialConfig{Enabled: true, PerAddress: 2} })
+	var trials []api.Trial
+	for i, body := range []string{``, `{}`} {
+		resp := e.doJSON("POST", "/v1/trial", "", body)
+		wantStatus(t, resp, 201, "")
+		var tr api.Trial
+		decodeStrict(t, resp, &tr)
+		if len(tr.Account) != len("trial-")+16 || tr.Account[:6] != "trial-" || tr.TrialHours != DefaultTrialHours {
+			t.Errorf("trial %d: got %+v, want a trial- account of %d hours", i, tr, DefaultTrialHours)
+		}
+		trials = append(trials, tr)
+	}
+	if trials[0].Account == trials[1].Account || trials[0].Key == trials[1].Key {
+		t.Fatalf("two trials share an account or a key: %+v", trials)
+	}
+
+	// The key works and acts for its own account, with a full key's rights.
+	tr := trials[0]
+	wantStatus(t, e.do("GET", "/v1/sandboxes", tr.Key, nil), 200, "")
+	wantStatus(t, e.doJSON("POST", "/v1/sandboxes", tr.Key, `{}`), 201, "")
+	if calls := e.fake.callLog(); calls[len(calls)-1] != "Create "+tr.Account {
+		t.Errorf("last call: got %q, want Create %s", calls[len(calls)-1], tr.Account)
+	}
+	wantStatus(t, e.do("GET", "/v1/accounts", tr.Key, nil), 403, "forbidden")
+	a, err := e.store.GetAccount(t.Context(), tr.Account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.TrialSeconds != DefaultTrialHours*3600 || a.Concurrency != 0 {
+		t.Errorf("stored account: got %+v, want %d trial seconds and the default concurrency", a, DefaultTrialHours*3600)
+	}
+	keys, _ := e.store.ListKeys(t.Context(), tr.Account)
+	if len(keys) != 1 || keys[0].Kind != store.KeyFull {
+		t.Errorf("keys of the trial account: got %+v, want one full key", keys)
+	}
+
+	// The third from the same address within the hour is refused.
+	resp := e.doJSON("POST", "/v1/trial", "", `{}`)
+	wantStatus(t, resp, 429, "rate_limited")
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 3500 || s > 3600 {
+		t.Errorf("Retry-After: got %q, want about 3600", resp.Header.Get("Retry-After"))
+	}
+	if accounts, _ := e.store.ListAccounts(t.Context()); len(accounts) != 2 {
+		t.Errorf("accounts: got %d, want 2", len(accounts))
+	}
+	// A bad body is refused before it counts.
+	wantStatus(t, e.doJSON("POST", "/v1/trial", "", `{"hours":1000}`), 400, "invalid_request")
+}
+
+func TestTrialHoursConfigured(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Trial = TrialConfig{Enabled: true, Hours: 0.01} })
+	resp := e.doJSON("POST", "/v1/trial", "", ``)
+	wantStatus(t, resp, 201, "")
+	var tr api.Trial
+	decodeStrict(t, resp, &tr)
+	if tr.TrialHours != 0.01 {
+		t.Errorf("trial_hours: got %v, want 0.01", tr.TrialHours)
+	}
+	if a, err := e.store.GetAccount(t.Context(), tr.Account); err != nil || a.TrialSeconds != 36 {
+		t.Errorf("stored: got %+v (%v), want 36 trial seconds", a, err)
+	}
+}
+
+func TestTrialLimiter(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	l := newTrialLimiter(2, time.Hour)
+	steps := []struct {
+		addr     string
+		at       time.Duration
+		wantOK   bool
+		wantWait time.Duration
+	}{
+		{"a", 0, true, 0},
+		{"a", time.Minute, true, 0},
+		{"a", 2 * time.Minute, false, 58 * time.Minute},
+		{"b", 2 * time.Minute, true, 0},
+		{"a", 59 * time.Minute, false, time.Minute},
+		{"a", 60 * time.Minute, true, 0}, // a new window
+		{"b", 61 * time.Minute, true, 0}, // b's window began at 2m
+		{"b", 61*time.Minute + 30*time.Second, false, 30 * time.Second},
+		{"b", 62 * time.Minute, true, 0},
+	}
+	for i, s := range steps {
+		wait, ok := l.allow(s.addr, t0.Add(s.at))
+		if ok != s.wantOK || wait != s.wantWait {
+			t.Errorf("step %d (%s at %v): got %v, wait %v, want %v, wait %v", i, s.addr, s.at, ok, wait, s.wantOK, s.wantWait)
+		}
+	}
+
+	// Addresses whose window passed are dropped.
+	l = newTrialLimiter(1, time.Hour)
+	for i := range 100 {
+		l.allow(strconv.Itoa(i), t0)
+	}
+	l.allow("late", t0.Add(time.Hour))
+	if got := len(l.seen); got != 1 {
+		t.Errorf("addresses kept after their windows passed: got %d, want 1", got)
+	}
+
+	// The limiter stays bounded: a full table refuses new addresses until
+	// windows pass.
+	l = newTrialLimiter(1, time.Hour)
+	for i := range maxTrialAddresses {
+		if _, ok := l.allow(strconv.Itoa(i), t0); !ok {
+			t.Fatalf("address %d refused below the bound", i)
+		}
+	}
+	if _, ok := l.allow("one more", t0.Add(time.Minute)); ok {
+		t.Error("a new address was counted past the bound")
+	}
+	if _, ok := l.allow("one more", t0.Add(time.Hour)); !ok {
+		t.Error("a new address was refused once the windows passed")
+	}
+	if got := len(l.seen); got != 1 {
+		t.Errorf("addresses kept: got %d, want 1", got)
+	}
+}
+
+func TestClientAddr(t *testing.T) {
+	tests := []struct {
+		remote, want string
+	}{
+		{"192.0.2.7:5555", "192.0.2.7"},
+		{"[::ffff:192.0.2.7]:5555", "192.0.2.7"},
+		{"[2001:db8:1:2:3:4:5:6]:5555", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:ffff::1]:1", "2001:db8:1:2::/64"},
+		{"[fe80::1%eth0]:1", "fe80::/64"},
+		{"@", "@"},
+	}
+	for _, tt := range tests {
+		r := &http.Request{RemoteAddr: tt.remote}
+		if got := clientAddr(r); got != tt.want {
+			t.Errorf("clientAddr(%q): got %q, want %q", tt.remote, got, tt.want)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	base := Config{Sandboxes: newFakeSandboxes(""), Store: &store.Bolt{}}
+	tests := []struct {
+		name    string
+		mod     func(*Config)
+		wantErr bool
+	}{
+		{"defaults", func(*Config) {}, false},
+		{"concurrency at the bound", func(c *Config) { c.DefaultConcurrency = MaxAccountConcurrency }, false},
+		{"negative concurrency", func(c *Config) { c.DefaultConcurrency = -1 }, true},
+		{"concurrency over the bound", func(c *Config) { c.DefaultConcurrency = MaxAccountConcurrency + 1 }, true},
+		{"trial", func(c *Config) { c.Trial = TrialConfig{Enabled: true, Hours: 2, PerAddress: 1, Window: time.Minute} }, false},
+		{"negative trial hours", func(c *Config) { c.Trial.Hours = -1 }, true},
+		{"huge trial hours", func(c *Config) { c.Trial.Hours = 1e18 }, true},
+		{"negative per address", func(c *Config) { c.Trial.PerAddress = -1 }, true},
+		{"negative window", func(c *Config) { c.Trial.Window = -time.Second }, true},
+	}
+	for _, tt := range tests {
+		c := base
+		tt.mod(&c)
+		if err := c.Validate(); (err != nil) != tt.wantErr {
+			t.Errorf("%s: got %v, want an error %v", tt.name, err, tt.wantErr)
+		}
+	}
+}

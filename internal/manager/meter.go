@@ -1,0 +1,127 @@
+package manager
+
+import (
+	"context"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// day is the UTC day usage at t counts toward.
+func day(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+
+// sample advances a running sandbox's usage to now: memory at its size
+// for the time since the last sample, and the CPU its cgroup consumed
+// since. The record and the ledger change in one transaction. The caller
+// holds e.mu.
+func (m *Manager) sample(ctx context.Context, e *entry, rec *sandbox.Record, now time.Time) error {
+	u := &rec.Usage
+	if u.SampledAt.IsZero() {
+		if rec.StartedAt == nil {
+			return nil
+		}
+		u.SampledAt = *rec.StartedAt
+	}
+	dt := now.Sub(u.SampledAt).Milliseconds()
+	if dt < 0 {
+		dt = 0
+	}
+	var dCPU int64
+	if meter, ok := m.cfg.Backend.(sandbox.Meter); ok && e.inst != nil {
+		if cpu, err := meter.CPUTime(e.id); err == nil {
+			counter := cpu.Nanoseconds()
+			dCPU = counter - u.CPUCounterNs
+			if dCPU < 0 { // the counter restarted
+				dCPU = counter
+			}
+			u.CPUCounterNs = counter
+		}
+	}
+	dMem := int64(rec.Spec.MemoryMiB) * dt
+	cost := m.cfg.Prices.Running(dMem, dCPU)
+	u.AliveMs += dt
+	u.MemoryMiBMs += dMem
+	u.CPUNs += dCPU
+	u.CostNanos += cost
+	u.SampledAt = u.SampledAt.Add(time.Duration(dt) * time.Millisecond)
+	return m.cfg.Store.RecordUsage(ctx, rec, store.UsageDelta{
+		Day: day(now), Account: rec.Account, KeyID: rec.KeyID,
+		AliveMs: dt, MemoryMiBMs: dMem, CPUNs: dCPU, CostNanos: cost,
+	})
+}
+
+// samplePaused advances a paused sandbox's usage: the storage price for
+// the time it was kept. The caller holds e.mu.
+func (m *Manager) samplePaused(ctx context.Context, rec *sandbox.Record, now time.Time) error {
+	u := &rec.Usage
+	if u.SampledAt.IsZero() {
+		return nil
+	}
+	dt := now.Sub(u.SampledAt).Milliseconds()
+	if dt <= 0 {
+		return nil
+	}
+	cost := m.cfg.Prices.Paused(rec.Spec.MemoryMiB, dt)
+	u.PausedMs += dt
+	u.CostNanos += cost
+	u.SampledAt = u.SampledAt.Add(time.Duration(dt) * time.Millisecond)
+	return m.cfg.Store.RecordUsage(ctx, rec, store.UsageDelta{
+		Day: day(now), Account: rec.Account, KeyID: rec.KeyID, CostNanos: cost,
+	})
+}
+
+// settle brings a sandbox's usage up to now, whatever its state. The
+// caller holds e.mu.
+func (m *Manager) settle(ctx context.Context, e *entry, rec *sandbox.Record) {
+	var err error
+	switch rec.State {
+	case sandbox.StateRunning:
+		if e.inst == nil {
+			// Not attached (it died while no server watched): when it
+			// stopped is unknown, so it is billed to its last sample only.
+			return
+		}
+		err = m.sample(ctx, e, rec, m.now())
+	case sandbox.StatePaused:
+		err = m.samplePaused(ctx, rec, m.now())
+	}
+	if err != nil {
+		m.log.warn(rec.ID, "metering", err)
+	}
+}
+
+func (m *Manager) meterLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.MeterInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.Meter(context.Background())
+		}
+	}
+}
+
+// Meter samples every live and paused sandbox, then ends the sandboxes of
+// keys past their daily limit and of trials past their hours.
+func (m *Manager) Meter(ctx context.Context) {
+	recs, err := m.list(ctx, "", sandbox.StateRunning, sandbox.StatePaused)
+	if err != nil {
+		m.cfg.Logger.Warn("listing sandboxes to meter", "err", err)
+		return
+	}
+	for _, r := range recs {
+		if r.State == sandbox.StatePaused && m.cfg.Prices.StorageNanosPerGiBHour == 0 {
+			continue
+		}
+		e := m.lock(r.ID)
+		if rec, err := m.cfg.Store.GetSandbox(ctx, r.ID); err == nil && (rec.State != sandbox.StateRunning || e.inst != nil) {
+			m.settle(ctx, e, rec)
+		}
+		e.mu.Unlock()
+	}
+	m.enforceLimits(ctx, recs)
+}

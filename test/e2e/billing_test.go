@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/testenv"
+)
+
+// sbx is a small client of one server and key for these tests.
+type sbx struct {
+	t   *testing.T
+	s   *testenv.Server
+	key string
+}
+
+func (c sbx) create(body string) (int, api.Sandbox, string) {
+	c.t.Helper()
+	status, data := call(c.t, c.s, c.key, "POST", "/v1/sandboxes", strings.NewReader(body))
+	var sb api.Sandbox
+	json.Unmarshal(data, &sb)
+	if status == 201 {
+		c.t.Cleanup(func() { call(c.t, c.s, c.s.Key, "DELETE", "/v1/sandboxes/"+sb.ID, nil) })
+	}
+	return status, sb, errorCode(data)
+}
+
+func (c sbx) get(id string) api.Sandbox {
+	c.t.Helper()
+	_, data := call(c.t, c.s, c.key, "GET", "/v1/sandboxes/"+id, nil)
+	var sb api.Sandbox
+	json.Unmarshal(data, &sb)
+	return sb
+}
+
+func (c sbx) exec(id, cmd string, background bool) int {
+	c.t.Helper()
+	status, _ := call(c.t, c.s, c.key, "POST", "/v1/sandboxes/"+id+"/exec",
+		strings.NewReader(fmt.Sprintf(`{"cmd":%s,"background":%v}`, strconv.Quote(cmd), background)))
+	return status
+}
+
+// rate is the cost per running hour between two looks at a sandbox.
+func rate(a, b api.Sandbox) float64 {
+	return float64(b.CostMicros-a.CostMicros) / (b.Usage.Seconds - a.Usage.Seconds) * 3600
+}
+
+func TestHeadlineRates(t *testing.T) {
+	s := testenv.StartServer(t)
+	c := sbx{t, s, s.Key}
+	_, idle, _ := c.create(`{}`)
+	_, busy, _ := c.create(`{}`)
+	// Both CPUs of the busy one spin for the whole measurement.
+	if st := c.exec(busy.ID, "for i in 1 2; do (while :; do :; done) & done; wait", true); st != 201 {
+		t.Fatalf("starting the busy loops: %d", st)
+	}
+	time.Sleep(3 * time.Second) // past start-up
+	idle0, busy0 := c.get(idle.ID), c.get(busy.ID)
+	time.Sleep(60 * time.Second)
+	idle1, busy1 := c.get(idle.ID), c.get(busy.ID)
+	tests := []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"2 vCPU 4 GiB idle", rate(idle0, idle1), 31_250},
+		{"2 vCPU 4 GiB with both CPUs busy", rate(busy0, busy1), 80_000},
+	}
+	for _, tt := range tests {
+		t.Logf("%s: %.0f micros an hour (want %.0f)", tt.name, tt.got, tt.want)
+		if math.Abs(tt.got-tt.want)/tt.want > 0.02 {
+			t.Errorf("%s: got %.0f micros an hour, want %.0f within 2%%", tt.name, tt.got, tt.want)
+		}
+	}
+	if busy1.Usage.CPUSeconds-busy0.Usage.CPUSeconds < 100 {
+		t.Errorf("the busy sandbox used %.1f CPU seconds in 60 s, want about 120", busy1.Usage.CPUSeconds-busy0.Usage.CPUSeconds)
+	}
+}
+
+func TestMaxCost(t *testing.T) {
+	s := testenv.StartServer(t)
+	c := sbx{t, s, s.Key}
+	// 1 vCPU and 1 GiB for 60 s at full CPU: 130208.3 nanos of memory and
+	// 406250 of CPU, 536.46 micros.
+	status, _, code := c.create(`{"vcpus":1,"memory_mib":1024,"timeout_seconds":60,"max_cost_micros":536}`)
+	if status != 402 || code != "max_cost_exceeded" {
+		t.Fatalf("cap below the worst case: got %d %s, want 402 max_cost_exceeded", status, code)
+	}
+	status, sb, _ := c.create(`{"vcpus":1,"memory_mib":1024,"timeout_seconds":60,"max_cost_micros":600}`)
+	if status != 201 {
+		t.Fatalf("cap above the worst case: got %d", status)
+	}
+	st, data := call(t, s, s.Key, "POST", "/v1/sandboxes/"+sb.ID+"/extend", strings.NewReader(`{"timeout_seconds":120}`))
+	if st != 402 || errorCode(data) != "max_cost_exceeded" {
+		t.Fatalf("extending past the cap: got %d %s, want 402 max_cost_exceeded", st, data)
+	}
+	if st, _ := call(t, s, s.Key, "POST", "/v1/sandboxes/"+sb.ID+"/extend", strings.NewReader(`{"timeout_seconds":30}`)); st != 200 {
+		t.Fatalf("extending within the cap: got %d", st)
+	}
+	// The refused create made nothing.
+	_, body := call(t, s, s.Key, "GET", "/v1/sandboxes", nil)
+	var list api.SandboxList
+	json.Unmarshal(body, &list)
+	if len(list.Sandboxes) != 1 {
+		t.Fatalf("got %d sandboxes, want only the accepted one", len(list.Sandboxes))
+	}
+}
+
+func TestShortSandboxIsBilledForItsLife(t *testing.T) {
+	s := testenv.StartServer(t)
+	c := sbx{t, s, s.Key}
+	_, sb, _ := c.create(`{"vcpus":1,"memory_mib":1024}`)
+	time.Sleep(2 * time.Second)
+	call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+sb.ID, nil)
+	end := c.get(sb.ID)
+	life := end.EndedAt.Sub(*end.StartedAt).Seconds()
+	if math.Abs(end.Usage.Seconds-life) > 0.05 {
+		t.Fatalf("billed %.3f s for a life of %.3f s", end.Usage.Seconds, life)
+	}
+	// 1 GiB at 7812.5 micros a GiB-hour, plus a little CPU.
+	memory := 7812.5 * life / 3600
+	if float64(end.CostMicros) < memory || float64(end.CostMicros) > memory*1.5+1 {
+		t.Fatalf("cost %d micros for %.2f s, want about %.1f", end.CostMicros, life, memory)
+	}
+}
+
+func TestRestartMidMetering(t *testing.T) {
+	s := testenv.StartServer(t)
+	c := sbx{t, s, s.Key}
+	_, sb, _ := c.create(`{"vcpus":1,"memory_mib":1024}`)
+	c.exec(sb.ID, "while :; do :; done", true)
+	time.Sleep(2500 * time.Millisecond)
+	s.Stop(true)
+	time.Sleep(1500 * time.Millisecond)
+	s.Start()
+	time.Sleep(2 * time.Second)
+	call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+sb.ID, nil)
+	end := c.get(sb.ID)
+	life := end.EndedAt.Sub(*end.StartedAt).Seconds()
+	// The sandbox ran through the restart: all of its life is billed, once.
+	if math.Abs(end.Usage.Seconds-life) > 0.05 {
+		t.Fatalf("billed %.3f s for a life of %.3f s across a restart", end.Usage.Seconds, life)
+	}
+	// It spun one CPU all along, the restart included.
+	if end.Usage.CPUSeconds < life*0.8 || end.Usage.CPUSeconds > life*1.1 {
+		t.Fatalf("billed %.2f CPU seconds for %.2f s of one busy CPU", end.Usage.CPUSeconds, life)
+	}
+	st, data := call(t, s, s.Key, "GET", "/v1/usage", nil)
+	var u api.Usage
+	if st != 200 || json.Unmarshal(data, &u) != nil {
+		t.Fatalf("usage: %d %s", st, data)
+	}
+	if diff := u.CostMicros - end.CostMicros; diff < -1 || diff > 1 {
+		t.Fatalf("the ledger says %d micros, the sandbox %d: usage was lost or counted twice", u.CostMicros, end.CostMicros)
+	}
+	_ = syscall.SIGKILL
+}
