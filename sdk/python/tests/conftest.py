@@ -135,6 +135,9 @@ class _SessionServer:
 
     def start(self) -> None:
         binary = os.environ.get("WITHRUNTIME_BIN") or shutil.which("withruntime")
+        if binary and not os.access(binary, os.X_OK):
+            self.why_not = f"{binary} is not an executable withruntime binary"
+            return
         if os.geteuid() != 0:
             self.why_not = "starting a server needs root"
             return
