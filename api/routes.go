@@ -26,6 +26,12 @@ package api
 //	POST   /v1/sandboxes/{id}/files/mkdir        ?path= -> FileInfo (parents are made)
 //	GET    /v1/sandboxes/{id}/archive            ?path= -> application/x-tar stream of the file or directory
 //	PUT    /v1/sandboxes/{id}/archive            ?path= body application/x-tar -> ArchiveResult (extracted into directory path)
+//	GET    /v1/sandboxes/{id}/network            -> Network
+//	PUT    /v1/sandboxes/{id}/network            Network -> Sandbox (the new policy applies to new connections at once)
+//	GET    /v1/sandboxes/{id}/egress             -> EgressLog
+//	PUT    /v1/secrets/{name}                    SetSecretRequest -> SecretInfo (never the value back)
+//	GET    /v1/secrets                           -> SecretList
+//	DELETE /v1/secrets/{name}                    -> 204
 //	POST   /v1/accounts                          CreateAccountRequest -> 201 Account (admin key only)
 //	GET    /v1/accounts                          -> AccountList (admin key only)
 //	POST   /v1/keys                              CreateKeyRequest -> 201 Key with its secret (full or admin key)

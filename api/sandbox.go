@@ -77,3 +77,39 @@ type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
+
+// EgressEvent is one connection or DNS query of a sandbox, allowed or
+// refused.
+type EgressEvent struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Name    string    `json:"name,omitempty"`
+	Address string    `json:"address,omitempty"`
+	Port    int       `json:"port,omitempty"`
+	Verdict string    `json:"verdict"`
+	Reason  string    `json:"reason,omitempty"`
+}
+
+// EgressLog is the body of GET /v1/sandboxes/{id}/egress: the newest
+// events last.
+type EgressLog struct {
+	Events []EgressEvent `json:"events"`
+}
+
+// SecretInfo is a stored secret as the API shows it: never its value.
+type SecretInfo struct {
+	Name      string    `json:"name"`
+	Host      string    `json:"host"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// SetSecretRequest is the body of PUT /v1/secrets/{name}.
+type SetSecretRequest struct {
+	Value string `json:"value"`
+	Host  string `json:"host"`
+}
+
+// SecretList is the body of GET /v1/secrets.
+type SecretList struct {
+	Secrets []SecretInfo `json:"secrets"`
+}

@@ -30,6 +30,9 @@ func serve(args []string) int {
 	fs.BoolVar(&cfg.Trial.Enabled, "allow-trial", false, "let clients obtain trial accounts (POST /v1/trial, rate-limited per client address)")
 	fs.Float64Var(&cfg.Trial.Hours, "trial-hours", 50, "free sandbox hours of each trial account")
 	fs.IntVar(&cfg.Trial.PerAddress, "trial-per-address", 5, "trial accounts one client address may obtain per hour")
+	fs.StringVar(&cfg.EgressHosts, "egress-hosts", "", "a hosts file (ADDRESS NAME... lines) the sandboxes' resolver answers from before the host's")
+	fs.StringVar(&cfg.EgressCA, "egress-ca", "", "PEM file of extra roots trusted when the egress proxy verifies upstream TLS")
+	fs.BoolVar(&cfg.NoEgress, "no-egress", false, "run sandboxes without any network: no packet rules, no proxy")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

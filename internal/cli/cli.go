@@ -90,9 +90,10 @@ func (a *App) Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		ctx, stop := signalContext()
 		defer stop()
 		return a.usageCmd(ctx, s, args[1:])
-	case "secrets":
-		printError(s.stderr, "not_supported", fmt.Sprintf("withruntime %s is not implemented yet", args[0]))
-		return exitFailure
+	case "secrets", "secret":
+		ctx, stop := signalContext()
+		defer stop()
+		return a.secrets(ctx, s, args[1:])
 	}
 	fmt.Fprintf(stderr, "withruntime: unknown command %q\n%s", args[0], usageLine)
 	return exitUsage
@@ -165,6 +166,12 @@ Sandboxes:
   sandbox rm ID...                         stop sandboxes (removes paused ones)
   sandbox pause ID                         checkpoint a sandbox, freeing its memory and CPU
   sandbox resume ID                        bring a paused sandbox back
+  sandbox egress ID                        allowed and refused connections of a sandbox
+
+Secrets:
+  secrets set NAME --host HOST             store the secret on stdin, sent only to HOST
+  secrets ls                               list secrets (names and hosts, never values)
+  secrets rm NAME...                       remove secrets
 
 Accounts, keys and money:
   accounts create NAME                     create an account (admin key)
@@ -180,10 +187,10 @@ Server:
 
   version                                  print the version
 
-"withruntime sandbox COMMAND --help" (keys, accounts: the same) lists a
-command's flags; --json prints results as JSON. --trial on sandbox commands
-uses a trial account on a server: its key is obtained the first time and
-kept in $XDG_CONFIG_HOME/withruntime/config.json.
+"withruntime sandbox COMMAND --help" (secrets, keys, accounts: the same)
+lists a command's flags; --json prints results as JSON. --trial on sandbox
+commands uses a trial account on a server: its key is obtained the first
+time and kept in $XDG_CONFIG_HOME/withruntime/config.json.
 
 Environment:
   WITHRUNTIME_BASE_URL  the server; when unset, http://127.0.0.1:7878, or an

@@ -46,6 +46,11 @@ type fakeServer struct {
 	trials          int      // POST /v1/trial answered with a key
 	trialAuth       []string // the Authorization header of each POST /v1/trial
 	trialErr        *api.ErrorDetail
+
+	secrets      map[string]api.SecretInfo // by name
+	secretValues []string                  // the value of each PUT /v1/secrets/{name}
+	secretBodies []string                  // every request body to /v1/secrets
+	egress       []api.EgressEvent         // the egress log of sbx_a
 }
 
 var lease = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -110,6 +115,7 @@ func newFakeServer(t *testing.T) *fakeServer {
 		streamEvents(w, events...)
 	})
 	f.accountRoutes(mux)
+	f.secretRoutes(mux)
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.authSeen = append(f.authSeen, r.Header.Get("Authorization"))
@@ -532,7 +538,6 @@ func TestOtherCommandsExitOne(t *testing.T) {
 		{"rm one missing", []string{"sandbox", "rm", "sbx_zz", "sbx_a"}, "sbx_a\n", "error: not_found: no sandbox sbx_zz\n"},
 		{"nil serve hook", []string{"serve", "--data-dir", "/x"}, "", "error: not_supported: ..."},
 		{"nil setup hook", []string{"setup"}, "", "error: not_supported: ..."},
-		{"not yet", []string{"secrets", "ls"}, "", "error: not_supported: ..."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

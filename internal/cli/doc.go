@@ -17,7 +17,7 @@
 // the usage and exit 2, as the flag package does; --help prints it on
 // stdout and exits 0.
 //
-// --trial (sandbox commands, usage): on a server, when WITHRUNTIME_API_KEY is
+// --trial (sandbox commands, secrets, usage): on a server, when WITHRUNTIME_API_KEY is
 // unset, the command uses the trial key stored for the server's base URL in
 // $XDG_CONFIG_HOME/withruntime/config.json ({"trial_keys": {URL: KEY}});
 // "sandbox run" and "sandbox create" obtain one (POST /v1/trial) and store it

@@ -43,6 +43,8 @@ func (a *App) sandbox(ctx context.Context, s streams, args []string) int {
 			func(c *client.Client, id string) (*api.Sandbox, error) { return c.ResumeSandbox(ctx, id) })
 	case "rm":
 		return a.sandboxRemove(ctx, s, rest)
+	case "egress":
+		return a.sandboxEgress(ctx, s, rest)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(s.stdout, usage)
 		return exitOK

@@ -19,7 +19,8 @@ import (
 // tripper; the round tripper routes by sandbox, not by host.
 const agentHost = "sandbox-agent"
 
-// exec checks the shape of an exec request before the agent sees it, then
+// exec checks the shape of an exec request before the agent sees it, adds
+// the placeholders of the account's secrets to its environment, then
 // forwards it. The agent answers with an ndjson stream of api.ExecEvent
 // (or 201 and an api.Process when background), which is passed on as it
 // comes.
@@ -34,6 +35,11 @@ func (s *server) exec(w http.ResponseWriter, r *http.Request, c caller) error {
 	if req.TimeoutMs < 0 {
 		return sandbox.Errorf(sandbox.KindInvalid, "timeout_ms must not be negative")
 	}
+	env, err := s.addPlaceholders(r.Context(), c.account, req.Env)
+	if err != nil {
+		return err
+	}
+	req.Env = env
 	body, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("encoding exec request: %w", err)

@@ -184,7 +184,7 @@ func checkQuery(r *http.Request) error {
 // checkRequest refuses path values and query strings that no route
 // accepts, before anything acts on them.
 func checkRequest(r *http.Request) error {
-	for _, name := range []string{"id", "pid", "kid"} {
+	for _, name := range []string{"id", "pid", "kid", "name"} {
 		if v := r.PathValue(name); strings.IndexByte(v, 0) >= 0 {
 			return sandbox.Errorf(sandbox.KindInvalid, "%s contains a NUL byte", name)
 		}

@@ -6,7 +6,8 @@
 //
 // It serves the contract of package api (and api/openapi.yaml, which a test
 // here holds to the route table). It decides nothing about sandboxes
-// itself: lifecycle goes through the Sandboxes interface, which the manager
-// implements, and keys through internal/store. It must not import the
+// itself: lifecycle and network policy go through the Sandboxes interface,
+// which the manager implements, secrets through SecretStore (the vault of
+// internal/secrets), and keys through internal/store. It must not import the
 // manager, a backend, the client or the CLI.
 package httpapi

@@ -19,6 +19,7 @@ import (
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/secrets"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -30,6 +31,7 @@ type testEnv struct {
 	fake  *fakeSandboxes
 	agent *fakeAgent
 	store *store.Bolt
+	vault *secrets.Vault
 	logs  *syncBuffer
 	// keys holds a secret of each kind: admin of account "admin", full and
 	// read_only of account "acct1". Account "acct1" also has a full key
@@ -40,6 +42,13 @@ type testEnv struct {
 // spareKeyID is a full key of acct1 that no test uses to authenticate.
 const spareKeyID = "key-spare"
 
+// testSecretName is a secret of acct1 that every env starts with;
+// testSecretValue is its value.
+const (
+	testSecretName  = "TEST_SECRET"
+	testSecretValue = "sk-seeded-3b7f0c9d2e41a8f6"
+)
+
 func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 	t.Helper()
 	agent := newFakeAgent(t)
@@ -48,11 +57,19 @@ func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	vault, err := secrets.Open(filepath.Join(t.TempDir(), "secrets.key"), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vault.Set(t.Context(), "acct1", testSecretName, "api.example.org", testSecretValue); err != nil {
+		t.Fatal(err)
+	}
 	e := &testEnv{
 		t:     t,
 		fake:  newFakeSandboxes(agent.srv.Listener.Addr().String()),
 		agent: agent,
 		store: st,
+		vault: vault,
 		logs:  &syncBuffer{},
 		keys:  map[store.KeyKind]string{},
 	}
@@ -82,6 +99,7 @@ func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 	cfg := Config{
 		Sandboxes: e.fake,
 		Store:     st,
+		Secrets:   vault,
 		Logger:    slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if mod != nil {
@@ -147,6 +165,7 @@ func concrete(pattern string) string {
 	p := strings.ReplaceAll(pattern, "{id}", "sbx-1")
 	p = strings.ReplaceAll(p, "{pid}", "42")
 	p = strings.ReplaceAll(p, "{kid}", spareKeyID)
+	p = strings.ReplaceAll(p, "{name}", testSecretName)
 	if strings.Contains(p, "/files") || strings.Contains(p, "/archive") {
 		p += "?path=a.txt"
 	}
@@ -164,6 +183,10 @@ func bodyFor(rt Route) io.Reader {
 		return strings.NewReader(`{}`)
 	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/accounts":
 		return strings.NewReader(`{"name":"acct-` + randomHex()[:8] + `"}`)
+	case rt.Method == http.MethodPut && strings.HasSuffix(rt.Pattern, "/network"):
+		return strings.NewReader(`{"internet":false}`)
+	case rt.Method == http.MethodPut && strings.HasPrefix(rt.Pattern, api.Version+"/secrets/"):
+		return strings.NewReader(`{"value":"` + testSecretValue + `","host":"api.example.org"}`)
 	case rt.Method == http.MethodPut:
 		return strings.NewReader("file bytes")
 	}

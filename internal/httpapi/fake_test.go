@@ -28,13 +28,15 @@ type fakeSandboxes struct {
 	calls []string
 	// afterAgent, when set, runs once Agent has handed out a round tripper.
 	afterAgent func(r *sandbox.Record)
-	next       int
+	// egress is each sandbox's egress log.
+	egress map[string][]api.EgressEvent
+	next   int
 }
 
 var _ Sandboxes = (*fakeSandboxes)(nil)
 
 func newFakeSandboxes(agentAddr string) *fakeSandboxes {
-	return &fakeSandboxes{recs: map[string]*sandbox.Record{}, agentAddr: agentAddr}
+	return &fakeSandboxes{recs: map[string]*sandbox.Record{}, egress: map[string][]api.EgressEvent{}, agentAddr: agentAddr}
 }
 
 // add puts a sandbox of account in state.
@@ -182,4 +184,27 @@ func (f *fakeSandboxes) Agent(ctx context.Context, account, id string) (http.Rou
 		},
 		DisableKeepAlives: true,
 	}, nil
+}
+
+func (f *fakeSandboxes) SetNetwork(ctx context.Context, account, id string, n api.Network) (*sandbox.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, err := f.lookup("SetNetwork", account, id)
+	if err != nil {
+		return nil, err
+	}
+	if !n.Internet && len(n.Allow) > 0 {
+		return nil, sandbox.Errorf(sandbox.KindInvalid, "network.allow needs internet: true")
+	}
+	r.Spec.Network = sandbox.Network{Internet: n.Internet, Allow: n.Allow}
+	return r, nil
+}
+
+func (f *fakeSandboxes) Egress(ctx context.Context, account, id string) ([]api.EgressEvent, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.lookup("Egress", account, id); err != nil {
+		return nil, err
+	}
+	return append([]api.EgressEvent(nil), f.egress[id]...), nil
 }

@@ -227,6 +227,11 @@ var schemaTypes = map[string]any{
 	"UsageRow":             api.UsageRow{},
 	"Usage":                api.Usage{},
 	"Trial":                api.Trial{},
+	"EgressEvent":          api.EgressEvent{},
+	"EgressLog":            api.EgressLog{},
+	"SecretInfo":           api.SecretInfo{},
+	"SetSecretRequest":     api.SetSecretRequest{},
+	"SecretList":           api.SecretList{},
 }
 
 // schemasWithoutType are described in openapi.yaml with no struct of their

@@ -56,6 +56,13 @@ func Routes() []Route {
 		agentRoute(http.MethodPost, "/files/mkdir", bodyJSON),
 		agentRoute(http.MethodGet, "/archive", bodyJSON),
 		agentRoute(http.MethodPut, "/archive", bodyArchive),
+		{Method: http.MethodGet, Pattern: sandboxPrefix + "/network", handler: (*server).getNetwork},
+		{Method: http.MethodPut, Pattern: sandboxPrefix + "/network", Mutating: true, handler: (*server).setNetwork},
+		{Method: http.MethodGet, Pattern: sandboxPrefix + "/egress", handler: (*server).egressLog},
+
+		{Method: http.MethodPut, Pattern: api.Version + "/secrets/{name}", Mutating: true, handler: (*server).setSecret},
+		{Method: http.MethodGet, Pattern: api.Version + "/secrets", handler: (*server).listSecrets},
+		{Method: http.MethodDelete, Pattern: api.Version + "/secrets/{name}", Mutating: true, handler: (*server).deleteSecret},
 
 		{Method: http.MethodPost, Pattern: api.Version + "/accounts", Mutating: true, Admin: true, handler: (*server).createAccount},
 		{Method: http.MethodGet, Pattern: api.Version + "/accounts", Admin: true, handler: (*server).listAccounts},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/withruntime/withruntime/api"
@@ -34,6 +35,11 @@ type Sandboxes interface {
 	// whatever the URL's host says. Requests never carry the client's
 	// Authorization header.
 	Agent(ctx context.Context, account, id string) (http.RoundTripper, error)
+	// SetNetwork replaces the egress policy of a sandbox; new connections
+	// and DNS queries follow it at once.
+	SetNetwork(ctx context.Context, account, id string, n api.Network) (*sandbox.Record, error)
+	// Egress returns the sandbox's egress log, the newest events last.
+	Egress(ctx context.Context, account, id string) ([]api.EgressEvent, error)
 }
 
 // SandboxView is a record as the API shows it. Environment values are left
@@ -46,7 +52,7 @@ func SandboxView(r *sandbox.Record) api.Sandbox {
 		VCPUs:           r.Spec.VCPUs,
 		MemoryMiB:       r.Spec.MemoryMiB,
 		OnLeaseEnd:      string(r.Spec.OnLeaseEnd),
-		Network:         api.Network{Internet: false},
+		Network:         NetworkView(r.Spec.Network),
 		CreatedAt:       r.CreatedAt,
 		StartedAt:       r.StartedAt,
 		PausedAt:        r.PausedAt,
@@ -64,6 +70,15 @@ func SandboxView(r *sandbox.Record) api.Sandbox {
 	}
 	if len(r.Spec.Metadata) > 0 {
 		v.Metadata = maps.Clone(r.Spec.Metadata)
+	}
+	return v
+}
+
+// NetworkView is a sandbox's egress policy as the API shows it.
+func NetworkView(n sandbox.Network) api.Network {
+	v := api.Network{Internet: n.Internet}
+	if len(n.Allow) > 0 {
+		v.Allow = slices.Clone(n.Allow)
 	}
 	return v
 }

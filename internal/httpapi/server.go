@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -35,6 +36,9 @@ const (
 type Config struct {
 	Sandboxes Sandboxes
 	Store     store.Store
+	// Secrets keeps the accounts' secrets; nil: the secrets routes answer
+	// not_supported and commands get no placeholders.
+	Secrets SecretStore
 	// Logger gets one line per request; nil discards them.
 	Logger *slog.Logger
 	// MaxBodyBytes bounds JSON request bodies (DefaultMaxBodyBytes when 0).
@@ -146,6 +150,8 @@ type reqInfo struct {
 	sandboxID string
 	account   string
 	err       error
+	// path, when set, is logged instead of the request's path.
+	path string
 }
 
 type infoKey struct{}
@@ -200,7 +206,7 @@ func (s *server) logRequest(r *http.Request, sw *statusWriter, info *reqInfo, d 
 	attrs := []slog.Attr{
 		slog.String("request_id", info.id),
 		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+		slog.String("path", cmp.Or(info.path, r.URL.Path)),
 		slog.Int("status", status),
 		slog.Duration("duration", d),
 		slog.Int64("bytes", sw.bytes),
@@ -225,6 +231,10 @@ func (s *server) route(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoFrom(r.Context())
 		info.sandboxID = r.PathValue("id")
+		if name := r.PathValue("name"); name != "" && !envName(name) {
+			// Not a secret's name: perhaps its value, given in the wrong place.
+			info.path = rt.Pattern
+		}
 		var c caller
 		if !rt.Public {
 			var err error

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/billing"
+	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
 )
@@ -44,6 +45,14 @@ type Config struct {
 	// DefaultConcurrency is how many sandboxes an account runs at once
 	// unless its own setting says otherwise.
 	DefaultConcurrency int
+
+	// Egress says whether the host's egress services run, so that
+	// sandboxes may have network access.
+	Egress bool
+	// EgressLog is where the egress services log sandboxes' connections.
+	EgressLog interface {
+		Events(id string) []egress.Event
+	}
 }
 
 func (c *Config) setDefaults() {

@@ -43,6 +43,7 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be started")
 	}
 	m.attach(e, inst)
+	m.indexAddr(e, spec.Network)
 	started := m.now()
 	rec.State, rec.StartedAt = sandbox.StateRunning, &started
 	rec.Usage.SampledAt, rec.Usage.CPUCounterNs = started, 0
@@ -165,6 +166,7 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be resumed; it stays paused")
 	}
 	m.attach(e, inst)
+	m.indexAddr(e, rec.Spec.Network)
 	now := m.now()
 	rec.State, rec.PausedAt, rec.RetentionEndsAt = sandbox.StateRunning, nil, nil
 	rec.LeaseEndsAt = now.Add(rec.Spec.Timeout)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -19,8 +20,9 @@ type Manager struct {
 	cfg Config
 	log *sandboxLogger
 
-	mu   sync.Mutex // guards live and the admission sums
-	live map[string]*entry
+	mu     sync.Mutex // guards live, byAddr and the entries' account, network and addr
+	live   map[string]*entry
+	byAddr map[netip.Addr]*entry
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -34,6 +36,8 @@ type entry struct {
 	account   string
 	vcpus     int
 	memoryMiB int
+	network   sandbox.Network
+	addr      netip.Addr
 	inst      sandbox.Instance
 	transport *http.Transport
 }
@@ -45,10 +49,11 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	return &Manager{
-		cfg:  cfg,
-		log:  &sandboxLogger{cfg.Logger},
-		live: map[string]*entry{},
-		stop: make(chan struct{}),
+		cfg:    cfg,
+		log:    &sandboxLogger{cfg.Logger},
+		live:   map[string]*entry{},
+		byAddr: map[netip.Addr]*entry{},
+		stop:   make(chan struct{}),
 	}, nil
 }
 
@@ -120,6 +125,7 @@ func (m *Manager) release(e *entry) {
 	if m.live[e.id] == e {
 		delete(m.live, e.id)
 	}
+	m.unindexAddrLocked(e)
 	m.mu.Unlock()
 	if e.transport != nil {
 		e.transport.CloseIdleConnections()

@@ -23,6 +23,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 		if inst != nil && err == nil && m.admitRecovered(e, rec) {
 			m.attach(e, inst)
+			m.indexAddr(e, rec.Spec.Network)
 			m.log.info(rec.ID, "sandbox reattached")
 		} else {
 			m.finish(ctx, e, sandbox.EndHostRestart, "the server restarted and could not reattach the sandbox")

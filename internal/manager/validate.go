@@ -28,8 +28,9 @@ func invalid(format string, args ...any) error {
 // specFor validates a create request and turns it into a Spec.
 func (m *Manager) specFor(req api.CreateSandboxRequest) (sandbox.Spec, error) {
 	c := &m.cfg
-	if req.Network != nil && (req.Network.Internet || len(req.Network.Allow) > 0) {
-		return sandbox.Spec{}, sandbox.Errorf(sandbox.KindNotSupported, "network access is not offered by this server yet; omit network or set internet to false")
+	netPolicy, err := m.networkFor(req.Network)
+	if err != nil {
+		return sandbox.Spec{}, err
 	}
 	if req.MaxCostMicros != nil && *req.MaxCostMicros < 0 {
 		return sandbox.Spec{}, invalid("max_cost_micros must not be negative, got %d", *req.MaxCostMicros)
@@ -45,6 +46,7 @@ func (m *Manager) specFor(req api.CreateSandboxRequest) (sandbox.Spec, error) {
 		Env:        req.Env,
 		Metadata:   req.Metadata,
 
+		Network:       netPolicy,
 		MaxCostMicros: req.MaxCostMicros,
 	}
 	if s.Image == "" {

@@ -1,6 +1,13 @@
 // Package network makes and removes the host-side network plumbing of a
-// sandbox: its own network namespace (and, with the egress work, the links
-// and packet rules in it).
+// sandbox: its own network namespace, the veth pair that is its only link,
+// and the packet rules that send everything it transmits to the host's
+// egress proxy (TCP) or resolver (DNS) and drop the rest.
+//
+// The rules live in one nftables table per server, "withruntime_<Name>"
+// (inet family), and match the host ends of this server's veths by name,
+// "w<Name>*". A sandbox is offline until SetOnline says otherwise: its
+// host end's interface group is what the rules test, so the state lives
+// and dies with the interface and survives Install.
 //
 // It must not import the rest of the platform; it only knows paths and
 // names.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"sort"
 	"sync"
 	"time"
@@ -54,6 +55,30 @@ type BackendConfig struct {
 	DataDir string
 	// CacheDir holds images and binaries shared by every data dir.
 	CacheDir string
+	// Egress, when set, wires every sandbox to the host's egress proxy and
+	// resolver; without it sandboxes have no network at all.
+	Egress *EgressWiring
+}
+
+// EgressWiring says where a sandbox's traffic goes on the host.
+type EgressWiring struct {
+	// Tag is short and unique per server on a host (names of interfaces
+	// and packet-rule tables derive from it).
+	Tag string
+	// ProxyPort and DNSPort are the host ports of the egress proxy and
+	// resolver that a sandbox's TCP and DNS are redirected to.
+	ProxyPort, DNSPort int
+	// CABundle is a PEM file of the roots a sandbox trusts: the image's
+	// and the platform's own authority (CACert alone).
+	CABundle, CACert string
+}
+
+// Networked is the optional capability of a backend whose sandboxes have
+// an address on the host's side: the egress services find a sandbox by
+// it, and can take a sandbox off the network.
+type Networked interface {
+	SandboxAddr(id string) (netip.Addr, bool)
+	SetOnline(id string, online bool) error
 }
 
 var (

@@ -16,8 +16,18 @@ type Spec struct {
 	OnLeaseEnd LeaseEndAction    `json:"on_lease_end"`
 	Env        map[string]string `json:"env,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
+	// Network is the egress policy; the zero value is no network.
+	Network Network `json:"network"`
 	// MaxCostMicros caps what a lease may cost at full CPU (nil: no cap).
 	MaxCostMicros *int64 `json:"max_cost_micros,omitempty"`
+}
+
+// Network is a sandbox's egress policy: nothing without Internet; with it,
+// every public address when Allow is empty, else only the names in Allow
+// (exact, or "*.example.org" for the names under example.org).
+type Network struct {
+	Internet bool     `json:"internet"`
+	Allow    []string `json:"allow,omitempty"`
 }
 
 // Record is what the platform keeps about one sandbox: its spec and where

@@ -32,6 +32,13 @@ type Config struct {
 	// PricesFile, when set, is a JSON price table (billing.Prices) that
 	// replaces the default prices.
 	PricesFile string
+	// NoEgress runs sandboxes without any network (no packet rules, no
+	// proxy): network access is then refused with not_supported.
+	NoEgress bool
+	// EgressHosts is a hosts file the egress resolver answers from before
+	// the host's resolver; EgressCA is PEM of extra roots trusted for
+	// upstream TLS.
+	EgressHosts, EgressCA string
 }
 
 func (c *Config) setDefaults() {

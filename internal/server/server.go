@@ -17,6 +17,7 @@ import (
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/secrets"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -28,6 +29,7 @@ type Server struct {
 	cfg     Config
 	store   store.Store
 	manager *manager.Manager
+	egress  *egressServices
 	http    *http.Server
 	done    chan error
 }
@@ -62,12 +64,32 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	if made && !cfg.Quiet {
 		fmt.Fprintf(os.Stderr, "withruntime: created the admin API key in %s (use it as WITHRUNTIME_API_KEY)\n", filepath.Join(dataDir, "admin.key"))
 	}
-	backend, err := sandbox.NewBackend(cfg.Backend, sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir})
+	var egr *egressServices
+	bcfg := sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir}
+	if !cfg.NoEgress {
+		if egr, err = openEgress(cfg, dataDir); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if retErr != nil {
+				egr.close()
+			}
+		}()
+		bcfg.Egress = egr.wiring
+	}
+	backend, err := sandbox.NewBackend(cfg.Backend, bcfg)
+	if err != nil {
+		return nil, err
+	}
+	vault, err := secrets.Open(filepath.Join(dataDir, "secrets.key"), st)
 	if err != nil {
 		return nil, err
 	}
 	mcfg := cfg.Manager
 	mcfg.Backend, mcfg.Store, mcfg.Logger = backend, st, cfg.Logger
+	if egr != nil {
+		mcfg.Egress, mcfg.EgressLog = true, egr.log
+	}
 	if cfg.PricesFile != "" {
 		p, err := readPrices(cfg.PricesFile)
 		if err != nil {
@@ -78,6 +100,12 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	mgr, err := manager.New(mcfg)
 	if err != nil {
 		return nil, err
+	}
+	if egr != nil {
+		if err := egr.serve(cfg, mgr, vault); err != nil {
+			mgr.Close()
+			return nil, err
+		}
 	}
 	if err := mgr.Recover(ctx); err != nil {
 		mgr.Close()
@@ -90,10 +118,10 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	}
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
-		cfg: cfg, store: st, manager: mgr, done: make(chan error, 1),
+		cfg: cfg, store: st, manager: mgr, egress: egr, done: make(chan error, 1),
 		http: &http.Server{
 			Handler: httpapi.NewServer(httpapi.Config{
-				Sandboxes: mgr, Store: st, Logger: cfg.Logger,
+				Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault,
 				DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
 			}),
 			ReadHeaderTimeout: 30 * time.Second,
@@ -121,6 +149,9 @@ func (s *Server) Close() error {
 	defer cancel()
 	err := s.http.Shutdown(ctx)
 	s.manager.Close()
+	if s.egress != nil {
+		s.egress.close()
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = s.http.Close()
 	}

@@ -24,7 +24,8 @@ var (
 	bucketKeys      = []byte("keys")
 	bucketKeyHashes = []byte("key_hashes")
 	bucketAccounts  = []byte("accounts")
-	bucketUsage     = []byte("usage") // key: day \x00 account \x00 key id
+	bucketUsage     = []byte("usage")   // key: day \x00 account \x00 key id
+	bucketSecrets   = []byte("secrets") // key: account \x00 name
 )
 
 // lockTimeout bounds the wait for bbolt's file lock, so that a second server
@@ -48,7 +49,7 @@ func OpenBolt(path string) (*Bolt, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketKeys, bucketKeyHashes, bucketAccounts, bucketUsage} {
+		for _, b := range [][]byte{bucketSandboxes, bucketKeys, bucketKeyHashes, bucketAccounts, bucketUsage, bucketSecrets} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("making bucket %s: %w", b, err)
 			}

@@ -1,8 +1,9 @@
-// Package store is withruntime's persistence: sandbox records, API keys and
-// accounts behind one interface, Store. Bolt is the embedded implementation
-// (one bbolt file in the data dir) for a single box; a server database will
-// implement the same interface for many machines, so no type of a storage
-// engine appears in it.
+// Package store is withruntime's persistence: sandbox records, API keys,
+// accounts, the usage ledger and sealed secrets behind one interface,
+// Store. Bolt is the embedded implementation (one bbolt file in the data
+// dir) for a single box; a server database will implement the same
+// interface for many machines, so no type of a storage engine appears in
+// it.
 //
 // It imports internal/sandbox and nothing else of this module: the manager
 // and the HTTP server depend on it, never the reverse.
@@ -48,6 +49,13 @@ type Store interface {
 	RecordUsage(ctx context.Context, r *sandbox.Record, delta UsageDelta) error
 	// Usage returns the ledger's rows that pass f, by day, account and key.
 	Usage(ctx context.Context, f UsageFilter) ([]UsageRow, error)
+
+	// PutSecret inserts the secret or replaces the one of its account with
+	// its name.
+	PutSecret(ctx context.Context, s Secret) error
+	// ListSecrets returns the secrets of account, by name.
+	ListSecrets(ctx context.Context, account string) ([]Secret, error)
+	DeleteSecret(ctx context.Context, account, name string) error
 
 	Close() error
 }
@@ -154,4 +162,15 @@ func (f UsageFilter) Match(r UsageRow) bool {
 		(f.KeyID == "" || r.KeyID == f.KeyID) &&
 		(f.From == "" || r.Day >= f.From) &&
 		(f.To == "" || r.Day <= f.To)
+}
+
+// Secret is an account's secret as it is kept: sealed by the vault
+// (internal/secrets), which alone holds the key that opens Ciphertext.
+type Secret struct {
+	Account    string    `json:"account"`
+	Name       string    `json:"name"`
+	Host       string    `json:"host"`
+	Nonce      []byte    `json:"nonce"`
+	Ciphertext []byte    `json:"ciphertext"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }

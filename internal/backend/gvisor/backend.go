@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/withruntime/withruntime/internal/image"
+	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
@@ -17,7 +18,7 @@ const Name = "gvisor"
 
 func init() {
 	sandbox.RegisterBackend(Name, func(cfg sandbox.BackendConfig) (sandbox.Backend, error) {
-		return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir})
+		return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Egress: cfg.Egress})
 	})
 }
 
@@ -32,6 +33,9 @@ type Config struct {
 	// RunDir holds runtime state that must not outlive a host reboot;
 	// default /run/withruntime/<hash of DataDir>.
 	RunDir string
+	// Egress wires sandboxes to the host's egress services (nil: no
+	// network at all).
+	Egress *sandbox.EgressWiring
 }
 
 // Backend runs sandboxes with runsc.
@@ -39,13 +43,17 @@ type Backend struct {
 	cfg      Config
 	agentDir string // read-only directory mounted at /opt/withruntime
 
-	mu        sync.Mutex // guards instances
+	plumb *network.Plumbing // nil: sandboxes have no network
+
+	mu        sync.Mutex // guards instances and links
 	instances map[string]*instance
+	links     map[string]network.Link
 }
 
 var (
-	_ sandbox.Backend = (*Backend)(nil)
-	_ sandbox.Meter   = (*Backend)(nil)
+	_ sandbox.Backend   = (*Backend)(nil)
+	_ sandbox.Meter     = (*Backend)(nil)
+	_ sandbox.Networked = (*Backend)(nil)
 )
 
 // New checks the configuration and prepares the host (cgroup parents).
@@ -78,7 +86,15 @@ func New(cfg Config) (*Backend, error) {
 	if err := prepareCgroups(); err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg, agentDir: agentDir, instances: map[string]*instance{}}, nil
+	b := &Backend{cfg: cfg, agentDir: agentDir, instances: map[string]*instance{}, links: map[string]network.Link{}}
+	if w := cfg.Egress; w != nil {
+		p, err := network.Install(network.Config{Name: w.Tag, ProxyPort: w.ProxyPort, DNSPort: w.DNSPort})
+		if err != nil {
+			return nil, fmt.Errorf("installing packet rules: %w", err)
+		}
+		b.plumb = p
+	}
+	return b, nil
 }
 
 // Name implements sandbox.Backend.

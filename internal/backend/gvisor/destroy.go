@@ -21,6 +21,9 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	b.mu.Unlock()
 	var errs []error
 	b.stopContainer(ctx, id, p)
+	if err := b.detachNetwork(id, p); err != nil {
+		errs = append(errs, err)
+	}
 	if err := network.RemoveNamespace(p.netns); err != nil {
 		errs = append(errs, err)
 	}
@@ -79,6 +82,19 @@ func (b *Backend) Sweep(ctx context.Context, keep func(id string) bool) error {
 			errs = append(errs, err)
 		}
 	}
+	if b.plumb != nil {
+		keepIf := map[string]bool{}
+		for id := range seen {
+			if keep(id) {
+				if l, err := b.readLink(b.paths(id)); err == nil {
+					keepIf[l.HostIf] = true
+				}
+			}
+		}
+		if err := b.plumb.Sweep(func(hostIf string) bool { return keepIf[hostIf] }); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if kept == 0 {
 		// runsc shares one empty network namespace between the gofers of
 		// a state root; with no sandbox left it is a leftover too.
@@ -97,5 +113,8 @@ func (b *Backend) Attach(ctx context.Context, id string, _ sandbox.Spec) (sandbo
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if err := b.adoptNetwork(id, p); err != nil {
+		return nil, err
+	}
 	return b.connect(ctx, id, p)
 }

@@ -42,6 +42,7 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	}
 	b.stopContainer(ctx, id, p)
 	removeCgroups(id)
+	b.detachNetwork(id, p)
 	return network.RemoveNamespace(p.netns)
 }
 
@@ -77,6 +78,7 @@ func (b *Backend) Resume(ctx context.Context, id string, spec sandbox.Spec) (_ s
 	defer func() {
 		if retErr != nil {
 			b.stopContainer(context.WithoutCancel(ctx), id, p)
+			b.detachNetwork(id, p)
 			network.RemoveNamespace(p.netns)
 		}
 	}()

@@ -73,6 +73,15 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 	for _, k := range keys {
 		env = append(env, k+"="+spec.Env[k])
 	}
+	if b.plumb != nil && b.cfg.Egress.CABundle != "" {
+		for _, kv := range caEnv {
+			k, _, _ := strings.Cut(kv, "=")
+			if _, set := spec.Env[k]; !set {
+				env = append(env, kv)
+				keys = append(keys, k)
+			}
+		}
+	}
 	// The agent takes exactly these into every command's environment.
 	env = append(env, "WITHRUNTIME_ENV_KEYS="+strings.Join(keys, ","))
 	mem := int64(spec.MemoryMiB) << 20
@@ -93,7 +102,7 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 		},
 		Root:     &specs.Root{Path: rootfs, Readonly: false},
 		Hostname: "sandbox",
-		Mounts: []specs.Mount{
+		Mounts: append([]specs.Mount{
 			{Destination: "/proc", Type: "proc", Source: "proc"},
 			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs"},
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
@@ -104,7 +113,7 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", tmpfsSize(spec)}},
 			{Destination: agentMountDir, Type: "bind", Source: b.agentDir, Options: []string{"rbind", "ro"}},
 			{Destination: sockMountDir, Type: "bind", Source: p.sock, Options: []string{"rbind", "rw"}},
-		},
+		}, b.egressMounts(p)...),
 		Linux: &specs.Linux{
 			CgroupsPath: cgroupPath(id),
 			Resources: &specs.LinuxResources{

@@ -50,6 +50,9 @@ func (b *Backend) prepare(id string, p paths, spec sandbox.Spec) error {
 	if err := network.NewNamespace(p.netns); err != nil {
 		return fmt.Errorf("making network namespace: %w", err)
 	}
+	if err := b.attachNetwork(id, p, spec); err != nil {
+		return err
+	}
 	return b.writeSpec(id, p, rootfs, spec)
 }
 

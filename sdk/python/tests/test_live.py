@@ -57,8 +57,9 @@ print("manager: done", file=sys.stderr)
 
 
 def test_spec_first_snippet(tmp_path: Path) -> None:
-    """The SPEC's first snippet, as written (less the network and cost
-    options, which this server refuses: see test_api_error_codes)."""
+    """The SPEC's first snippet, as written: its allow list and cost cap are
+    accepted (a 30-minute lease of the default size costs at most 40000
+    micros at full CPU)."""
     agents = tmp_path / "my_agents"
     (agents / "agents").mkdir(parents=True)
     (agents / "manager.py").write_text(MANAGER)
@@ -67,7 +68,13 @@ def test_spec_first_snippet(tmp_path: Path) -> None:
     seen: list[tuple[str, float]] = []
     t0 = time.monotonic()
 
-    with Sandbox.create(timeout_seconds=1800, on_lease_end="stop", **SMALL) as sbx:
+    with Sandbox.create(
+        network={"internet": True, "allow": ["api.openai.com", "*.example.org"]},
+        timeout_seconds=1800,
+        on_lease_end="stop",
+        max_cost_micros=50_000,
+    ) as sbx:
+        assert sbx.info().raw["network"] == {"internet": True, "allow": ["api.openai.com", "*.example.org"]}
         sent = sbx.files.upload(agents, "/workspace/my_agents")
         assert (sent.files, sent.bytes) == (3, len(MANAGER) + len("def work(i):\n    return f'step {i} done'\n"))
         pip = sbx.exec("python3 -m pip --version", check=True, timeout_ms=300_000)
@@ -402,12 +409,11 @@ def test_api_error_codes() -> None:
     assert (e.code, e.status) == ("invalid_request", 400) and "vcpus" in e.message
     e = expect_create_error(memory_mib=100, vcpus=1)
     assert (e.code, e.status) == ("invalid_request", 400)
-    e = expect_create_error(network={"internet": True}, **SMALL)
-    assert (e.code, e.status) == ("not_supported", 422)
-    e = expect_create_error(network={"internet": True, "allow": ["api.openai.com", "*.example.org"]}, **SMALL)
-    assert e.code == "not_supported"
-    # A first lease that could cost more than 1 micro-dollar: refused, either
-    # because of its price or because this server does not bill yet.
+    e = expect_create_error(network={"allow": ["api.openai.com"]}, **SMALL)
+    assert (e.code, e.status) == ("invalid_request", 400) and "internet" in e.message
+    e = expect_create_error(network={"internet": True, "allow": ["10.0.0.1"]}, **SMALL)
+    assert (e.code, e.status) == ("invalid_request", 400)
+    # A first lease that could cost more than 1 micro-dollar at full CPU.
     e = expect_create_error(max_cost_micros=1, **SMALL)
     assert (e.code, e.status) == ("max_cost_exceeded", 402)
     e = expect_create_error(on_lease_end="explode", **SMALL)

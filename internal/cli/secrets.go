@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
+)
+
+// maxSecretBytes is the largest value the server stores.
+const maxSecretBytes = 16 << 10
+
+// pipeHint says how to give a secret's value.
+const pipeHint = `pipe it in, as in: printf %s "$KEY" | withruntime secrets set NAME --host HOST`
+
+// secrets runs "withruntime secrets VERB ...".
+func (a *App) secrets(ctx context.Context, s streams, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintf(s.stderr, "withruntime secrets: no command given\n%s", usageLine)
+		return exitUsage
+	}
+	switch verb, rest := args[0], args[1:]; verb {
+	case "set":
+		return a.secretsSet(ctx, s, rest)
+	case "ls", "list":
+		return a.secretsList(ctx, s, rest)
+	case "rm":
+		return a.secretsRemove(ctx, s, rest)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(s.stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(s.stderr, "withruntime secrets: unknown command %q\n%s", verb, usageLine)
+		return exitUsage
+	}
+}
+
+func (a *App) secretsSet(ctx context.Context, s streams, args []string) int {
+	cmd := newCommand("secrets set", "withruntime secrets set NAME --host HOST [--json] < VALUE",
+		`Stores a secret of the key's account, replacing the one named NAME if any.
+The value is read from standard input exactly as given: use printf %s "$KEY",
+not echo, which adds a newline. Every command in the account's sandboxes sees
+NAME set to a placeholder; the platform puts the value in its place only in
+HTTPS requests to HOST (a name such as api.openai.com, or *.example.org for
+every name under example.org). Prints nothing; no command shows the value.`, s)
+	host := cmd.fs.String("host", "", "send the value only to `HOST` (required)")
+	asJSON := cmd.fs.Bool("json", false, "print the secret's name, host and time as JSON")
+	trial := trialFlag(cmd.fs)
+	pos, ok, code := cmd.parseInterspersed(s, args)
+	if !ok {
+		return code
+	}
+	// Arguments are never echoed: a value typed in the wrong place would be.
+	if len(pos) != 1 {
+		return cmd.usageError(s, "want one secret NAME, got %d arguments (the value goes on standard input)", len(pos))
+	}
+	name := pos[0]
+	if !secretName(name) {
+		return cmd.usageError(s, "NAME must be an environment variable name: letters, digits and '_', not starting with a digit (the value goes on standard input)")
+	}
+	if *host == "" {
+		return cmd.usageError(s, "--host HOST is required: the secret is sent to that host only")
+	}
+	value, err := readSecret(s.stdin)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	defer done()
+	info, err := c.SetSecret(ctx, name, *host, value)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	if *asJSON {
+		return printJSON(s, info)
+	}
+	return exitOK
+}
+
+// readSecret reads a secret's value from r as it is. A terminal is refused
+// rather than read with echo on; so are an empty value and one that ends
+// with a newline, which echo adds.
+func readSecret(r io.Reader) (string, error) {
+	refuse := func(msg string) (string, error) {
+		return "", &cliError{client.CodeInvalidRequest, msg}
+	}
+	if f, ok := r.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			return refuse("the value is read from standard input, which is a terminal (or another device): " + pipeHint)
+		}
+	}
+	if r == nil {
+		r = strings.NewReader("")
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxSecretBytes+1))
+	if err != nil {
+		return refuse("reading the value from standard input: " + err.Error())
+	}
+	switch {
+	case len(b) == 0:
+		return refuse("the value on standard input is empty: " + pipeHint)
+	case len(b) > maxSecretBytes:
+		return refuse(fmt.Sprintf("the value on standard input is larger than %d bytes", maxSecretBytes))
+	case b[len(b)-1] == '\n':
+		return refuse(`the value on standard input ends with a newline: pass it with printf %s "$KEY", not echo`)
+	}
+	return string(b), nil
+}
+
+// secretName reports whether name is an environment variable name the
+// server may accept: [A-Za-z_][A-Za-z0-9_]*, at most 128 characters.
+func secretName(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
+	}
+	for i, c := range []byte(name) {
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *App) secretsList(ctx context.Context, s streams, args []string) int {
+	cmd := newCommand("secrets ls", "withruntime secrets ls [--json]",
+		"Lists the secrets of the key's account: names and hosts, never values.", s)
+	asJSON := cmd.fs.Bool("json", false, "print the list as JSON")
+	trial := trialFlag(cmd.fs)
+	pos, ok, code := cmd.parseInterspersed(s, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return cmd.usageError(s, "unexpected argument %q", pos[0])
+	}
+	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	defer done()
+	list, err := c.ListSecrets(ctx)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	if *asJSON {
+		if list == nil {
+			list = []api.SecretInfo{}
+		}
+		return printJSON(s, api.SecretList{Secrets: list})
+	}
+	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tHOST\tUPDATED")
+	for _, sec := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", sec.Name, sec.Host, timeString(&sec.UpdatedAt))
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func (a *App) secretsRemove(ctx context.Context, s streams, args []string) int {
+	cmd := newCommand("secrets rm", "withruntime secrets rm NAME...",
+		"Removes secrets: commands started afterwards no longer see them. Prints each name removed.", s)
+	trial := trialFlag(cmd.fs)
+	pos, ok, code := cmd.parseInterspersed(s, args)
+	if !ok {
+		return code
+	}
+	if len(pos) == 0 {
+		return cmd.usageError(s, "want at least one secret NAME")
+	}
+	for i, name := range pos {
+		if !secretName(name) {
+			return cmd.usageError(s, "argument %d is not a secret NAME (an environment variable name)", i+1)
+		}
+	}
+	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	defer done()
+	status := exitOK
+	for _, name := range pos {
+		if err := c.DeleteSecret(ctx, name); err != nil {
+			report(s.stderr, err)
+			status = exitFailure
+			continue
+		}
+		fmt.Fprintln(s.stdout, name)
+	}
+	return status
+}

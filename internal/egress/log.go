@@ -1,0 +1,66 @@
+package egress
+
+import (
+	"sync"
+	"time"
+)
+
+// LogSize is how many events a sandbox's log keeps; older ones are
+// dropped.
+const LogSize = 1000
+
+// Log is the per-sandbox egress log: a bounded ring of events per sandbox,
+// newest last. It holds names, addresses and verdicts, never payloads or
+// secrets.
+type Log struct {
+	mu    sync.Mutex // guards rings
+	rings map[string]*ring
+}
+
+type ring struct {
+	events []Event
+	next   int // where the next event goes once events is full
+}
+
+// NewLog returns an empty log.
+func NewLog() *Log { return &Log{rings: map[string]*ring{}} }
+
+// Add appends e to the log of sandbox id, stamping its time if unset.
+func (l *Log) Add(id string, e Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.rings[id]
+	if r == nil {
+		r = &ring{}
+		l.rings[id] = r
+	}
+	if len(r.events) < LogSize {
+		r.events = append(r.events, e)
+		return
+	}
+	r.events[r.next] = e
+	r.next = (r.next + 1) % LogSize
+}
+
+// Events returns a copy of sandbox id's log, oldest first.
+func (l *Log) Events(id string) []Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.rings[id]
+	if r == nil {
+		return nil
+	}
+	out := make([]Event, 0, len(r.events))
+	out = append(out, r.events[r.next:]...)
+	return append(out, r.events[:r.next]...)
+}
+
+// Drop forgets sandbox id's log.
+func (l *Log) Drop(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.rings, id)
+}

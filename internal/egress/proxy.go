@@ -1,0 +1,377 @@
+package egress
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Proxy is the host's egress proxy: the TCP proxy every connection of a
+// sandbox is redirected to (Serve) and the DNS server every query is
+// redirected to (ServeDNS).
+type Proxy struct {
+	cfg      Config
+	blocked  *Blocklist
+	resolver *Resolver
+	roots    *x509.CertPool
+	names    *nameLimiter
+
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+
+	mu      sync.Mutex // guards closers and closed
+	closers map[io.Closer]struct{}
+	closed  bool
+}
+
+// NewProxy validates cfg and returns a proxy ready to serve.
+func NewProxy(cfg Config) (*Proxy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	roots, err := rootPool(cfg.ExtraRoots)
+	if err != nil {
+		return nil, err
+	}
+	blocked := NewBlocklist(cfg.Blocked...)
+	blocked.unblockLoopback = cfg.UnblockLoopback
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Proxy{
+		cfg:      cfg,
+		blocked:  blocked,
+		resolver: NewResolver(cfg.Hosts, blocked, cfg.Lookup, cfg.HandoutTTL),
+		roots:    roots,
+		names:    newNameLimiter(cfg.DNSNamesPerMinute),
+		ctx:      ctx,
+		cancel:   cancel,
+		closers:  map[io.Closer]struct{}{},
+	}, nil
+}
+
+// Log is the proxy's per-sandbox egress log.
+func (p *Proxy) Log() *Log { return p.cfg.Log }
+
+// Resolver is the proxy's resolver.
+func (p *Proxy) Resolver() *Resolver { return p.resolver }
+
+// Blocklist is the set of addresses the proxy never connects to.
+func (p *Proxy) Blocklist() *Blocklist { return p.blocked }
+
+// Forget drops all the proxy keeps about sandbox id: its log, the
+// addresses handed to it, its DNS counters. Call it when the sandbox is
+// gone.
+func (p *Proxy) Forget(id string) {
+	p.cfg.Log.Drop(id)
+	p.resolver.Forget(id)
+	p.names.forget(id)
+}
+
+// Close stops every Serve and ServeDNS and closes every connection they
+// hold.
+func (p *Proxy) Close() error {
+	p.cancel()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for c := range p.closers {
+		c.Close()
+	}
+	clear(p.closers)
+	return nil
+}
+
+// track registers c to be closed by Close; untrack undoes it. track
+// returns false (and closes c) once the proxy is closed.
+func (p *Proxy) track(c io.Closer) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return false
+	}
+	p.closers[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c io.Closer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.closers, c)
+}
+
+// Serve accepts connections on l and proxies each by its sandbox's policy
+// until l fails or is closed (net.ErrClosed) or the proxy is closed.
+func (p *Proxy) Serve(l net.Listener) error {
+	if !p.track(l) {
+		return net.ErrClosed
+	}
+	defer p.untrack(l)
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if p.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return net.ErrClosed
+			}
+			return fmt.Errorf("accepting: %w", err)
+		}
+		tc, ok := c.(*net.TCPConn)
+		if !ok {
+			c.Close()
+			continue
+		}
+		go p.handle(tc)
+	}
+}
+
+func (p *Proxy) handle(c *net.TCPConn) {
+	if !p.track(c) {
+		return
+	}
+	defer p.untrack(c)
+	defer c.Close()
+	sb, ok := p.cfg.Directory.SandboxByAddr(addrOf(c.RemoteAddr()))
+	if !ok {
+		return // not a sandbox: nobody to log for
+	}
+	dst, err := p.cfg.OriginalDst(c)
+	if err != nil {
+		p.refuse(sb, Event{Kind: "tcp", Reason: "no original destination"})
+		return
+	}
+	ev := Event{Kind: "tcp", Address: dst.Addr().Unmap().String(), Port: int(dst.Port())}
+	if !sb.Policy.Internet {
+		p.refuse(sb, withReason(ev, "internet off"))
+		return
+	}
+	s := sniff(c, p.cfg.PeekTimeout, p.cfg.HeadTimeout)
+	if s.gone {
+		return
+	}
+	ev.Kind, ev.Name = s.proto.kind(), s.name
+	// refuse logs the refusal and, to an HTTP client, says why.
+	refuse := func(reason string) {
+		p.refuse(sb, withReason(ev, reason))
+		if s.proto == httpProto {
+			write502(c, reason)
+		}
+	}
+	if s.err != nil {
+		refuse(fmt.Sprintf("%s: %v", map[protocol]string{tlsProto: "TLS ClientHello", httpProto: "HTTP request"}[s.proto], s.err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
+	defer cancel()
+	addrs, name, reason := p.decide(ctx, sb, s, dst)
+	ev.Name = name
+	if reason != "" {
+		refuse(reason)
+		return
+	}
+	if s.proto == tlsProto && name != "" && !isIPLiteral(name) {
+		bound, err := p.boundSecrets(sb.Account, name)
+		if err != nil {
+			p.refuse(sb, withReason(ev, "secrets unavailable"))
+			return
+		}
+		if len(bound) > 0 {
+			cancel()
+			p.mitm(c, sb, s, addrs, dst.Port(), ev)
+			return
+		}
+	}
+	up, addr, err := p.dial(ctx, addrs, dst.Port())
+	if err != nil {
+		refuse(err.Error())
+		return
+	}
+	defer up.Close()
+	if !p.track(up) {
+		return
+	}
+	defer p.untrack(up)
+	ev.Address = addr.Addr().String()
+	ev.Verdict = Allowed
+	p.cfg.Log.Add(sb.ID, ev)
+	cancel()
+	if s.proto == httpProto {
+		r := newRelay(p, sb, c, io.MultiReader(bytes.NewReader(s.peeked), c), name, ev)
+		r.setUpstream(up)
+		r.serve()
+		return
+	}
+	if len(s.peeked) > 0 {
+		if _, err := up.Write(s.peeked); err != nil {
+			return
+		}
+	}
+	splice(c, c, up, up)
+}
+
+// decide applies the policy to a connection: the addresses to try, or the
+// reason it is refused. Named traffic (a TLS server name, an HTTP Host)
+// goes only to addresses the proxy resolves itself, never to the original
+// destination; opaque TCP goes to the original destination only when the
+// resolver handed it to this sandbox for a name the policy allows (or when
+// the policy allows everything).
+func (p *Proxy) decide(ctx context.Context, sb Sandbox, s sniffed, dst netip.AddrPort) (addrs []netip.Addr, name, reason string) {
+	pol := sb.Policy
+	name = s.name
+	if s.proto == opaque || name == "" {
+		switch {
+		case p.blocked.Blocked(dst.Addr()):
+			return nil, "", "blocked address"
+		case !pol.restricted():
+			return []netip.Addr{dst.Addr().Unmap()}, "", ""
+		case s.proto == tlsProto:
+			return nil, "", "no server name"
+		case s.proto == httpProto:
+			return nil, "", "no Host"
+		}
+		for _, n := range p.resolver.HandedOut(sb.ID, dst.Addr()) {
+			if pol.Allows(n) {
+				return []netip.Addr{dst.Addr().Unmap()}, n, ""
+			}
+		}
+		return nil, "", "address not resolved for an allowed name"
+	}
+	if isIPLiteral(name) {
+		if pol.restricted() {
+			return nil, name, "IP literal with an allow list"
+		}
+		lit, err := netip.ParseAddr(name)
+		if err != nil {
+			return nil, name, "numeric host name"
+		}
+		if p.blocked.Blocked(lit) {
+			return nil, name, "blocked address"
+		}
+		return []netip.Addr{lit.Unmap()}, name, ""
+	}
+	if err := checkHostname(name); err != nil {
+		return nil, name, "bad name: " + err.Error()
+	}
+	if !pol.Allows(name) {
+		return nil, name, "name not allowed"
+	}
+	addrs, err := p.resolver.Lookup(ctx, name)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, name, "no usable address"
+		}
+		return nil, name, "not resolved"
+	}
+	return addrs, name, ""
+}
+
+// boundSecrets are the account's secrets bound to host, read now so that
+// changes apply to the next request.
+func (p *Proxy) boundSecrets(account, host string) ([]Secret, error) {
+	if p.cfg.Secrets == nil || p.cfg.CA == nil {
+		return nil, nil
+	}
+	all, err := p.cfg.Secrets.ForAccount(account)
+	if err != nil {
+		return nil, err
+	}
+	var bound []Secret
+	for _, s := range all {
+		if s.Placeholder != "" && s.Value != "" && matchHost(s.Host, host) {
+			bound = append(bound, s)
+		}
+	}
+	return bound, nil
+}
+
+// dial connects to the first of addrs that is not Blocked and answers, on
+// port.
+func (p *Proxy) dial(ctx context.Context, addrs []netip.Addr, port uint16) (net.Conn, netip.AddrPort, error) {
+	err := errors.New("no address")
+	for _, a := range addrs {
+		if p.blocked.Blocked(a) {
+			err = errors.New("blocked address")
+			continue
+		}
+		ap := netip.AddrPortFrom(a, port)
+		c, derr := p.cfg.Dial(ctx, "tcp", ap.String())
+		if derr == nil {
+			return c, ap, nil
+		}
+		err = derr
+	}
+	return nil, netip.AddrPort{}, fmt.Errorf("upstream unreachable: %s", shortErr(err))
+}
+
+// shortErr keeps the end of an error chain: "connection refused" rather
+// than the whole "dial tcp ...: connect: connection refused".
+func shortErr(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		err = op.Err
+		var se interface{ Unwrap() error }
+		for errors.As(err, &se) && se.Unwrap() != nil {
+			err = se.Unwrap()
+		}
+	}
+	return err.Error()
+}
+
+func (p *Proxy) refuse(sb Sandbox, e Event) {
+	e.Verdict = Refused
+	p.cfg.Log.Add(sb.ID, e)
+}
+
+func withReason(e Event, reason string) Event {
+	e.Reason = reason
+	return e
+}
+
+// splice copies from ar to b and from br to a (a's and b's readers,
+// holding bytes already buffered) until both directions end, passing
+// half-closes on. An error in one direction, or a side that cannot
+// half-close, ends both.
+func splice(a net.Conn, ar io.Reader, b net.Conn, br io.Reader) {
+	errc := make(chan error, 2)
+	cp := func(dst net.Conn, src io.Reader) {
+		_, err := io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); !ok {
+			err = io.EOF
+		} else if err == nil {
+			err = cw.CloseWrite()
+		}
+		errc <- err
+	}
+	go cp(a, br)
+	go cp(b, ar)
+	if err := <-errc; err != nil {
+		a.Close()
+		b.Close()
+	}
+	<-errc
+}
+
+// addrOf is the IP address of a TCP or UDP network address, unmapped.
+func addrOf(a net.Addr) netip.Addr {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.AddrPort().Addr().Unmap()
+	case *net.UDPAddr:
+		return a.AddrPort().Addr().Unmap()
+	}
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
+}

@@ -1,0 +1,116 @@
+package manager
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/egress"
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+var _ egress.Directory = (*Manager)(nil)
+
+// networkFor validates a requested policy.
+func (m *Manager) networkFor(n *api.Network) (sandbox.Network, error) {
+	if n == nil {
+		return sandbox.Network{}, nil
+	}
+	if !n.Internet && len(n.Allow) > 0 {
+		return sandbox.Network{}, invalid("network.allow needs internet: true")
+	}
+	if n.Internet {
+		if _, ok := m.cfg.Backend.(sandbox.Networked); !ok || !m.cfg.Egress {
+			return sandbox.Network{}, sandbox.Errorf(sandbox.KindNotSupported, "this server offers no network access to sandboxes")
+		}
+	}
+	if err := egress.ValidateAllow(n.Allow); err != nil {
+		return sandbox.Network{}, invalid("network.allow: %v", err)
+	}
+	return sandbox.Network{Internet: n.Internet, Allow: append([]string(nil), n.Allow...)}, nil
+}
+
+// SandboxByAddr implements egress.Directory: the sandbox behind a
+// sandbox-side address, with its policy as it is now.
+func (m *Manager) SandboxByAddr(addr netip.Addr) (egress.Sandbox, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.byAddr[addr]
+	if e == nil {
+		return egress.Sandbox{}, false
+	}
+	return egress.Sandbox{ID: e.id, Account: e.account, Policy: egress.Policy{Internet: e.network.Internet, Allow: e.network.Allow}}, true
+}
+
+// indexAddr records the sandbox-side address of a live entry.
+func (m *Manager) indexAddr(e *entry, n sandbox.Network) {
+	nb, ok := m.cfg.Backend.(sandbox.Networked)
+	if !ok {
+		return
+	}
+	addr, ok := nb.SandboxAddr(e.id)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e.network = n
+	if ok {
+		e.addr = addr
+		m.byAddr[addr] = e
+	}
+}
+
+// unindexAddr forgets it; the caller holds m.mu.
+func (m *Manager) unindexAddrLocked(e *entry) {
+	if e.addr.IsValid() && m.byAddr[e.addr] == e {
+		delete(m.byAddr, e.addr)
+	}
+	e.addr = netip.Addr{}
+}
+
+// SetNetwork changes the policy of a running or paused sandbox; new
+// connections and DNS queries follow it at once.
+func (m *Manager) SetNetwork(ctx context.Context, account, id string, n api.Network) (*sandbox.Record, error) {
+	policy, err := m.networkFor(&n)
+	if err != nil {
+		return nil, err
+	}
+	e := m.lock(id)
+	defer e.mu.Unlock()
+	rec, err := m.get(ctx, account, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State != sandbox.StateRunning && rec.State != sandbox.StatePaused {
+		return nil, stateError(rec, "change the network of")
+	}
+	if rec.State == sandbox.StateRunning && e.inst != nil {
+		if nb, ok := m.cfg.Backend.(sandbox.Networked); ok {
+			if err := nb.SetOnline(id, policy.Internet); err != nil {
+				return nil, err
+			}
+		}
+		m.mu.Lock()
+		e.network = policy
+		m.mu.Unlock()
+	}
+	rec.Spec.Network = policy
+	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
+		return nil, err
+	}
+	m.log.info(id, "network policy changed", "internet", policy.Internet, "allow", len(policy.Allow))
+	return rec, nil
+}
+
+// Egress returns the sandbox's egress log, newest last.
+func (m *Manager) Egress(ctx context.Context, account, id string) ([]api.EgressEvent, error) {
+	if _, err := m.get(ctx, account, id); err != nil {
+		return nil, err
+	}
+	out := []api.EgressEvent{}
+	if m.cfg.EgressLog == nil {
+		return out, nil
+	}
+	for _, ev := range m.cfg.EgressLog.Events(id) {
+		out = append(out, api.EgressEvent{Time: ev.Time, Kind: ev.Kind, Name: ev.Name, Address: ev.Address, Port: ev.Port, Verdict: ev.Verdict, Reason: ev.Reason})
+	}
+	return out, nil
+}

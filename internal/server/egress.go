@@ -1,0 +1,156 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/withruntime/withruntime/internal/egress"
+	"github.com/withruntime/withruntime/internal/image"
+	"github.com/withruntime/withruntime/internal/network"
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// egressServices are the host's side of every sandbox's network: the
+// proxy's and the resolver's listeners, the certificate authority and the
+// log. The listeners come first (the packet rules need their ports), the
+// proxy serves once the manager (its Directory) exists.
+type egressServices struct {
+	tcp    *net.TCPListener
+	dnsTCP *net.TCPListener
+	dnsUDP *net.UDPConn
+	ca     *egress.CA
+	log    *egress.Log
+	wiring *sandbox.EgressWiring
+	cancel context.CancelFunc
+}
+
+// openEgress listens for redirected traffic and prepares the authority
+// and the trust bundle sandboxes mount.
+func openEgress(cfg Config, dataDir string) (_ *egressServices, retErr error) {
+	e := &egressServices{log: egress.NewLog()}
+	defer func() {
+		if retErr != nil {
+			e.close()
+		}
+	}()
+	var err error
+	// Any address: the packet rules redirect to the address of each
+	// sandbox's host end, and drop everything else that comes for these
+	// ports.
+	if e.tcp, err = net.ListenTCP("tcp4", &net.TCPAddr{}); err != nil {
+		return nil, fmt.Errorf("egress proxy: %w", err)
+	}
+	for i := 0; i < 20 && e.dnsUDP == nil; i++ {
+		if e.dnsTCP, err = net.ListenTCP("tcp4", &net.TCPAddr{}); err != nil {
+			return nil, fmt.Errorf("egress resolver: %w", err)
+		}
+		port := e.dnsTCP.Addr().(*net.TCPAddr).Port
+		if e.dnsUDP, err = net.ListenUDP("udp4", &net.UDPAddr{Port: port}); err != nil {
+			e.dnsTCP.Close()
+			e.dnsTCP, e.dnsUDP = nil, nil
+		}
+	}
+	if e.dnsUDP == nil {
+		return nil, errors.New("egress resolver: no port free for both UDP and TCP")
+	}
+	caDir := filepath.Join(dataDir, "ca")
+	if e.ca, err = egress.LoadOrCreateCA(caDir); err != nil {
+		return nil, err
+	}
+	bundle, err := writeBundle(cfg.CacheDir, caDir, e.ca.CertPEM())
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(dataDir))
+	e.wiring = &sandbox.EgressWiring{
+		Tag:       hex.EncodeToString(sum[:])[:3],
+		ProxyPort: e.tcp.Addr().(*net.TCPAddr).Port,
+		DNSPort:   e.dnsTCP.Addr().(*net.TCPAddr).Port,
+		CABundle:  bundle,
+		CACert:    filepath.Join(caDir, "ca.pem"),
+	}
+	return e, nil
+}
+
+// writeBundle writes the image's trusted roots plus the platform's
+// authority: what a sandbox trusts.
+func writeBundle(cacheDir, caDir string, caPEM []byte) (string, error) {
+	rootfs, err := image.Rootfs(cacheDir, image.DefaultName)
+	if err != nil {
+		return "", err
+	}
+	system, err := os.ReadFile(filepath.Join(rootfs, "etc", "ssl", "certs", "ca-certificates.crt"))
+	if err != nil {
+		return "", fmt.Errorf("reading the image's trusted roots: %w", err)
+	}
+	path := filepath.Join(caDir, "bundle.pem")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(append(system, '\n'), caPEM...), 0o644); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
+}
+
+// serve starts the proxy and the resolver.
+func (e *egressServices) serve(cfg Config, dir egress.Directory, secrets egress.Secrets) error {
+	var hosts egress.Hosts
+	if cfg.EgressHosts != "" {
+		h, err := egress.LoadHostsFile(cfg.EgressHosts)
+		if err != nil {
+			return err
+		}
+		hosts = h
+	}
+	var roots []byte
+	if cfg.EgressCA != "" {
+		b, err := os.ReadFile(cfg.EgressCA)
+		if err != nil {
+			return fmt.Errorf("reading --egress-ca: %w", err)
+		}
+		roots = b
+	}
+	proxy, err := egress.NewProxy(egress.Config{
+		Directory:   dir,
+		OriginalDst: network.OriginalDst,
+		Secrets:     secrets,
+		CA:          e.ca,
+		Hosts:       hosts,
+		ExtraRoots:  roots,
+		Log:         e.log,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	go proxy.Serve(e.tcp)
+	go proxy.ServeDNS(ctx, e.dnsUDP, e.dnsTCP)
+	return nil
+}
+
+func (e *egressServices) close() {
+	if e.cancel != nil {
+		e.cancel()
+	}
+	for _, c := range []interface{ Close() error }{e.tcp, e.dnsTCP, e.dnsUDP} {
+		if c != nil && !isNilCloser(c) {
+			c.Close()
+		}
+	}
+}
+
+func isNilCloser(c interface{ Close() error }) bool {
+	switch v := c.(type) {
+	case *net.TCPListener:
+		return v == nil
+	case *net.UDPConn:
+		return v == nil
+	}
+	return false
+}
