@@ -2,8 +2,9 @@ package api
 
 import "time"
 
-// Network is a sandbox's egress policy. Until the egress work lands the
-// server accepts only the zero value (no network).
+// Network is a sandbox's egress policy: nothing without Internet; with it
+// every public address, or only the names in Allow (exact, or "*." for
+// every name under a domain).
 type Network struct {
 	Internet bool     `json:"internet"`
 	Allow    []string `json:"allow,omitempty"`
