@@ -9,6 +9,10 @@ import (
 // dropped.
 const LogSize = 1000
 
+// MaxLogs is how many sandboxes' logs are kept; past it, the log written
+// to least recently goes (an ended sandbox's, in practice).
+const MaxLogs = 4096
+
 // Log is the per-sandbox egress log: a bounded ring of events per sandbox,
 // newest last. It holds names, addresses and verdicts, never payloads or
 // secrets.
@@ -18,8 +22,9 @@ type Log struct {
 }
 
 type ring struct {
-	events []Event
-	next   int // where the next event goes once events is full
+	events  []Event
+	next    int // where the next event goes once events is full
+	touched time.Time
 }
 
 // NewLog returns an empty log.
@@ -34,9 +39,13 @@ func (l *Log) Add(id string, e Event) {
 	defer l.mu.Unlock()
 	r := l.rings[id]
 	if r == nil {
+		if len(l.rings) >= MaxLogs {
+			l.evictLocked()
+		}
 		r = &ring{}
 		l.rings[id] = r
 	}
+	r.touched = e.Time
 	if len(r.events) < LogSize {
 		r.events = append(r.events, e)
 		return
@@ -63,4 +72,16 @@ func (l *Log) Drop(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.rings, id)
+}
+
+// evictLocked drops the log written to least recently.
+func (l *Log) evictLocked() {
+	var oldest string
+	var at time.Time
+	for id, r := range l.rings {
+		if oldest == "" || r.touched.Before(at) {
+			oldest, at = id, r.touched
+		}
+	}
+	delete(l.rings, oldest)
 }

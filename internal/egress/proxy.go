@@ -74,6 +74,14 @@ func (p *Proxy) Forget(id string) {
 	p.names.forget(id)
 }
 
+// Release forgets what the proxy and the resolver hold for a sandbox that
+// ended (handed-out addresses, DNS counters) but keeps its egress log, so
+// that it can still be read.
+func (p *Proxy) Release(id string) {
+	p.resolver.Forget(id)
+	p.names.forget(id)
+}
+
 // Close stops every Serve and ServeDNS and closes every connection they
 // hold.
 func (p *Proxy) Close() error {

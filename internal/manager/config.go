@@ -49,9 +49,11 @@ type Config struct {
 	// Egress says whether the host's egress services run, so that
 	// sandboxes may have network access.
 	Egress bool
-	// EgressLog is where the egress services log sandboxes' connections.
-	EgressLog interface {
+	// EgressState is what the egress services keep per sandbox: its log,
+	// and what to release when it ends.
+	EgressState interface {
 		Events(id string) []egress.Event
+		Release(id string)
 	}
 }
 

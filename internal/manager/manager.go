@@ -182,6 +182,9 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 		m.log.warn(e.id, "destroying sandbox", err)
 	}
 	m.release(e)
+	if m.cfg.EgressState != nil {
+		m.cfg.EgressState.Release(e.id)
+	}
 	if rec.State == sandbox.StateEnded {
 		return rec, nil
 	}

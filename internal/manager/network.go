@@ -106,10 +106,10 @@ func (m *Manager) Egress(ctx context.Context, account, id string) ([]api.EgressE
 		return nil, err
 	}
 	out := []api.EgressEvent{}
-	if m.cfg.EgressLog == nil {
+	if m.cfg.EgressState == nil {
 		return out, nil
 	}
-	for _, ev := range m.cfg.EgressLog.Events(id) {
+	for _, ev := range m.cfg.EgressState.Events(id) {
 		out = append(out, api.EgressEvent{Time: ev.Time, Kind: ev.Kind, Name: ev.Name, Address: ev.Address, Port: ev.Port, Verdict: ev.Verdict, Reason: ev.Reason})
 	}
 	return out, nil

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/image"
@@ -26,6 +27,7 @@ type egressServices struct {
 	dnsUDP *net.UDPConn
 	ca     *egress.CA
 	log    *egress.Log
+	proxy  atomic.Pointer[egress.Proxy]
 	wiring *sandbox.EgressWiring
 	cancel context.CancelFunc
 }
@@ -127,11 +129,22 @@ func (e *egressServices) serve(cfg Config, dir egress.Directory, secrets egress.
 	if err != nil {
 		return err
 	}
+	e.proxy.Store(proxy)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	go proxy.Serve(e.tcp)
 	go proxy.ServeDNS(ctx, e.dnsUDP, e.dnsTCP)
 	return nil
+}
+
+// Events is a sandbox's egress log.
+func (e *egressServices) Events(id string) []egress.Event { return e.log.Events(id) }
+
+// Release forgets what the proxy holds for an ended sandbox.
+func (e *egressServices) Release(id string) {
+	if p := e.proxy.Load(); p != nil {
+		p.Release(id)
+	}
 }
 
 func (e *egressServices) close() {

@@ -88,7 +88,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	mcfg := cfg.Manager
 	mcfg.Backend, mcfg.Store, mcfg.Logger = backend, st, cfg.Logger
 	if egr != nil {
-		mcfg.Egress, mcfg.EgressLog = true, egr.log
+		mcfg.Egress, mcfg.EgressState = true, egr
 	}
 	if cfg.PricesFile != "" {
 		p, err := readPrices(cfg.PricesFile)
