@@ -13,22 +13,10 @@ import (
 
 // accounts runs "withruntime accounts VERB ...".
 func (a *App) accounts(ctx context.Context, s streams, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintf(s.stderr, "withruntime accounts: no command given\n%s", usageLine)
-		return exitUsage
-	}
-	switch verb, rest := args[0], args[1:]; verb {
-	case "create":
-		return a.accountsCreate(ctx, s, rest)
-	case "ls", "list":
-		return a.accountsList(ctx, s, rest)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(s.stdout, usage)
-		return exitOK
-	default:
-		fmt.Fprintf(s.stderr, "withruntime accounts: unknown command %q\n%s", verb, usageLine)
-		return exitUsage
-	}
+	return verbs("accounts", s, args, map[string]func([]string) int{
+		"create": func(rest []string) int { return a.accountsCreate(ctx, s, rest) },
+		"ls":     func(rest []string) int { return a.accountsList(ctx, s, rest) },
+	})
 }
 
 func (a *App) accountsCreate(ctx context.Context, s streams, args []string) int {
@@ -110,24 +98,11 @@ func (a *App) accountsList(ctx context.Context, s streams, args []string) int {
 
 // keys runs "withruntime keys VERB ...".
 func (a *App) keys(ctx context.Context, s streams, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintf(s.stderr, "withruntime keys: no command given\n%s", usageLine)
-		return exitUsage
-	}
-	switch verb, rest := args[0], args[1:]; verb {
-	case "create":
-		return a.keysCreate(ctx, s, rest)
-	case "ls", "list":
-		return a.keysList(ctx, s, rest)
-	case "rm":
-		return a.keysRemove(ctx, s, rest)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(s.stdout, usage)
-		return exitOK
-	default:
-		fmt.Fprintf(s.stderr, "withruntime keys: unknown command %q\n%s", verb, usageLine)
-		return exitUsage
-	}
+	return verbs("keys", s, args, map[string]func([]string) int{
+		"create": func(rest []string) int { return a.keysCreate(ctx, s, rest) },
+		"ls":     func(rest []string) int { return a.keysList(ctx, s, rest) },
+		"rm":     func(rest []string) int { return a.keysRemove(ctx, s, rest) },
+	})
 }
 
 func (a *App) keysCreate(ctx context.Context, s streams, args []string) int {

@@ -202,3 +202,26 @@ timeout killed it without one) and 125 when the platform fails; other
 commands exit 1 on failure. Failures print "error: CODE: message" on stderr.
 Usage errors exit 2.
 `
+
+// verbs runs the verb of "withruntime NOUN VERB ARGS..." from table, with
+// the conventions every noun shares (help, usage errors).
+func verbs(noun string, s streams, args []string, table map[string]func(args []string) int) int {
+	if len(args) == 0 {
+		fmt.Fprintf(s.stderr, "withruntime %s: no command given\n%s", noun, usageLine)
+		return exitUsage
+	}
+	verb, rest := args[0], args[1:]
+	switch verb {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(s.stdout, usage)
+		return exitOK
+	case "list":
+		verb = "ls"
+	}
+	run, ok := table[verb]
+	if !ok {
+		fmt.Fprintf(s.stderr, "withruntime %s: unknown command %q\n%s", noun, args[0], usageLine)
+		return exitUsage
+	}
+	return run(rest)
+}

@@ -20,24 +20,11 @@ const pipeHint = `pipe it in, as in: printf %s "$KEY" | withruntime secrets set 
 
 // secrets runs "withruntime secrets VERB ...".
 func (a *App) secrets(ctx context.Context, s streams, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintf(s.stderr, "withruntime secrets: no command given\n%s", usageLine)
-		return exitUsage
-	}
-	switch verb, rest := args[0], args[1:]; verb {
-	case "set":
-		return a.secretsSet(ctx, s, rest)
-	case "ls", "list":
-		return a.secretsList(ctx, s, rest)
-	case "rm":
-		return a.secretsRemove(ctx, s, rest)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(s.stdout, usage)
-		return exitOK
-	default:
-		fmt.Fprintf(s.stderr, "withruntime secrets: unknown command %q\n%s", verb, usageLine)
-		return exitUsage
-	}
+	return verbs("secrets", s, args, map[string]func([]string) int{
+		"set": func(rest []string) int { return a.secretsSet(ctx, s, rest) },
+		"ls":  func(rest []string) int { return a.secretsList(ctx, s, rest) },
+		"rm":  func(rest []string) int { return a.secretsRemove(ctx, s, rest) },
+	})
 }
 
 func (a *App) secretsSet(ctx context.Context, s streams, args []string) int {

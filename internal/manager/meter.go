@@ -91,20 +91,6 @@ func (m *Manager) settle(ctx context.Context, e *entry, rec *sandbox.Record) {
 	}
 }
 
-func (m *Manager) meterLoop() {
-	defer m.wg.Done()
-	t := time.NewTicker(m.cfg.MeterInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
-			m.Meter(context.Background())
-		}
-	}
-}
-
 // Meter samples every live and paused sandbox, then ends the sandboxes of
 // keys past their daily limit and of trials past their hours.
 func (m *Manager) Meter(ctx context.Context) {

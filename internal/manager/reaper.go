@@ -41,9 +41,8 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if err := m.cfg.Backend.Sweep(ctx, func(id string) bool { return keep[id] }); err != nil {
 		m.cfg.Logger.Warn("sweeping leftovers", "err", err)
 	}
-	m.wg.Add(2)
-	go m.reapLoop()
-	go m.meterLoop()
+	m.every(m.cfg.ReapInterval, m.Reap)
+	m.every(m.cfg.MeterInterval, m.Meter)
 	return nil
 }
 
@@ -57,18 +56,22 @@ func (m *Manager) admitRecovered(e *entry, rec *sandbox.Record) bool {
 	return true
 }
 
-func (m *Manager) reapLoop() {
-	defer m.wg.Done()
-	t := time.NewTicker(m.cfg.ReapInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
-			m.Reap(context.Background())
+// every runs f each interval until the manager closes.
+func (m *Manager) every(interval time.Duration, f func(context.Context)) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.stop:
+				return
+			case <-t.C:
+				f(context.Background())
+			}
 		}
-	}
+	}()
 }
 
 // Reap ends or pauses every sandbox whose lease is over and removes every
