@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"io"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -198,8 +199,8 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 	return rec, nil
 }
 
-// Close stops the reaper and the watchers. Sandboxes keep running: the next
-// server reattaches them.
+// Close stops the reaper and the watchers, and closes the backend if it
+// can be. Sandboxes keep running: the next server reattaches them.
 func (m *Manager) Close() {
 	select {
 	case <-m.stop:
@@ -207,6 +208,11 @@ func (m *Manager) Close() {
 		close(m.stop)
 	}
 	m.wg.Wait()
+	if c, ok := m.cfg.Backend.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			m.cfg.Logger.Warn("closing the backend", "err", err)
+		}
+	}
 }
 
 // ListAll lists the sandboxes of every account (for the CLI's embedded

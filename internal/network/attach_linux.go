@@ -47,6 +47,9 @@ func (p *Plumbing) Attach(id, nsPath string) (_ Link, retErr error) {
 	if err := sandboxEnd(ns, l); err != nil {
 		return Link{}, fmt.Errorf("configuring eth0 in %s: %w", nsPath, err)
 	}
+	if err := forgetFlows(l.SandboxAddr); err != nil {
+		return Link{}, err
+	}
 	return l, nil
 }
 
@@ -149,7 +152,8 @@ func (p *Plumbing) Adopt(l Link) error {
 	p.mu.Lock()
 	p.slots.mark(l.Prefix)
 	p.mu.Unlock()
-	return nil
+	// The flows it had were steered to the ports of the server before.
+	return forgetFlows(l.SandboxAddr)
 }
 
 // Detach deletes the host end of l (the peer goes with it) and frees its
@@ -169,7 +173,7 @@ func (p *Plumbing) Detach(l Link) error {
 	p.mu.Lock()
 	p.slots.free(l.Prefix)
 	p.mu.Unlock()
-	return nil
+	return forgetFlows(l.SandboxAddr)
 }
 
 // lockHost takes the host-wide allocation lock.

@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -87,5 +90,35 @@ func TestRestart(t *testing.T) {
 	}
 	if got := leftovers(t, s.DataDir, ids); len(got) > 0 {
 		t.Fatalf("left behind after restart and stop: %v", got)
+	}
+}
+
+func TestStoppedServerLeavesNoPacketRules(t *testing.T) {
+	s := testenv.StartServer(t)
+	status, data := call(t, s, s.Key, "POST", "/v1/sandboxes", strings.NewReader(`{"vcpus":1,"memory_mib":512,"network":{"internet":true,"allow":["a.example.test"]}}`))
+	var sb api.Sandbox
+	if status != 201 || json.Unmarshal(data, &sb) != nil {
+		t.Fatalf("create: %d %s", status, data)
+	}
+	abs, _ := filepath.Abs(s.DataDir)
+	sum := sha256.Sum256([]byte(abs))
+	table := "withruntime_" + hex.EncodeToString(sum[:])[:3]
+	tables := func() string {
+		out, err := exec.Command("nft", "list", "tables").CombinedOutput()
+		if err != nil {
+			t.Fatalf("nft: %v %s", err, out)
+		}
+		return string(out)
+	}
+	if !strings.Contains(tables(), table) {
+		t.Fatalf("no table %s while a sandbox runs:\n%s", table, tables())
+	}
+	call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+sb.ID, nil)
+	s.Stop(false)
+	if strings.Contains(tables(), table) {
+		t.Fatalf("table %s is still there after the server stopped with no sandbox", table)
+	}
+	if got := leftovers(t, s.DataDir, []string{sb.ID}); len(got) > 0 {
+		t.Fatalf("left behind: %v", got)
 	}
 }
