@@ -80,7 +80,7 @@ func (m *Manager) Extend(ctx context.Context, account, id string, timeout time.D
 	if rec.State != sandbox.StateRunning {
 		return nil, stateError(rec, "extend")
 	}
-	m.settle(ctx, e, rec)
+	m.settle(ctx, e, rec, m.now())
 	if err := m.checkMaxCost(rec.Spec, rec.Usage.CostNanos, timeout); err != nil {
 		return nil, err
 	}
@@ -120,15 +120,16 @@ func (m *Manager) Pause(ctx context.Context, account, id string) (*sandbox.Recor
 // pause checkpoints; the caller holds e.mu. A failed checkpoint ends the
 // sandbox with reason error: nothing is left half-paused.
 func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sandbox.Record, error) {
-	// Before the checkpoint: the CPU counter goes with the cgroup.
-	m.settle(ctx, e, rec)
+	// Before the checkpoint: the CPU counter goes with the cgroup. Billing
+	// switches from running to paused at this moment.
+	now := m.now()
+	m.settle(ctx, e, rec, now)
 	if err := m.cfg.Backend.Pause(ctx, e.id); err != nil {
 		m.log.warn(e.id, "pausing sandbox", err)
 		m.finish(ctx, e, sandbox.EndError, "the sandbox could not be paused")
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be paused and was stopped")
 	}
 	m.release(e)
-	now := m.now()
 	retention := now.Add(m.cfg.Retention)
 	rec.State, rec.PausedAt, rec.RetentionEndsAt = sandbox.StatePaused, &now, &retention
 	rec.Usage.SampledAt = now
@@ -151,7 +152,9 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	if rec.State != sandbox.StatePaused {
 		return nil, stateError(rec, "resume")
 	}
-	m.settle(ctx, e, rec)
+	// Billing switches from paused to running at this moment.
+	switched := m.now()
+	m.settle(ctx, e, rec, switched)
 	acct, err := m.checkMoney(ctx, rec.Account, rec.KeyID, rec.Spec, rec.Usage.CostNanos)
 	if err != nil {
 		return nil, err
@@ -170,7 +173,7 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	now := m.now()
 	rec.State, rec.PausedAt, rec.RetentionEndsAt = sandbox.StateRunning, nil, nil
 	rec.LeaseEndsAt = now.Add(rec.Spec.Timeout)
-	rec.Usage.SampledAt, rec.Usage.CPUCounterNs = now, 0
+	rec.Usage.SampledAt, rec.Usage.CPUCounterNs = switched, 0
 	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
 		return nil, err
 	}

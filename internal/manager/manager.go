@@ -175,9 +175,10 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 	if err != nil {
 		return nil, err
 	}
+	now := m.now()
 	if rec.State != sandbox.StateEnded {
 		// Before the teardown: the CPU counter goes with the sandbox.
-		m.settle(ctx, e, rec)
+		m.settle(ctx, e, rec, now)
 	}
 	if err := m.cfg.Backend.Destroy(ctx, e.id); err != nil {
 		m.log.warn(e.id, "destroying sandbox", err)
@@ -189,7 +190,6 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 	if rec.State == sandbox.StateEnded {
 		return rec, nil
 	}
-	now := m.now()
 	rec.State, rec.EndedAt, rec.EndReason, rec.EndMessage = sandbox.StateEnded, &now, reason, msg
 	rec.RetentionEndsAt = nil
 	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {

@@ -72,8 +72,9 @@ func (m *Manager) samplePaused(ctx context.Context, rec *sandbox.Record, now tim
 }
 
 // settle brings a sandbox's usage up to now, whatever its state. The
-// caller holds e.mu.
-func (m *Manager) settle(ctx context.Context, e *entry, rec *sandbox.Record) {
+// caller holds e.mu; now is also when the change that follows (an end, a
+// pause) is recorded, so that the bill and the record agree.
+func (m *Manager) settle(ctx context.Context, e *entry, rec *sandbox.Record, now time.Time) {
 	var err error
 	switch rec.State {
 	case sandbox.StateRunning:
@@ -82,9 +83,9 @@ func (m *Manager) settle(ctx context.Context, e *entry, rec *sandbox.Record) {
 			// stopped is unknown, so it is billed to its last sample only.
 			return
 		}
-		err = m.sample(ctx, e, rec, m.now())
+		err = m.sample(ctx, e, rec, now)
 	case sandbox.StatePaused:
-		err = m.samplePaused(ctx, rec, m.now())
+		err = m.samplePaused(ctx, rec, now)
 	}
 	if err != nil {
 		m.log.warn(rec.ID, "metering", err)
@@ -105,7 +106,7 @@ func (m *Manager) Meter(ctx context.Context) {
 		}
 		e := m.lock(r.ID)
 		if rec, err := m.cfg.Store.GetSandbox(ctx, r.ID); err == nil && (rec.State != sandbox.StateRunning || e.inst != nil) {
-			m.settle(ctx, e, rec)
+			m.settle(ctx, e, rec, m.now())
 		}
 		e.mu.Unlock()
 	}

@@ -27,7 +27,9 @@ func (c sbx) create(body string) (int, api.Sandbox, string) {
 	var sb api.Sandbox
 	json.Unmarshal(data, &sb)
 	if status == 201 {
-		c.t.Cleanup(func() { call(c.t, c.s, c.s.Key, "DELETE", "/v1/sandboxes/"+sb.ID, nil) })
+		// With the key that made it: another account's sandbox is not found,
+		// even for the admin key.
+		c.t.Cleanup(func() { call(c.t, c.s, c.key, "DELETE", "/v1/sandboxes/"+sb.ID, nil) })
 	}
 	return status, sb, errorCode(data)
 }
