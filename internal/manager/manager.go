@@ -2,10 +2,10 @@ package manager
 
 import (
 	"context"
-	"io"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
