@@ -30,6 +30,11 @@ func rawRunsc(ctx context.Context, cache string, n int) (series, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	// runsc pins an empty namespace for its gofers in its state root.
+	defer func() {
+		for syscall.Unmount(filepath.Join(dir, "state", "null-netns"), syscall.MNT_DETACH) == nil {
+		}
+	}()
 	spec := map[string]any{
 		"ociVersion": "1.0.0",
 		"process": map[string]any{

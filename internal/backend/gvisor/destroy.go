@@ -118,3 +118,27 @@ func (b *Backend) Attach(ctx context.Context, id string, _ sandbox.Spec) (sandbo
 	}
 	return b.connect(ctx, id, p)
 }
+
+// Close removes what the backend keeps on the host for its data dir when
+// no sandbox of it is live: the packet rules (left behind they would keep
+// two host ports closed) and runsc's state root with its shared empty
+// namespace. With live sandboxes both stay, so that a restarted server
+// finds its sandboxes still steered and known to runsc.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	live := len(b.links) + len(b.instances)
+	b.mu.Unlock()
+	if live > 0 {
+		return nil
+	}
+	var errs []error
+	if b.plumb != nil {
+		errs = append(errs, b.plumb.Uninstall())
+	}
+	for unix.Unmount(filepath.Join(b.runscRoot(), "null-netns"), unix.MNT_DETACH) == nil {
+	}
+	if entries, _ := os.ReadDir(b.cfg.RunDir); len(entries) <= 1 {
+		errs = append(errs, os.RemoveAll(b.cfg.RunDir))
+	}
+	return errors.Join(errs...)
+}

@@ -148,18 +148,3 @@ func (b *Backend) SetOnline(id string, online bool) error {
 	return b.plumb.SetOnline(l, online)
 }
 
-// Close removes the packet rules when no sandbox of this server is live:
-// left behind, they would keep two host ports closed. With live sandboxes
-// they stay, so that a restarted server finds its sandboxes still steered.
-func (b *Backend) Close() error {
-	if b.plumb == nil {
-		return nil
-	}
-	b.mu.Lock()
-	live := len(b.links)
-	b.mu.Unlock()
-	if live > 0 {
-		return nil
-	}
-	return b.plumb.Uninstall()
-}
