@@ -147,4 +147,3 @@ func (b *Backend) SetOnline(id string, online bool) error {
 	}
 	return b.plumb.SetOnline(l, online)
 }
-
