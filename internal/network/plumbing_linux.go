@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"strings"
 	"sync"
@@ -83,13 +84,21 @@ func (p *Plumbing) Sweep(keep func(hostIf string) bool) error {
 			errs = append(errs, fmt.Errorf("deleting %s: %w", name, err))
 			continue
 		}
+		var freed []netip.Prefix
 		p.mu.Lock()
 		for _, a := range addrs {
 			if pfx, ok := prefixOf(a); ok && p.cfg.Pool.Overlaps(pfx) {
 				p.slots.free(pfx)
+				freed = append(freed, pfx)
 			}
 		}
 		p.mu.Unlock()
+		for _, pfx := range freed {
+			_, sandboxAddr := ends(pfx)
+			if err := forgetFlows(sandboxAddr); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
