@@ -58,42 +58,19 @@ func (a *App) accountsCreate(ctx context.Context, s streams, args []string) int 
 
 func (a *App) accountsList(ctx context.Context, s streams, args []string) int {
 	cmd := newCommand("accounts ls", "withruntime accounts ls [--json]", "Lists the accounts (admin key only).", s)
-	asJSON := cmd.fs.Bool("json", false, "print the list as JSON")
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
-	}
-	if len(pos) > 0 {
-		return cmd.usageError(s, "unexpected argument %q", pos[0])
-	}
-	c, done, err := a.connect(ctx)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	list, err := c.ListAccounts(ctx)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	if *asJSON {
-		if list == nil {
-			list = []api.Account{}
-		}
-		return printJSON(s, api.AccountList{Accounts: list})
-	}
-	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tCONCURRENCY\tTRIAL-HOURS\tUSED-HOURS")
-	for _, acc := range list {
-		trial, used := "-", "-"
-		if acc.TrialHours > 0 {
-			trial, used = formatAmount(acc.TrialHours, -1), formatAmount(acc.TrialUsedHours, 2)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", acc.ID, acc.Name, acc.Concurrency, trial, used)
-	}
-	tw.Flush()
-	return exitOK
+	return runListing(a, ctx, s, args, listing[api.Account]{
+		cmd:    cmd,
+		fetch:  func(c *client.Client, _ []string) ([]api.Account, error) { return c.ListAccounts(ctx) },
+		asJSON: func(l []api.Account) any { return api.AccountList{Accounts: l} },
+		header: "ID\tNAME\tCONCURRENCY\tTRIAL-HOURS\tUSED-HOURS",
+		row: func(acc api.Account) string {
+			trial, used := "-", "-"
+			if acc.TrialHours > 0 {
+				trial, used = formatAmount(acc.TrialHours, -1), formatAmount(acc.TrialUsedHours, 2)
+			}
+			return fmt.Sprintf("%s\t%s\t%d\t%s\t%s", acc.ID, acc.Name, acc.Concurrency, trial, used)
+		},
+	})
 }
 
 // keys runs "withruntime keys VERB ...".
@@ -166,42 +143,19 @@ func (a *App) keysList(ctx context.Context, s streams, args []string) int {
 	cmd := newCommand("keys ls", "withruntime keys ls [--account NAME] [--json]",
 		"Lists API keys, never their secret part.", s)
 	account := cmd.fs.String("account", "", "the keys of account `NAME` (admin key only; default the caller's)")
-	asJSON := cmd.fs.Bool("json", false, "print the list as JSON")
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
-	}
-	if len(pos) > 0 {
-		return cmd.usageError(s, "unexpected argument %q", pos[0])
-	}
-	c, done, err := a.connect(ctx)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	list, err := c.ListKeys(ctx, *account)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	if *asJSON {
-		if list == nil {
-			list = []api.Key{}
-		}
-		return printJSON(s, api.KeyList{Keys: list})
-	}
-	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tACCOUNT\tKIND\tNAME\tDAILY-LIMIT-USD\tCREATED")
-	for _, k := range list {
-		limit := "-"
-		if k.DailyLimitMicros > 0 {
-			limit = formatUSD(k.DailyLimitMicros)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, dash(k.Account), dash(k.Kind), dash(k.Name), limit, timeString(&k.CreatedAt))
-	}
-	tw.Flush()
-	return exitOK
+	return runListing(a, ctx, s, args, listing[api.Key]{
+		cmd:    cmd,
+		fetch:  func(c *client.Client, _ []string) ([]api.Key, error) { return c.ListKeys(ctx, *account) },
+		asJSON: func(l []api.Key) any { return api.KeyList{Keys: l} },
+		header: "ID\tACCOUNT\tKIND\tNAME\tDAILY-LIMIT-USD\tCREATED",
+		row: func(k api.Key) string {
+			limit := "-"
+			if k.DailyLimitMicros > 0 {
+				limit = formatUSD(k.DailyLimitMicros)
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", k.ID, dash(k.Account), dash(k.Kind), dash(k.Name), limit, timeString(&k.CreatedAt))
+		},
+	})
 }
 
 func (a *App) keysRemove(ctx context.Context, s streams, args []string) int {

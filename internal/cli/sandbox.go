@@ -143,43 +143,19 @@ func (a *App) sandboxCreate(ctx context.Context, s streams, args []string) int {
 
 func (a *App) sandboxList(ctx context.Context, s streams, args []string) int {
 	cmd := newCommand("sandbox ls", "withruntime sandbox ls [--json]", "Lists the sandboxes of the key's account.", s)
-	asJSON := cmd.fs.Bool("json", false, "print the list as JSON")
-	trial := trialFlag(cmd.fs)
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
-	}
-	if len(pos) > 0 {
-		return cmd.usageError(s, "unexpected argument %q", pos[0])
-	}
-	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	list, err := c.ListSandboxes(ctx)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	if *asJSON {
-		if list == nil {
-			list = []api.Sandbox{}
-		}
-		return printJSON(s, api.SandboxList{Sandboxes: list})
-	}
-	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tVCPUS\tMEMORY\tLEASE-ENDS\tEND-REASON\tCOST-USD")
-	for _, sb := range list {
-		lease := "-"
-		if sb.State != "ended" && !sb.LeaseEndsAt.IsZero() {
-			lease = sb.LeaseEndsAt.Local().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%dMiB\t%s\t%s\t%s\n", sb.ID, sb.State, sb.VCPUs, sb.MemoryMiB, lease, dash(sb.EndReason), formatUSD(sb.CostMicros))
-	}
-	tw.Flush()
-	return exitOK
+	return runListing(a, ctx, s, args, listing[api.Sandbox]{
+		cmd: cmd, trial: trialFlag(cmd.fs),
+		fetch:  func(c *client.Client, _ []string) ([]api.Sandbox, error) { return c.ListSandboxes(ctx) },
+		asJSON: func(l []api.Sandbox) any { return api.SandboxList{Sandboxes: l} },
+		header: "ID\tSTATE\tVCPUS\tMEMORY\tLEASE-ENDS\tEND-REASON\tCOST-USD",
+		row: func(sb api.Sandbox) string {
+			lease := "-"
+			if sb.State != "ended" && !sb.LeaseEndsAt.IsZero() {
+				lease = sb.LeaseEndsAt.Local().Format(time.RFC3339)
+			}
+			return fmt.Sprintf("%s\t%s\t%d\t%dMiB\t%s\t%s\t%s", sb.ID, sb.State, sb.VCPUs, sb.MemoryMiB, lease, dash(sb.EndReason), formatUSD(sb.CostMicros))
+		},
+	})
 }
 
 // sandboxOne runs a command that takes one sandbox ID and answers with the

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/client"
@@ -123,39 +122,15 @@ func secretName(name string) bool {
 func (a *App) secretsList(ctx context.Context, s streams, args []string) int {
 	cmd := newCommand("secrets ls", "withruntime secrets ls [--json]",
 		"Lists the secrets of the key's account: names and hosts, never values.", s)
-	asJSON := cmd.fs.Bool("json", false, "print the list as JSON")
-	trial := trialFlag(cmd.fs)
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
-	}
-	if len(pos) > 0 {
-		return cmd.usageError(s, "unexpected argument %q", pos[0])
-	}
-	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	list, err := c.ListSecrets(ctx)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	if *asJSON {
-		if list == nil {
-			list = []api.SecretInfo{}
-		}
-		return printJSON(s, api.SecretList{Secrets: list})
-	}
-	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHOST\tUPDATED")
-	for _, sec := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", sec.Name, sec.Host, timeString(&sec.UpdatedAt))
-	}
-	tw.Flush()
-	return exitOK
+	return runListing(a, ctx, s, args, listing[api.SecretInfo]{
+		cmd: cmd, trial: trialFlag(cmd.fs),
+		fetch:  func(c *client.Client, _ []string) ([]api.SecretInfo, error) { return c.ListSecrets(ctx) },
+		asJSON: func(l []api.SecretInfo) any { return api.SecretList{Secrets: l} },
+		header: "NAME\tHOST\tUPDATED",
+		row: func(sec api.SecretInfo) string {
+			return sec.Name + "\t" + sec.Host + "\t" + timeString(&sec.UpdatedAt)
+		},
+	})
 }
 
 func (a *App) secretsRemove(ctx context.Context, s streams, args []string) int {
