@@ -10,12 +10,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/withruntime/withruntime/internal/network"
 )
@@ -93,7 +91,7 @@ func startUpstream() (_ *upstream, retErr error) {
 	if err := netlink.LinkSetUp(veth); err != nil {
 		return nil, fmt.Errorf("setting %s up: %w", veth.Name, err)
 	}
-	err = inNamespace(ns, func() error {
+	err = network.InNamespace(ns.Name(), func() error {
 		disableIPv6(peerName)
 		peer, err := netlink.LinkByName(peerName)
 		if err != nil {
@@ -113,7 +111,7 @@ func startUpstream() (_ *upstream, retErr error) {
 
 	// The listening socket belongs to the namespace it was made in; the
 	// server's goroutines then accept on it from any thread.
-	err = inNamespace(ns, func() error {
+	err = network.InNamespace(ns.Name(), func() error {
 		l, err := net.Listen("tcp4", net.JoinHostPort(upstreamAddr.String(), "80"))
 		u.listener = l
 		return err
@@ -174,7 +172,7 @@ func (u *upstream) verify() error {
 		return err
 	}
 	defer ns.Close()
-	return inNamespace(ns, func() error {
+	return network.InNamespace(ns.Name(), func() error {
 		peer, err := netlink.LinkByName(peerName)
 		if err != nil {
 			return err
@@ -239,22 +237,6 @@ func upstreamHandler() http.Handler {
 		}
 	})
 	return mux
-}
-
-// inNamespace runs f on a thread that entered the network namespace ns.
-// The thread is never unlocked: it ends with the goroutine and never runs
-// anything else.
-func inNamespace(ns *os.File, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("entering namespace: %w", err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
 }
 
 // disableIPv6 keeps an interface of the calling thread's namespace from

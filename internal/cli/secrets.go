@@ -46,7 +46,7 @@ every name under example.org). Prints nothing; no command shows the value.`, s)
 		return cmd.usageError(s, "want one secret NAME, got %d arguments (the value goes on standard input)", len(pos))
 	}
 	name := pos[0]
-	if !secretName(name) {
+	if !(api.EnvName(name) && len(name) <= 128) {
 		return cmd.usageError(s, "NAME must be an environment variable name: letters, digits and '_', not starting with a digit (the value goes on standard input)")
 	}
 	if *host == "" {
@@ -104,21 +104,6 @@ func readSecret(r io.Reader) (string, error) {
 	return string(b), nil
 }
 
-// secretName reports whether name is an environment variable name the
-// server may accept: [A-Za-z_][A-Za-z0-9_]*, at most 128 characters.
-func secretName(name string) bool {
-	if name == "" || len(name) > 128 {
-		return false
-	}
-	for i, c := range []byte(name) {
-		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
-		if !letter && (i == 0 || c < '0' || c > '9') {
-			return false
-		}
-	}
-	return true
-}
-
 func (a *App) secretsList(ctx context.Context, s streams, args []string) int {
 	cmd := newCommand("secrets ls", "withruntime secrets ls [--json]",
 		"Lists the secrets of the key's account: names and hosts, never values.", s)
@@ -145,7 +130,7 @@ func (a *App) secretsRemove(ctx context.Context, s streams, args []string) int {
 		return cmd.usageError(s, "want at least one secret NAME")
 	}
 	for i, name := range pos {
-		if !secretName(name) {
+		if !(api.EnvName(name) && len(name) <= 128) {
 			return cmd.usageError(s, "argument %d is not a secret NAME (an environment variable name)", i+1)
 		}
 	}

@@ -105,19 +105,3 @@ func (s *server) addPlaceholders(ctx context.Context, account string, env map[st
 	}
 	return env, nil
 }
-
-// envName reports whether name could name a secret: an environment
-// variable name of at most 128 characters. The vault checks names in
-// full; this only decides what the access log may show.
-func envName(name string) bool {
-	if name == "" || len(name) > 128 {
-		return false
-	}
-	for i, c := range []byte(name) {
-		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
-		if !letter && (i == 0 || c < '0' || c > '9') {
-			return false
-		}
-	}
-	return true
-}

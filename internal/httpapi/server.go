@@ -231,7 +231,7 @@ func (s *server) route(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoFrom(r.Context())
 		info.sandboxID = r.PathValue("id")
-		if name := r.PathValue("name"); name != "" && !envName(name) {
+		if name := r.PathValue("name"); name != "" && !(api.EnvName(name) && len(name) <= 128) {
 			// Not a secret's name: perhaps its value, given in the wrong place.
 			info.path = rt.Pattern
 		}

@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"regexp"
 	"strings"
 	"time"
 
@@ -17,9 +16,6 @@ const (
 	maxEnv           = 256
 	maxEnvValue      = 32 << 10
 )
-
-// envName is what a sandbox's environment variable may be called.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func invalid(format string, args ...any) error {
 	return sandbox.Errorf(sandbox.KindInvalid, format, args...)
@@ -84,7 +80,7 @@ func (m *Manager) specFor(req api.CreateSandboxRequest) (sandbox.Spec, error) {
 		return s, invalid("at most %d environment variables", maxEnv)
 	}
 	for k, v := range s.Env {
-		if !envName.MatchString(k) || strings.ContainsRune(v, 0) || len(v) > maxEnvValue {
+		if !api.EnvName(k) || strings.ContainsRune(v, 0) || len(v) > maxEnvValue {
 			return s, invalid("bad environment variable %q: names are letters, digits and _, not starting with a digit; values at most %d bytes without NUL", k, maxEnvValue)
 		}
 	}

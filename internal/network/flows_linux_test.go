@@ -10,7 +10,7 @@ import (
 // sendFromPort sends one datagram from inside ns from a fixed source port.
 func sendFromPort(t *testing.T, ns string, port int, to netip.AddrPort) {
 	t.Helper()
-	err := inNS(ns, func() error {
+	err := InNamespace(ns, func() error {
 		c, err := net.DialUDP("udp4", &net.UDPAddr{Port: port}, net.UDPAddrFromAddrPort(to))
 		if err != nil {
 			return err

@@ -80,3 +80,25 @@ func loopbackUp() error {
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
+
+// InNamespace runs f on an OS thread that entered the network namespace
+// pinned at path: sockets f makes belong to that namespace. The thread is
+// never handed back to the scheduler; it ends with its goroutine.
+func InNamespace(path string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			errc <- fmt.Errorf("opening namespace: %w", err)
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("entering namespace: %w", err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}

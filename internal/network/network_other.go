@@ -42,3 +42,5 @@ func (p *Plumbing) Uninstall() error { return errNotLinux }
 
 // OriginalDst needs Linux.
 func OriginalDst(c *net.TCPConn) (netip.AddrPort, error) { return netip.AddrPort{}, errNotLinux }
+
+func InNamespace(path string, f func() error) error { return errNotLinux }

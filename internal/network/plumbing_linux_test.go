@@ -201,7 +201,7 @@ func TestTwoSandboxes(t *testing.T) {
 	target := netip.AddrPortFrom(b.SandboxAddr, 8080)
 	var inB *net.TCPListener
 	var udpB *net.UDPConn
-	err := inNS(nsB, func() (err error) {
+	err := InNamespace(nsB, func() (err error) {
 		if inB, err = net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(target)); err != nil {
 			return err
 		}
@@ -270,7 +270,7 @@ func TestSpoofedSourceDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A claims B's address as well as its own.
-	err := inNS(nsA, func() error {
+	err := InNamespace(nsA, func() error {
 		eth0, err := netlink.LinkByName("eth0")
 		if err != nil {
 			return err
@@ -303,7 +303,7 @@ func TestDetachFreesPrefix(t *testing.T) {
 	if _, err := netlink.LinkByName(l.HostIf); err == nil {
 		t.Errorf("host end %s still there after Detach", l.HostIf)
 	}
-	err := inNS(ns, func() error {
+	err := InNamespace(ns, func() error {
 		if _, err := netlink.LinkByName("eth0"); err == nil {
 			return errors.New("eth0 still in the namespace")
 		}
@@ -426,7 +426,7 @@ func TestUninstall(t *testing.T) {
 // ping sends an ICMP echo request from inside the namespace and says
 // whether a reply came back within quiet.
 func ping(ns string, to netip.Addr) (replied bool, err error) {
-	err = inNS(ns, func() error {
+	err = InNamespace(ns, func() error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
 		if err != nil {
 			return err

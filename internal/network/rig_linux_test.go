@@ -10,13 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/withruntime/withruntime/internal/testenv"
 )
@@ -191,7 +189,7 @@ func (r *rig) sandbox(id string) (Link, string) {
 	if got := hostIfAddrs(t, l.HostIf); !got[l.HostAddr] {
 		t.Fatalf("host end %s: got addresses %v, want %s", l.HostIf, got, l.HostAddr)
 	}
-	err = inNS(ns, func() error {
+	err = InNamespace(ns, func() error {
 		eth0, err := netlink.LinkByName("eth0")
 		if err != nil {
 			return err
@@ -246,32 +244,10 @@ func hostIfAddrs(t testing.TB, name string) map[netip.Addr]bool {
 	return got
 }
 
-// inNS runs f on a thread inside the namespace at path. The thread is
-// never unlocked, so it ends with the goroutine and never runs anything
-// else in the namespace.
-func inNS(path string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns: %w", err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
-
 // dialFrom dials TCP from inside the namespace and sends hello.
 func dialFrom(ns string, to netip.AddrPort, timeout time.Duration) (*net.TCPConn, error) {
 	var c net.Conn
-	err := inNS(ns, func() error {
+	err := InNamespace(ns, func() error {
 		var err error
 		c, err = net.DialTimeout("tcp4", to.String(), timeout)
 		if err != nil {
@@ -289,7 +265,7 @@ func dialFrom(ns string, to netip.AddrPort, timeout time.Duration) (*net.TCPConn
 // sendUDPFrom sends one datagram from inside the namespace, from the
 // address from if it is valid, and waits up to wait for one answer.
 func sendUDPFrom(ns string, from netip.Addr, to netip.AddrPort, data string, wait time.Duration) (answer string, answerFrom netip.AddrPort, err error) {
-	err = inNS(ns, func() error {
+	err = InNamespace(ns, func() error {
 		var laddr *net.UDPAddr
 		if from.IsValid() {
 			laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(from, 0))

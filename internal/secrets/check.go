@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
@@ -46,11 +47,8 @@ func checkNameSyntax(name string) error {
 	if len(name) > MaxNameLen {
 		return invalid("name must be at most %d characters", MaxNameLen)
 	}
-	for i, c := range []byte(name) {
-		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
-		if !letter && (i == 0 || c < '0' || c > '9') {
-			return invalid("name must be an environment variable name: letters, digits and '_', not starting with a digit")
-		}
+	if !api.EnvName(name) {
+		return invalid("name must be an environment variable name: letters, digits and '_', not starting with a digit")
 	}
 	return nil
 }

@@ -18,7 +18,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -169,7 +168,7 @@ func newUpstreams(t *testing.T) *upstreams {
 	// Inside: the addresses, then every listener, made from a thread in
 	// the namespace (a socket keeps the namespace it was made in).
 	var ls listeners
-	err = inNamespace(nsf, func() error {
+	err = network.InNamespace(nsf.Name(), func() error {
 		up0, err := netlink.LinkByName("up0")
 		if err != nil {
 			return err
@@ -300,21 +299,6 @@ func lockUpstreams(t *testing.T) {
 
 func ipNet(a string, bits int) *net.IPNet {
 	return &net.IPNet{IP: net.ParseIP(a).To4(), Mask: net.CIDRMask(bits, 32)}
-}
-
-// inNamespace runs f on a thread inside the namespace ns; the thread is
-// never handed back to the scheduler, so it ends with the goroutine.
-func inNamespace(ns *os.File, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns: %w", err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
 }
 
 // listeners are the upstreams' sockets, all made inside the namespace.
