@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"sync"
@@ -137,13 +136,7 @@ func (m *Manager) release(e *entry) {
 // attach records a live instance in the entry and watches it.
 func (m *Manager) attach(e *entry, inst sandbox.Instance) {
 	e.inst = inst
-	e.transport = &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return inst.DialAgent(ctx)
-		},
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     30 * time.Second,
-	}
+	e.transport = newAgentTransport(inst)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
