@@ -23,6 +23,7 @@ var (
 	bucketSandboxes = []byte("sandboxes")
 	bucketKeys      = []byte("keys")
 	bucketKeyHashes = []byte("key_hashes")
+	bucketKeysGone  = []byte("removed_keys") // removed keys, without their hash
 	bucketAccounts  = []byte("accounts")
 	bucketUsage     = []byte("usage")   // key: day \x00 account \x00 key id
 	bucketSecrets   = []byte("secrets") // key: account \x00 name
@@ -49,7 +50,7 @@ func OpenBolt(path string) (*Bolt, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketKeys, bucketKeyHashes, bucketAccounts, bucketUsage, bucketSecrets} {
+		for _, b := range [][]byte{bucketSandboxes, bucketKeys, bucketKeyHashes, bucketKeysGone, bucketAccounts, bucketUsage, bucketSecrets} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("making bucket %s: %w", b, err)
 			}
@@ -215,21 +216,37 @@ func (b *Bolt) KeyByHash(ctx context.Context, hash []byte) (*Key, error) {
 // ListKeys returns the keys of account (every key when it is empty),
 // oldest first.
 func (b *Bolt) ListKeys(ctx context.Context, account string) ([]Key, error) {
+	return b.listKeys(ctx, account, bucketKeys)
+}
+
+// ListAllKeys returns the keys of account, removed ones included, oldest
+// first.
+func (b *Bolt) ListAllKeys(ctx context.Context, account string) ([]Key, error) {
+	return b.listKeys(ctx, account, bucketKeys, bucketKeysGone)
+}
+
+func (b *Bolt) listKeys(ctx context.Context, account string, buckets ...[]byte) ([]Key, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var out []Key
 	err := b.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketKeys).ForEach(func(id, v []byte) error {
-			var k Key
-			if err := json.Unmarshal(v, &k); err != nil {
-				return fmt.Errorf("decoding key %s: %w", id, err)
+		for _, bk := range buckets {
+			err := tx.Bucket(bk).ForEach(func(id, v []byte) error {
+				var k Key
+				if err := json.Unmarshal(v, &k); err != nil {
+					return fmt.Errorf("decoding key %s: %w", id, err)
+				}
+				if account == "" || k.Account == account {
+					out = append(out, k)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
-			if account == "" || k.Account == account {
-				out = append(out, k)
-			}
-			return nil
-		})
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -243,25 +260,50 @@ func (b *Bolt) ListKeys(ctx context.Context, account string) ([]Key, error) {
 	return out, nil
 }
 
-// DeleteKey removes the key with id; its secret stops working at once.
+// DeleteKey removes the key with id and every key made through it, in one
+// transaction; their secrets stop working at once. Each is kept, without
+// its hash, in the removed keys.
 func (b *Bolt) DeleteKey(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return b.db.Update(func(tx *bolt.Tx) error {
 		keys := tx.Bucket(bucketKeys)
-		v := keys.Get([]byte(id))
-		if v == nil {
+		if keys.Get([]byte(id)) == nil {
 			return sandbox.Errorf(sandbox.KindNotFound, "key %s not found", id)
 		}
-		var k Key
-		if err := json.Unmarshal(v, &k); err != nil {
-			return fmt.Errorf("decoding key %s: %w", id, err)
-		}
-		if err := tx.Bucket(bucketKeyHashes).Delete(k.Hash); err != nil {
+		var all []Key
+		err := keys.ForEach(func(kid, v []byte) error {
+			var k Key
+			if err := json.Unmarshal(v, &k); err != nil {
+				return fmt.Errorf("decoding key %s: %w", kid, err)
+			}
+			all = append(all, k)
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		return keys.Delete([]byte(id))
+		tree := NewKeyTree(all)
+		now := time.Now().UTC()
+		for _, kid := range tree.Subtree(id) {
+			k, _ := tree.Key(kid)
+			if err := tx.Bucket(bucketKeyHashes).Delete(k.Hash); err != nil {
+				return err
+			}
+			if err := keys.Delete([]byte(kid)); err != nil {
+				return err
+			}
+			k.Hash, k.RemovedAt = nil, &now
+			v, err := json.Marshal(k)
+			if err != nil {
+				return fmt.Errorf("encoding key %s: %w", kid, err)
+			}
+			if err := tx.Bucket(bucketKeysGone).Put([]byte(kid), v); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

@@ -35,7 +35,14 @@ type Store interface {
 	// ListKeys returns the keys of account, oldest first; every key when
 	// account is empty.
 	ListKeys(ctx context.Context, account string) ([]Key, error)
+	// DeleteKey removes the key and every key made through it (its
+	// descendants, see Key.Parent) in one step: their secrets stop working
+	// at once. They are kept as removed keys for ListAllKeys.
 	DeleteKey(ctx context.Context, id string) error
+	// ListAllKeys returns ListKeys(account) and the account's removed keys
+	// (RemovedAt set), oldest first: what a removed key spent still counts
+	// against the daily limits of the keys it was made through.
+	ListAllKeys(ctx context.Context, account string) ([]Key, error)
 
 	// PutAccount inserts the account or replaces the one with its ID.
 	PutAccount(ctx context.Context, a Account) error
@@ -110,9 +117,16 @@ type Key struct {
 	Hash      []byte    `json:"hash"`
 	Name      string    `json:"name,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
-	// DailyLimitMicros caps what sandboxes created with the key may cost in
-	// a UTC day (0: no limit).
+	// DailyLimitMicros caps what sandboxes created with the key, and with
+	// every key made through it, may cost in a UTC day (0: no limit).
 	DailyLimitMicros int64 `json:"daily_limit_micros,omitempty"`
+	// Parent is the id of the key that made this one, of the same account.
+	// It is empty for keys the admin key made, for the first admin key and
+	// for keys stored before parents were recorded: those answer to no
+	// other key.
+	Parent string `json:"parent,omitempty"`
+	// RemovedAt is set on removed keys, which only ListAllKeys returns.
+	RemovedAt *time.Time `json:"removed_at,omitempty"`
 }
 
 // Account owns sandboxes and keys.
