@@ -1,14 +1,16 @@
 package egress
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"time"
 )
 
-// neverReachable is the fixed part of the Blocklist (see the package doc).
-// 198.18.0.0/15 is deliberately absent: tests put their upstreams there.
+// neverReachable is the fixed part of the Blocklist (see the package doc);
+// Config.Permit takes prefixes off it.
 var neverReachable = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),      // "this network", unspecified
 	netip.MustParsePrefix("10.0.0.0/8"),     // RFC 1918
@@ -18,6 +20,7 @@ var neverReachable = []netip.Prefix{
 	netip.MustParsePrefix("172.16.0.0/12"),  // RFC 1918
 	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments (a cloud's metadata 192.0.0.192)
 	netip.MustParsePrefix("192.168.0.0/16"), // RFC 1918
+	netip.MustParsePrefix("198.18.0.0/15"),  // benchmarking (RFC 2544): test upstreams, never the internet
 	netip.MustParsePrefix("224.0.0.0/4"),    // multicast
 	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, broadcast 255.255.255.255
 	netip.MustParsePrefix("::/128"),         // unspecified
@@ -52,6 +55,9 @@ const hostAddrTTL = 5 * time.Second
 // NewBlocklist.
 type Blocklist struct {
 	extra []netip.Prefix
+	// permit are taken off neverReachable (never off extra or the host's
+	// addresses).
+	permit []netip.Prefix
 	// unblockLoopback takes loopback off the list; only tests set it.
 	unblockLoopback bool
 	interfaceAddrs  func() ([]net.Addr, error)
@@ -89,9 +95,11 @@ func (b *Blocklist) Blocked(addr netip.Addr) bool {
 	if b.unblockLoopback && (loopback4.Contains(addr) || addr == loopback6) {
 		return false
 	}
-	for _, p := range neverReachable {
-		if p.Contains(addr) {
-			return true
+	if !b.permitted(addr) {
+		for _, p := range neverReachable {
+			if p.Contains(addr) {
+				return true
+			}
 		}
 	}
 	for _, p := range b.extra {
@@ -125,4 +133,51 @@ func (b *Blocklist) isHostAddr(addr netip.Addr) bool {
 		b.readAt = time.Now()
 	}
 	return b.hostAddrs[addr]
+}
+
+func (b *Blocklist) permitted(addr netip.Addr) bool {
+	for _, p := range b.permit {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// neverPermitted are the prefixes no permit may touch: the host itself.
+var neverPermitted = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("::/127"), // :: and ::1
+}
+
+// ParsePermit parses a permitted prefix (serve --egress-permit): a CIDR
+// without host bits that leaves loopback and "this network" alone.
+func ParsePermit(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("permit %q: want a CIDR such as 198.18.0.0/15", s)
+	}
+	if err := CheckPermit(p); err != nil {
+		return netip.Prefix{}, err
+	}
+	return p, nil
+}
+
+// CheckPermit reports why p cannot be permitted.
+func CheckPermit(p netip.Prefix) error {
+	switch {
+	case !p.IsValid():
+		return errors.New("permit: invalid prefix")
+	case p.Addr().Is4In6():
+		return fmt.Errorf("permit %s: write IPv4 prefixes as IPv4", p)
+	case p != p.Masked():
+		return fmt.Errorf("permit %s: host bits set (%s?)", p, p.Masked())
+	}
+	for _, n := range neverPermitted {
+		if n.Overlaps(p) {
+			return fmt.Errorf("permit %s: overlaps %s, the host itself", p, n)
+		}
+	}
+	return nil
 }

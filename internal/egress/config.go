@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"time"
@@ -16,7 +17,25 @@ const (
 	DefaultPeekTimeout       = 300 * time.Millisecond
 	DefaultHeadTimeout       = 10 * time.Second
 	DefaultDialTimeout       = 10 * time.Second
+	// DefaultMaxConns is how many proxied connections (DNS over TCP
+	// included) one sandbox may hold open at once: far more than an agent
+	// opens, far fewer than the host's file descriptors.
+	DefaultMaxConns = 1024
+	// DefaultIdleTimeout closes a proxied connection on which no byte has
+	// moved either way for that long.
+	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultDNSQueriesPerSecond is each sandbox's DNS rate (a second's
+	// worth may come at once): well above what resolving for busy
+	// clients takes.
+	DefaultDNSQueriesPerSecond = 200
+	// DefaultDNSInflight is how many of a sandbox's DNS queries may be
+	// answered at once.
+	DefaultDNSInflight = 64
 )
+
+// halfClosedIdle bounds the silence on a connection one side of which has
+// ended: the other side's answer is due, not a conversation.
+const halfClosedIdle = time.Minute
 
 // Config configures a Proxy: its TCP proxy and its DNS server. Zero values
 // take the defaults.
@@ -47,6 +66,14 @@ type Config struct {
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// Log receives the events; nil: a new Log (Proxy.Log).
 	Log *Log
+	// Logger gets the proxy's own troubles (an accept loop retrying);
+	// nil: slog.Default().
+	Logger *slog.Logger
+	// Permit are prefixes taken off the fixed part of the Blocklist
+	// (serve --egress-permit): 198.18.0.0/15 for test upstreams, an
+	// operator's internal services. The host's own addresses, loopback
+	// and Blocked stay blocked.
+	Permit []netip.Prefix
 
 	// DNSNamesPerMinute is how many distinct names a sandbox may resolve
 	// in a minute (default 200): more would make DNS a channel out.
@@ -62,6 +89,18 @@ type Config struct {
 	HeadTimeout time.Duration
 	// DialTimeout bounds each upstream dial and TLS handshake (default 10 s).
 	DialTimeout time.Duration
+	// MaxConns is how many proxied connections a sandbox may hold at once
+	// (default DefaultMaxConns); more are refused and logged.
+	MaxConns int
+	// IdleTimeout closes a proxied connection idle both ways that long
+	// (default DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// DNSQueriesPerSecond is each sandbox's DNS rate (default
+	// DefaultDNSQueriesPerSecond); queries past it are REFUSED and logged.
+	DNSQueriesPerSecond int
+	// DNSInflight is how many of a sandbox's queries are answered at once
+	// (default DefaultDNSInflight).
+	DNSInflight int
 
 	// UnblockLoopback takes loopback (and only loopback) off the
 	// Blocklist. Unit tests set it because their upstreams can only live on
@@ -87,8 +126,23 @@ func (c *Config) setDefaults() {
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout
 	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.DNSQueriesPerSecond <= 0 {
+		c.DNSQueriesPerSecond = DefaultDNSQueriesPerSecond
+	}
+	if c.DNSInflight <= 0 {
+		c.DNSInflight = DefaultDNSInflight
+	}
 	if c.Log == nil {
 		c.Log = NewLog()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	if c.Dial == nil {
 		d := &net.Dialer{Timeout: c.DialTimeout}
@@ -109,6 +163,11 @@ func (c Config) Validate() error {
 	for _, p := range c.Blocked {
 		if !p.IsValid() {
 			return fmt.Errorf("egress: invalid blocked prefix %v", p)
+		}
+	}
+	for _, p := range c.Permit {
+		if err := CheckPermit(p); err != nil {
+			return fmt.Errorf("egress: %w", err)
 		}
 	}
 	if len(c.ExtraRoots) > 0 {

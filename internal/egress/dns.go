@@ -20,9 +20,10 @@ const (
 	dnsTTL = 60
 	// maxAnswers keeps a UDP answer well inside 512 bytes.
 	maxAnswers = 8
-	// maxInflightUDP bounds the UDP queries being answered at once; more
-	// are dropped, and the client retries.
-	maxInflightUDP = 256
+	// maxInflightUDP bounds the UDP queries being answered at once, of
+	// every sandbox (each has its own, smaller bound: Config.DNSInflight);
+	// more are dropped, and the client retries.
+	maxInflightUDP = 1024
 	// dnsTCPIdle closes an idle DNS-over-TCP connection.
 	dnsTCPIdle = 10 * time.Second
 	// dnsLookupTimeout bounds the host resolver's answer: the client
@@ -32,8 +33,12 @@ const (
 
 // ServeDNS answers the sandboxes' DNS queries on udp and on tcp (either
 // may be nil) until ctx is done, the proxy is closed or they are, and then
-// closes them; it returns nil then, or the error that stopped it. A query from an address that is no sandbox's is REFUSED and
-// logged nowhere. A query for a name the sandbox's policy does not allow,
+// closes them; it returns nil then. Any other error of a read or an accept
+// is logged and retried after a backoff, as Serve does. A query from an
+// address that is no sandbox's is REFUSED and logged nowhere. A sandbox's
+// queries past its rate (Config.DNSQueriesPerSecond) or its concurrency
+// (Config.DNSInflight) are REFUSED and logged, and its DNS-over-TCP
+// connections count against its connection limit (Config.MaxConns). A query for a name the sandbox's policy does not allow,
 // a name longer than 253 bytes or with a label longer than 63, or one name
 // too many in a minute (Config.DNSNamesPerMinute) is REFUSED and logged
 // in the sandbox's egress log: so that DNS carries nothing out. An A query
@@ -79,18 +84,16 @@ func (p *Proxy) ServeDNS(ctx context.Context, udp net.PacketConn, tcp net.Listen
 func (p *Proxy) serveUDP(ctx context.Context, pc net.PacketConn) error {
 	inflight := make(chan struct{}, maxInflightUDP)
 	buf := make([]byte, 64<<10)
+	retry := retrier{ctx: ctx, log: p.cfg.Logger, what: "DNS over UDP read"}
 	for {
 		n, from, err := pc.ReadFrom(buf)
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if retry.again(err) {
 				continue
 			}
-			return fmt.Errorf("reading DNS over UDP: %w", err)
+			return nil
 		}
+		retry.ok()
 		select {
 		case inflight <- struct{}{}:
 		default:
@@ -107,19 +110,16 @@ func (p *Proxy) serveUDP(ctx context.Context, pc net.PacketConn) error {
 }
 
 func (p *Proxy) serveTCP(ctx context.Context, l net.Listener) error {
+	retry := retrier{ctx: ctx, log: p.cfg.Logger, what: "DNS over TCP accept"}
 	for {
 		c, err := l.Accept()
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
+			if retry.again(err) {
 				continue
 			}
-			return fmt.Errorf("accepting DNS over TCP: %w", err)
+			return nil
 		}
+		retry.ok()
 		go p.serveDNSConn(ctx, c)
 	}
 }
@@ -130,6 +130,17 @@ func (p *Proxy) serveDNSConn(ctx context.Context, c net.Conn) {
 	}
 	defer p.untrack(c)
 	defer c.Close()
+	if sb, ok := p.cfg.Directory.SandboxByAddr(addrOf(c.RemoteAddr())); ok {
+		f := p.flows.open(sb.ID, p.cfg.IdleTimeout)
+		if f == nil {
+			p.refuse(sb, Event{Kind: "dns", Port: 53, Reason: fmt.Sprintf("connection limit (%d open)", p.cfg.MaxConns)})
+			return
+		}
+		defer p.flows.done(sb.ID, f)
+		if c = f.wrap(c); c == nil {
+			return
+		}
+	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	src := addrOf(c.RemoteAddr())
@@ -180,6 +191,11 @@ func (p *Proxy) answer(ctx context.Context, src netip.Addr, query []byte) []byte
 		return refuse(nil, "", "several questions")
 	}
 	name := normalize(q.Name.String())
+	end, limit := p.dnsLimit.begin(sb.ID)
+	if limit != "" {
+		return refuse(&q, truncate(name), limit)
+	}
+	defer end()
 	if h.OpCode != 0 || q.Class != dnsmessage.ClassINET {
 		return reply(h, &q, dnsmessage.RCodeRefused, nil)
 	}

@@ -34,11 +34,26 @@
 //     entirely
 //   - every address of the host's own interfaces, read when checked
 //     (cached for five seconds)
+//   - benchmarking: 198.18.0.0/15, where tests put their upstreams
 //   - the prefixes given in Config.Blocked: the sandboxes' own pool, so
 //     that no sandbox reaches another
 //
-// 198.18.0.0/15 (benchmarking) is deliberately not on the list: the
-// end-to-end tests put their upstreams there.
+// Config.Permit (serve --egress-permit) takes prefixes off the fixed list
+// (the tests permit 198.18.0.0/15; an operator, an internal service), never
+// off the host's own addresses, loopback or Config.Blocked.
+//
+// # Limits
+//
+// A sandbox holds at most Config.MaxConns proxied connections at once
+// (DNS over TCP included; default 1024): more are refused and logged with
+// the reason "connection limit". A connection on which nothing moved
+// either way for Config.IdleTimeout (default 10 minutes), or for a minute
+// once one side has closed, is closed at both ends; so are all of a
+// sandbox's connections when it ends (Proxy.Release). Its DNS queries are
+// bounded by a rate and a concurrency (Config.DNSQueriesPerSecond, 200;
+// Config.DNSInflight, 64): past them REFUSED and logged. The accept and
+// read loops retry every error but a closed socket (EMFILE, ENFILE, ...)
+// after a backoff of 5 ms doubling to 1 s.
 //
 // # Decisions
 //

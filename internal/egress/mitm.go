@@ -16,7 +16,7 @@ import (
 // HTTP/1.1 only, so that no connection ever carries a second authority.
 // The requests are relayed one by one to the real host over a verified
 // TLS connection, opened when the first request has been checked.
-func (p *Proxy) mitm(c *net.TCPConn, sb Sandbox, s sniffed, addrs []netip.Addr, port uint16, ev Event) {
+func (p *Proxy) mitm(c net.Conn, f *flow, sb Sandbox, s sniffed, addrs []netip.Addr, port uint16, ev Event) {
 	cert, err := p.cfg.CA.Leaf(s.name)
 	if err != nil {
 		p.refuse(sb, withReason(ev, "no certificate for the name"))
@@ -34,16 +34,11 @@ func (p *Proxy) mitm(c *net.TCPConn, sb Sandbox, s sniffed, addrs []netip.Addr, 
 		p.refuse(sb, withReason(ev, "TLS handshake with the sandbox failed"))
 		return
 	}
-	r := newRelay(p, sb, tc, tc, s.name, ev)
+	r := newRelay(p, f, sb, tc, tc, s.name, ev)
 	r.terminated = true
 	r.connect = func() (net.Conn, string) { return p.connectTLS(r, addrs, port) }
-	defer func() {
-		if r.up != nil {
-			r.up.Close()
-			p.untrack(r.up)
-		}
-	}()
-	r.serve()
+	r.serve() // the flow closes r.up
+
 }
 
 // connectTLS opens the TLS connection to the real host on the original
@@ -57,19 +52,19 @@ func (p *Proxy) connectTLS(r *relay, addrs []netip.Addr, port uint16) (net.Conn,
 	if err != nil {
 		return nil, err.Error()
 	}
+	counted := r.flow.wrap(raw)
+	if counted == nil {
+		return nil, "connection closed"
+	}
 	r.ev.Address = addr.Addr().String()
-	up := tls.Client(raw, &tls.Config{
+	up := tls.Client(counted, &tls.Config{
 		ServerName: r.host,
 		RootCAs:    p.roots,
 		NextProtos: []string{"http/1.1"},
 		MinVersion: tls.VersionTLS12,
 	})
-	if !p.track(up) {
-		return nil, "proxy closed"
-	}
 	fail := func(reason string) (net.Conn, string) {
 		up.Close()
-		p.untrack(up)
 		return nil, reason
 	}
 	if err := up.HandshakeContext(ctx); err != nil {

@@ -125,8 +125,8 @@ func TestBlocklist(t *testing.T) {
 		{"64:ff9b::a9fe:a9fe", true},
 		{"2002:a00:1::1", true},
 		{"198.19.128.7", true}, // the extra prefix
-		{"198.18.0.1", false},
-		{"198.19.0.1", false},
+		{"198.18.0.1", true}, // benchmarking: test upstreams only, with a permit
+		{"198.19.0.1", true},
 		{"8.8.8.8", false},
 		{"172.32.0.1", false},
 		{"100.128.0.1", false},
@@ -155,7 +155,9 @@ func TestBlocklist(t *testing.T) {
 				t.Errorf("Blocked(%s) = false for an address of this host", p.Addr())
 			}
 		}
+		// Even in a permitted prefix: a permit never opens the host.
 		fake := NewBlocklist()
+		fake.permit = []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}
 		fake.interfaceAddrs = func() ([]net.Addr, error) {
 			return []net.Addr{&net.IPNet{IP: net.ParseIP("198.18.5.5"), Mask: net.CIDRMask(24, 32)}}, nil
 		}
@@ -208,7 +210,9 @@ func TestResolver(t *testing.T) {
 		"inner.test": {netip.MustParseAddr("169.254.169.254")},
 	}
 	calls := 0
-	r := NewResolver(hosts, NewBlocklist(), func(_ context.Context, name string) ([]netip.Addr, error) {
+	permitted := NewBlocklist()
+	permitted.permit = []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")}
+	r := NewResolver(hosts, permitted, func(_ context.Context, name string) ([]netip.Addr, error) {
 		calls++
 		return []netip.Addr{netip.MustParseAddr("198.18.0.9"), netip.MustParseAddr("127.0.0.1")}, nil
 	}, 0)
@@ -232,7 +236,7 @@ func TestResolver(t *testing.T) {
 	if got := r.HandedOut("other", netip.MustParseAddr("198.18.0.9")); len(got) != 0 {
 		t.Errorf("handed out to another sandbox: got %v", got)
 	}
-	short := NewResolver(hosts, NewBlocklist(), nil, 20*time.Millisecond)
+	short := NewResolver(hosts, permitted, nil, 20*time.Millisecond)
 	short.Answer(ctx, "sb", "up.test")
 	time.Sleep(40 * time.Millisecond)
 	if got := short.HandedOut("sb", netip.MustParseAddr("198.18.0.1")); len(got) != 0 {

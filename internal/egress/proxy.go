@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"time"
 )
 
 // Proxy is the host's egress proxy: the TCP proxy every connection of a
@@ -22,6 +21,8 @@ type Proxy struct {
 	resolver *Resolver
 	roots    *x509.CertPool
 	names    *nameLimiter
+	flows    *flowTable
+	dnsLimit *dnsLimiter
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -43,6 +44,7 @@ func NewProxy(cfg Config) (*Proxy, error) {
 	}
 	blocked := NewBlocklist(cfg.Blocked...)
 	blocked.unblockLoopback = cfg.UnblockLoopback
+	blocked.permit = cfg.Permit
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Proxy{
 		cfg:      cfg,
@@ -50,6 +52,8 @@ func NewProxy(cfg Config) (*Proxy, error) {
 		resolver: NewResolver(cfg.Hosts, blocked, cfg.Lookup, cfg.HandoutTTL),
 		roots:    roots,
 		names:    newNameLimiter(cfg.DNSNamesPerMinute),
+		flows:    newFlowTable(cfg.MaxConns),
+		dnsLimit: newDNSLimiter(cfg.DNSQueriesPerSecond, cfg.DNSInflight),
 		ctx:      ctx,
 		cancel:   cancel,
 		closers:  map[io.Closer]struct{}{},
@@ -66,26 +70,32 @@ func (p *Proxy) Resolver() *Resolver { return p.resolver }
 func (p *Proxy) Blocklist() *Blocklist { return p.blocked }
 
 // Forget drops all the proxy keeps about sandbox id: its log, the
-// addresses handed to it, its DNS counters. Call it when the sandbox is
-// gone.
+// addresses handed to it, its DNS counters, and closes its connections.
+// Call it when the sandbox is gone.
 func (p *Proxy) Forget(id string) {
+	p.Release(id)
 	p.cfg.Log.Drop(id)
-	p.resolver.Forget(id)
-	p.names.forget(id)
 }
 
-// Release forgets what the proxy and the resolver hold for a sandbox that
-// ended (handed-out addresses, DNS counters) but keeps its egress log, so
-// that it can still be read.
+// Release closes every connection a sandbox that ended still has through
+// the proxy (both ends) and forgets what the proxy and the resolver hold
+// for it (handed-out addresses, DNS counters), but keeps its egress log,
+// so that it can still be read.
 func (p *Proxy) Release(id string) {
+	p.flows.closeSandbox(id)
 	p.resolver.Forget(id)
 	p.names.forget(id)
+	p.dnsLimit.forget(id)
 }
+
+// Conns is how many proxied connections sandbox id holds open now.
+func (p *Proxy) Conns(id string) int { return p.flows.live(id) }
 
 // Close stops every Serve and ServeDNS and closes every connection they
 // hold.
 func (p *Proxy) Close() error {
 	p.cancel()
+	p.flows.closeAll()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
@@ -116,25 +126,24 @@ func (p *Proxy) untrack(c io.Closer) {
 }
 
 // Serve accepts connections on l and proxies each by its sandbox's policy
-// until l fails or is closed (net.ErrClosed) or the proxy is closed.
+// until l is closed or the proxy is; it returns net.ErrClosed then. Every
+// other error of Accept (EMFILE, ENFILE, ...) is logged and retried after
+// a backoff of 5 ms doubling to 1 s.
 func (p *Proxy) Serve(l net.Listener) error {
 	if !p.track(l) {
 		return net.ErrClosed
 	}
 	defer p.untrack(l)
+	retry := retrier{ctx: p.ctx, log: p.cfg.Logger, what: "proxy accept"}
 	for {
 		c, err := l.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
+			if retry.again(err) {
 				continue
 			}
-			if p.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return net.ErrClosed
-			}
-			return fmt.Errorf("accepting: %w", err)
+			return net.ErrClosed
 		}
+		retry.ok()
 		tc, ok := c.(*net.TCPConn)
 		if !ok {
 			c.Close()
@@ -144,22 +153,30 @@ func (p *Proxy) Serve(l net.Listener) error {
 	}
 }
 
-func (p *Proxy) handle(c *net.TCPConn) {
-	if !p.track(c) {
-		return
-	}
-	defer p.untrack(c)
-	defer c.Close()
-	sb, ok := p.cfg.Directory.SandboxByAddr(addrOf(c.RemoteAddr()))
+func (p *Proxy) handle(tc *net.TCPConn) {
+	sb, ok := p.cfg.Directory.SandboxByAddr(addrOf(tc.RemoteAddr()))
 	if !ok {
+		tc.Close()
 		return // not a sandbox: nobody to log for
 	}
-	dst, err := p.cfg.OriginalDst(c)
+	dst, err := p.cfg.OriginalDst(tc)
 	if err != nil {
+		tc.Close()
 		p.refuse(sb, Event{Kind: "tcp", Reason: "no original destination"})
 		return
 	}
 	ev := Event{Kind: "tcp", Address: dst.Addr().Unmap().String(), Port: int(dst.Port())}
+	f := p.flows.open(sb.ID, p.cfg.IdleTimeout)
+	if f == nil {
+		tc.Close()
+		p.refuse(sb, withReason(ev, fmt.Sprintf("connection limit (%d open)", p.cfg.MaxConns)))
+		return
+	}
+	defer p.flows.done(sb.ID, f)
+	c := f.wrap(tc)
+	if c == nil || p.ctx.Err() != nil {
+		return // the proxy or the sandbox is closing
+	}
 	if !sb.Policy.Internet {
 		p.refuse(sb, withReason(ev, "internet off"))
 		return
@@ -196,26 +213,25 @@ func (p *Proxy) handle(c *net.TCPConn) {
 		}
 		if len(bound) > 0 {
 			cancel()
-			p.mitm(c, sb, s, addrs, dst.Port(), ev)
+			p.mitm(c, f, sb, s, addrs, dst.Port(), ev)
 			return
 		}
 	}
-	up, addr, err := p.dial(ctx, addrs, dst.Port())
+	raw, addr, err := p.dial(ctx, addrs, dst.Port())
 	if err != nil {
 		refuse(err.Error())
 		return
 	}
-	defer up.Close()
-	if !p.track(up) {
+	up := f.wrap(raw)
+	if up == nil {
 		return
 	}
-	defer p.untrack(up)
 	ev.Address = addr.Addr().String()
 	ev.Verdict = Allowed
 	p.cfg.Log.Add(sb.ID, ev)
 	cancel()
 	if s.proto == httpProto {
-		r := newRelay(p, sb, c, io.MultiReader(bytes.NewReader(s.peeked), c), name, ev)
+		r := newRelay(p, f, sb, c, io.MultiReader(bytes.NewReader(s.peeked), c), name, ev)
 		r.setUpstream(up)
 		r.serve()
 		return
@@ -225,7 +241,7 @@ func (p *Proxy) handle(c *net.TCPConn) {
 			return
 		}
 	}
-	splice(c, c, up, up)
+	splice(c, c, up, up, f)
 }
 
 // decide applies the policy to a connection: the addresses to try, or the
@@ -349,8 +365,11 @@ func withReason(e Event, reason string) Event {
 // splice copies from ar to b and from br to a (a's and b's readers,
 // holding bytes already buffered) until both directions end, passing
 // half-closes on. An error in one direction, or a side that cannot
-// half-close, ends both.
-func splice(a net.Conn, ar io.Reader, b net.Conn, br io.Reader) {
+// half-close, ends both; once one direction has ended, the flow f of the
+// connections gives the other halfClosedIdle of silence, not its whole
+// idle timeout, so that a peer that left cannot keep the other end open
+// (CLOSE-WAIT) for long.
+func splice(a net.Conn, ar io.Reader, b net.Conn, br io.Reader, f *flow) {
 	errc := make(chan error, 2)
 	cp := func(dst net.Conn, src io.Reader) {
 		_, err := io.Copy(dst, src)
@@ -366,6 +385,8 @@ func splice(a net.Conn, ar io.Reader, b net.Conn, br io.Reader) {
 	if err := <-errc; err != nil {
 		a.Close()
 		b.Close()
+	} else if f != nil {
+		f.shorten(halfClosedIdle)
 	}
 	<-errc
 }

@@ -34,6 +34,7 @@ const (
 // another name behind the same address.
 type relay struct {
 	p          *Proxy
+	flow       *flow // the connection's: closes both ends when idle
 	sb         Sandbox
 	src        netip.Addr
 	host       string // the connection's host: the server name, or the first request's
@@ -51,9 +52,9 @@ type relay struct {
 	connect func() (net.Conn, string)
 }
 
-func newRelay(p *Proxy, sb Sandbox, client net.Conn, clientReader io.Reader, host string, ev Event) *relay {
+func newRelay(p *Proxy, f *flow, sb Sandbox, client net.Conn, clientReader io.Reader, host string, ev Event) *relay {
 	return &relay{
-		p: p, sb: sb, src: addrOf(client.RemoteAddr()), host: host, ev: ev,
+		p: p, flow: f, sb: sb, src: addrOf(client.RemoteAddr()), host: host, ev: ev,
 		client: client, cbr: bufio.NewReaderSize(clientReader, maxRequestHead), cbw: bufio.NewWriter(client),
 	}
 }
@@ -185,7 +186,7 @@ func (r *relay) roundTrip(req *http.Request, bound []Secret) bool {
 			if resp.Write(r.cbw) != nil || r.cbw.Flush() != nil || <-wrote != nil {
 				return false
 			}
-			splice(r.client, r.cbr, r.up, r.ubr)
+			splice(r.client, r.cbr, r.up, r.ubr, r.flow)
 			return false
 		case resp.StatusCode < 200:
 			if resp.Write(r.cbw) != nil || r.cbw.Flush() != nil {
