@@ -125,7 +125,7 @@ func TestBlocklist(t *testing.T) {
 		{"64:ff9b::a9fe:a9fe", true},
 		{"2002:a00:1::1", true},
 		{"198.19.128.7", true}, // the extra prefix
-		{"198.18.0.1", true}, // benchmarking: test upstreams only, with a permit
+		{"198.18.0.1", true},   // benchmarking: test upstreams only, with a permit
 		{"198.19.0.1", true},
 		{"8.8.8.8", false},
 		{"172.32.0.1", false},
