@@ -35,7 +35,19 @@ type Config struct {
 	// the overcommit ratio; default the machine's.
 	HostCPUs      int
 	HostMemoryMiB int
-	Overcommit    float64
+	// Overcommit is how many times the host's CPUs, memory and free disk
+	// admission may hand out.
+	Overcommit float64
+
+	// DataDir is where sandboxes' disks live: the live sandboxes' disk
+	// quotas must fit its file system's free space times Overcommit.
+	DataDir string
+	// DiskFree returns that free space in bytes (default: statfs of
+	// DataDir; with neither, disk is not admitted). Tests set it.
+	DiskFree func() (int64, error)
+
+	// Now is the clock (default time.Now). Tests set it.
+	Now func() time.Time
 
 	// Prices is the price table (nil: billing.Default).
 	Prices *billing.Prices
@@ -98,6 +110,13 @@ func (c *Config) setDefaults() {
 	def(&c.DefaultConcurrency, 100)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.DiskFree == nil && c.DataDir != "" {
+		dir := c.DataDir
+		c.DiskFree = func() (int64, error) { return statfsFree(dir) }
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// Create validates, admits and starts a sandbox. A refused create leaves
-// nothing behind.
+// Create validates, admits and starts a sandbox. A refused or failed
+// create leaves nothing behind: not a record, not a sandbox on the backend.
 func (m *Manager) Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
 	spec, err := m.specFor(req)
 	if err != nil {
@@ -23,7 +23,7 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 	id := newID()
 	e := m.lock(id)
 	defer e.mu.Unlock()
-	if err := m.admit(e, account, acct.Concurrency, spec.VCPUs, spec.MemoryMiB); err != nil {
+	if err := m.admit(e, account, acct.Concurrency, spec); err != nil {
 		return nil, err
 	}
 	now := m.now()
@@ -37,22 +37,29 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 	}
 	inst, err := m.cfg.Backend.Start(ctx, id, spec)
 	if err != nil {
+		m.log.warn(id, "starting sandbox", err)
+		// The id is new: whatever the backend made of it is this call's.
+		if err := m.cfg.Backend.Destroy(context.WithoutCancel(ctx), id); err != nil {
+			m.log.warn(id, "destroying a sandbox that did not start", err)
+		}
 		m.release(e)
 		m.cfg.Store.DeleteSandbox(context.WithoutCancel(ctx), id)
-		m.log.warn(id, "starting sandbox", err)
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be started")
 	}
 	m.attach(e, inst)
 	m.indexAddr(e, spec.Network)
 	started := m.now()
-	rec.State, rec.StartedAt = sandbox.StateRunning, &started
-	rec.Usage.SampledAt, rec.Usage.CPUCounterNs = started, 0
-	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
+	running := *rec
+	running.State, running.StartedAt = sandbox.StateRunning, &started
+	running.Usage.SampledAt, running.Usage.CPUCounterNs = started, 0
+	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &running); err != nil {
+		// Unrecorded, it would run unbilled: it goes.
+		m.log.warn(id, "recording the start", err)
 		m.finish(ctx, e, sandbox.EndError, "recording the start failed")
-		return nil, err
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox's start could not be recorded; it was stopped")
 	}
 	m.log.info(id, "sandbox started", "vcpus", spec.VCPUs, "memory_mib", spec.MemoryMiB, "startup_ms", started.Sub(now).Milliseconds())
-	return rec, nil
+	return &running, nil
 }
 
 // Get returns a sandbox of the account.
@@ -118,8 +125,11 @@ func (m *Manager) Pause(ctx context.Context, account, id string) (*sandbox.Recor
 }
 
 // pause checkpoints; the caller holds e.mu. A failed checkpoint ends the
-// sandbox with reason error: nothing is left half-paused.
+// sandbox with reason error: nothing is left half-paused. A checkpoint the
+// store cannot record is resumed again, so that the sandbox is what its
+// record says (running, billed as such); when that fails too it is ended.
 func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sandbox.Record, error) {
+	ctx = context.WithoutCancel(ctx)
 	// Before the checkpoint: the CPU counter goes with the cgroup. Billing
 	// switches from running to paused at this moment.
 	now := m.now()
@@ -129,19 +139,42 @@ func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sa
 		m.finish(ctx, e, sandbox.EndError, "the sandbox could not be paused")
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be paused and was stopped")
 	}
+	spec, account := rec.Spec, rec.Account
 	m.release(e)
+	paused := *rec
 	retention := now.Add(m.cfg.Retention)
-	rec.State, rec.PausedAt, rec.RetentionEndsAt = sandbox.StatePaused, &now, &retention
-	rec.Usage.SampledAt = now
-	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
-		return nil, err
+	paused.State, paused.PausedAt, paused.RetentionEndsAt = sandbox.StatePaused, &now, &retention
+	paused.Usage.SampledAt = now
+	if err := m.cfg.Store.PutSandbox(ctx, &paused); err != nil {
+		m.log.warn(e.id, "recording the pause", err)
+		if m.undoPause(ctx, e, account, spec) {
+			return nil, sandbox.Wrap(sandbox.KindInternal, err, "the pause could not be recorded; the sandbox keeps running")
+		}
+		m.finish(ctx, e, sandbox.EndError, "the pause could not be recorded")
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the pause could not be recorded; the sandbox was stopped")
 	}
 	m.log.info(e.id, "sandbox paused")
-	return rec, nil
+	return &paused, nil
+}
+
+// undoPause resumes a sandbox whose pause was not recorded; it reports
+// whether it runs again. It is counted again without being refused: its
+// room was its own a moment ago. The caller holds e.mu.
+func (m *Manager) undoPause(ctx context.Context, e *entry, account string, spec sandbox.Spec) bool {
+	inst, err := m.cfg.Backend.Resume(ctx, e.id, spec)
+	if err != nil {
+		m.log.warn(e.id, "resuming a sandbox whose pause was not recorded", err)
+		return false
+	}
+	m.admitRecovered(e, &sandbox.Record{Account: account, Spec: spec})
+	m.attach(e, inst)
+	m.indexAddr(e, spec.Network)
+	return true
 }
 
 // Resume restores a paused sandbox; its lease then runs its full timeout
-// again from now.
+// again from now. The record is read once the lock is held: a sandbox that
+// another call resumed, stopped or ended meanwhile is a conflict.
 func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Record, error) {
 	e := m.lock(id)
 	defer e.mu.Unlock()
@@ -149,7 +182,7 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	if err != nil {
 		return nil, err
 	}
-	if rec.State != sandbox.StatePaused {
+	if rec.State != sandbox.StatePaused || e.inst != nil {
 		return nil, stateError(rec, "resume")
 	}
 	// Billing switches from paused to running at this moment.
@@ -159,7 +192,7 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	if err != nil {
 		return nil, err
 	}
-	if err := m.admit(e, rec.Account, acct.Concurrency, rec.Spec.VCPUs, rec.Spec.MemoryMiB); err != nil {
+	if err := m.admit(e, rec.Account, acct.Concurrency, rec.Spec); err != nil {
 		return nil, err
 	}
 	inst, err := m.cfg.Backend.Resume(ctx, id, rec.Spec)
@@ -171,14 +204,23 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	m.attach(e, inst)
 	m.indexAddr(e, rec.Spec.Network)
 	now := m.now()
-	rec.State, rec.PausedAt, rec.RetentionEndsAt = sandbox.StateRunning, nil, nil
-	rec.LeaseEndsAt = now.Add(rec.Spec.Timeout)
-	rec.Usage.SampledAt, rec.Usage.CPUCounterNs = switched, 0
-	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
-		return nil, err
+	running := *rec
+	running.State, running.PausedAt, running.RetentionEndsAt = sandbox.StateRunning, nil, nil
+	running.LeaseEndsAt = now.Add(rec.Spec.Timeout)
+	running.Usage.SampledAt, running.Usage.CPUCounterNs = switched, 0
+	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &running); err != nil {
+		// Unrecorded, it would run billed as paused: it is paused again.
+		m.log.warn(id, "recording the resume", err)
+		if perr := m.cfg.Backend.Pause(context.WithoutCancel(ctx), id); perr != nil {
+			m.log.warn(id, "pausing a sandbox whose resume was not recorded", perr)
+			m.finish(ctx, e, sandbox.EndError, "the resume could not be recorded")
+			return nil, sandbox.Wrap(sandbox.KindInternal, err, "the resume could not be recorded; the sandbox was stopped")
+		}
+		m.release(e)
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the resume could not be recorded; the sandbox stays paused")
 	}
 	m.log.info(id, "sandbox resumed")
-	return rec, nil
+	return &running, nil
 }
 
 // Agent returns a round tripper to a running sandbox's agent.

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net/http"
 	"net/netip"
 	"sync"
 	"time"
@@ -20,26 +19,15 @@ type Manager struct {
 	cfg Config
 	log *sandboxLogger
 
-	mu     sync.Mutex // guards live, byAddr and the entries' account, network and addr
-	live   map[string]*entry
-	byAddr map[netip.Addr]*entry
+	// mu guards entries, live, byAddr, every entry's refs and the fields
+	// the entry marks as guarded by it.
+	mu      sync.Mutex
+	entries map[string]*entry // every id live or being operated on
+	live    map[string]*entry // the admitted ones: what admission counts
+	byAddr  map[netip.Addr]*entry
 
 	stop chan struct{}
 	wg   sync.WaitGroup
-}
-
-// entry is a sandbox that holds host resources (starting or running) or
-// is being changed. Its mutex serializes lifecycle operations on it.
-type entry struct {
-	mu        sync.Mutex
-	id        string
-	account   string
-	vcpus     int
-	memoryMiB int
-	network   sandbox.Network
-	addr      netip.Addr
-	inst      sandbox.Instance
-	transport *http.Transport
 }
 
 // New makes a manager. Call Recover before serving and Close at the end.
@@ -49,11 +37,12 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	return &Manager{
-		cfg:    cfg,
-		log:    &sandboxLogger{cfg.Logger},
-		live:   map[string]*entry{},
-		byAddr: map[netip.Addr]*entry{},
-		stop:   make(chan struct{}),
+		cfg:     cfg,
+		log:     &sandboxLogger{cfg.Logger},
+		entries: map[string]*entry{},
+		live:    map[string]*entry{},
+		byAddr:  map[netip.Addr]*entry{},
+		stop:    make(chan struct{}),
 	}, nil
 }
 
@@ -63,7 +52,7 @@ func newID() string {
 	return "sbx" + hex.EncodeToString(b[:])
 }
 
-func (m *Manager) now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+func (m *Manager) now() time.Time { return m.cfg.Now().UTC().Truncate(time.Millisecond) }
 
 // get loads a record of the account; another account's sandbox is not
 // found, so ids leak nothing.
@@ -78,98 +67,64 @@ func (m *Manager) get(ctx context.Context, account, id string) (*sandbox.Record,
 	return rec, nil
 }
 
-// lock returns the entry of id, making one for a sandbox that holds no
-// resources yet, locked.
-func (m *Manager) lock(id string) *entry {
-	m.mu.Lock()
-	e := m.live[id]
-	if e == nil {
-		e = &entry{id: id}
-	}
-	m.mu.Unlock()
-	e.mu.Lock()
-	return e
-}
-
-// admit reserves room for a sandbox of the given size, or refuses with
-// concurrency_limit_reached when the account runs concurrency sandboxes
-// already, or capacity_exhausted when the host is full.
-func (m *Manager) admit(e *entry, account string, concurrency, vcpus, memoryMiB int) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var cpus, mem, running int
-	for _, o := range m.live {
-		cpus += o.vcpus
-		mem += o.memoryMiB
-		if o.account == account {
-			running++
-		}
-	}
-	if concurrency > 0 && running >= concurrency {
-		return sandbox.Errorf(sandbox.KindConcurrency, "account %s runs %d sandboxes, its limit", account, running)
-	}
-	maxCPU := float64(m.cfg.HostCPUs) * m.cfg.Overcommit
-	maxMem := float64(m.cfg.HostMemoryMiB) * m.cfg.Overcommit
-	if float64(cpus+vcpus) > maxCPU || float64(mem+memoryMiB) > maxMem {
-		return sandbox.Errorf(sandbox.KindCapacityExhausted,
-			"this host is full: %d of %.0f vCPUs and %d of %.0f MiB are in use", cpus, maxCPU, mem, maxMem)
-	}
-	e.account, e.vcpus, e.memoryMiB = account, vcpus, memoryMiB
-	m.live[e.id] = e
-	return nil
-}
-
-// release forgets a sandbox's resources.
+// release forgets a sandbox's resources. The caller holds e.mu.
 func (m *Manager) release(e *entry) {
 	m.mu.Lock()
 	if m.live[e.id] == e {
 		delete(m.live, e.id)
 	}
 	m.unindexAddrLocked(e)
-	m.mu.Unlock()
-	if e.transport != nil {
-		e.transport.CloseIdleConnections()
-	}
+	t := e.transport
 	e.inst, e.transport = nil, nil
+	m.mu.Unlock()
+	if t != nil {
+		t.CloseIdleConnections()
+	}
 }
 
-// attach records a live instance in the entry and watches it.
+// attach records a live instance in the entry and watches it. The caller
+// holds e.mu.
 func (m *Manager) attach(e *entry, inst sandbox.Instance) {
-	e.inst = inst
-	e.transport = newAgentTransport(inst)
+	t := newAgentTransport(inst)
+	m.mu.Lock()
+	e.inst, e.transport = inst, t
+	m.mu.Unlock()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		select {
 		case <-inst.Done():
 			reason, msg := inst.Cause()
-			m.ended(e, inst, reason, msg)
+			m.ended(e.id, inst, reason, msg)
 		case <-m.stop:
 		}
 	}()
 }
 
-// ended handles a sandbox that stopped by itself.
-func (m *Manager) ended(e *entry, inst sandbox.Instance, reason sandbox.EndReason, msg string) {
-	e.mu.Lock()
+// ended handles a sandbox that stopped by itself. It takes the lock like
+// any operation, so it waits for one under way, and does nothing when the
+// instance that stopped is no longer the sandbox's (it was paused or
+// stopped on purpose meanwhile).
+func (m *Manager) ended(id string, inst sandbox.Instance, reason sandbox.EndReason, msg string) {
+	e := m.lock(id)
 	defer e.mu.Unlock()
 	if e.inst != inst {
-		return // stopped or paused on purpose meanwhile
+		return
 	}
-	ctx := context.Background()
-	m.finish(ctx, e, reason, msg)
+	m.finish(context.Background(), e, reason, msg)
 }
 
 // finish settles the sandbox's usage, destroys it on the backend and
-// records its end. The caller holds e.mu.
+// records its end. The caller holds e.mu. The backend's sandbox is
+// destroyed even when the store fails, so nothing keeps running unbilled;
+// a record the store could not update still says running or paused with
+// nothing behind it, which the reaper ends at its deadline and a second
+// stop ends at once.
 func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason, msg string) (*sandbox.Record, error) {
 	ctx = context.WithoutCancel(ctx)
-	rec, err := m.cfg.Store.GetSandbox(ctx, e.id)
-	if err != nil {
-		return nil, err
-	}
+	rec, getErr := m.cfg.Store.GetSandbox(ctx, e.id)
 	now := m.now()
-	if rec.State != sandbox.StateEnded {
+	if getErr == nil && rec.State != sandbox.StateEnded {
 		// Before the teardown: the CPU counter goes with the sandbox.
 		m.settle(ctx, e, rec, now)
 	}
@@ -179,6 +134,9 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 	m.release(e)
 	if m.cfg.EgressState != nil {
 		m.cfg.EgressState.Release(e.id)
+	}
+	if getErr != nil {
+		return nil, fmt.Errorf("reading %s to record its end: %w", e.id, getErr)
 	}
 	if rec.State == sandbox.StateEnded {
 		return rec, nil
@@ -208,8 +166,8 @@ func (m *Manager) Close() {
 	}
 }
 
-// ListAll lists the sandboxes of every account (for the CLI's embedded
-// mode and tests).
+// list lists the sandboxes of an account (every account's when it is
+// empty) in the given states.
 func (m *Manager) list(ctx context.Context, account string, states ...sandbox.State) ([]*sandbox.Record, error) {
 	return m.cfg.Store.ListSandboxes(ctx, store.SandboxFilter{Account: account, States: states})
 }

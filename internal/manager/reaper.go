@@ -46,16 +46,6 @@ func (m *Manager) Recover(ctx context.Context) error {
 	return nil
 }
 
-// admitRecovered counts a reattached sandbox; it is already running, so it
-// is never refused.
-func (m *Manager) admitRecovered(e *entry, rec *sandbox.Record) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e.account, e.vcpus, e.memoryMiB = rec.Account, rec.Spec.VCPUs, rec.Spec.MemoryMiB
-	m.live[e.id] = e
-	return true
-}
-
 // every runs f each interval until the manager closes.
 func (m *Manager) every(interval time.Duration, f func(context.Context)) {
 	m.wg.Add(1)

@@ -63,28 +63,6 @@ func TestSpecFor(t *testing.T) {
 	}
 }
 
-func TestAdmission(t *testing.T) {
-	m := &Manager{cfg: Config{HostCPUs: 2, HostMemoryMiB: 8192, Overcommit: 1}, live: map[string]*entry{}}
-	m.cfg.setDefaults()
-	a, b, c := &entry{id: "a"}, &entry{id: "b"}, &entry{id: "c"}
-	if err := m.admit(a, "x", 0, 1, 4096); err != nil {
-		t.Fatalf("first: %v", err)
-	}
-	if err := m.admit(b, "y", 1, 1, 4096); err != nil {
-		t.Fatalf("second: %v", err)
-	}
-	if err := m.admit(c, "x", 0, 1, 512); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
-		t.Fatalf("third: got %v, want capacity_exhausted", err)
-	}
-	if err := m.admit(c, "y", 1, 1, 512); sandbox.KindOf(err) != sandbox.KindConcurrency {
-		t.Fatalf("over the account's concurrency: got %v, want concurrency_limit_reached", err)
-	}
-	m.release(a)
-	if err := m.admit(c, "x", 0, 1, 512); err != nil {
-		t.Fatalf("after a release: got %v, want admitted", err)
-	}
-}
-
 func TestStateErrors(t *testing.T) {
 	tests := []struct {
 		rec  sandbox.Record

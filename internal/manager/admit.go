@@ -1,0 +1,73 @@
+package manager
+
+import (
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// admit reserves room for a sandbox of spec's size, or refuses with
+// concurrency_limit_reached when the account runs concurrency sandboxes
+// already, or capacity_exhausted when the host's CPUs, memory or disk are
+// handed out. The caller holds e.mu.
+//
+// Disk: the quotas of live (starting and running) sandboxes, this one's
+// included, must fit the free space of the data dir's file system times
+// the overcommit ratio. Paused sandboxes are not counted: what they hold
+// (their checkpoint and upper layer) is already written, so it is already
+// missing from the free space, and it cannot grow while they are paused; a
+// resume is admitted again, quota and all.
+func (m *Manager) admit(e *entry, account string, concurrency int, spec sandbox.Spec) error {
+	free, freeErr := m.diskFree()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var cpus, mem, disk, running int
+	for _, o := range m.live {
+		cpus += o.vcpus
+		mem += o.memoryMiB
+		disk += o.diskMiB
+		if o.account == account {
+			running++
+		}
+	}
+	if concurrency > 0 && running >= concurrency {
+		return sandbox.Errorf(sandbox.KindConcurrency, "account %s runs %d sandboxes, its limit", account, running)
+	}
+	maxCPU := float64(m.cfg.HostCPUs) * m.cfg.Overcommit
+	maxMem := float64(m.cfg.HostMemoryMiB) * m.cfg.Overcommit
+	if float64(cpus+spec.VCPUs) > maxCPU || float64(mem+spec.MemoryMiB) > maxMem {
+		return sandbox.Errorf(sandbox.KindCapacityExhausted,
+			"this host is full: %d of %.0f vCPUs and %d of %.0f MiB are in use", cpus, maxCPU, mem, maxMem)
+	}
+	if freeErr != nil {
+		return sandbox.Wrap(sandbox.KindInternal, freeErr, "could not read the data dir's free disk space")
+	}
+	if free >= 0 {
+		maxDisk := float64(free>>20) * m.cfg.Overcommit
+		if float64(disk+spec.DiskMiB) > maxDisk {
+			return sandbox.Errorf(sandbox.KindCapacityExhausted,
+				"this host's disk is full: live sandboxes hold %d MiB of disk quotas and this one needs %d MiB more, past %.0f MiB (the data dir's %d MiB free times the overcommit ratio %g)",
+				disk, spec.DiskMiB, maxDisk, free>>20, m.cfg.Overcommit)
+		}
+	}
+	e.account, e.vcpus, e.memoryMiB, e.diskMiB = account, spec.VCPUs, spec.MemoryMiB, spec.DiskMiB
+	m.live[e.id] = e
+	return nil
+}
+
+// admitRecovered counts a reattached sandbox; it is already running, so it
+// is never refused.
+func (m *Manager) admitRecovered(e *entry, rec *sandbox.Record) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e.account, e.vcpus, e.memoryMiB, e.diskMiB = rec.Account, rec.Spec.VCPUs, rec.Spec.MemoryMiB, rec.Spec.DiskMiB
+	m.live[e.id] = e
+	return true
+}
+
+// diskFree is the free space, in bytes, of the file system that holds
+// sandboxes' disks; -1 when the manager does not know it (no data dir).
+func (m *Manager) diskFree() (int64, error) {
+	if m.cfg.DiskFree == nil {
+		return -1, nil
+	}
+	return m.cfg.DiskFree()
+}

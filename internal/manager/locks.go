@@ -1,0 +1,88 @@
+package manager
+
+import (
+	"net/http"
+	"net/netip"
+	"sync"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// entry is one sandbox id's lifecycle lock and, while the sandbox is live
+// (starting or running), the host resources it holds.
+//
+// Every lifecycle operation (create, stop, pause, resume, extend, network
+// change, reap, meter tick, the watcher's end) holds the entry's lock for
+// its whole length and re-reads the record once it has it, whatever the
+// sandbox's state: paused and ended sandboxes are serialized as well as
+// running ones, so two operations never both act on the backend for one
+// id. The entry of an id exists while the sandbox is live or while someone
+// holds or awaits its lock (refs); then it is forgotten, so ids that are
+// not live cost no memory.
+type entry struct {
+	mu   entryLock
+	id   string
+	refs int // guarded by Manager.mu
+
+	// Guarded by Manager.mu.
+	account   string
+	vcpus     int
+	memoryMiB int
+	diskMiB   int
+	network   sandbox.Network
+	addr      netip.Addr
+
+	// Written with both e.mu and Manager.mu held (attach, release), so
+	// that a lifecycle operation may read them under e.mu and Agent under
+	// Manager.mu.
+	inst      sandbox.Instance
+	transport *http.Transport
+}
+
+// entryLock is an entry's mutex. Its Unlock also drops the reference that
+// Manager.lock took.
+type entryLock struct {
+	sync.Mutex
+	m *Manager
+	e *entry
+}
+
+// Unlock releases the lock and the caller's reference to the entry.
+func (l *entryLock) Unlock() {
+	l.Mutex.Unlock()
+	l.m.unref(l.e)
+}
+
+// lock returns the entry of id, locked, making one when the id has none.
+// Release it with e.mu.Unlock().
+func (m *Manager) lock(id string) *entry {
+	m.mu.Lock()
+	e := m.entries[id]
+	if e == nil {
+		e = &entry{id: id}
+		e.mu.m, e.mu.e = m, e
+		m.entries[id] = e
+	}
+	e.refs++
+	m.mu.Unlock()
+	e.mu.Lock()
+	return e
+}
+
+// unref drops one reference and forgets the entry when it was the last
+// and the sandbox holds nothing.
+func (m *Manager) unref(e *entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e.refs--
+	if e.refs == 0 && m.live[e.id] != e && m.entries[e.id] == e {
+		delete(m.entries, e.id)
+	}
+}
+
+// entryCount is how many entries the manager keeps (for tests: no leak).
+func (m *Manager) entryCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.entries)
+}
