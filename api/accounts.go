@@ -36,13 +36,16 @@ type Key struct {
 	Kind             string    `json:"kind"`
 	Name             string    `json:"name,omitempty"`
 	DailyLimitMicros int64     `json:"daily_limit_micros,omitempty"`
+	Parent           string    `json:"parent,omitempty"` // the key that made it (none: the admin key did); its spending counts there too
 	CreatedAt        time.Time `json:"created_at"`
 	Secret           string    `json:"key,omitempty"`
 }
 
 // CreateKeyRequest is the body of POST /v1/keys. Account defaults to the
 // caller's; only the admin key names another. Kind is "full" (default) or
-// "read_only"; "admin" only by the admin key.
+// "read_only"; "admin" only by the admin key. A key made by a key with a
+// daily limit (its own or one it was made through) gets at most that
+// limit: none asked means that limit, more is forbidden.
 type CreateKeyRequest struct {
 	Account          string `json:"account,omitempty"`
 	Kind             string `json:"kind,omitempty"`

@@ -152,13 +152,17 @@ func trialSeconds(hours float64) (int64, error) {
 
 // targetAccount is the account a request names in a body or query field:
 // the caller's own when it names none. The admin key may name any account
-// (one that exists when mustExist); other keys naming another account are
-// refused, as not found when there is no such account.
+// (one that exists when mustExist). Other keys naming another account are
+// refused with one answer, whether it exists or not: the API is no oracle
+// of account names.
 func (s *server) targetAccount(ctx context.Context, c caller, name string, mustExist bool) (string, error) {
 	if name == "" || name == c.account {
 		return c.account, nil
 	}
-	if c.kind == store.KeyAdmin && !mustExist {
+	if c.kind != store.KeyAdmin {
+		return "", sandbox.Errorf(sandbox.KindForbidden, "only the admin key can act for another account")
+	}
+	if !mustExist {
 		return name, nil
 	}
 	_, err := s.cfg.Store.GetAccount(ctx, name)
@@ -167,8 +171,6 @@ func (s *server) targetAccount(ctx context.Context, c caller, name string, mustE
 		return "", sandbox.Errorf(sandbox.KindNotFound, "account %s not found", name)
 	case err != nil:
 		return "", err
-	case c.kind != store.KeyAdmin:
-		return "", sandbox.Errorf(sandbox.KindForbidden, "only the admin key can act for another account")
 	}
 	return name, nil
 }

@@ -209,7 +209,7 @@ func TestKeyCreationAcrossAccounts(t *testing.T) {
 		wantAccount     string
 	}{
 		{"full names another account", full, `{"account":"acct2"}`, 403, "forbidden", ""},
-		{"full names a missing account", full, `{"account":"nobody"}`, 404, "not_found", ""},
+		{"full names a missing account", full, `{"account":"nobody"}`, 403, "forbidden", ""},
 		{"full asks for an admin key", full, `{"kind":"admin"}`, 403, "forbidden", ""},
 		{"read_only asks for a key", e.keys[store.KeyReadOnly], `{"kind":"read_only"}`, 403, "forbidden", ""},
 		{"admin for another account", admin, `{"account":"acct2","kind":"read_only"}`, 201, "", "acct2"},
@@ -251,7 +251,7 @@ func TestKeyCreationAcrossAccounts(t *testing.T) {
 		}
 	}
 	wantStatus(t, e.do("GET", "/v1/keys?account=acct2", full, nil), 403, "forbidden")
-	wantStatus(t, e.do("GET", "/v1/keys?account=nobody", full, nil), 404, "not_found")
+	wantStatus(t, e.do("GET", "/v1/keys?account=nobody", full, nil), 403, "forbidden")
 	wantStatus(t, e.do("GET", "/v1/keys?account=acct1", full, nil), 200, "")
 }
 
@@ -357,7 +357,7 @@ func TestUsage(t *testing.T) {
 	}
 
 	wantStatus(t, e.do("GET", "/v1/usage?account=acct2", full, nil), 403, "forbidden")
-	wantStatus(t, e.do("GET", "/v1/usage?account=nobody", full, nil), 404, "not_found")
+	wantStatus(t, e.do("GET", "/v1/usage?account=nobody", full, nil), 403, "forbidden")
 }
 
 func TestAccountsAndKeysBadRequests(t *testing.T) {

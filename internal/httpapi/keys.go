@@ -47,6 +47,13 @@ func (s *server) createKey(w http.ResponseWriter, r *http.Request, c caller) err
 	secret, k := newKey(account, kind)
 	k.Name = req.Name
 	k.DailyLimitMicros = req.DailyLimitMicros
+	s.keysMu.Lock()
+	defer s.keysMu.Unlock()
+	if c.kind != store.KeyAdmin {
+		if err := s.bindToMaker(r.Context(), c, &k, req.DailyLimitMicros); err != nil {
+			return err
+		}
+	}
 	if err := s.cfg.Store.PutKey(r.Context(), k); err != nil {
 		return err
 	}
@@ -81,8 +88,10 @@ func (s *server) listKeys(w http.ResponseWriter, r *http.Request, c caller) erro
 }
 
 // deleteKey removes a key of the caller's account (any key, for the admin
-// key). Only the admin key removes admin keys, and never the last one: the
-// operator would be locked out of managing accounts.
+// key), and with it every key made through it. Only the admin key removes
+// admin keys, and never the last one: the operator would be locked out of
+// managing accounts. A key made by another key removes only itself and
+// the keys made through it (mayRemove).
 func (s *server) deleteKey(w http.ResponseWriter, r *http.Request, c caller) error {
 	id := r.PathValue("kid")
 	account := c.account
@@ -113,6 +122,9 @@ func (s *server) deleteKey(w http.ResponseWriter, r *http.Request, c caller) err
 	case target.Kind == store.KeyAdmin && admins == 1:
 		return sandbox.Errorf(sandbox.KindConflict, "key %s is the last admin key: create another before removing it", id)
 	}
+	if err := mayRemove(c, store.NewKeyTree(keys), id); err != nil {
+		return err
+	}
 	if err := s.cfg.Store.DeleteKey(r.Context(), id); err != nil {
 		return err
 	}
@@ -128,6 +140,7 @@ func keyView(k store.Key) api.Key {
 		Kind:             string(k.Kind),
 		Name:             k.Name,
 		DailyLimitMicros: k.DailyLimitMicros,
+		Parent:           k.Parent,
 		CreatedAt:        k.CreatedAt,
 	}
 }

@@ -37,22 +37,60 @@ func (m *Manager) spent(ctx context.Context, f store.UsageFilter) (cost, aliveMs
 	return cost, aliveMs, nil
 }
 
-// key finds a key of the account by id (nil when there is none: the
-// embedded default and tests create without one).
-func (m *Manager) key(ctx context.Context, account, keyID string) (*store.Key, error) {
-	if keyID == "" {
-		return nil, nil
-	}
-	keys, err := m.cfg.Store.ListKeys(ctx, account)
+// keyLimits is what the daily limits of one account's keys need: its keys,
+// removed ones included, linked by parent, and what each spent today. A
+// key's limit binds its sandboxes and those of every key made through it,
+// so a key cannot mint its way past a limit (internal/httpapi keyrules.go).
+type keyLimits struct {
+	tree  *store.KeyTree
+	spent map[string]int64 // cost in nanos, by key id
+}
+
+// limitsOf reads the account's keys and, when keyID is "" or a key on
+// whose chain there is a limit, what they spent on now's UTC day.
+func (m *Manager) limitsOf(ctx context.Context, account, keyID string, now time.Time) (*keyLimits, error) {
+	keys, err := m.cfg.Store.ListAllKeys(ctx, account)
 	if err != nil {
 		return nil, err
 	}
-	for i := range keys {
-		if keys[i].ID == keyID {
-			return &keys[i], nil
+	l := &keyLimits{tree: store.NewKeyTree(keys), spent: map[string]int64{}}
+	if keyID != "" && l.tree.DailyLimit(keyID) == 0 || keyID == "" && !anyLimit(keys) {
+		return l, nil
+	}
+	rows, err := m.cfg.Store.Usage(ctx, store.UsageFilter{Account: account, From: day(now), To: day(now)})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		l.spent[r.KeyID] += r.CostNanos
+	}
+	return l, nil
+}
+
+// anyLimit reports whether one of keys has a daily limit.
+func anyLimit(keys []store.Key) bool {
+	for _, k := range keys {
+		if k.DailyLimitMicros > 0 {
+			return true
 		}
 	}
-	return nil, nil
+	return false
+}
+
+// over returns the key on keyID's chain (itself, then the keys it was made
+// through) whose family has spent its daily limit, if there is one.
+func (l *keyLimits) over(keyID string) (store.Key, bool) {
+	return l.tree.OverLimit(keyID, l.spent)
+}
+
+// limitReached is the refusal of a lease by keyID because of over's limit.
+func limitReached(keyID string, over store.Key) error {
+	if over.ID == keyID {
+		return sandbox.Errorf(sandbox.KindSpendingLimit,
+			"this key's daily spending limit of %d micros is reached for today (UTC)", over.DailyLimitMicros)
+	}
+	return sandbox.Errorf(sandbox.KindSpendingLimit,
+		"the daily spending limit of %d micros of key %s, which this key was made through, is reached for today (UTC)", over.DailyLimitMicros, over.ID)
 }
 
 // account returns the account's settings (zero values for an account the
@@ -66,15 +104,6 @@ func (m *Manager) account(ctx context.Context, id string) (store.Account, error)
 		return store.Account{}, err
 	}
 	return *a, nil
-}
-
-// overKeyLimit reports whether the key has reached its daily limit.
-func (m *Manager) overKeyLimit(ctx context.Context, k *store.Key, now time.Time) (bool, error) {
-	if k == nil || k.DailyLimitMicros <= 0 {
-		return false, nil
-	}
-	cost, _, err := m.spent(ctx, store.UsageFilter{KeyID: k.ID, From: day(now), To: day(now)})
-	return cost >= k.DailyLimitMicros*1000, err
 }
 
 // overTrial reports whether a trial account has used its hours.
@@ -94,15 +123,14 @@ func (m *Manager) checkMoney(ctx context.Context, account, keyID string, spec sa
 	if err := m.checkMaxCost(spec, spentNanos, spec.Timeout); err != nil {
 		return store.Account{}, err
 	}
-	k, err := m.key(ctx, account, keyID)
-	if err != nil {
-		return store.Account{}, err
-	}
-	if over, err := m.overKeyLimit(ctx, k, m.now()); err != nil {
-		return store.Account{}, err
-	} else if over {
-		return store.Account{}, sandbox.Errorf(sandbox.KindSpendingLimit,
-			"this key's daily spending limit of %d micros is reached for today (UTC)", k.DailyLimitMicros)
+	if keyID != "" {
+		l, err := m.limitsOf(ctx, account, keyID, m.now())
+		if err != nil {
+			return store.Account{}, err
+		}
+		if over, ok := l.over(keyID); ok {
+			return store.Account{}, limitReached(keyID, over)
+		}
 	}
 	a, err := m.account(ctx, account)
 	if err != nil {
@@ -120,28 +148,35 @@ func (m *Manager) checkMoney(ctx context.Context, account, keyID string, spec sa
 }
 
 // enforceLimits ends the running sandboxes of every key past its daily
-// limit and of every trial past its hours, with end reason
-// spending_limit: a user who set a hard limit expects it to hold.
+// limit, or past the limit of a key it was made through, and of every
+// trial past its hours, with end reason spending_limit: a user who set a
+// hard limit expects it to hold.
 func (m *Manager) enforceLimits(ctx context.Context, recs []*sandbox.Record) {
 	now := m.now()
-	keyOver := map[string]bool{}
+	limits := map[string]*keyLimits{} // by account; nil when unreadable
+	keyOver := map[string]string{}    // by key id: the reason, "" for none
 	trialOver := map[string]bool{}
 	for _, r := range recs {
 		if r.State != sandbox.StateRunning {
 			continue
 		}
-		over, checked := keyOver[r.KeyID]
-		if !checked {
-			k, err := m.key(ctx, r.Account, r.KeyID)
-			if err == nil {
-				over, _ = m.overKeyLimit(ctx, k, now)
+		reason, checked := keyOver[r.KeyID]
+		if !checked && r.KeyID != "" {
+			l, read := limits[r.Account]
+			if !read {
+				l, _ = m.limitsOf(ctx, r.Account, "", now)
+				limits[r.Account] = l
 			}
-			keyOver[r.KeyID] = over
+			if l != nil {
+				if over, ok := l.over(r.KeyID); ok && over.ID == r.KeyID {
+					reason = "the key's daily spending limit was reached"
+				} else if ok {
+					reason = "the daily spending limit of key " + over.ID + ", which the sandbox's key was made through, was reached"
+				}
+			}
+			keyOver[r.KeyID] = reason
 		}
-		reason := ""
-		if over {
-			reason = "the key's daily spending limit was reached"
-		} else {
+		if reason == "" {
 			tover, checked := trialOver[r.Account]
 			if !checked {
 				if a, err := m.account(ctx, r.Account); err == nil {
