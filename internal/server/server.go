@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -111,7 +112,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		mgr.Close()
 		return nil, fmt.Errorf("recovering sandboxes: %w", err)
 	}
-	l, err := listenAPI(cfg)
+	l, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		mgr.Close()
 		return nil, err
@@ -119,12 +120,13 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
 		cfg: cfg, store: st, manager: mgr, egress: egr, done: make(chan error, 1),
-		// Header and idle timeouts, header bound and connection limit:
-		// see httpapi.Listener.
-		http: l.HTTPServer(httpapi.NewServer(httpapi.Config{
-			Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault,
-			DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
-		})),
+		http: &http.Server{
+			Handler: httpapi.NewServer(httpapi.Config{
+				Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault,
+				DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
+			}),
+			ReadHeaderTimeout: 30 * time.Second,
+		},
 	}
 	go func() { s.done <- s.http.Serve(l) }()
 	cfg.Logger.Info("serving", "url", s.URL, "data_dir", dataDir, "backend", cfg.Backend)
