@@ -6,8 +6,8 @@ import (
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
-// TestImports fences the package: the standard library and the DNS
-// message parser only.
+// TestImports fences the package: the standard library, the DNS
+// message parser and the TLS wire-format reader only.
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.StdlibAnd("golang.org/x/net/dns/dnsmessage"))
+	testenv.CheckImports(t, testenv.StdlibAnd("golang.org/x/net/dns/dnsmessage", "golang.org/x/crypto/cryptobyte"))
 }

@@ -52,6 +52,7 @@ func sniff(c net.Conn, peekTimeout, headTimeout time.Duration) sniffed {
 	buf := make([]byte, 0, 4096)
 	c.SetReadDeadline(time.Now().Add(peekTimeout))
 	deadlineSet := false
+	var cl classifier
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -62,7 +63,7 @@ func sniff(c net.Conn, peekTimeout, headTimeout time.Duration) sniffed {
 			c.SetReadDeadline(time.Now().Add(headTimeout))
 			deadlineSet = true
 		}
-		s := classify(buf)
+		s := cl.classify(buf)
 		if s.done {
 			return sniffed{proto: s.proto, name: s.name, peeked: buf, err: s.err}
 		}
@@ -93,7 +94,26 @@ type classification struct {
 	err   error
 }
 
+// classify classifies b from scratch.
 func classify(b []byte) classification {
+	var c classifier
+	return c.classify(b)
+}
+
+// classifier classifies a connection's first bytes as they arrive: each
+// call is given all the bytes so far. It remembers what it has seen, so
+// that a client sending a byte at a time costs linear work, not a parse of
+// the whole buffer per byte.
+type classifier struct {
+	hello helloReader
+	// isHTTP: the request line was seen and is HTTP/1.x.
+	isHTTP bool
+	// scanned is how many bytes were searched for the end of the request
+	// line, then of the head, without finding it.
+	scanned int
+}
+
+func (c *classifier) classify(b []byte) classification {
 	if len(b) == 0 {
 		return classification{}
 	}
@@ -101,36 +121,46 @@ func classify(b []byte) classification {
 		if len(b) >= 2 && b[1] != 0x03 {
 			return classification{proto: opaque, done: true}
 		}
-		name, complete, err := parseClientHello(b)
+		name, complete, err := c.hello.feed(b)
 		return classification{proto: tlsProto, done: complete || err != nil, name: name, err: err}
 	}
-	return classifyHTTP(b)
+	return c.classifyHTTP(b)
 }
 
 // classifyHTTP recognises an HTTP/1.x request: a method token, a target
 // and HTTP/1.0 or HTTP/1.1 on the first line.
-func classifyHTTP(b []byte) classification {
-	i := 0
-	for ; i < len(b) && i <= 20 && 'A' <= b[i] && b[i] <= 'Z'; i++ {
+func (c *classifier) classifyHTTP(b []byte) classification {
+	if !c.isHTTP {
+		i := 0
+		for ; i < len(b) && i <= 20 && 'A' <= b[i] && b[i] <= 'Z'; i++ {
+		}
+		switch {
+		case i == len(b) && i <= 20:
+			return classification{} // a method, perhaps: wait
+		case i == 0 || i > 20 || b[i] != ' ':
+			return classification{proto: opaque, done: true}
+		}
+		eol := bytes.IndexByte(b[c.scanned:], '\n')
+		if eol < 0 {
+			c.scanned = len(b)
+			return classification{} // still the request line: cannot tell
+		}
+		eol += c.scanned
+		parts := strings.Fields(string(b[:eol]))
+		if len(parts) != 3 || (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0") {
+			return classification{proto: opaque, done: true}
+		}
+		c.isHTTP = true
+		c.scanned = eol
 	}
-	switch {
-	case i == len(b) && i <= 20:
-		return classification{} // a method, perhaps: wait
-	case i == 0 || i > 20 || b[i] != ' ':
-		return classification{proto: opaque, done: true}
-	}
-	eol := bytes.IndexByte(b, '\n')
-	if eol < 0 {
-		return classification{} // still the request line: cannot tell
-	}
-	parts := strings.Fields(string(b[:eol]))
-	if len(parts) != 3 || (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0") {
-		return classification{proto: opaque, done: true}
-	}
-	end := bytes.Index(b, []byte("\r\n\r\n"))
+	// The head's end may straddle what was scanned and what is new.
+	from := max(c.scanned-3, 0)
+	end := bytes.Index(b[from:], []byte("\r\n\r\n"))
 	if end < 0 {
+		c.scanned = len(b)
 		return classification{proto: httpProto}
 	}
+	end += from
 	name, err := headHost(b[:end+4])
 	return classification{proto: httpProto, done: true, name: name, err: err}
 }
@@ -155,151 +185,4 @@ func hostOnly(h string) string {
 		h = host
 	}
 	return normalize(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
-}
-
-// parseClientHello reads the server name from TLS records holding a
-// ClientHello (possibly split over several records). complete is false
-// while more bytes are needed; name is "" when the hello has none.
-func parseClientHello(b []byte) (name string, complete bool, err error) {
-	var hs []byte
-	for len(b) > 0 {
-		if len(b) < 5 {
-			return "", false, nil
-		}
-		if b[0] != 0x16 {
-			return "", false, errors.New("not a handshake record")
-		}
-		n := int(b[3])<<8 | int(b[4])
-		if n == 0 || n > 1<<14 {
-			return "", false, errors.New("bad record length")
-		}
-		if len(b) < 5+n {
-			return "", false, nil
-		}
-		hs = append(hs, b[5:5+n]...)
-		b = b[5+n:]
-		if len(hs) >= 4 {
-			if hs[0] != 1 {
-				return "", false, errors.New("not a ClientHello")
-			}
-			msgLen := int(hs[1])<<16 | int(hs[2])<<8 | int(hs[3])
-			if msgLen > maxHead {
-				return "", false, errors.New("ClientHello too large")
-			}
-			if len(hs) >= 4+msgLen {
-				name, err := serverName(hs[4 : 4+msgLen])
-				return name, true, err
-			}
-		}
-	}
-	return "", false, nil
-}
-
-// serverName parses a ClientHello body and returns its host_name.
-func serverName(body []byte) (string, error) {
-	r := reader(body)
-	if !r.skip(2+32) || !r.skipVec(1) || !r.skipVec(2) || !r.skipVec(1) {
-		return "", errors.New("malformed ClientHello")
-	}
-	if len(r) == 0 {
-		return "", nil // no extensions
-	}
-	exts, ok := r.vec(2)
-	if !ok {
-		return "", errors.New("malformed extensions")
-	}
-	name := ""
-	seen := false
-	for len(exts) > 0 {
-		typ, ok1 := exts.u16()
-		data, ok2 := exts.vec(2)
-		if !ok1 || !ok2 {
-			return "", errors.New("malformed extensions")
-		}
-		if typ != 0 { // server_name
-			continue
-		}
-		if seen {
-			return "", errors.New("two server_name extensions")
-		}
-		seen = true
-		list, ok := data.vec(2)
-		if !ok {
-			return "", errors.New("malformed server_name")
-		}
-		for len(list) > 0 {
-			nameType, ok1 := list.u8()
-			host, ok2 := list.vec(2)
-			if !ok1 || !ok2 {
-				return "", errors.New("malformed server_name")
-			}
-			if nameType != 0 {
-				continue
-			}
-			if name != "" {
-				return "", errors.New("two host names")
-			}
-			if len(host) == 0 {
-				return "", errors.New("empty server name")
-			}
-			for _, c := range host {
-				if c <= ' ' || c >= 0x7f {
-					return "", errors.New("server name is not a host name")
-				}
-			}
-			name = normalize(string(host))
-		}
-	}
-	return name, nil
-}
-
-// reader is a cursor over TLS's length-prefixed encoding.
-type reader []byte
-
-func (r *reader) skip(n int) bool {
-	if len(*r) < n {
-		return false
-	}
-	*r = (*r)[n:]
-	return true
-}
-
-func (r *reader) u8() (int, bool) {
-	if len(*r) < 1 {
-		return 0, false
-	}
-	v := int((*r)[0])
-	*r = (*r)[1:]
-	return v, true
-}
-
-func (r *reader) u16() (int, bool) {
-	if len(*r) < 2 {
-		return 0, false
-	}
-	v := int((*r)[0])<<8 | int((*r)[1])
-	*r = (*r)[2:]
-	return v, true
-}
-
-// vec reads a vector with an lenBytes-byte length prefix.
-func (r *reader) vec(lenBytes int) (reader, bool) {
-	var n int
-	var ok bool
-	if lenBytes == 1 {
-		n, ok = r.u8()
-	} else {
-		n, ok = r.u16()
-	}
-	if !ok || len(*r) < n {
-		return nil, false
-	}
-	v := (*r)[:n]
-	*r = (*r)[n:]
-	return v, true
-}
-
-func (r *reader) skipVec(lenBytes int) bool {
-	_, ok := r.vec(lenBytes)
-	return ok
 }
