@@ -1,7 +1,9 @@
 // Command sandbox-agent is the daemon inside every sandbox. It is the
-// sandbox's first process: it serves on a Unix socket in /run/withruntime
-// (a host directory, so the host reaches it without any network) and
-// reaps the orphans that end up under it.
+// sandbox's first process: it connects out to the host's listener in
+// /run/withruntime (a host directory it sees read-only, so the host reaches
+// it without any network and without dialing anything the sandbox names),
+// serves the host's requests on those connections, and reaps the orphans
+// that end up under it.
 //
 // It is built static (CGO_ENABLED=0) and imports little: it ships into
 // every sandbox.
@@ -10,19 +12,17 @@ package main
 import (
 	"context"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/agent"
+	"github.com/withruntime/withruntime/internal/agentlink"
 )
 
 const (
-	sockDir    = "/run/withruntime"
-	sockName   = "agent.sock"
-	resumeFlag = "resume"
+	sockDir = "/run/withruntime"
 	// envKeysVar names the variables of the sandbox's environment.
 	envKeysVar = "WITHRUNTIME_ENV_KEYS"
 )
@@ -50,41 +50,35 @@ func serve() int {
 	if os.Getpid() == 1 {
 		h.ReapOrphans()
 	}
-	sock := filepath.Join(sockDir, sockName)
-	for {
-		suspend := make(chan struct{})
-		mux := http.NewServeMux()
-		mux.Handle("/", h)
-		mux.HandleFunc("POST /suspend", func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(http.StatusOK)
-			select {
-			case <-suspend:
-			default:
-				close(suspend)
-			}
-		})
-		os.Remove(sock)
-		l, err := net.Listen("unix", sock)
-		if err != nil {
-			os.Stderr.WriteString("sandbox-agent: listening: " + err.Error() + "\n")
-			return 1
-		}
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
-		go srv.Serve(l)
-		<-suspend
-		// gVisor cannot save a socket bound on the host: close every
-		// connection and the listener, then wait for the host to say the
-		// sandbox was restored.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		srv.Shutdown(ctx)
-		cancel()
-		srv.Close()
-		os.Remove(sock)
+	sock := filepath.Join(sockDir, agentlink.SockName)
+	link := &agentlink.Agent{
+		Dial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		Handler:    h,
+		WaitResume: waitFile(filepath.Join(sockDir, agentlink.ResumeName)),
+	}
+	if err := link.Run(context.Background()); err != nil {
+		os.Stderr.WriteString("sandbox-agent: " + err.Error() + "\n")
+		return 1
+	}
+	return 0
+}
+
+// waitFile waits for the host to create path: the host's only way to
+// reach a suspended agent, which holds no connection across a checkpoint.
+func waitFile(path string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
 		for {
-			if _, err := os.Stat(filepath.Join(sockDir, resumeFlag)); err == nil {
-				break
+			if _, err := os.Stat(path); err == nil {
+				return nil
 			}
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
 	}
 }

@@ -61,8 +61,18 @@ func (s *server) streamBreak(ctx context.Context, c caller, id string, cause err
 	}
 }
 
+// maxExecLine bounds one line of an exec stream. The agent's lines carry
+// at most 32 KiB of output each (some 200 KiB once JSON-escaped); a longer
+// one comes from something else answering in the agent's place, and ends
+// the stream.
+const maxExecLine = 1 << 20
+
+// errLineTooLong ends a stream whose line passed maxExecLine.
+var errLineTooLong = sandbox.Errorf(sandbox.KindInternal, "the sandbox's agent sent a line longer than %d bytes: the stream was cut", maxExecLine)
+
 // execGuard passes an ndjson stream through and, when it ends without a
-// last "exit" or "error" event, adds an "error" event.
+// last "exit" or "error" event, adds an "error" event. What it keeps of a
+// line is bounded by maxExecLine: the agent is untrusted input.
 type execGuard struct {
 	body   io.ReadCloser
 	reason func(cause error) error
@@ -78,7 +88,11 @@ func (g *execGuard) Read(p []byte) (int, error) {
 		return g.tail.Read(p)
 	}
 	n, err := g.body.Read(p)
-	g.track(p[:n])
+	if !g.track(p[:n]) {
+		g.body.Close()
+		g.tail = bytes.NewReader(g.errorEvent(errLineTooLong))
+		return n, nil
+	}
 	if err == nil {
 		return n, nil
 	}
@@ -95,24 +109,33 @@ func (g *execGuard) Read(p []byte) (int, error) {
 
 func (g *execGuard) Close() error { return g.body.Close() }
 
-// track follows line boundaries; the agent's lines are bounded by its
-// output chunk size.
-func (g *execGuard) track(b []byte) {
+// track follows line boundaries. It reports false when a line is longer
+// than maxExecLine.
+func (g *execGuard) track(b []byte) bool {
 	for len(b) > 0 {
 		if !g.partial {
 			g.cur = g.cur[:0]
 		}
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
+			if len(g.cur)+len(b) > maxExecLine {
+				g.partial = true
+				return false
+			}
 			g.cur = append(g.cur, b...)
 			g.partial = true
-			return
+			return true
+		}
+		if len(g.cur)+i > maxExecLine {
+			g.partial = true
+			return false
 		}
 		g.cur = append(g.cur, b[:i]...)
 		g.last = append(g.last[:0], g.cur...)
 		g.partial = false
 		b = b[i+1:]
 	}
+	return true
 }
 
 // errorEvent is the final event for err, after a newline that ends a cut

@@ -76,3 +76,36 @@ func TestExecGuard(t *testing.T) {
 		})
 	}
 }
+
+// endless is a line without end, as a fake agent would send.
+type endless struct{ closed bool }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
+}
+
+func (e *endless) Close() error { e.closed = true; return nil }
+
+// TestExecGuardBoundsALine: what passes the guard of an endless line is
+// bounded, ends with an error event, and the agent's stream is closed.
+func TestExecGuardBoundsALine(t *testing.T) {
+	body := &endless{}
+	g := &execGuard{body: body, reason: func(error) error { return nil }}
+	out, err := io.ReadAll(io.LimitReader(g, 8*maxExecLine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) > maxExecLine+512<<10 { // one read past the bound at most
+		t.Fatalf("passed %d bytes of one line, want at most about %d", len(out), maxExecLine)
+	}
+	if !body.closed {
+		t.Fatal("the agent's stream was left open")
+	}
+	last := out[strings.LastIndexByte(string(out[:len(out)-1]), '\n')+1:]
+	if !strings.Contains(string(last), `"type":"error"`) || !strings.Contains(string(last), "internal") {
+		t.Fatalf("last line %q, want an internal error event", last)
+	}
+}

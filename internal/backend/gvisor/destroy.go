@@ -17,8 +17,12 @@ import (
 func (b *Backend) Destroy(ctx context.Context, id string) error {
 	p := b.paths(id)
 	b.mu.Lock()
+	inst := b.instances[id]
 	delete(b.instances, id)
 	b.mu.Unlock()
+	if inst != nil {
+		inst.link.close()
+	}
 	var errs []error
 	b.stopContainer(ctx, id, p)
 	if err := b.detachNetwork(id, p); err != nil {
@@ -111,12 +115,16 @@ func (b *Backend) Attach(ctx context.Context, id string, _ sandbox.Spec) (sandbo
 	if err != nil || !alive(pid) {
 		return nil, errors.New("sandbox process is gone")
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
 	if err := b.adoptNetwork(id, p); err != nil {
 		return nil, err
 	}
-	return b.connect(ctx, id, p)
+	// The agent lost its connections with the last server and dials again
+	// until this listener answers.
+	ln, err := listen(p)
+	if err != nil {
+		return nil, err
+	}
+	return b.connect(ctx, id, p, ln, 5*time.Second)
 }
 
 // Close removes what the backend keeps on the host for its data dir when

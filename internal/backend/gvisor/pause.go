@@ -3,8 +3,6 @@ package gvisor
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -13,13 +11,13 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// resumeFlag is the file whose presence tells a suspended agent that it
-// may listen again. gVisor cannot checkpoint a socket bound on the host, so
-// the agent closes its socket before a checkpoint and waits for this file
-// after the restore.
-const resumeFlag = "resume"
+// suspendWait bounds the agent's suspend: it lets running requests finish
+// for two seconds, then closes them.
+const suspendWait = 10 * time.Second
 
-// Pause implements sandbox.Backend.
+// Pause implements sandbox.Backend. gVisor cannot checkpoint a connection
+// to the host, so the agent lets go of every one first (agentlink's
+// suspend), and waits for the resume flag after the restore.
 func (b *Backend) Pause(ctx context.Context, id string) error {
 	p := b.paths(id)
 	b.mu.Lock()
@@ -29,8 +27,14 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	if inst == nil {
 		return fmt.Errorf("sandbox %s is not running here", id)
 	}
-	os.Remove(filepath.Join(p.sock, resumeFlag))
-	if err := suspendAgent(ctx, inst); err != nil {
+	err := inst.link.dir.ClearResume()
+	if err == nil {
+		sctx, cancel := context.WithTimeout(ctx, suspendWait)
+		err = inst.link.host.Suspend(sctx)
+		cancel()
+	}
+	inst.link.close()
+	if err != nil {
 		return fmt.Errorf("suspending agent: %w", err)
 	}
 	os.RemoveAll(p.checkpoint)
@@ -46,29 +50,6 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	return network.RemoveNamespace(p.netns)
 }
 
-func suspendAgent(ctx context.Context, inst *instance) error {
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return inst.DialAgent(ctx) },
-		DisableKeepAlives: true,
-	}}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent/suspend", nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("agent answered %s", resp.Status)
-	}
-	// The agent removes its socket once it has closed every connection.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		if _, err := os.Stat(inst.sock); os.IsNotExist(err) {
-			return nil
-		}
-	}
-	return fmt.Errorf("agent kept its socket open")
-}
-
 // Resume implements sandbox.Backend.
 func (b *Backend) Resume(ctx context.Context, id string, spec sandbox.Spec) (_ sandbox.Instance, retErr error) {
 	p := b.paths(id)
@@ -82,16 +63,19 @@ func (b *Backend) Resume(ctx context.Context, id string, spec sandbox.Spec) (_ s
 			network.RemoveNamespace(p.netns)
 		}
 	}()
-	if err := b.prepare(id, p, spec); err != nil {
+	ln, err := b.prepare(id, p, spec)
+	if err != nil {
 		return nil, err
 	}
 	if err := b.runscDetached(ctx, id, &spec, "restore", "--detach", "--image-path", p.checkpoint, "--bundle", p.bundle, "--pid-file", p.pidFile, id); err != nil {
+		ln.close()
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(p.sock, resumeFlag), nil, 0o600); err != nil {
+	if err := ln.dir.SetResume(); err != nil {
+		ln.close()
 		return nil, err
 	}
-	inst, err := b.connect(ctx, id, p)
+	inst, err := b.connect(ctx, id, p, ln, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}

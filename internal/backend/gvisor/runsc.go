@@ -49,7 +49,9 @@ func (b *Backend) command(ctx context.Context, id string, spec *sandbox.Spec, ar
 		"--root", b.runscRoot(),
 		"--platform", "systrap",
 		"--network", "sandbox",
-		"--host-uds", "create",
+		// The agent may connect to the host's listener; it can create
+		// no socket on the host.
+		"--host-uds", "open",
 		"--allow-suid",
 	}
 	if spec != nil {

@@ -112,7 +112,9 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", tmpfsSize(spec)}},
 			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "nodev", "noexec", "mode=1777", tmpfsSize(spec)}},
 			{Destination: agentMountDir, Type: "bind", Source: b.agentDir, Options: []string{"rbind", "ro"}},
-			{Destination: sockMountDir, Type: "bind", Source: p.sock, Options: []string{"rbind", "rw"}},
+			// Read-only: the host's listener and the resume flag are the
+			// host's alone; the agent connects out (--host-uds=open).
+			{Destination: sockMountDir, Type: "bind", Source: p.sock, Options: []string{"rbind", "ro"}},
 		}, b.egressMounts(p)...),
 		Linux: &specs.Linux{
 			CgroupsPath: cgroupPath(id),

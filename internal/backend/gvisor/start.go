@@ -2,16 +2,14 @@ package gvisor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/withruntime/withruntime/internal/agentlink"
 	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -25,42 +23,85 @@ func (b *Backend) Start(ctx context.Context, id string, spec sandbox.Spec) (_ sa
 			b.Destroy(context.WithoutCancel(ctx), id)
 		}
 	}()
-	if err := b.prepare(id, p, spec); err != nil {
+	ln, err := b.prepare(id, p, spec)
+	if err != nil {
 		return nil, err
 	}
 	if err := b.runscDetached(ctx, id, &spec, "run", "--detach", "--bundle", p.bundle, "--pid-file", p.pidFile, id); err != nil {
+		ln.close()
 		return nil, err
 	}
-	return b.connect(ctx, id, p)
+	return b.connect(ctx, id, p, ln, 30*time.Second)
 }
 
-// prepare makes the sandbox's directories, network namespace and spec.
-func (b *Backend) prepare(id string, p paths, spec sandbox.Spec) error {
+// prepare makes the sandbox's directories, the agent's listener, the
+// network namespace and the spec.
+func (b *Backend) prepare(id string, p paths, spec sandbox.Spec) (_ *link, retErr error) {
 	rootfs, err := image.Rootfs(b.cfg.CacheDir, spec.Image)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, d := range []string{p.upper, p.sock} {
+	for _, d := range []string{p.upper, p.run} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	// The agent drops its socket here and runs as root inside; the
-	// directory is private to the host's root.
+	ln, err := listen(p)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			ln.close()
+		}
+	}()
 	if err := network.NewNamespace(p.netns); err != nil {
-		return fmt.Errorf("making network namespace: %w", err)
+		return nil, fmt.Errorf("making network namespace: %w", err)
 	}
 	if err := b.attachNetwork(id, p, spec); err != nil {
-		return err
+		return nil, err
 	}
-	return b.writeSpec(id, p, rootfs, spec)
+	return ln, b.writeSpec(id, p, rootfs, spec)
 }
 
-// connect waits until the agent answers on its socket, then watches the
-// sandbox process.
-func (b *Backend) connect(ctx context.Context, id string, p paths) (*instance, error) {
-	inst := &instance{id: id, sock: filepath.Join(p.sock, "agent.sock"), done: make(chan struct{})}
-	if err := inst.waitReady(ctx, 30*time.Second); err != nil {
+// link is the host's end of a sandbox's agent channel: the directory the
+// sandbox sees read-only at sockMountDir, and the listener in it.
+type link struct {
+	dir  *agentlink.Dir
+	host *agentlink.Host
+}
+
+// listen opens the sandbox's socket directory and listens in it.
+func listen(p paths) (*link, error) {
+	dir, err := agentlink.OpenDir(p.sock)
+	if err != nil {
+		return nil, err
+	}
+	host, err := dir.Listen()
+	if err != nil {
+		dir.Close()
+		return nil, err
+	}
+	return &link{dir: dir, host: host}, nil
+}
+
+func (l *link) close() {
+	l.host.Close()
+	l.dir.Close()
+}
+
+// connect waits until the agent answers on its link, then watches the
+// sandbox process. It takes ln over: on failure ln is closed.
+func (b *Backend) connect(ctx context.Context, id string, p paths, ln *link, limit time.Duration) (_ *instance, retErr error) {
+	defer func() {
+		if retErr != nil {
+			ln.close()
+		}
+	}()
+	inst := &instance{id: id, link: ln, done: make(chan struct{})}
+	rctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	if err := ln.host.Ready(rctx); err != nil {
 		return nil, err
 	}
 	pid, err := readPid(p.pidFile)
@@ -71,8 +112,12 @@ func (b *Backend) connect(ctx context.Context, id string, p paths) (*instance, e
 		return nil, err
 	}
 	b.mu.Lock()
+	old := b.instances[id]
 	b.instances[id] = inst
 	b.mu.Unlock()
+	if old != nil {
+		old.link.close()
+	}
 	return inst, nil
 }
 
@@ -87,7 +132,7 @@ func readPid(path string) (int, error) {
 // instance is a live gVisor sandbox.
 type instance struct {
 	id   string
-	sock string
+	link *link
 	done chan struct{}
 
 	reason  sandbox.EndReason // set before done is closed
@@ -96,46 +141,12 @@ type instance struct {
 
 var _ sandbox.Instance = (*instance)(nil)
 
+// DialAgent hands out a connection the agent opened to this sandbox's own
+// listener; nothing is dialed by name.
 func (i *instance) DialAgent(ctx context.Context) (net.Conn, error) {
-	var d net.Dialer
-	return d.DialContext(ctx, "unix", i.sock)
+	return i.link.host.Dial(ctx)
 }
 
 func (i *instance) Done() <-chan struct{} { return i.done }
 
 func (i *instance) Cause() (sandbox.EndReason, string) { return i.reason, i.message }
-
-// waitReady waits until the agent answers: first for its socket to appear
-// (a cheap stat every millisecond: the agent is up within tens of them),
-// then for its health route.
-func (i *instance) waitReady(ctx context.Context, limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return i.DialAgent(ctx)
-	}, DisableKeepAlives: true}}
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	var err error
-	for {
-		if _, serr := os.Stat(i.sock); serr == nil {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/healthz", nil)
-			var resp *http.Response
-			if resp, err = client.Do(req); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return nil
-				}
-				err = fmt.Errorf("agent answered %s", resp.Status)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			if err == nil {
-				err = errors.New("its socket never appeared")
-			}
-			return fmt.Errorf("waiting for the agent: %w", err)
-		case <-tick.C:
-		}
-	}
-}
