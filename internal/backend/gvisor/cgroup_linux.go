@@ -1,14 +1,11 @@
 package gvisor
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
+	"sync"
 	"time"
+
+	"github.com/containerd/cgroups/v3"
 )
 
 const (
@@ -16,122 +13,85 @@ const (
 	cgroupParent = "withruntime"
 )
 
-// prepareCgroups makes the parent cgroup of every sandbox. On cgroup v1 a
-// new cpuset cgroup starts with no CPUs and no memory nodes, and runsc
-// cannot give its child any until the parent has them.
-func prepareCgroups() error {
-	cpuset := filepath.Join(cgroupRoot, "cpuset")
-	if _, err := os.Stat(filepath.Join(cpuset, "cpuset.cpus")); err != nil {
-		return nil // not cgroup v1 cpuset: nothing to prepare
-	}
-	dir := filepath.Join(cpuset, cgroupParent)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("making cpuset cgroup: %w", err)
-	}
-	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-		cur, _ := os.ReadFile(filepath.Join(dir, f))
-		if len(bytes.TrimSpace(cur)) > 0 {
-			continue
-		}
-		v, err := os.ReadFile(filepath.Join(cpuset, f))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
-			return fmt.Errorf("writing %s: %w", f, err)
-		}
-	}
-	return nil
+// cgroupLayout is where the host keeps sandboxes' cgroups and how their
+// counters read: v1 (one hierarchy per controller, runsc's choice whenever
+// /sys/fs/cgroup is not itself cgroup2, hybrid hosts included) or v2 (one
+// unified hierarchy). Every sandbox's cgroup is <parent>/<id> in each
+// hierarchy.
+type cgroupLayout interface {
+	// prepare makes the parent of every sandbox's cgroup.
+	prepare() error
+	// cpuTime is the CPU time of every process in the sandbox's cgroup.
+	cpuTime(id string) (time.Duration, error)
+	// oomKilled reports whether the kernel's OOM killer acted in the
+	// sandbox's memory cgroup.
+	oomKilled(id string) bool
+	// remove kills whatever is left in the sandbox's cgroups and removes
+	// them. A sandbox with no cgroup is not an error.
+	remove(id string) error
+	// leftovers lists the ids that have a cgroup under the parent.
+	leftovers() []string
 }
 
-// cgroupPath is the cgroup of sandbox id, relative to each hierarchy.
+// hostCgroups is the layout of this host, detected the way runsc decides
+// where to put a sandbox (the library's mode is unified exactly when
+// /sys/fs/cgroup is a cgroup2 mount).
+var hostCgroups = sync.OnceValue(func() cgroupLayout {
+	switch cgroups.Mode() {
+	case cgroups.Unified:
+		return newCgroupV2(cgroupRoot, cgroupParent)
+	case cgroups.Legacy, cgroups.Hybrid:
+		return newCgroupV1(cgroupRoot, cgroupParent)
+	}
+	return noCgroups{}
+})
+
+// prepareCgroups makes the parent cgroup of every sandbox.
+func prepareCgroups() error { return hostCgroups().prepare() }
+
+// cgroupPath is the cgroup of sandbox id, relative to each hierarchy: runsc
+// takes it as is on v1 and v2 alike.
 func cgroupPath(id string) string { return "/" + cgroupParent + "/" + id }
 
 // oomKilled reports whether the kernel's OOM killer acted in the sandbox's
 // memory cgroup.
-func oomKilled(id string) bool {
-	v1 := filepath.Join(cgroupRoot, "memory", cgroupParent, id, "memory.oom_control")
-	if data, err := os.ReadFile(v1); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if k, v, ok := strings.Cut(line, " "); ok && k == "oom_kill" {
-				n, _ := strconv.Atoi(strings.TrimSpace(v))
-				return n > 0
-			}
-		}
-	}
-	v2 := filepath.Join(cgroupRoot, cgroupParent, id, "memory.events")
-	if data, err := os.ReadFile(v2); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if k, v, ok := strings.Cut(line, " "); ok && k == "oom_kill" {
-				n, _ := strconv.Atoi(strings.TrimSpace(v))
-				return n > 0
-			}
-		}
-	}
-	return false
-}
+func oomKilled(id string) bool { return hostCgroups().oomKilled(id) }
 
-// removeCgroups removes the sandbox's cgroups in every hierarchy, once
-// empty. runsc removes them on delete; this catches what a crash left.
-func removeCgroups(id string) error {
-	entries, err := os.ReadDir(cgroupRoot)
-	if err != nil {
-		return nil
-	}
-	var errs []error
-	for _, e := range entries {
-		dir := filepath.Join(cgroupRoot, e.Name(), cgroupParent, id)
-		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	if err := os.Remove(filepath.Join(cgroupRoot, "unified", cgroupParent, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
+// removeCgroups removes the sandbox's cgroups in every hierarchy, killing
+// what is still in them first. runsc removes them on delete; this catches
+// what a crash left.
+func removeCgroups(id string) error { return hostCgroups().remove(id) }
 
 // leftoverCgroups lists sandbox ids that have a cgroup under the parent.
-func leftoverCgroups() []string {
-	seen := map[string]bool{}
-	entries, _ := os.ReadDir(cgroupRoot)
-	for _, e := range entries {
-		subs, _ := os.ReadDir(filepath.Join(cgroupRoot, e.Name(), cgroupParent))
-		for _, s := range subs {
-			if s.IsDir() {
-				seen[s.Name()] = true
-			}
-		}
-	}
-	ids := make([]string, 0, len(seen))
-	for id := range seen {
-		ids = append(ids, id)
-	}
-	return ids
-}
+func leftoverCgroups() []string { return hostCgroups().leftovers() }
 
 // CPUTime implements sandbox.Meter: the CPU time of every process of the
 // sandbox (the sentry, gofer and the stubs that run its programs), from its
 // cgroup.
-func (b *Backend) CPUTime(id string) (time.Duration, error) {
-	for _, p := range []string{
-		filepath.Join(cgroupRoot, "cpuacct", cgroupParent, id, "cpuacct.usage"),
-		filepath.Join(cgroupRoot, "cpu,cpuacct", cgroupParent, id, "cpuacct.usage"),
-	} {
-		if data, err := os.ReadFile(p); err == nil {
-			ns, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-			return time.Duration(ns), err
+func (b *Backend) CPUTime(id string) (time.Duration, error) { return hostCgroups().cpuTime(id) }
+
+// noCgroups is a host with no cgroup file system: runsc cannot limit a
+// sandbox there, and nothing can be read.
+type noCgroups struct{}
+
+func (noCgroups) prepare() error        { return nil }
+func (noCgroups) oomKilled(string) bool { return false }
+func (noCgroups) remove(string) error   { return nil }
+func (noCgroups) leftovers() []string   { return nil }
+func (noCgroups) cpuTime(string) (time.Duration, error) {
+	return 0, errors.New("no cgroup file system on this host")
+}
+
+// untilRemoved retries del for as long as settle while killed processes
+// are still leaving the cgroup: the kernel refuses to remove a cgroup with
+// a process in it.
+func untilRemoved(settle time.Duration, del func() error) error {
+	deadline := time.Now().Add(settle)
+	for {
+		err := del()
+		if err == nil || time.Now().After(deadline) {
+			return err
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	data, err := os.ReadFile(filepath.Join(cgroupRoot, cgroupParent, id, "cpu.stat"))
-	if err != nil {
-		return 0, fmt.Errorf("reading CPU time of %s: %w", id, err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == "usage_usec" {
-			us, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return time.Duration(us) * time.Microsecond, err
-		}
-	}
-	return 0, fmt.Errorf("no CPU time for %s", id)
 }

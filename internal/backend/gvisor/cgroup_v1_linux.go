@@ -1,0 +1,167 @@
+package gvisor
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// cgroupV1 is the v1 layout: one hierarchy per controller under root
+// (root/cpuacct, root/memory, root/cpuset, ...), each holding
+// <parent>/<id>. CPU time is cpuacct.usage, an OOM kill is oom_kill in
+// memory.oom_control.
+type cgroupV1 struct {
+	root, parent string
+	// settle is how long remove waits for killed processes to leave.
+	settle time.Duration
+	// mounted is the library's subsystems that have a hierarchy under root.
+	mounted func() ([]cgroup1.Subsystem, error)
+}
+
+func newCgroupV1(root, parent string) cgroupV1 {
+	return cgroupV1{
+		root: root, parent: parent, settle: 5 * time.Second,
+		mounted: sync.OnceValues(func() ([]cgroup1.Subsystem, error) { return v1Subsystems(root), nil }),
+	}
+}
+
+// v1Pather is what every subsystem of the library has: the directory of a
+// cgroup in its hierarchy.
+type v1Pather interface{ Path(string) string }
+
+// v1Subsystems are the library's subsystems whose hierarchy is mounted
+// under root (the library's own default list is found through /proc/self/mountinfo,
+// and a test needs another root). Memory leaves out the swap and kernel
+// counters: only oom_control is read, and kernels without those files
+// would fail the whole read.
+func v1Subsystems(root string) []cgroup1.Subsystem {
+	all := []cgroup1.Subsystem{
+		cgroup1.NewNamed(root, "systemd"),
+		cgroup1.NewFreezer(root),
+		cgroup1.NewPids(root),
+		cgroup1.NewNetCls(root),
+		cgroup1.NewNetPrio(root),
+		cgroup1.NewPerfEvent(root),
+		cgroup1.NewCpuset(root),
+		cgroup1.NewCpu(root),
+		cgroup1.NewCpuacct(root),
+		cgroup1.NewMemory(root, cgroup1.IgnoreModules("memsw", "kmem", "kmem.tcp")),
+		cgroup1.NewBlkio(root),
+		cgroup1.NewRdma(root),
+		cgroup1.NewDevices(root),
+	}
+	if h, err := cgroup1.NewHugetlb(root); err == nil {
+		all = append(all, h)
+	}
+	var mounted []cgroup1.Subsystem
+	for _, s := range all {
+		if _, err := os.Stat(s.(v1Pather).Path("/")); err == nil {
+			mounted = append(mounted, s)
+		}
+	}
+	return mounted
+}
+
+func (c cgroupV1) group(id string) string { return filepath.Join("/", c.parent, id) }
+
+// hierarchy is the mounted subsystems, or only those named.
+func (c cgroupV1) hierarchy(only ...cgroup1.Name) cgroup1.Hierarchy {
+	return func() ([]cgroup1.Subsystem, error) {
+		all, err := c.mounted()
+		if err != nil || len(only) == 0 {
+			return all, err
+		}
+		var some []cgroup1.Subsystem
+		for _, s := range all {
+			if slices.Contains(only, s.Name()) {
+				some = append(some, s)
+			}
+		}
+		return some, nil
+	}
+}
+
+func (c cgroupV1) load(id string, only ...cgroup1.Name) (cgroup1.Cgroup, error) {
+	return cgroup1.Load(cgroup1.StaticPath(c.group(id)), cgroup1.WithHierarchy(c.hierarchy(only...)))
+}
+
+// prepare gives the parent cpuset cgroup CPUs and memory nodes: a new one
+// starts with none, and runsc cannot give its child any until the parent
+// has them. The library copies the root's. runsc makes the rest.
+func (c cgroupV1) prepare() error {
+	_, err := cgroup1.New(cgroup1.StaticPath("/"+c.parent), &specs.LinuxResources{}, cgroup1.WithHierarchy(c.hierarchy(cgroup1.Cpuset)))
+	if err != nil {
+		return fmt.Errorf("making cpuset cgroup: %w", err)
+	}
+	return nil
+}
+
+func (c cgroupV1) cpuTime(id string) (time.Duration, error) {
+	cg, err := c.load(id, cgroup1.Cpuacct)
+	if err != nil {
+		return 0, fmt.Errorf("loading CPU cgroup of %s: %w", id, err)
+	}
+	m, err := cg.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("reading CPU time of %s: %w", id, err)
+	}
+	return time.Duration(m.CPU.Usage.Total), nil
+}
+
+func (c cgroupV1) oomKilled(id string) bool {
+	cg, err := c.load(id, cgroup1.Memory)
+	if err != nil {
+		return false
+	}
+	m, err := cg.Stat()
+	return err == nil && m.MemoryOomControl != nil && m.MemoryOomControl.OomKill > 0
+}
+
+func (c cgroupV1) remove(id string) error {
+	cg, err := c.load(id)
+	if errors.Is(err, cgroup1.ErrCgroupDeleted) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("loading cgroups of %s: %w", id, err)
+	}
+	// Frozen, nothing inside can fork between the listing and the kill;
+	// the killed die on the thaw.
+	frozen := cg.Freeze() == nil
+	for _, s := range cg.Subsystems() {
+		procs, _ := cg.Processes(s.Name(), true)
+		for _, p := range procs {
+			unix.Kill(p.Pid, unix.SIGKILL)
+		}
+	}
+	if frozen {
+		cg.Thaw()
+	}
+	if err := untilRemoved(c.settle, cg.Delete); err != nil {
+		return fmt.Errorf("removing cgroups of %s: %w", id, err)
+	}
+	return nil
+}
+
+func (c cgroupV1) leftovers() []string {
+	seen := map[string]bool{}
+	subs, _ := c.mounted()
+	for _, s := range subs {
+		entries, _ := os.ReadDir(s.(v1Pather).Path("/" + c.parent))
+		for _, e := range entries {
+			if e.IsDir() {
+				seen[e.Name()] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}

@@ -1,0 +1,129 @@
+package gvisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup2"
+)
+
+// cgroupV2 is the v2 layout: one unified hierarchy at mount, each
+// sandbox's cgroup at mount/<parent>/<id>, where runsc puts it when
+// /sys/fs/cgroup is cgroup2. CPU time is usage_usec in cpu.stat, an OOM
+// kill is oom_kill in memory.events, the processes are in cgroup.procs,
+// and a cgroup goes with an rmdir once they are gone.
+type cgroupV2 struct {
+	mount, parent string
+	// settle is how long remove waits for killed processes to leave.
+	settle time.Duration
+}
+
+func newCgroupV2(mount, parent string) cgroupV2 {
+	return cgroupV2{mount: mount, parent: parent, settle: 5 * time.Second}
+}
+
+// v2Controllers are those every sandbox's cgroup must have: the counters
+// read here and the limits runsc sets. Without cpu in a cgroup's
+// cgroup.controllers the library reads no cpu.stat.
+var v2Controllers = []string{"cpu", "memory", "pids"}
+
+func (c cgroupV2) group(id string) string { return filepath.Join("/", c.parent, id) }
+
+func (c cgroupV2) load(id string) (*cgroup2.Manager, error) {
+	return cgroup2.Load(c.group(id), cgroup2.WithMountpoint(c.mount))
+}
+
+// prepare makes the parent and enables the controllers for its children.
+// The parent is made here and not by runsc: runsc removes on delete every
+// cgroup it made, and would try the shared parent too.
+func (c cgroupV2) prepare() error {
+	parent, err := cgroup2.NewManager(c.mount, "/"+c.parent, &cgroup2.Resources{})
+	if err != nil {
+		return fmt.Errorf("making cgroup %s: %w", c.parent, err)
+	}
+	have, err := parent.RootControllers()
+	if err != nil {
+		return fmt.Errorf("reading the host's cgroup controllers: %w", err)
+	}
+	var want []string
+	for _, ctrl := range v2Controllers {
+		if slices.Contains(have, ctrl) {
+			want = append(want, ctrl)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	// The library writes the cgroup.subtree_control of a group's
+	// ancestors: those of a (never made) child are the root's and the
+	// parent's, which is what gives every sandbox's cgroup the controllers.
+	child, err := c.load("sandbox")
+	if err != nil {
+		return err
+	}
+	if err := child.ToggleControllers(want, cgroup2.Enable); err != nil {
+		return fmt.Errorf("enabling cgroup controllers: %w", err)
+	}
+	return nil
+}
+
+func (c cgroupV2) cpuTime(id string) (time.Duration, error) {
+	m, err := c.load(id)
+	if err != nil {
+		return 0, fmt.Errorf("loading cgroup of %s: %w", id, err)
+	}
+	ctrls, err := m.Controllers()
+	if err != nil {
+		return 0, fmt.Errorf("reading CPU time of %s: %w", id, err)
+	}
+	if !slices.Contains(ctrls, "cpu") {
+		// The library would answer zero: a sandbox billed nothing.
+		return 0, fmt.Errorf("reading CPU time of %s: the cpu controller is not enabled in its cgroup", id)
+	}
+	st, err := m.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("reading CPU time of %s: %w", id, err)
+	}
+	return time.Duration(st.CPU.UsageUsec) * time.Microsecond, nil
+}
+
+func (c cgroupV2) oomKilled(id string) bool {
+	m, err := c.load(id)
+	if err != nil {
+		return false
+	}
+	st, err := m.Stat()
+	return err == nil && st.MemoryEvents != nil && st.MemoryEvents.OomKill > 0
+}
+
+func (c cgroupV2) remove(id string) error {
+	if _, err := os.Stat(filepath.Join(c.mount, c.group(id))); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	m, err := c.load(id)
+	if err != nil {
+		return fmt.Errorf("loading cgroup of %s: %w", id, err)
+	}
+	// cgroup.kill, or on kernels before 5.14 freeze, kill and thaw; a
+	// failure shows in Delete, which refuses a cgroup with processes.
+	m.Kill()
+	if err := untilRemoved(c.settle, m.Delete); err != nil {
+		return fmt.Errorf("removing cgroup of %s: %w", id, err)
+	}
+	return nil
+}
+
+func (c cgroupV2) leftovers() []string {
+	entries, _ := os.ReadDir(filepath.Join(c.mount, c.parent))
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
+}
