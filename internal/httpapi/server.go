@@ -164,6 +164,7 @@ func infoFrom(ctx context.Context) *reqInfo {
 // ServeHTTP gives the request an id, serves it, and logs one line about it.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	defer requestStarted(r.Context())()
 	info := &reqInfo{id: newRequestID()}
 	w.Header().Set("X-Request-Id", info.id)
 	sw := &statusWriter{ResponseWriter: w}
@@ -243,6 +244,7 @@ func (s *server) route(rt Route) http.Handler {
 				return
 			}
 			info.account = c.account
+			requestAuthorized(r.Context())
 			if rt.Admin && c.kind != store.KeyAdmin {
 				writeError(w, r, sandbox.Errorf(sandbox.KindForbidden, "only the admin key can %s %s", r.Method, r.URL.Path))
 				return

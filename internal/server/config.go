@@ -27,6 +27,9 @@ type Config struct {
 	// embedded mode has no operator to tell).
 	Quiet   bool
 	Manager manager.Config
+	// MaxConns bounds the API's open client connections
+	// (httpapi.DefaultMaxConns when 0; see httpapi.Listener).
+	MaxConns int
 	// Trial is the trial offer of POST /v1/trial (off unless Enabled).
 	Trial httpapi.TrialConfig
 	// PricesFile, when set, is a JSON price table (billing.Prices) that

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -112,7 +111,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		mgr.Close()
 		return nil, fmt.Errorf("recovering sandboxes: %w", err)
 	}
-	l, err := net.Listen("tcp", cfg.Listen)
+	l, err := listenAPI(cfg)
 	if err != nil {
 		mgr.Close()
 		return nil, err
@@ -120,13 +119,12 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
 		cfg: cfg, store: st, manager: mgr, egress: egr, done: make(chan error, 1),
-		http: &http.Server{
-			Handler: httpapi.NewServer(httpapi.Config{
-				Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault,
-				DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
-			}),
-			ReadHeaderTimeout: 30 * time.Second,
-		},
+		// Header and idle timeouts, header bound and connection limit:
+		// see httpapi.Listener.
+		http: l.HTTPServer(httpapi.NewServer(httpapi.Config{
+			Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault,
+			DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
+		})),
 	}
 	go func() { s.done <- s.http.Serve(l) }()
 	cfg.Logger.Info("serving", "url", s.URL, "data_dir", dataDir, "backend", cfg.Backend)

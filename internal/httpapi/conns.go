@@ -1,0 +1,322 @@
+package httpapi
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Limits of the API's connections (Listen).
+const (
+	// DefaultMaxConns is how many client connections the API keeps open at
+	// once unless configured otherwise.
+	DefaultMaxConns = 4096
+	// DefaultMaxHeaderBytes bounds a request's line and headers.
+	DefaultMaxHeaderBytes = 64 << 10
+	// ReadHeaderTimeout is how long a client has to send a request's line
+	// and headers; IdleTimeout is how long a kept-alive connection may wait
+	// for its next request.
+	ReadHeaderTimeout = 10 * time.Second
+	IdleTimeout       = 2 * time.Minute
+)
+
+// ConnLimits says what clients may hold of the server.
+type ConnLimits struct {
+	// MaxConns is how many connections may be open at once
+	// (DefaultMaxConns when 0).
+	MaxConns int
+	// MaxHeaderBytes bounds a request's line and headers
+	// (DefaultMaxHeaderBytes when 0).
+	MaxHeaderBytes int
+	// Logger gets a line, at most every shedInterval, on connections shed.
+	Logger *slog.Logger
+}
+
+// shedInterval spaces the log lines about shed connections, so that a
+// flood cannot flood the log too.
+const shedInterval = 10 * time.Second
+
+// Listener is the API's listener. It keeps at most MaxConns connections
+// open. When a new one arrives and all slots are taken, the connection
+// that has waited longest without a request in progress (one still
+// sending its request's headers, or idle between requests) is closed to
+// make room: a slow client can hold a slot only until newer clients need
+// it, and cannot keep anyone out. A request is in progress from the moment
+// its key is accepted until its handler returns (an exec stream, a file
+// transfer); such connections are never closed, and when every slot holds
+// one, the new connection is refused. Keyless requests (health, trial)
+// stay evictable, so no one without a key can pin a slot.
+//
+// It also answers a request whose line and headers pass MaxHeaderBytes
+// with the API's JSON error, status 431, where net/http would answer
+// text/plain. Serve it with the http.Server of HTTPServer.
+type Listener struct {
+	net.Listener
+	max, maxHeader int
+	tooLarge       []byte // the whole 431 answer
+	log            *slog.Logger
+
+	mu sync.Mutex // guards open, waiting, and the elem, gone and pinned fields of every conn
+	// open counts the connections accepted and not yet closed.
+	open int
+	// waiting holds the open connections that may be evicted, the one
+	// waiting longest first.
+	waiting list.List
+
+	evicted, refused, tooLong atomic.Int64 // since the last log line
+	lastLog                   atomic.Int64 // unix nanoseconds
+}
+
+// Listen wraps l with the limits.
+func Listen(l net.Listener, lim ConnLimits) *Listener {
+	if lim.MaxConns <= 0 {
+		lim.MaxConns = DefaultMaxConns
+	}
+	if lim.MaxHeaderBytes <= 0 {
+		lim.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if lim.Logger == nil {
+		lim.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Listener{
+		Listener: l, max: lim.MaxConns, maxHeader: lim.MaxHeaderBytes,
+		tooLarge: headerTooLargeAnswer(lim.MaxHeaderBytes), log: lim.Logger,
+	}
+}
+
+// HTTPServer is the http.Server that serves h (the handler of NewServer)
+// on l: with short header and idle timeouts and l's hooks. Serve it with
+// Serve(l).
+func (l *Listener) HTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
+		// net/http's own bound, a buffer above the Listener's, is never met.
+		MaxHeaderBytes: l.maxHeader,
+		ConnState:      l.connState,
+		ConnContext:    l.connContext,
+	}
+}
+
+// Accept returns the next connection it admits.
+func (l *Listener) Accept() (net.Conn, error) {
+	for {
+		nc, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if c := l.admit(nc); c != nil {
+			return c, nil
+		}
+		nc.Close()
+		l.shed(&l.refused)
+	}
+}
+
+// admit tracks nc, evicting the longest-waiting connection when every
+// slot is taken; nil when every slot has a request in progress.
+func (l *Listener) admit(nc net.Conn) *conn {
+	l.mu.Lock()
+	var victim *conn
+	if l.open >= l.max {
+		front := l.waiting.Front()
+		if front == nil {
+			l.mu.Unlock()
+			return nil
+		}
+		victim = front.Value.(*conn)
+		l.forgetLocked(victim)
+	}
+	c := &conn{Conn: nc, l: l}
+	c.reading.Store(true)
+	c.elem = l.waiting.PushBack(c)
+	l.open++
+	l.mu.Unlock()
+	if victim != nil {
+		victim.Conn.Close()
+		l.shed(&l.evicted)
+	}
+	return c
+}
+
+// forgetLocked frees c's slot.
+func (l *Listener) forgetLocked(c *conn) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	l.open--
+	if c.elem != nil {
+		l.waiting.Remove(c.elem)
+		c.elem = nil
+	}
+}
+
+// wait makes c evictable again, as the newest of the waiting.
+func (l *Listener) wait(c *conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.gone || c.pinned {
+		return
+	}
+	if c.elem != nil {
+		l.waiting.MoveToBack(c.elem)
+	} else {
+		c.elem = l.waiting.PushBack(c)
+	}
+}
+
+// hold keeps c from eviction until the next wait; for good when pinned.
+func (l *Listener) hold(c *conn, pinned bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c.pinned = c.pinned || pinned
+	if c.elem != nil {
+		l.waiting.Remove(c.elem)
+		c.elem = nil
+	}
+}
+
+// connState is the http.Server's ConnState hook.
+func (l *Listener) connState(nc net.Conn, st http.ConnState) {
+	c, ok := nc.(*conn)
+	if !ok {
+		return
+	}
+	switch st {
+	case http.StateIdle:
+		// The answer is out; what comes next is the next request's header.
+		c.header.Store(0)
+		c.reading.Store(true)
+		l.wait(c)
+	case http.StateHijacked:
+		// Whoever took the connection over owns it until it closes.
+		l.hold(c, true)
+	}
+}
+
+type connKey struct{}
+
+// connContext is the http.Server's ConnContext hook: it lets the handler
+// find a request's connection.
+func (l *Listener) connContext(ctx context.Context, nc net.Conn) context.Context {
+	if c, ok := nc.(*conn); ok {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	return ctx
+}
+
+// requestStarted notes that a request's headers are all in: its
+// connection stops counting header bytes and, so far a keyless request,
+// becomes the newest of the waiting. It returns what ends the request.
+func requestStarted(ctx context.Context) (done func()) {
+	c, _ := ctx.Value(connKey{}).(*conn)
+	if c == nil {
+		return func() {}
+	}
+	c.reading.Store(false)
+	c.l.wait(c)
+	return func() { c.l.wait(c) }
+}
+
+// requestAuthorized keeps the connection of a request whose key was
+// accepted from eviction until its handler returns.
+func requestAuthorized(ctx context.Context) {
+	if c, _ := ctx.Value(connKey{}).(*conn); c != nil {
+		c.l.hold(c, false)
+	}
+}
+
+// shed counts a shed connection in counter and, at most every
+// shedInterval, logs what was shed since the last line.
+func (l *Listener) shed(counter *atomic.Int64) {
+	counter.Add(1)
+	now := time.Now().UnixNano()
+	last := l.lastLog.Load()
+	if now-last < int64(shedInterval) || !l.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	l.log.Warn("shedding API connections", "max_conns", l.max,
+		"evicted", l.evicted.Swap(0), "refused", l.refused.Swap(0), "header_too_large", l.tooLong.Swap(0))
+}
+
+// conn is a connection the Listener admitted.
+type conn struct {
+	net.Conn
+	l *Listener
+	// elem is c's place in l.waiting while it may be evicted; gone is set
+	// once its slot is free; pinned once it was hijacked.
+	elem   *list.Element
+	gone   bool
+	pinned bool
+
+	// reading is set while a request's line and headers are being read,
+	// and header counts the bytes read meanwhile. net/http's readahead
+	// may add part of a body: up to one buffer (4 KiB), as its own bound.
+	reading  atomic.Bool
+	header   atomic.Int64
+	answered atomic.Bool // the 431 is out
+}
+
+// errHeaderTooLarge ends a connection whose header passed the bound.
+var errHeaderTooLarge = errors.New("request header too large")
+
+func (c *conn) Read(p []byte) (int, error) {
+	if c.answered.Load() {
+		return 0, c.readError()
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.reading.Load() && c.header.Add(int64(n)) > int64(c.l.maxHeader) {
+		c.answerTooLarge()
+		return 0, c.readError()
+	}
+	return n, err
+}
+
+// readError is a read error net/http ends the connection on without an
+// answer of its own.
+func (c *conn) readError() error {
+	return &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errHeaderTooLarge}
+}
+
+func (c *conn) Write(p []byte) (int, error) {
+	if c.answered.Load() {
+		return len(p), nil // the connection said its last word
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *conn) Close() error {
+	c.l.mu.Lock()
+	c.l.forgetLocked(c)
+	c.l.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// answerTooLarge sends the JSON 431 and lets the client read it: the
+// write side is shut and what the client still sends is dropped for a
+// moment, since closing with unread bytes would reset the connection and
+// lose the answer.
+func (c *conn) answerTooLarge() {
+	if !c.answered.CompareAndSwap(false, true) {
+		return
+	}
+	c.l.shed(&c.l.tooLong)
+	c.Conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Conn.Write(c.l.tooLarge); err != nil {
+		return
+	}
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.Conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	io.Copy(io.Discard, c.Conn)
+}
