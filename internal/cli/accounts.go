@@ -87,11 +87,13 @@ func (a *App) keysCreate(ctx context.Context, s streams, args []string) int {
 		"withruntime keys create [--account NAME] [--read-only] [--daily-limit-usd X] [--name N] [--json]",
 		`Creates an API key and prints it: the server shows it this once and keeps
 only its hash. With --json, prints the key's record, its "key" field being
-the key itself.`, s)
+the key itself. A key made with a key other than the admin key answers to
+it: its daily limit is at most the maker's (the maker's when none is given)
+and what it spends counts against the maker's limit too.`, s)
 	account := cmd.fs.String("account", "", "the key's account, by `NAME` (admin key only; default the caller's)")
 	readOnly := cmd.fs.Bool("read-only", false, "a read-only key: it reads everything its account may read and changes nothing")
 	var limit int64
-	cmd.fs.Func("daily-limit-usd", "refuse creates with this key once it has spent `X` dollars in a UTC day (up to 6 decimals)", func(v string) error {
+	cmd.fs.Func("daily-limit-usd", "refuse creates with this key, and stop its sandboxes, once it and the keys made with it have spent `X` dollars in a UTC day (up to 6 decimals)", func(v string) error {
 		n, err := parseUSD(v)
 		if err != nil {
 			return err
@@ -147,20 +149,20 @@ func (a *App) keysList(ctx context.Context, s streams, args []string) int {
 		cmd:    cmd,
 		fetch:  func(c *client.Client, _ []string) ([]api.Key, error) { return c.ListKeys(ctx, *account) },
 		asJSON: func(l []api.Key) any { return api.KeyList{Keys: l} },
-		header: "ID\tACCOUNT\tKIND\tNAME\tDAILY-LIMIT-USD\tCREATED",
+		header: "ID\tACCOUNT\tKIND\tNAME\tDAILY-LIMIT-USD\tPARENT\tCREATED",
 		row: func(k api.Key) string {
 			limit := "-"
 			if k.DailyLimitMicros > 0 {
 				limit = formatUSD(k.DailyLimitMicros)
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", k.ID, dash(k.Account), dash(k.Kind), dash(k.Name), limit, timeString(&k.CreatedAt))
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", k.ID, dash(k.Account), dash(k.Kind), dash(k.Name), limit, dash(k.Parent), timeString(&k.CreatedAt))
 		},
 	})
 }
 
 func (a *App) keysRemove(ctx context.Context, s streams, args []string) int {
 	cmd := newCommand("keys rm", "withruntime keys rm ID...",
-		"Removes API keys: each stops working at once. Prints each id removed.", s)
+		"Removes API keys, and the keys made with them: each stops working at once.\nPrints each id removed.", s)
 	pos, ok, code := cmd.parseInterspersed(s, args)
 	if !ok {
 		return code

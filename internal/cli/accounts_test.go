@@ -144,9 +144,9 @@ func TestKeysCommands(t *testing.T) {
 	code, stdout, stderr = run(t, nil, "keys", "ls", "--account", "team")
 	c := created.Local().Format(time.RFC3339)
 	wantLines := []string{
-		"ID ACCOUNT KIND NAME DAILY-LIMIT-USD CREATED",
-		"key_1 acc_1 admin - - " + c,
-		"key_2 acc_1 read_only ci 2.500000 " + c,
+		"ID ACCOUNT KIND NAME DAILY-LIMIT-USD PARENT CREATED",
+		"key_1 acc_1 admin - - - " + c,
+		"key_2 acc_1 read_only ci 2.500000 key_1 " + c,
 	}
 	if code != 0 || !reflect.DeepEqual(fields(stdout), wantLines) {
 		t.Errorf("ls: exit %d stderr %q\ngot  %q\nwant %q", code, stderr, fields(stdout), wantLines)

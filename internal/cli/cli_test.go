@@ -163,7 +163,7 @@ func (f *fakeServer) accountRoutes(mux *http.ServeMux) {
 		f.mu.Unlock()
 		writeJSON(w, 200, api.KeyList{Keys: []api.Key{
 			{ID: "key_1", Account: "acc_1", Kind: "admin", CreatedAt: created},
-			{ID: "key_2", Account: "acc_1", Kind: "read_only", Name: "ci", DailyLimitMicros: 2_500_000, CreatedAt: created},
+			{ID: "key_2", Account: "acc_1", Kind: "read_only", Name: "ci", DailyLimitMicros: 2_500_000, Parent: "key_1", CreatedAt: created},
 		}})
 	})
 	mux.HandleFunc("DELETE /v1/keys/{kid}", func(w http.ResponseWriter, r *http.Request) {
