@@ -54,7 +54,8 @@ func (c *Client) ListKeys(ctx context.Context, account string) ([]api.Key, error
 	return l.Keys, nil
 }
 
-// DeleteKey removes key id: it stops working at once.
+// DeleteKey removes key id and the keys made with it: they stop working at
+// once.
 func (c *Client) DeleteKey(ctx context.Context, id string) error {
 	if id == "" {
 		return errors.New("empty key id")
