@@ -101,6 +101,14 @@ func (s *Server) Stop(hard bool) {
 	s.cmd = nil
 }
 
+// Pid is the server process's pid (0 when it is stopped).
+func (s *Server) Pid() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Env is the client environment for this server.
 func (s *Server) Env() []string {
 	return append(os.Environ(), "WITHRUNTIME_BASE_URL="+s.URL, "WITHRUNTIME_API_KEY="+s.Key)
