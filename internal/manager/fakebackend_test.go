@@ -1,0 +1,218 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// fakeBackend is a sandbox.Backend in memory, for the manager's unit tier
+// only: it lets the lifecycle suite drive state changes, failures, CPU time
+// and interleavings that a real sandbox cannot be made to show on demand,
+// in milliseconds. It is no evidence about isolation or the real backend's
+// behaviour; those are exercised against gVisor by test/conformance and
+// test/e2e (lifecycle_race_test.go for the races here).
+//
+// Where it matters it behaves as the gVisor backend does: Resume of a
+// sandbox that is not paused fails and its cleanup kills what runs under
+// the id; Pause and Destroy stop the instance, so its Done fires.
+type fakeBackend struct {
+	mu        sync.Mutex
+	boxes     map[string]*fakeBox
+	destroyed map[string]int // Destroy calls that found a running or paused box
+	calls     map[string]int // "start", "pause", "resume", "destroy" -> count
+	cpu       map[string]time.Duration
+	// delay is how long Start, Pause and Resume take: it widens the
+	// windows in which unserialized calls would overlap.
+	delay time.Duration
+	// fail, when it returns an error for an operation and id, makes that
+	// call fail.
+	fail func(op, id string) error
+}
+
+type fakeBox struct {
+	state sandbox.State // running or paused
+	inst  *fakeInstance
+}
+
+type fakeInstance struct {
+	done   chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	reason sandbox.EndReason
+	msg    string
+}
+
+func newFakeBackend() *fakeBackend {
+	return &fakeBackend{boxes: map[string]*fakeBox{}, destroyed: map[string]int{}, calls: map[string]int{}, cpu: map[string]time.Duration{}}
+}
+
+func newFakeInstance() *fakeInstance { return &fakeInstance{done: make(chan struct{})} }
+
+func (i *fakeInstance) DialAgent(ctx context.Context) (net.Conn, error) {
+	c, s := net.Pipe()
+	go s.Close()
+	return c, nil
+}
+
+func (i *fakeInstance) Done() <-chan struct{} { return i.done }
+
+func (i *fakeInstance) Cause() (sandbox.EndReason, string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.reason, i.msg
+}
+
+// stop ends the instance as a dying sandbox would.
+func (i *fakeInstance) stop(reason sandbox.EndReason, msg string) {
+	i.once.Do(func() {
+		i.mu.Lock()
+		i.reason, i.msg = reason, msg
+		i.mu.Unlock()
+		close(i.done)
+	})
+}
+
+func (b *fakeBackend) Name() string { return "fake" }
+
+// begin counts a call, waits the delay and says whether it must fail.
+func (b *fakeBackend) begin(op, id string) error {
+	b.mu.Lock()
+	b.calls[op]++
+	fail := b.fail
+	b.mu.Unlock()
+	if b.delay > 0 {
+		time.Sleep(b.delay)
+	}
+	if fail != nil {
+		return fail(op, id)
+	}
+	return nil
+}
+
+func (b *fakeBackend) Start(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
+	if err := b.begin("start", id); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	box := &fakeBox{state: sandbox.StateRunning, inst: newFakeInstance()}
+	b.boxes[id] = box
+	return box.inst, nil
+}
+
+func (b *fakeBackend) Attach(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if box := b.boxes[id]; box != nil && box.state == sandbox.StateRunning {
+		return box.inst, nil
+	}
+	return nil, fmt.Errorf("sandbox %s is not running", id)
+}
+
+func (b *fakeBackend) Pause(ctx context.Context, id string) error {
+	if err := b.begin("pause", id); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	box := b.boxes[id]
+	if box == nil || box.state != sandbox.StateRunning {
+		return fmt.Errorf("sandbox %s is not running here", id)
+	}
+	box.state = sandbox.StatePaused
+	box.inst.stop(sandbox.EndError, "checkpointed")
+	box.inst = nil
+	delete(b.cpu, id)
+	return nil
+}
+
+func (b *fakeBackend) Resume(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
+	err := b.begin("resume", id)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	box := b.boxes[id]
+	if err == nil && (box == nil || box.state != sandbox.StatePaused) {
+		err = fmt.Errorf("no checkpoint for %s", id)
+	}
+	if err != nil {
+		// As gVisor's Resume does on failure: stop the container of id,
+		// whoever started it.
+		if box != nil && box.state == sandbox.StateRunning {
+			box.inst.stop(sandbox.EndError, "killed by a failed resume")
+			delete(b.boxes, id)
+		}
+		return nil, err
+	}
+	box.state, box.inst = sandbox.StateRunning, newFakeInstance()
+	return box.inst, nil
+}
+
+func (b *fakeBackend) Destroy(ctx context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls["destroy"]++
+	if box := b.boxes[id]; box != nil {
+		b.destroyed[id]++
+		if box.inst != nil {
+			box.inst.stop(sandbox.EndError, "destroyed")
+		}
+		delete(b.boxes, id)
+	}
+	return nil
+}
+
+func (b *fakeBackend) Sweep(ctx context.Context, keep func(id string) bool) error { return nil }
+
+// CPUTime implements sandbox.Meter.
+func (b *fakeBackend) CPUTime(id string) (time.Duration, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if box := b.boxes[id]; box == nil || box.state != sandbox.StateRunning {
+		return 0, fmt.Errorf("sandbox %s is not running", id)
+	}
+	return b.cpu[id], nil
+}
+
+func (b *fakeBackend) setCPU(id string, d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cpu[id] = d
+}
+
+// state is the box's state on the backend: running, paused, or "" when
+// there is none.
+func (b *fakeBackend) state(id string) sandbox.State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if box := b.boxes[id]; box != nil {
+		return box.state
+	}
+	return ""
+}
+
+// crash makes a running sandbox die by itself.
+func (b *fakeBackend) crash(id string, reason sandbox.EndReason) {
+	b.mu.Lock()
+	box := b.boxes[id]
+	b.mu.Unlock()
+	if box != nil && box.inst != nil {
+		box.inst.stop(reason, "crashed")
+	}
+}
+
+func (b *fakeBackend) count(op string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls[op]
+}
+
+func (b *fakeBackend) destroys(id string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.destroyed[id]
+}
