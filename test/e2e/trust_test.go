@@ -129,7 +129,7 @@ func TestSandboxCannotReachHostOrNeighbour(t *testing.T) {
 	if _, err := attacker.StartProcess(ctx, ab.ID, api.ExecRequest{Cmd: api.Command{Shell: script}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the attack's first round", func() bool {
+	eventually(t, 30*time.Second, "the attack's first round", func() bool {
 		out, _ := execOut(ctx, attacker, ab.ID, "cat /tmp/attack.done 2>/dev/null")
 		return strings.TrimSpace(out) == "done"
 	})
@@ -159,7 +159,7 @@ func TestSandboxCannotReachHostOrNeighbour(t *testing.T) {
 		}
 		// The attack resumed with the sandbox and still fails.
 		before := mustExec(t, attacker, ab.ID, "wc -l < /tmp/attack.log")
-		waitFor(t, 10*time.Second, "more attack rounds", func() bool {
+		eventually(t, 10*time.Second, "more attack rounds", func() bool {
 			after, _ := execOut(ctx, attacker, ab.ID, "wc -l < /tmp/attack.log")
 			return strings.TrimSpace(after) != strings.TrimSpace(before)
 		})
@@ -204,7 +204,7 @@ func TestSandboxCannotReachHostOrNeighbour(t *testing.T) {
 			t.Fatalf("server RSS grew from %d to %d KiB against endless lines", rssBefore, rssAfter)
 		}
 		// The attacker can still stop its own fake.
-		waitFor(t, 30*time.Second, "the fake agent to stop", func() bool {
+		eventually(t, 30*time.Second, "the fake agent to stop", func() bool {
 			_, err := execOut(ctx, attacker, ab.ID, "sudo pkill -f [f]ake.py; true")
 			return err == nil
 		})
@@ -278,7 +278,7 @@ func mustExec(t *testing.T, c *client.Client, id, shell string) string {
 	return out
 }
 
-func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
+func eventually(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !ok() {
