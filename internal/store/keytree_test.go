@@ -110,7 +110,10 @@ func TestKeyTreeOverLimit(t *testing.T) {
 }
 
 func TestDeleteKeyRemovesDescendants(t *testing.T) {
-	b, _ := openTest(t)
+	eachStore(t, testDeleteKeyRemovesDescendants)
+}
+
+func testDeleteKeyRemovesDescendants(t *testing.T, b Store) {
 	ctx := t.Context()
 	for _, k := range family() {
 		if err := b.PutKey(ctx, k); err != nil {
