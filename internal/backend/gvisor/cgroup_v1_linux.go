@@ -134,19 +134,20 @@ func (c cgroupV1) remove(id string) error {
 	if err != nil {
 		return fmt.Errorf("loading cgroups of %s: %w", id, err)
 	}
-	// Frozen, nothing inside can fork between the listing and the kill;
-	// the killed die on the thaw.
-	frozen := cg.Freeze() == nil
-	for _, s := range cg.Subsystems() {
-		procs, _ := cg.Processes(s.Name(), true)
-		for _, p := range procs {
-			unix.Kill(p.Pid, unix.SIGKILL)
+	// Killed again on every try, without the freezer: the library waits
+	// without bound for every task to freeze, and one in uninterruptible
+	// sleep never does. Nothing here forks for the guest (the sentry makes
+	// its own stubs, and it is dead by now), so the list runs dry.
+	killAndDelete := func() error {
+		for _, s := range cg.Subsystems() {
+			procs, _ := cg.Processes(s.Name(), true)
+			for _, p := range procs {
+				unix.Kill(p.Pid, unix.SIGKILL)
+			}
 		}
+		return cg.Delete()
 	}
-	if frozen {
-		cg.Thaw()
-	}
-	if err := untilRemoved(c.settle, cg.Delete); err != nil {
+	if err := untilRemoved(c.settle, killAndDelete); err != nil {
 		return fmt.Errorf("removing cgroups of %s: %w", id, err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
+	"golang.org/x/sys/unix"
 )
 
 // cgroupV2 is the v2 layout: one unified hierarchy at mount, each
@@ -101,20 +102,37 @@ func (c cgroupV2) oomKilled(id string) bool {
 }
 
 func (c cgroupV2) remove(id string) error {
-	if _, err := os.Stat(filepath.Join(c.mount, c.group(id))); errors.Is(err, os.ErrNotExist) {
+	dir := filepath.Join(c.mount, c.group(id))
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	m, err := c.load(id)
 	if err != nil {
 		return fmt.Errorf("loading cgroup of %s: %w", id, err)
 	}
-	// cgroup.kill, or on kernels before 5.14 freeze, kill and thaw; a
-	// failure shows in Delete, which refuses a cgroup with processes.
-	m.Kill()
-	if err := untilRemoved(c.settle, m.Delete); err != nil {
+	killAndDelete := func() error {
+		c.kill(m, dir)
+		return m.Delete()
+	}
+	if err := untilRemoved(c.settle, killAndDelete); err != nil {
 		return fmt.Errorf("removing cgroup of %s: %w", id, err)
 	}
 	return nil
+}
+
+// kill kills every process in the cgroup; Delete then refuses the cgroup
+// as long as one is left. cgroup.kill (Linux 5.14) kills them all at once.
+// Without it the library would freeze the cgroup first and wait without
+// bound for the freeze, so the processes listed are killed one by one.
+func (c cgroupV2) kill(m *cgroup2.Manager, dir string) {
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err == nil {
+		m.Kill()
+		return
+	}
+	pids, _ := m.Procs(true)
+	for _, pid := range pids {
+		unix.Kill(int(pid), unix.SIGKILL)
+	}
 }
 
 func (c cgroupV2) leftovers() []string {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,33 @@ func TestCgroupV2Sweep(t *testing.T) {
 	}
 	if got, want := sortedIDs(c.leftovers()), []string{"held", "other"}; !slices.Equal(got, want) {
 		t.Fatalf("leftovers after: got %v, want %v", got, want)
+	}
+}
+
+// Before Linux 5.14 there is no cgroup.kill (Debian 11 is v2 on 5.10): the
+// processes listed are killed one by one. The fake plays the kernel's
+// part: a process leaves cgroup.procs when it ends.
+func TestCgroupV2SweepWithoutCgroupKill(t *testing.T) {
+	c := fakeV2(t, map[string]map[string]string{"old": {}})
+	dir := filepath.Join(c.mount, c.parent, "old")
+	os.Remove(filepath.Join(dir, "cgroup.kill"))
+	c.settle = 30 * time.Second
+	p := hold(t, "sleep 600")
+	procs := filepath.Join(dir, "cgroup.procs")
+	os.WriteFile(procs, []byte(strconv.Itoa(p.pid())+"\n"), 0o644)
+	go func() {
+		err := <-p.done
+		os.WriteFile(procs, nil, 0o644)
+		p.done <- err
+	}()
+	if err := c.remove("old"); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if !p.killed(t) {
+		t.Fatal("the process in the cgroup was not killed")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the removed cgroup is still there: %v", err)
 	}
 }
 
