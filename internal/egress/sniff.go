@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -175,14 +176,41 @@ func headHost(head []byte) (string, error) {
 	if err != nil {
 		return "", errors.New("malformed request")
 	}
+	if !validHost(req.Host) {
+		// net/http would forward it without a Host, or refuse it.
+		return "", errors.New("malformed Host")
+	}
 	return requestHost(hosts, req)
+}
+
+// validHost reports whether a Host value has only the bytes of a URI's
+// host and port (RFC 3986, 3.2.2), as net/http checks before it sends or
+// serves one.
+func validHost(h string) bool {
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!$%&'()*+,-.:;=[]_~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // hostOnly strips the port and brackets from a Host value and normalizes
 // it.
 func hostOnly(h string) string {
-	if host, _, err := net.SplitHostPort(h); err == nil {
+	// Only a port of digits is a port: anything else stays in, so that
+	// the name is refused rather than read apart from what net/http
+	// forwards (it drops a Host with such bytes).
+	if host, port, err := net.SplitHostPort(h); err == nil && strings.Trim(port, "0123456789") == "" {
 		h = host
 	}
-	return normalize(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	// An IPv6 zone names one of the sender's interfaces: the request as
+	// the relay forwards it (Request.Write) has none, so neither has the
+	// host the policy decides on.
+	if a, err := netip.ParseAddr(h); err == nil && a.Zone() != "" {
+		h = h[:strings.LastIndexByte(h, '%')]
+	}
+	return normalize(h)
 }
