@@ -124,7 +124,7 @@ func (b *Backend) Attach(ctx context.Context, id string, _ sandbox.Spec) (sandbo
 	if err != nil {
 		return nil, err
 	}
-	return b.connect(ctx, id, p, ln, 5*time.Second)
+	return b.connect(ctx, id, p, ln, 10*time.Second)
 }
 
 // Close removes what the backend keeps on the host for its data dir when
