@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"runtime"
 	"time"
@@ -68,6 +69,9 @@ func run(n, burst, execs, idle int, cache string, vcpus, mem, requests, download
 		// What `serve --egress-hosts` does: the resolver knows the
 		// upstream's name.
 		EgressHosts: up.hostsFile,
+		// The upstream's prefix is on the blocklist; serve
+		// --egress-permit opens it.
+		EgressPermit: []netip.Prefix{upstreamNet},
 	})
 	if err != nil {
 		return err

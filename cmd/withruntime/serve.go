@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/server"
 	"github.com/withruntime/withruntime/internal/setup"
@@ -35,6 +36,17 @@ func serve(args []string) int {
 	fs.StringVar(&cfg.EgressHosts, "egress-hosts", "", "a hosts file (ADDRESS NAME... lines) the sandboxes' resolver answers from before the host's")
 	fs.StringVar(&cfg.EgressCA, "egress-ca", "", "PEM file of extra roots trusted when the egress proxy verifies upstream TLS")
 	fs.BoolVar(&cfg.NoEgress, "no-egress", false, "run sandboxes without any network: no packet rules, no proxy")
+	fs.Func("egress-permit", "a CIDR sandboxes may reach although the blocklist refuses it (repeatable): 198.18.0.0/15 for test upstreams, internal services; never the host's own addresses", func(v string) error {
+		p, err := egress.ParsePermit(v)
+		if err != nil {
+			return err
+		}
+		cfg.EgressPermit = append(cfg.EgressPermit, p)
+		return nil
+	})
+	fs.IntVar(&cfg.EgressMaxConns, "egress-max-conns", egress.DefaultMaxConns, "proxied connections one sandbox may hold open at once; more are refused and logged")
+	fs.DurationVar(&cfg.EgressIdleTimeout, "egress-idle-timeout", egress.DefaultIdleTimeout, "close a proxied connection on which nothing moved either way for this long")
+	fs.IntVar(&cfg.EgressDNSRate, "egress-dns-rate", egress.DefaultDNSQueriesPerSecond, "DNS queries per second one sandbox may make; more are refused and logged")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

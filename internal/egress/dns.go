@@ -33,7 +33,8 @@ const (
 
 // ServeDNS answers the sandboxes' DNS queries on udp and on tcp (either
 // may be nil) until ctx is done, the proxy is closed or they are, and then
-// closes them; it returns nil then. Any other error of a read or an accept
+// closes them; it returns nil then, or an error if one was closed under
+// it (which stops the other too). Any other error of a read or an accept
 // is logged and retried after a backoff, as Serve does. A query from an
 // address that is no sandbox's is REFUSED and logged nowhere. A sandbox's
 // queries past its rate (Config.DNSQueriesPerSecond) or its concurrency
@@ -91,7 +92,7 @@ func (p *Proxy) serveUDP(ctx context.Context, pc net.PacketConn) error {
 			if retry.again(err) {
 				continue
 			}
-			return nil
+			return stopped(ctx, "DNS over UDP", err)
 		}
 		retry.ok()
 		select {
@@ -117,11 +118,20 @@ func (p *Proxy) serveTCP(ctx context.Context, l net.Listener) error {
 			if retry.again(err) {
 				continue
 			}
-			return nil
+			return stopped(ctx, "DNS over TCP", err)
 		}
 		retry.ok()
 		go p.serveDNSConn(ctx, c)
 	}
+}
+
+// stopped is what a DNS loop returns when it ends: nil when asked to (ctx
+// done), else err: its socket was closed under it, which ends ServeDNS.
+func stopped(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 func (p *Proxy) serveDNSConn(ctx context.Context, c net.Conn) {

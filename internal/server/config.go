@@ -2,10 +2,14 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
 )
@@ -42,6 +46,19 @@ type Config struct {
 	// the host's resolver; EgressCA is PEM of extra roots trusted for
 	// upstream TLS.
 	EgressHosts, EgressCA string
+	// EgressPermit are prefixes sandboxes may reach although the
+	// blocklist refuses them (serve --egress-permit): 198.18.0.0/15 for
+	// test upstreams, an operator's internal services. Never the host's
+	// own addresses or loopback.
+	EgressPermit []netip.Prefix
+	// EgressMaxConns is how many proxied connections one sandbox holds at
+	// once (serve --egress-max-conns); EgressIdleTimeout closes a proxied
+	// connection idle both ways that long (--egress-idle-timeout);
+	// EgressDNSRate is each sandbox's DNS queries per second
+	// (--egress-dns-rate). Zero: the defaults of package egress.
+	EgressMaxConns    int
+	EgressIdleTimeout time.Duration
+	EgressDNSRate     int
 }
 
 func (c *Config) setDefaults() {
@@ -66,6 +83,19 @@ func (c *Config) Validate() error {
 	}
 	if !filepath.IsAbs(c.CacheDir) {
 		return errors.New("--cache-dir must be an absolute path")
+	}
+	for _, p := range c.EgressPermit {
+		if err := egress.CheckPermit(p); err != nil {
+			return fmt.Errorf("--egress-permit: %w", err)
+		}
+	}
+	switch {
+	case c.EgressMaxConns < 0:
+		return errors.New("--egress-max-conns must not be negative")
+	case c.EgressIdleTimeout < 0:
+		return errors.New("--egress-idle-timeout must not be negative")
+	case c.EgressDNSRate < 0:
+		return errors.New("--egress-dns-rate must not be negative")
 	}
 	return nil
 }

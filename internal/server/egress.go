@@ -2,13 +2,13 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/withruntime/withruntime/internal/egress"
@@ -30,12 +30,19 @@ type egressServices struct {
 	proxy  atomic.Pointer[egress.Proxy]
 	wiring *sandbox.EgressWiring
 	cancel context.CancelFunc
+
+	// failed gets the error of a service that stopped while the server
+	// was not closing; stopped is closed by close.
+	failed    chan error
+	stopped   chan struct{}
+	closing   atomic.Bool
+	closeOnce sync.Once
 }
 
 // openEgress listens for redirected traffic and prepares the authority
 // and the trust bundle sandboxes mount.
 func openEgress(cfg Config, dataDir string) (_ *egressServices, retErr error) {
-	e := &egressServices{log: egress.NewLog()}
+	e := &egressServices{log: egress.NewLog(), failed: make(chan error, 2), stopped: make(chan struct{})}
 	defer func() {
 		if retErr != nil {
 			e.close()
@@ -69,9 +76,12 @@ func openEgress(cfg Config, dataDir string) (_ *egressServices, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(dataDir))
+	tag, err := networkTag(dataDir, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
 	e.wiring = &sandbox.EgressWiring{
-		Tag:       hex.EncodeToString(sum[:])[:3],
+		Tag:       tag,
 		ProxyPort: e.tcp.Addr().(*net.TCPAddr).Port,
 		DNSPort:   e.dnsTCP.Addr().(*net.TCPAddr).Port,
 		CABundle:  bundle,
@@ -99,7 +109,9 @@ func writeBundle(cacheDir, caDir string, caPEM []byte) (string, error) {
 	return path, os.Rename(tmp, path)
 }
 
-// serve starts the proxy and the resolver.
+// serve starts the proxy and the resolver, supervised: if either stops
+// while the server is not closing, the error is logged and sent on
+// e.failed, which ends the server (superviseEgress).
 func (e *egressServices) serve(cfg Config, dir egress.Directory, secrets egress.Secrets) error {
 	var hosts egress.Hosts
 	if cfg.EgressHosts != "" {
@@ -125,6 +137,12 @@ func (e *egressServices) serve(cfg Config, dir egress.Directory, secrets egress.
 		Hosts:       hosts,
 		ExtraRoots:  roots,
 		Log:         e.log,
+		Logger:      cfg.Logger,
+		Permit:      cfg.EgressPermit,
+
+		MaxConns:            cfg.EgressMaxConns,
+		IdleTimeout:         cfg.EgressIdleTimeout,
+		DNSQueriesPerSecond: cfg.EgressDNSRate,
 	})
 	if err != nil {
 		return err
@@ -132,15 +150,51 @@ func (e *egressServices) serve(cfg Config, dir egress.Directory, secrets egress.
 	e.proxy.Store(proxy)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
-	go proxy.Serve(e.tcp)
-	go proxy.ServeDNS(ctx, e.dnsUDP, e.dnsTCP)
+	go e.supervise(cfg.Logger, "egress proxy", func() error { return proxy.Serve(e.tcp) })
+	go e.supervise(cfg.Logger, "egress resolver", func() error { return proxy.ServeDNS(ctx, e.dnsUDP, e.dnsTCP) })
 	return nil
+}
+
+// supervise runs one egress service. Its loops retry every error but a
+// closed socket, so a return while the server is not closing means the
+// service is gone: every sandbox's egress with it. Rather than run on half
+// alive, the server is told to shut down.
+func (e *egressServices) supervise(log *slog.Logger, what string, run func() error) {
+	err := run()
+	if e.closing.Load() {
+		return
+	}
+	if err == nil {
+		err = errors.New("stopped")
+	}
+	err = fmt.Errorf("%s: %w", what, err)
+	log.Error("egress service failed: shutting the server down", "service", what, "err", err)
+	e.failed <- err
+}
+
+// superviseEgress ends Wait with the error of an egress service that
+// failed.
+func (s *Server) superviseEgress() {
+	if s.egress == nil {
+		return
+	}
+	go func() {
+		select {
+		case err := <-s.egress.failed:
+			select {
+			case s.done <- err:
+			default: // the API failed too: Wait has an error already
+			}
+		case <-s.egress.stopped:
+		}
+	}()
 }
 
 // Events is a sandbox's egress log.
 func (e *egressServices) Events(id string) []egress.Event { return e.log.Events(id) }
 
-// Release forgets what the proxy holds for an ended sandbox.
+// Release closes the connections an ended sandbox still has through the
+// proxy and forgets what the proxy holds for it.
 func (e *egressServices) Release(id string) {
 	if p := e.proxy.Load(); p != nil {
 		p.Release(id)
@@ -148,8 +202,13 @@ func (e *egressServices) Release(id string) {
 }
 
 func (e *egressServices) close() {
+	e.closing.Store(true)
+	e.closeOnce.Do(func() { close(e.stopped) })
 	if e.cancel != nil {
 		e.cancel()
+	}
+	if p := e.proxy.Load(); p != nil {
+		p.Close()
 	}
 	for _, c := range []interface{ Close() error }{e.tcp, e.dnsTCP, e.dnsUDP} {
 		if c != nil && !isNilCloser(c) {

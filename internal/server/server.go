@@ -127,6 +127,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		})),
 	}
 	go func() { s.done <- s.http.Serve(l) }()
+	s.supervise()
 	cfg.Logger.Info("serving", "url", s.URL, "data_dir", dataDir, "backend", cfg.Backend)
 	return s, nil
 }

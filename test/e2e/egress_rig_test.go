@@ -34,9 +34,11 @@ import (
 
 // The upstreams of the egress tests live in a network namespace the test
 // makes, on one veth whose root end is upRoot. 198.18.0.0/15 is for
-// benchmarking, never routed on the internet, and not on the platform's
-// blocklist. upRoot is an address of the host, so the platform must refuse
-// it like every other address of the host.
+// benchmarking, never routed on the internet, and on the platform's
+// blocklist unless permitted: the servers of these tests pass
+// --egress-permit upPrefix (serverFlags). upRoot is an address of the
+// host, so the platform must refuse it like every other address of the
+// host, permit or not.
 const (
 	upPrefix  = "198.18.77.0/24"
 	upRoot    = "198.18.77.1"
@@ -673,7 +675,8 @@ func (u *upstreams) writeHosts(t *testing.T) {
 func quietLog() *log.Logger { return log.New(io.Discard, "", 0) }
 
 // serverFlags are the serve flags that point the platform at these
-// upstreams.
+// upstreams and let sandboxes reach their prefix, which the platform's
+// blocklist refuses otherwise.
 func (u *upstreams) serverFlags() []string {
-	return []string{"--egress-hosts", u.HostsFile, "--egress-ca", u.CAFile}
+	return []string{"--egress-hosts", u.HostsFile, "--egress-ca", u.CAFile, "--egress-permit", upPrefix}
 }

@@ -1,0 +1,26 @@
+package server
+
+import (
+	"log/slog"
+	"syscall"
+)
+
+// raiseFileLimit sets the soft RLIMIT_NOFILE to the hard limit and logs
+// it: every proxied connection of every sandbox holds two descriptors.
+// (Go raises the soft limit at start on Linux too; this says so, and
+// holds if that ever changes.)
+func raiseFileLimit(log *slog.Logger) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		log.Warn("reading the open files limit", "err", err)
+		return
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			log.Warn("raising the open files limit", "err", err)
+		}
+		syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+	log.Info("open files limit", "soft", lim.Cur, "hard", lim.Max)
+}
