@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/withruntime/withruntime/internal/agent"
 	"github.com/withruntime/withruntime/internal/agentlink"
 )
@@ -48,6 +50,10 @@ func serve() int {
 	}
 	h := agent.New(cfg)
 	if os.Getpid() == 1 {
+		if err := detachConsole(); err != nil {
+			os.Stderr.WriteString("sandbox-agent: " + err.Error() + "\n")
+			return 1
+		}
 		h.ReapOrphans()
 	}
 	sock := filepath.Join(sockDir, agentlink.SockName)
@@ -64,6 +70,24 @@ func serve() int {
 		return 1
 	}
 	return 0
+}
+
+// detachConsole points this process's stdio at /dev/null. The sandbox's
+// first process inherits a host file as stdio (runsc's console log), and
+// root inside could write to it through /proc/1/fd without bound: from now
+// on no process in the sandbox holds it.
+func detachConsole() error {
+	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(null)
+	for fd := range 3 {
+		if err := unix.Dup3(null, fd, 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // waitFile waits for the host to create path: the host's only way to

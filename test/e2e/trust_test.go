@@ -147,6 +147,14 @@ func TestSandboxCannotReachHostOrNeighbour(t *testing.T) {
 		}
 	})
 
+	t.Run("the console is no host file to fill", func(t *testing.T) {
+		mustExec(t, attacker, ab.ID, "for fd in 0 1 2; do sudo sh -c \"head -c 8000000 /dev/zero > /proc/1/fd/$fd\" || true; done")
+		console := filepath.Join(s.DataDir, "sandboxes", ab.ID, "console.log")
+		if st, err := os.Stat(console); err == nil && st.Size() > 1<<20 {
+			t.Fatalf("the sandbox wrote %d bytes into the host file %s", st.Size(), console)
+		}
+	})
+
 	t.Run("pause and resume under the attack", func(t *testing.T) {
 		if _, err := attacker.PauseSandbox(ctx, ab.ID); err != nil {
 			t.Fatal(err)
