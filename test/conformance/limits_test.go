@@ -11,9 +11,18 @@ import (
 	"github.com/withruntime/withruntime/api"
 )
 
-// cpuUsage reads the host's CPU accounting of a gVisor sandbox's cgroup.
+// cpuUsage reads the host's CPU accounting of a gVisor sandbox's cgroup,
+// on a v1 host or a pure v2 one.
 func cpuUsage(t *testing.T, id string) time.Duration {
 	t.Helper()
+	if data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/withruntime", id, "cpu.stat")); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				us, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				return time.Duration(us) * time.Microsecond
+			}
+		}
+	}
 	for _, p := range []string{
 		filepath.Join("/sys/fs/cgroup/cpuacct/withruntime", id, "cpuacct.usage"),
 		filepath.Join("/sys/fs/cgroup/cpu,cpuacct/withruntime", id, "cpuacct.usage"),

@@ -99,7 +99,11 @@ func leftovers(t *testing.T, dataDir string, ids []string) []string {
 		}
 	}
 	for _, id := range ids {
+		// v1 hierarchies, and the unified tree of a pure v2 host.
 		cg, _ := filepath.Glob("/sys/fs/cgroup/*/withruntime/" + id)
+		if _, err := os.Stat("/sys/fs/cgroup/withruntime/" + id); err == nil {
+			cg = append(cg, "/sys/fs/cgroup/withruntime/"+id)
+		}
 		for _, c := range cg {
 			found = append(found, "cgroup "+c)
 		}
