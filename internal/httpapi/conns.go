@@ -48,7 +48,8 @@ const shedInterval = 10 * time.Second
 // that has waited longest without a request in progress (one still
 // sending its request's headers, or idle between requests) is closed to
 // make room: a slow client can hold a slot only until newer clients need
-// it, and cannot keep anyone out. A request is in progress from the moment
+// it, and cannot keep anyone out. A connection that has delivered all of
+// its request's headers is spared (delivered.go). A request is in progress from the moment
 // its key is accepted until its handler returns (an exec stream, a file
 // transfer); such connections are never closed, and when every slot holds
 // one, the new connection is refused. Keyless requests (health, trial)
@@ -69,6 +70,9 @@ type Listener struct {
 	// waiting holds the open connections that may be evicted, the one
 	// waiting longest first.
 	waiting list.List
+
+	// scratch is where admit peeks at what a connection delivered.
+	scratch [16 << 10]byte
 
 	evicted, refused, tooLong atomic.Int64 // since the last log line
 	lastLog                   atomic.Int64 // unix nanoseconds
@@ -121,19 +125,29 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// admit tracks nc, evicting the longest-waiting connection when every
-// slot is taken; nil when every slot has a request in progress.
+// maxSpared is how many of the longest-waiting connections one admission
+// looks at before it gives up: they had delivered their headers, and the
+// newcomer is refused rather than one of them evicted.
+const maxSpared = 16
+
+// admit tracks nc, evicting the longest-waiting connection that has not
+// delivered a request's headers when every slot is taken; nil when it
+// finds none to evict.
 func (l *Listener) admit(nc net.Conn) *conn {
 	l.mu.Lock()
 	var victim *conn
-	if l.open >= l.max {
+	for spared := 0; l.open >= l.max; spared++ {
 		front := l.waiting.Front()
-		if front == nil {
+		if front == nil || spared == maxSpared {
 			l.mu.Unlock()
 			return nil
 		}
-		victim = front.Value.(*conn)
-		l.forgetLocked(victim)
+		if c := front.Value.(*conn); c.delivered(l.scratch[:]) {
+			l.waiting.MoveToBack(front)
+		} else {
+			victim = c
+			l.forgetLocked(victim)
+		}
 	}
 	c := &conn{Conn: nc, l: l}
 	c.reading.Store(true)
@@ -195,6 +209,8 @@ func (l *Listener) connState(nc net.Conn, st http.ConnState) {
 	case http.StateIdle:
 		// The answer is out; what comes next is the next request's header.
 		c.header.Store(0)
+		c.tail.Store(0)
+		c.ended.Store(false)
 		c.reading.Store(true)
 		l.wait(c)
 	case http.StateHijacked:
@@ -261,9 +277,18 @@ type conn struct {
 	// reading is set while a request's line and headers are being read,
 	// and header counts the bytes read meanwhile. net/http's readahead
 	// may add part of a body: up to one buffer (4 KiB), as its own bound.
-	reading  atomic.Bool
-	header   atomic.Int64
+	reading atomic.Bool
+	header  atomic.Int64
+	// tail is the last two bytes read meanwhile; ended is set once they
+	// held the end of the headers (delivered).
+	tail     atomic.Uint32
+	ended    atomic.Bool
 	answered atomic.Bool // the 431 is out
+}
+
+func (c *conn) lastTwo() [2]byte {
+	t := c.tail.Load()
+	return [2]byte{byte(t >> 8), byte(t)}
 }
 
 // errHeaderTooLarge ends a connection whose header passed the bound.
@@ -274,9 +299,17 @@ func (c *conn) Read(p []byte) (int, error) {
 		return 0, c.readError()
 	}
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.reading.Load() && c.header.Add(int64(n)) > int64(c.l.maxHeader) {
+	if n == 0 || !c.reading.Load() {
+		return n, err
+	}
+	if c.header.Add(int64(n)) > int64(c.l.maxHeader) {
 		c.answerTooLarge()
 		return 0, c.readError()
+	}
+	if !c.ended.Load() {
+		end, tail := headerEnd(c.lastTwo(), p[:n])
+		c.tail.Store(uint32(tail[0])<<8 | uint32(tail[1]))
+		c.ended.Store(end)
 	}
 	return n, err
 }

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package httpapi
+
+import "net"
+
+// peek sees nothing here: only what net/http read counts as delivered.
+func peek(net.Conn, []byte) int { return 0 }
