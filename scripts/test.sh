@@ -21,6 +21,10 @@ echo "==> go test"
 # each other.
 go test -p 1 -timeout 40m ./...
 
+echo "==> go test -race (the packages with concurrency)"
+go test -race -count=1 -p 1 -timeout 20m ./internal/manager/ ./internal/store/ ./internal/httpapi/ \
+  ./internal/egress/ ./internal/agent/ ./internal/agentlink/ ./internal/network/ ./internal/server/ ./client/
+
 echo "==> Python SDK"
 # The session starts its own server (the withruntime that up.sh installed).
 /usr/bin/python3 -m pytest -q sdk/python/tests
