@@ -24,7 +24,7 @@ func serve(args []string) int {
 	fs.StringVar(&cfg.Listen, "listen", server.DefaultListen, "address to serve the API on")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the database, admin.key and per-sandbox state (required)")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", server.DefaultCacheDir, "directory of built images and runsc, shared by every data dir")
-	fs.Float64Var(&cfg.Manager.Overcommit, "overcommit", 4, "how many times the host's CPUs and memory admission may hand out")
+	fs.Float64Var(&cfg.Manager.Overcommit, "overcommit", 4, "how many times the host's CPUs, memory and free disk admission may hand out")
 	fs.DurationVar(&cfg.Manager.MaxTimeout, "max-lease", 24*time.Hour, "longest lease a sandbox may ask for")
 	fs.DurationVar(&cfg.Manager.Retention, "retention", 7*24*time.Hour, "how long a paused sandbox is kept")
 	fs.IntVar(&cfg.Manager.DefaultConcurrency, "concurrency", 100, "how many sandboxes an account runs at once unless its own setting says otherwise")
