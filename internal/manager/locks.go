@@ -37,6 +37,10 @@ type entry struct {
 	// Manager.mu.
 	inst      sandbox.Instance
 	transport *http.Transport
+
+	// cpuWarned says the CPU counter's failure was logged once; guarded
+	// by e.mu.
+	cpuWarned bool
 }
 
 // entryLock is an entry's mutex. Its Unlock also drops the reference that

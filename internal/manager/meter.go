@@ -29,7 +29,13 @@ func (m *Manager) sample(ctx context.Context, e *entry, rec *sandbox.Record, now
 	}
 	var dCPU int64
 	if meter, ok := m.cfg.Backend.(sandbox.Meter); ok && e.inst != nil {
-		if cpu, err := meter.CPUTime(e.id); err == nil {
+		cpu, err := meter.CPUTime(e.id)
+		if err != nil && !e.cpuWarned {
+			// Billed for memory only until the counter reads again.
+			e.cpuWarned = true
+			m.log.warn(e.id, "reading the CPU counter", err)
+		}
+		if err == nil {
 			counter := cpu.Nanoseconds()
 			dCPU = counter - u.CPUCounterNs
 			if dCPU < 0 { // the counter restarted
