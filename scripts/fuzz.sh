@@ -1,0 +1,30 @@
+#!/bin/sh
+# Runs every fuzz target for a few seconds each (FUZZTIME, default 5s):
+# the parsers of what a sandbox sends (TLS ClientHello, HTTP Host, DNS
+# queries) and the agent's tar extraction. The committed corpora under
+# testdata/fuzz/ also run as plain tests in `go test`. Fails if a target
+# finds a failing input; it is written to testdata/fuzz/<Target>/ and
+# printed here, so that it can be committed as a regression seed.
+set -eu
+cd "$(dirname "$0")/.."
+
+fuzztime=${FUZZTIME:-5s}
+# No minimizing: it would eat the time box (and cut a run short with a
+# bogus "context deadline exceeded" when the time ends mid-way).
+for target in \
+  ./internal/egress:FuzzClientHello \
+  ./internal/egress:FuzzClientHelloRoundTrip \
+  ./internal/egress:FuzzHTTPHost \
+  ./internal/egress:FuzzDNSQuery \
+  ./internal/agent:FuzzExtract; do
+  pkg=${target%%:*}
+  name=${target##*:}
+  echo "==> fuzz $name ($pkg, $fuzztime)"
+  if ! go test -count=1 -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -fuzzminimizetime 0 "$pkg"; then
+    for f in $(git status --porcelain --untracked-files=all -- "$pkg/testdata/fuzz/$name" | awk '{print $2}'); do
+      echo "--- failing input $f:"
+      cat "$f"
+    done
+    exit 1
+  fi
+done
