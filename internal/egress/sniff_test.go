@@ -33,6 +33,10 @@ func TestParseClientHello(t *testing.T) {
 		{0x16, 3, 1, 0, 4, 2, 0, 0, 0},                                // not a ClientHello
 		{0x16, 3, 1, 0, 6, 1, 0, 0, 2, 3, 3},                          // truncated body
 		append(clientHello("a\x00b"), 0)[:len(clientHello("a\x00b"))], // control byte in the name
+		clientHello("a..test"),                                        // not a host name: the policy could not match it
+		clientHello("a.test:443"),                                     // a port
+		clientHello("-a.test"),                                        // a label starting with a hyphen
+		clientHello("[::1]"),                                          // an IPv6 literal, which RFC 6066 forbids
 	} {
 		if _, complete, err := parseClientHello(bad); err == nil {
 			t.Errorf("%x: complete %v, want an error", bad, complete)
