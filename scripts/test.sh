@@ -25,6 +25,9 @@ echo "==> go test -race (the packages with concurrency)"
 go test -race -count=1 -p 1 -timeout 20m ./internal/manager/ ./internal/store/ ./internal/httpapi/ \
   ./internal/egress/ ./internal/agent/ ./internal/agentlink/ ./internal/network/ ./internal/server/ ./client/
 
+echo "==> fuzz (seconds per target; the committed corpora also ran in go test)"
+./scripts/fuzz.sh
+
 echo "==> Python SDK"
 # The session starts its own server (the withruntime that up.sh installed).
 /usr/bin/python3 -m pytest -q sdk/python/tests
