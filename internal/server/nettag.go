@@ -48,7 +48,9 @@ var (
 func networkTag(dataDir string, log *slog.Logger) (string, error) {
 	unlock, err := lockTags()
 	if err != nil {
-		return "", err
+		// Not root: no packet rules either, so nothing to collide.
+		log.Warn("network tags cannot be claimed", "err", err)
+		unlock = func() {}
 	}
 	defer unlock()
 	mine, err := os.ReadFile(filepath.Join(dataDir, tagFile))
@@ -146,6 +148,9 @@ func claimant(tag string) string {
 }
 
 func claim(tag, dataDir string) error {
+	if _, err := os.Stat(tagDir); err != nil {
+		return nil // see networkTag: unclaimable, and nothing to claim against
+	}
 	path := filepath.Join(tagDir, tag)
 	if err := os.WriteFile(path+".tmp", []byte(dataDir+"\n"), 0o600); err != nil {
 		return fmt.Errorf("claiming network tag %s: %w", tag, err)
