@@ -298,6 +298,11 @@ func headHosts(head []byte) ([]string, error) {
 // absolute-form target's host or the Host header, which must agree when
 // both are given.
 func requestHost(hosts []string, req *http.Request) (string, error) {
+	// As for the first request (sniff.go): a Host net/http would not
+	// forward as it is gets no decision.
+	if !validHost(req.Host) {
+		return "", errors.New("malformed Host")
+	}
 	host := hostOnly(req.Host)
 	if len(hosts) == 1 && hostOnly(hosts[0]) != host {
 		return "", errors.New("request target's host differs from Host")
