@@ -54,11 +54,20 @@ func TestSlowClients(t *testing.T) {
 	}
 	t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+sb.ID, nil) })
 	// Every probe comes on a connection of its own, as a new client's would.
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	var lastGap atomic.Int64
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &gapConn{Conn: c, at: time.Now(), gap: &lastGap}, nil
+		}}}
 	probe := func(when string, i int) {
 		t.Helper()
 		if err := healthOnce(client, s.URL); err != nil {
-			t.Fatalf("health %s (%d): %v", when, i, err)
+			t.Fatalf("health %s (%d): %v (connect to first write: %v)", when, i, err, time.Duration(lastGap.Load()))
 		}
 	}
 	exec := func(when string) {
@@ -113,8 +122,8 @@ func TestSlowClients(t *testing.T) {
 }
 
 // dribble is one slow client: it sends part of a request line, then a
-// byte every second or two, and connects again whenever the server shuts
-// it, until ctx ends.
+// byte every second or two, and connects again a second or two after the
+// server shuts it, until ctx ends.
 func dribble(ctx context.Context, addr string, dialed, shut *atomic.Int64) {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	for ctx.Err() == nil {
@@ -136,6 +145,11 @@ func dribble(ctx context.Context, addr string, dialed, shut *atomic.Int64) {
 		}
 		c.Close()
 		shut.Add(1)
+		// Back a moment later, as a client that retries would be.
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second + rand.N(time.Second)):
+		}
 	}
 }
 
@@ -230,4 +244,16 @@ func floodWait(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("gave up waiting for %s", what)
 		}
 	}
+}
+
+type gapConn struct {
+	net.Conn
+	at   time.Time
+	gap  *atomic.Int64
+	once sync.Once
+}
+
+func (c *gapConn) Write(p []byte) (int, error) {
+	c.once.Do(func() { c.gap.Store(int64(time.Since(c.at))) })
+	return c.Conn.Write(p)
 }
