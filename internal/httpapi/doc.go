@@ -2,7 +2,9 @@
 // decoding and checking request bodies, forwarding agent routes to the
 // in-sandbox agent, accounts, keys, usage and trial accounts over
 // internal/store, and the one place where error kinds become HTTP
-// statuses and stable codes (Status).
+// statuses and stable codes (Status). Its Listener bounds what clients
+// hold of the server before a request is served: connections, header size
+// and time.
 //
 // It serves the contract of package api (and api/openapi.yaml, which a test
 // here holds to the route table). It decides nothing about sandboxes
