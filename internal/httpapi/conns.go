@@ -64,7 +64,7 @@ type Listener struct {
 	tooLarge       []byte // the whole 431 answer
 	log            *slog.Logger
 
-	mu sync.Mutex // guards open, waiting, and the elem, gone and pinned fields of every conn
+	mu sync.Mutex // guards open, waiting, scratch, and the elem, gone and pinned fields of every conn
 	// open counts the connections accepted and not yet closed.
 	open int
 	// waiting holds the open connections that may be evicted, the one
