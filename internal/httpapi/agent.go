@@ -91,8 +91,11 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, c caller, agentPa
 			pr.Out.Header.Set("X-Request-Id", requestID)
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			// The answer carries the server's request id only.
-			resp.Header.Del("X-Request-Id")
+			// The agent may be root's own program: of its headers only
+			// those the contract has pass (no cookies, CORS or caching
+			// rules on the API's origin), and the answer carries the
+			// server's request id only.
+			keepAgentHeaders(resp.Header)
 			if agentPath == "/exec" {
 				s.guardExecStream(r, c, resp)
 			}
@@ -107,6 +110,25 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, c caller, agentPa
 	}
 	rp.ServeHTTP(w, r)
 	return nil
+}
+
+// agentHeaders are the answer headers of the agent's contract.
+var agentHeaders = []string{"Content-Type", "Content-Length", "Cache-Control"}
+
+func keepAgentHeaders(h http.Header) {
+	kept := make(http.Header, len(agentHeaders))
+	for _, k := range agentHeaders {
+		if v, ok := h[k]; ok {
+			kept[k] = v
+		}
+	}
+	if ct := kept.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/") {
+		kept.Set("Content-Type", "application/octet-stream") // never text/html on the API's origin
+	}
+	clear(h)
+	for k, v := range kept {
+		h[k] = v
+	}
 }
 
 // agentError answers a request that never got an answer from the agent.

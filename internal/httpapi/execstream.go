@@ -62,10 +62,10 @@ func (s *server) streamBreak(ctx context.Context, c caller, id string, cause err
 }
 
 // maxExecLine bounds one line of an exec stream. The agent's lines carry
-// at most 32 KiB of output each (some 200 KiB once JSON-escaped); a longer
-// one comes from something else answering in the agent's place, and ends
-// the stream.
-const maxExecLine = 1 << 20
+// at most 32 KiB of output each (at most 192 KiB once JSON-escaped); a
+// longer one comes from something else answering in the agent's place, and
+// ends the stream.
+const maxExecLine = 256 << 10
 
 // errLineTooLong ends a stream whose line passed maxExecLine.
 var errLineTooLong = sandbox.Errorf(sandbox.KindInternal, "the sandbox's agent sent a line longer than %d bytes: the stream was cut", maxExecLine)
