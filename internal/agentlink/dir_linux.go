@@ -48,6 +48,13 @@ func (d *Dir) Listen() (*Host, error) {
 		return nil, fmt.Errorf("listening for the agent: %w", err)
 	}
 	l.SetUnlinkOnClose(false)
+	// fchmodat follows symlinks (Linux has no AT_SYMLINK_NOFOLLOW for it
+	// before fchmodat2): make sure the name is the socket just bound.
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd, SockName, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		l.Close()
+		return nil, fmt.Errorf("listening for the agent: %s is not the socket just made", SockName)
+	}
 	if err := unix.Fchmodat(d.fd, SockName, 0o600, 0); err != nil {
 		l.Close()
 		return nil, err

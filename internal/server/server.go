@@ -40,6 +40,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// First: the API's connection limit is sized from it, and every
+	// proxied connection holds two descriptors.
+	raiseFileLimit(cfg.Logger)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("making data dir: %w", err)
 	}
