@@ -189,11 +189,11 @@ func (m *Manager) enforceLimits(ctx context.Context, recs []*sandbox.Record) {
 			}
 		}
 		if reason != "" {
-			e := m.lock(r.ID)
-			if rec, err := m.cfg.Store.GetSandbox(ctx, r.ID); err == nil && rec.State == sandbox.StateRunning {
-				m.finish(ctx, e, sandbox.EndSpendingLimit, reason)
-			}
-			e.mu.Unlock()
+			m.whenFree(r.ID, func(e *entry) {
+				if rec, err := m.cfg.Store.GetSandbox(ctx, e.id); err == nil && rec.State == sandbox.StateRunning {
+					m.finish(ctx, e, sandbox.EndSpendingLimit, reason)
+				}
+			})
 		}
 	}
 }

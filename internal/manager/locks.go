@@ -73,6 +73,57 @@ func (m *Manager) lock(id string) *entry {
 	return e
 }
 
+// tryLock is lock without the wait: nil when an operation holds id.
+func (m *Manager) tryLock(id string) *entry {
+	m.mu.Lock()
+	e := m.entries[id]
+	if e == nil {
+		e = &entry{id: id}
+		e.mu.m, e.mu.e = m, e
+		m.entries[id] = e
+	}
+	e.refs++
+	m.mu.Unlock()
+	if !e.mu.TryLock() {
+		m.unref(e)
+		return nil
+	}
+	return e
+}
+
+// whenFree runs f with id locked: at once when the lock is free, else in
+// the background once it is, so that the reaper's and the meter's passes
+// never wait on one sandbox's long operation (a pause whose agent stalls,
+// a large checkpoint) while the other sandboxes' leases and limits are
+// due. At most one background wait per id; the next pass covers a dropped
+// one.
+func (m *Manager) whenFree(id string, f func(e *entry)) {
+	if e := m.tryLock(id); e != nil {
+		defer e.mu.Unlock()
+		f(e)
+		return
+	}
+	m.mu.Lock()
+	if m.waiting[id] {
+		m.mu.Unlock()
+		return
+	}
+	m.waiting[id] = true
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer func() {
+			m.mu.Lock()
+			delete(m.waiting, id)
+			m.mu.Unlock()
+		}()
+		e := m.lock(id)
+		defer e.mu.Unlock()
+		f(e)
+	}()
+}
+
 // unref drops one reference and forgets the entry when it was the last
 // and the sandbox holds nothing.
 func (m *Manager) unref(e *entry) {

@@ -25,6 +25,7 @@ type Manager struct {
 	entries map[string]*entry // every id live or being operated on
 	live    map[string]*entry // the admitted ones: what admission counts
 	byAddr  map[netip.Addr]*entry
+	waiting map[string]bool // ids a background pass waits to lock (whenFree)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -42,6 +43,7 @@ func New(cfg Config) (*Manager, error) {
 		entries: map[string]*entry{},
 		live:    map[string]*entry{},
 		byAddr:  map[netip.Addr]*entry{},
+		waiting: map[string]bool{},
 		stop:    make(chan struct{}),
 	}, nil
 }

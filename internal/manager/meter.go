@@ -110,7 +110,13 @@ func (m *Manager) Meter(ctx context.Context) {
 		if r.State == sandbox.StatePaused && m.cfg.Prices.StorageNanosPerGiBHour == 0 {
 			continue
 		}
-		e := m.lock(r.ID)
+		// A sandbox busy with an operation is sampled at the next pass
+		// (or settled by the operation): the sample covers the time since
+		// the last one.
+		e := m.tryLock(r.ID)
+		if e == nil {
+			continue
+		}
 		if rec, err := m.cfg.Store.GetSandbox(ctx, r.ID); err == nil && (rec.State != sandbox.StateRunning || e.inst != nil) {
 			m.settle(ctx, e, rec, m.now())
 		}

@@ -83,8 +83,11 @@ func (m *Manager) Reap(ctx context.Context) {
 }
 
 func (m *Manager) reapOne(ctx context.Context, id string) {
-	e := m.lock(id)
-	defer e.mu.Unlock()
+	m.whenFree(id, func(e *entry) { m.reapLocked(ctx, e) })
+}
+
+func (m *Manager) reapLocked(ctx context.Context, e *entry) {
+	id := e.id
 	rec, err := m.cfg.Store.GetSandbox(ctx, id)
 	if err != nil {
 		return
