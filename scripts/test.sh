@@ -23,7 +23,8 @@ go test -p 1 -timeout 40m ./...
 
 echo "==> go test -race (the packages with concurrency)"
 go test -race -count=1 -p 1 -timeout 20m ./internal/manager/ ./internal/store/ ./internal/httpapi/ \
-  ./internal/egress/ ./internal/agent/ ./internal/agentlink/ ./internal/network/ ./internal/server/ ./client/
+  ./internal/egress/ ./internal/agent/ ./internal/agentlink/ ./internal/network/ ./internal/server/ \
+  ./internal/backend/gvisor/ ./client/
 
 echo "==> fuzz (seconds per target; the committed corpora also ran in go test)"
 ./scripts/fuzz.sh

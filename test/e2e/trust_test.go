@@ -208,7 +208,7 @@ func TestSandboxCannotReachHostOrNeighbour(t *testing.T) {
 		}
 		rssAfter := rssKiB(t, s.Pid())
 		t.Logf("%d of 12 execs answered by the fake agent; server RSS %d -> %d KiB", fakes, rssBefore, rssAfter)
-		if rssAfter > rssBefore+200<<10 {
+		if rssAfter > rssBefore+64<<10 { // 12 streams cut at 256 KiB each, and noise
 			t.Fatalf("server RSS grew from %d to %d KiB against endless lines", rssBefore, rssAfter)
 		}
 		// The attacker can still stop its own fake.
