@@ -21,6 +21,10 @@ const (
 	// included) one sandbox may hold open at once: far more than an agent
 	// opens, far fewer than the host's file descriptors.
 	DefaultMaxConns = 1024
+	// DefaultAccountConnsFactor makes the default bound of one account's
+	// proxied connections, all its sandboxes together: that many times
+	// the bound of one sandbox.
+	DefaultAccountConnsFactor = 4
 	// DefaultIdleTimeout closes a proxied connection on which no byte has
 	// moved either way for that long.
 	DefaultIdleTimeout = 10 * time.Minute
@@ -92,6 +96,16 @@ type Config struct {
 	// MaxConns is how many proxied connections a sandbox may hold at once
 	// (default DefaultMaxConns); more are refused and logged.
 	MaxConns int
+	// MaxConnsAccount is how many all the sandboxes of one account may
+	// hold at once (default DefaultAccountConnsFactor × MaxConns): one
+	// tenant's many sandboxes cannot take every descriptor of the host.
+	MaxConnsAccount int
+	// MaxConnsHost is how many every sandbox together may hold at once;
+	// 0: no such bound. A server sets it from its open files limit, so
+	// that egress leaves the API and the agents' channels their
+	// descriptors: a connection refused here is logged, where an accept at
+	// EMFILE would fail for every sandbox alike.
+	MaxConnsHost int
 	// IdleTimeout closes a proxied connection idle both ways that long
 	// (default DefaultIdleTimeout).
 	IdleTimeout time.Duration
@@ -128,6 +142,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxConnsAccount <= 0 {
+		c.MaxConnsAccount = DefaultAccountConnsFactor * c.MaxConns
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = DefaultIdleTimeout

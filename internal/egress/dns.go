@@ -39,10 +39,12 @@ const (
 // address that is no sandbox's is REFUSED and logged nowhere. A sandbox's
 // queries past its rate (Config.DNSQueriesPerSecond) or its concurrency
 // (Config.DNSInflight) are REFUSED and logged, and its DNS-over-TCP
-// connections count against its connection limit (Config.MaxConns). A query for a name the sandbox's policy does not allow,
-// a name longer than 253 bytes or with a label longer than 63, or one name
-// too many in a minute (Config.DNSNamesPerMinute) is REFUSED and logged
-// in the sandbox's egress log: so that DNS carries nothing out. An A query
+// connections count against its connection limits (Config.MaxConns,
+// MaxConnsAccount, MaxConnsHost). A query for a name the sandbox's policy
+// does not allow, a name longer than 253 bytes or with a label longer
+// than 63, or one name too many in a minute (Config.DNSNamesPerMinute) is
+// REFUSED and logged in the sandbox's egress log: so that DNS carries
+// nothing out. An A query
 // gets the Resolver's addresses; AAAA an empty answer (sandboxes have no
 // IPv6); any other type REFUSED.
 func (p *Proxy) ServeDNS(ctx context.Context, udp net.PacketConn, tcp net.Listener) error {
@@ -141,12 +143,14 @@ func (p *Proxy) serveDNSConn(ctx context.Context, c net.Conn) {
 	defer p.untrack(c)
 	defer c.Close()
 	if sb, ok := p.cfg.Directory.SandboxByAddr(addrOf(c.RemoteAddr())); ok {
-		f := p.flows.open(sb.ID, p.cfg.IdleTimeout)
+		f, full := p.openFlow(sb, c)
 		if f == nil {
-			p.refuse(sb, Event{Kind: "dns", Port: 53, Reason: fmt.Sprintf("connection limit (%d open)", p.cfg.MaxConns)})
+			if full != "" {
+				p.refuse(sb, Event{Kind: "dns", Port: 53, Reason: full})
+			}
 			return
 		}
-		defer p.flows.done(sb.ID, f)
+		defer p.flows.done(f)
 		if c = f.wrap(c); c == nil {
 			return
 		}

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -12,10 +13,11 @@ import (
 // flow is one proxied connection of a sandbox with everything it holds
 // open: the sandbox's end, then the upstream once dialed. It closes them
 // all when no byte has moved either way for its idle timeout, when its
-// sandbox is released, or when the proxy closes; and it holds one of its
-// sandbox's connection slots until then.
+// sandbox stops running, or when the proxy closes; and it holds one of its
+// sandbox's, its account's and the host's connection slots until then.
 type flow struct {
-	start time.Time
+	id, account string // its sandbox's
+	start       time.Time
 	idle  atomic.Int64 // the idle timeout, nanoseconds
 	last  atomic.Int64 // nanoseconds since start of the latest read or write
 
@@ -25,9 +27,13 @@ type flow struct {
 	timer   *time.Timer
 }
 
-func newFlow(idle time.Duration) *flow {
-	f := &flow{start: time.Now()}
+func newFlow(id, account string, idle time.Duration) *flow {
+	f := &flow{id: id, account: account, start: time.Now()}
 	f.idle.Store(int64(idle))
+	// Under f.mu: with a short timeout the timer can fire, and check
+	// reach close (which stops it), before AfterFunc has returned.
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.timer = time.AfterFunc(idle, f.check)
 	return f
 }
@@ -91,7 +97,9 @@ func (f *flow) close() {
 		return
 	}
 	f.closed = true
-	f.timer.Stop()
+	if f.timer != nil {
+		f.timer.Stop()
+	}
 	for _, c := range f.closers {
 		c.Close()
 	}
@@ -129,53 +137,70 @@ func (c *flowConn) CloseWrite() error {
 	return errors.New("cannot half-close")
 }
 
-// flowTable holds every live flow by sandbox and bounds how many one
-// sandbox has at once.
+// flowLimits bound how many flows are live at once: of one sandbox, of
+// one account (all its sandboxes together), of the whole host (every
+// flow holds up to two of the server's descriptors). 0: no bound.
+type flowLimits struct {
+	sandbox, account, host int
+}
+
+// flowTable holds every live flow by sandbox and keeps them within its
+// limits.
 type flowTable struct {
-	max int
+	lim flowLimits
 
-	mu    sync.Mutex // guards by
-	by    map[string]map[*flow]struct{}
-	count atomic.Int64 // every live flow, for tests and metrics
+	mu       sync.Mutex // guards by, accounts, total
+	by       map[string]map[*flow]struct{}
+	accounts map[string]int
+	total    int
 }
 
-func newFlowTable(max int) *flowTable {
-	return &flowTable{max: max, by: map[string]map[*flow]struct{}{}}
+func newFlowTable(lim flowLimits) *flowTable {
+	return &flowTable{lim: lim, by: map[string]map[*flow]struct{}{}, accounts: map[string]int{}}
 }
 
-// open starts a flow for sandbox id, or returns nil when the sandbox
-// already has max.
-func (t *flowTable) open(id string, idle time.Duration) *flow {
+// open starts a flow for sandbox id of account, or says which limit
+// refuses it.
+func (t *flowTable) open(id, account string, idle time.Duration) (*flow, string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	set := t.by[id]
-	if len(set) >= t.max {
-		return nil
+	switch {
+	case t.lim.sandbox > 0 && len(set) >= t.lim.sandbox:
+		return nil, fmt.Sprintf("connection limit (%d open)", len(set))
+	case t.lim.account > 0 && t.accounts[account] >= t.lim.account:
+		return nil, fmt.Sprintf("account connection limit (%d open)", t.accounts[account])
+	case t.lim.host > 0 && t.total >= t.lim.host:
+		return nil, fmt.Sprintf("host connection limit (%d open)", t.total)
 	}
 	if set == nil {
 		set = map[*flow]struct{}{}
 		t.by[id] = set
 	}
-	f := newFlow(idle)
+	f := newFlow(id, account, idle)
 	set[f] = struct{}{}
-	t.count.Add(1)
-	return f
+	t.accounts[account]++
+	t.total++
+	return f, ""
 }
 
-// done closes f and frees its slot.
-func (t *flowTable) done(id string, f *flow) {
+// done closes f and frees its slots.
+func (t *flowTable) done(f *flow) {
 	f.close()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	set := t.by[id]
+	set := t.by[f.id]
 	if _, ok := set[f]; !ok {
 		return
 	}
 	delete(set, f)
-	t.count.Add(-1)
 	if len(set) == 0 {
-		delete(t.by, id)
+		delete(t.by, f.id)
 	}
+	if t.accounts[f.account]--; t.accounts[f.account] == 0 {
+		delete(t.accounts, f.account)
+	}
+	t.total--
 }
 
 // closeSandbox closes every flow of sandbox id; their goroutines free the
@@ -212,4 +237,11 @@ func (t *flowTable) live(id string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.by[id])
+}
+
+// counts are the live flows of account and of the host.
+func (t *flowTable) counts(account string) (ofAccount, total int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.accounts[account], t.total
 }

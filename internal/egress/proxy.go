@@ -52,7 +52,7 @@ func NewProxy(cfg Config) (*Proxy, error) {
 		resolver: NewResolver(cfg.Hosts, blocked, cfg.Lookup, cfg.HandoutTTL),
 		roots:    roots,
 		names:    newNameLimiter(cfg.DNSNamesPerMinute),
-		flows:    newFlowTable(cfg.MaxConns),
+		flows:    newFlowTable(flowLimits{sandbox: cfg.MaxConns, account: cfg.MaxConnsAccount, host: cfg.MaxConnsHost}),
 		dnsLimit: newDNSLimiter(cfg.DNSQueriesPerSecond, cfg.DNSInflight),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -87,6 +87,16 @@ func (p *Proxy) Release(id string) {
 	p.names.forget(id)
 	p.dnsLimit.forget(id)
 }
+
+// CloseFlows closes every connection sandbox id has through the proxy
+// (both ends), and nothing else: for a sandbox that stops running but may
+// run again (a pause), whose connections would otherwise hold their slots
+// and the host's descriptors until their idle timeout. What the proxy
+// remembers for it stays: the addresses handed to it still open opaque
+// TCP after a resume, and its DNS budgets are not reset by a pause and a
+// resume. Call it once the sandbox's address no longer leads to it
+// (Directory), so that no connection opened meanwhile outlives it.
+func (p *Proxy) CloseFlows(id string) { p.flows.closeSandbox(id) }
 
 // Conns is how many proxied connections sandbox id holds open now.
 func (p *Proxy) Conns(id string) int { return p.flows.live(id) }
@@ -166,13 +176,15 @@ func (p *Proxy) handle(tc *net.TCPConn) {
 		return
 	}
 	ev := Event{Kind: "tcp", Address: dst.Addr().Unmap().String(), Port: int(dst.Port())}
-	f := p.flows.open(sb.ID, p.cfg.IdleTimeout)
+	f, full := p.openFlow(sb, tc)
 	if f == nil {
 		tc.Close()
-		p.refuse(sb, withReason(ev, fmt.Sprintf("connection limit (%d open)", p.cfg.MaxConns)))
+		if full != "" {
+			p.refuse(sb, withReason(ev, full))
+		}
 		return
 	}
-	defer p.flows.done(sb.ID, f)
+	defer p.flows.done(f)
 	c := f.wrap(tc)
 	if c == nil || p.ctx.Err() != nil {
 		return // the proxy or the sandbox is closing
@@ -242,6 +254,24 @@ func (p *Proxy) handle(tc *net.TCPConn) {
 		}
 	}
 	splice(c, c, up, up, f)
+}
+
+// openFlow takes a connection slot for c of sandbox sb, or returns the
+// limit that refuses it; neither when the sandbox stopped running since
+// it was looked up. Looking again once the flow is in the table closes
+// the gap in which a sandbox being paused could get a connection past
+// its CloseFlows: either this lookup already misses it, or CloseFlows
+// (which comes after the Directory forgets it) finds the flow.
+func (p *Proxy) openFlow(sb Sandbox, c net.Conn) (*flow, string) {
+	f, full := p.flows.open(sb.ID, sb.Account, p.cfg.IdleTimeout)
+	if f == nil {
+		return nil, full
+	}
+	if now, ok := p.cfg.Directory.SandboxByAddr(addrOf(c.RemoteAddr())); !ok || now.ID != sb.ID {
+		p.flows.done(f)
+		return nil, ""
+	}
+	return f, ""
 }
 
 // decide applies the policy to a connection: the addresses to try, or the
