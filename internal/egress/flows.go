@@ -18,8 +18,8 @@ import (
 type flow struct {
 	id, account string // its sandbox's
 	start       time.Time
-	idle  atomic.Int64 // the idle timeout, nanoseconds
-	last  atomic.Int64 // nanoseconds since start of the latest read or write
+	idle        atomic.Int64 // the idle timeout, nanoseconds
+	last        atomic.Int64 // nanoseconds since start of the latest read or write
 
 	mu      sync.Mutex // guards closers, closed, timer
 	closers []io.Closer
