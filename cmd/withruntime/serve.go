@@ -45,6 +45,7 @@ func serve(args []string) int {
 		return nil
 	})
 	fs.IntVar(&cfg.EgressMaxConns, "egress-max-conns", egress.DefaultMaxConns, "proxied connections one sandbox may hold open at once; more are refused and logged")
+	fs.IntVar(&cfg.EgressMaxConnsAccount, "egress-max-conns-account", 0, "proxied connections all the sandboxes of one account may hold open at once; more are refused and logged (0: 4 × --egress-max-conns)")
 	fs.DurationVar(&cfg.EgressIdleTimeout, "egress-idle-timeout", egress.DefaultIdleTimeout, "close a proxied connection on which nothing moved either way for this long")
 	fs.IntVar(&cfg.EgressDNSRate, "egress-dns-rate", egress.DefaultDNSQueriesPerSecond, "DNS queries per second one sandbox may make; more are refused and logged")
 	if err := fs.Parse(args); err != nil {

@@ -141,6 +141,7 @@ func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sa
 	}
 	spec, account := rec.Spec, rec.Account
 	m.release(e)
+	m.closeFlows(e.id)
 	paused := *rec
 	retention := now.Add(m.cfg.Retention)
 	paused.State, paused.PausedAt, paused.RetentionEndsAt = sandbox.StatePaused, &now, &retention
@@ -217,6 +218,7 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 			return nil, sandbox.Wrap(sandbox.KindInternal, err, "the resume could not be recorded; the sandbox was stopped")
 		}
 		m.release(e)
+		m.closeFlows(id)
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the resume could not be recorded; the sandbox stays paused")
 	}
 	m.log.info(id, "sandbox resumed")

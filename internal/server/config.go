@@ -52,13 +52,16 @@ type Config struct {
 	// own addresses or loopback.
 	EgressPermit []netip.Prefix
 	// EgressMaxConns is how many proxied connections one sandbox holds at
-	// once (serve --egress-max-conns); EgressIdleTimeout closes a proxied
+	// once (serve --egress-max-conns), EgressMaxConnsAccount all of one
+	// account's sandboxes (--egress-max-conns-account; 0: four times
+	// EgressMaxConns); EgressIdleTimeout closes a proxied
 	// connection idle both ways that long (--egress-idle-timeout);
 	// EgressDNSRate is each sandbox's DNS queries per second
 	// (--egress-dns-rate). Zero: the defaults of package egress.
-	EgressMaxConns    int
-	EgressIdleTimeout time.Duration
-	EgressDNSRate     int
+	EgressMaxConns        int
+	EgressMaxConnsAccount int
+	EgressIdleTimeout     time.Duration
+	EgressDNSRate         int
 }
 
 func (c *Config) setDefaults() {
@@ -92,8 +95,13 @@ func (c *Config) Validate() error {
 	switch {
 	case c.EgressMaxConns < 0:
 		return errors.New("--egress-max-conns must not be negative")
+	case c.EgressMaxConnsAccount < 0:
+		return errors.New("--egress-max-conns-account must not be negative")
 	case c.EgressIdleTimeout < 0:
 		return errors.New("--egress-idle-timeout must not be negative")
+	case c.EgressIdleTimeout > 0 && c.EgressIdleTimeout < time.Second:
+		// Shorter would cut a connection waiting for a slow answer.
+		return fmt.Errorf("--egress-idle-timeout %v: must be at least 1s", c.EgressIdleTimeout)
 	case c.EgressDNSRate < 0:
 		return errors.New("--egress-dns-rate must not be negative")
 	}

@@ -141,6 +141,8 @@ func (e *egressServices) serve(cfg Config, dir egress.Directory, secrets egress.
 		Permit:      cfg.EgressPermit,
 
 		MaxConns:            cfg.EgressMaxConns,
+		MaxConnsAccount:     cfg.EgressMaxConnsAccount,
+		MaxConnsHost:        egressBudget(cfg, cfg.Logger),
 		IdleTimeout:         cfg.EgressIdleTimeout,
 		DNSQueriesPerSecond: cfg.EgressDNSRate,
 	})
@@ -198,6 +200,14 @@ func (e *egressServices) Events(id string) []egress.Event { return e.log.Events(
 func (e *egressServices) Release(id string) {
 	if p := e.proxy.Load(); p != nil {
 		p.Release(id)
+	}
+}
+
+// CloseFlows closes the connections of a sandbox that stopped running but
+// may resume (a pause), keeping what the proxy knows for it.
+func (e *egressServices) CloseFlows(id string) {
+	if p := e.proxy.Load(); p != nil {
+		p.CloseFlows(id)
 	}
 }
 

@@ -24,3 +24,12 @@ func raiseFileLimit(log *slog.Logger) {
 	}
 	log.Info("open files limit", "soft", lim.Cur, "hard", lim.Max)
 }
+
+// fileLimit is the soft RLIMIT_NOFILE now.
+func fileLimit() (uint64, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, err
+	}
+	return lim.Cur, nil
+}
