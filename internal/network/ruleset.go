@@ -5,6 +5,18 @@ import (
 	"strings"
 )
 
+// Each sandbox's DNS over UDP is bounded in packets, before anything else
+// on the host sees them: the resolver reads every sandbox's queries from
+// one socket, whose receive buffer a sandbox sending at line rate would
+// fill, so that the kernel drops its neighbours' queries. The bound is
+// well above the resolver's own per-sandbox rate (egress's
+// DefaultDNSQueriesPerSecond, whose refusals are logged), so that the
+// rule only ever meets a flood.
+const (
+	DNSPacketsPerSecond = 500
+	DNSPacketBurst      = 1000
+)
+
 // onlineGroup is the interface group of the host end of a sandbox that may
 // send. Every other group (a new interface is in group 0) is offline, so a
 // sandbox can send nothing until it is put online.
@@ -17,7 +29,10 @@ const onlineGroup = 0x77720001
 // Sandbox packets meet, in order:
 //   - guard (prerouting, before conntrack): drop unless online, IPv4, and
 //     from the address the host routes to that interface (no spoofing
-//     another sandbox);
+//     another sandbox); then drop DNS over UDP past DNSPacketsPerSecond
+//     (bursts of DNSPacketBurst) from that address, metered per address
+//     in dns_flood, so one sandbox's flood neither fills the resolver's
+//     socket nor conntrack;
 //   - steer (nat): DNS to the resolver, every other TCP to the proxy;
 //   - sandbox_in (input): accept only what steer redirected to those two
 //     ports; drop the rest, ICMP and the host's other ports included;
@@ -34,10 +49,17 @@ func (c Config) ruleset() string {
 		type filter hook prerouting priority raw; policy accept;
 		iifname "%[2]s*" jump from_sandbox
 	}
+	set dns_flood {
+		type ipv4_addr
+		flags dynamic
+		timeout 1m
+		size 65536
+	}
 	chain from_sandbox {
 		iifgroup != %#[3]x drop
 		meta nfproto != ipv4 drop
 		fib saddr . iif oif missing drop
+		udp dport 53 update @dns_flood { ip saddr limit rate over %[6]d/second burst %[7]d packets } drop
 	}
 	chain steer {
 		type nat hook prerouting priority dstnat; policy accept;
@@ -67,7 +89,7 @@ func (c Config) ruleset() string {
 		oifname "%[2]s*" ct state != { established, related } drop
 	}
 }
-`, c.table(), c.ifPrefix(), onlineGroup, c.ProxyPort, c.DNSPort)
+`, c.table(), c.ifPrefix(), onlineGroup, c.ProxyPort, c.DNSPort, DNSPacketsPerSecond, DNSPacketBurst)
 	return b.String()
 }
 
