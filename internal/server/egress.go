@@ -68,6 +68,7 @@ func openEgress(cfg Config, dataDir string) (_ *egressServices, retErr error) {
 	if e.dnsUDP == nil {
 		return nil, errors.New("egress resolver: no port free for both UDP and TCP")
 	}
+	growReadBuffer(e.dnsUDP, dnsReadBuffer, cfg.Logger)
 	caDir := filepath.Join(dataDir, "ca")
 	if e.ca, err = egress.LoadOrCreateCA(caDir); err != nil {
 		return nil, err
@@ -148,6 +149,10 @@ func (e *egressServices) serve(cfg Config, dir egress.Directory, secrets egress.
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.EgressDNSRate > network.DNSPacketsPerSecond {
+		cfg.Logger.Warn("egress: the packet rules drop a sandbox's DNS over UDP past their own rate, below --egress-dns-rate",
+			"egress_dns_rate", cfg.EgressDNSRate, "packets_per_second", network.DNSPacketsPerSecond)
 	}
 	e.proxy.Store(proxy)
 	ctx, cancel := context.WithCancel(context.Background())
