@@ -23,20 +23,22 @@ import (
 const holdPort = "7000"
 
 // floodPy opens argv[1] connections to argv[2]:argv[3], one after the
-// other, keeps them, and writes what became of them to /tmp/flood.json
-// every half second: how many connected, how many the far end closed.
+// other, keeps them, and writes what became of them to argv[4] (default
+// /tmp/flood.json) every half second: how many connected, how many the
+// far end closed.
 const floodPy = `
 import json, os, resource, select, socket, sys, time
 n, host, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+out = sys.argv[4] if len(sys.argv) > 4 else "/tmp/flood.json"
 hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 want = n + 100
 resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(want, hard)))
 socks, errors = [], {}
 def report(done, closed):
-    tmp = "/tmp/flood.json.tmp"
+    tmp = out + ".tmp"
     with open(tmp, "w") as f:
         json.dump({"done": done, "connected": len(socks), "closed": closed, "errors": errors}, f)
-    os.rename(tmp, "/tmp/flood.json")
+    os.rename(tmp, out)
 for i in range(n):
     try:
         s = socket.create_connection((host, port), timeout=10)
