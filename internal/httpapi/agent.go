@@ -88,9 +88,13 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, c caller, agentPa
 			for _, h := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
 				pr.Out.Header.Del(h)
 			}
+			askNoSwitch(pr.Out.Header)
 			pr.Out.Header.Set("X-Request-Id", requestID)
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			if err := checkNoSwitch(resp); err != nil {
+				return err
+			}
 			// The agent may be root's own program: of its headers only
 			// those the contract has pass (no cookies, CORS or caching
 			// rules on the API's origin), and the answer carries the
@@ -105,10 +109,12 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, c caller, agentPa
 		FlushInterval: -1,
 		ErrorLog:      s.proxyLog,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			// A relayed 1xx cleared the answer's headers.
+			w.Header().Set("X-Request-Id", requestID)
 			s.agentError(w, r, c, err)
 		},
 	}
-	rp.ServeHTTP(w, r)
+	rp.ServeHTTP(finalOnly{w}, r.WithContext(refuseSwitch(r.Context())))
 	return nil
 }
 
@@ -135,8 +141,12 @@ func keepAgentHeaders(h http.Header) {
 func (s *server) agentError(w http.ResponseWriter, r *http.Request, c caller, err error) {
 	var tl *http.MaxBytesError
 	switch {
+	case stalledBody(r.Context()) != nil:
+		writeError(w, r, stalledBody(r.Context()))
 	case errors.As(err, &tl):
 		writeError(w, r, sandbox.Wrap(sandbox.KindPayloadTooLarge, err, fmt.Sprintf("request body is larger than %d bytes", tl.Limit)))
+	case errors.Is(err, errAgentSwitch):
+		writeError(w, r, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox's agent answered with a status the API does not relay (1xx or a protocol switch)"))
 	case r.Context().Err() != nil:
 		// The client went away: nobody reads an answer.
 		infoFrom(r.Context()).err = err

@@ -25,6 +25,9 @@ const (
 	// for its next request.
 	ReadHeaderTimeout = 10 * time.Second
 	IdleTimeout       = 2 * time.Minute
+	// DefaultBodyIdleTimeout is how long a request's body may keep the
+	// server waiting for its next byte (bodyidle.go).
+	DefaultBodyIdleTimeout = 30 * time.Second
 )
 
 // ConnLimits says what clients may hold of the server.
@@ -32,9 +35,16 @@ type ConnLimits struct {
 	// MaxConns is how many connections may be open at once
 	// (DefaultMaxConns when 0).
 	MaxConns int
+	// MaxPerAccount is how many connections with a request in progress
+	// one account may hold spared from eviction (a quarter of MaxConns
+	// when 0; see inprogress.go).
+	MaxPerAccount int
 	// MaxHeaderBytes bounds a request's line and headers
 	// (DefaultMaxHeaderBytes when 0).
 	MaxHeaderBytes int
+	// BodyIdleTimeout ends a request whose body sends nothing for that
+	// long while the server reads it (DefaultBodyIdleTimeout when 0).
+	BodyIdleTimeout time.Duration
 	// Logger gets a line, at most every shedInterval, on connections shed.
 	Logger *slog.Logger
 }
@@ -49,11 +59,13 @@ const shedInterval = 10 * time.Second
 // sending its request's headers, or idle between requests) is closed to
 // make room: a slow client can hold a slot only until newer clients need
 // it, and cannot keep anyone out. A connection that has delivered all of
-// its request's headers is spared (delivered.go). A request is in progress from the moment
-// its key is accepted until its handler returns (an exec stream, a file
-// transfer); such connections are never closed, and when every slot holds
-// one, the new connection is refused. Keyless requests (health, trial)
-// stay evictable, so no one without a key can pin a slot.
+// its request's headers is spared (delivered.go), and so is one whose
+// request is in progress: from the moment its key is accepted until its
+// handler returns (an exec stream, a file transfer), within the account's
+// share and outside a reserve of slots (inprogress.go); past those, the
+// request is refused with 429 or 503. Keyless requests (health, trial)
+// stay evictable, so no one without a key can pin a slot, and a request
+// body that stalls ends the request (bodyidle.go).
 //
 // It also answers a request whose line and headers pass MaxHeaderBytes
 // with the API's JSON error, status 431, where net/http would answer
@@ -61,21 +73,29 @@ const shedInterval = 10 * time.Second
 type Listener struct {
 	net.Listener
 	max, maxHeader int
-	tooLarge       []byte // the whole 431 answer
-	log            *slog.Logger
+	// perAccount bounds an account's spared connections; reserve is how
+	// many slots are never spared (inprogress.go).
+	perAccount, reserve int
+	bodyIdle            time.Duration
+	tooLarge            []byte // the whole 431 answer
+	log                 *slog.Logger
 
-	mu sync.Mutex // guards open, waiting, scratch, and the elem, gone and pinned fields of every conn
+	mu sync.Mutex // guards the fields below but the counters, and the elem, gone, pinned and account fields of every conn
 	// open counts the connections accepted and not yet closed.
 	open int
 	// waiting holds the open connections that may be evicted, the one
 	// waiting longest first.
 	waiting list.List
+	// spared counts the connections spared for a request in progress,
+	// byAccount the same by account.
+	spared    int
+	byAccount map[string]int
 
 	// scratch is where admit peeks at what a connection delivered.
 	scratch [16 << 10]byte
 
-	evicted, refused, tooLong atomic.Int64 // since the last log line
-	lastLog                   atomic.Int64 // unix nanoseconds
+	evicted, refused, tooLong, busy atomic.Int64 // since the last log line
+	lastLog                         atomic.Int64 // unix nanoseconds
 }
 
 // Listen wraps l with the limits.
@@ -83,15 +103,23 @@ func Listen(l net.Listener, lim ConnLimits) *Listener {
 	if lim.MaxConns <= 0 {
 		lim.MaxConns = DefaultMaxConns
 	}
+	if lim.MaxPerAccount <= 0 {
+		lim.MaxPerAccount = defaultPerAccount(lim.MaxConns)
+	}
 	if lim.MaxHeaderBytes <= 0 {
 		lim.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if lim.BodyIdleTimeout <= 0 {
+		lim.BodyIdleTimeout = DefaultBodyIdleTimeout
 	}
 	if lim.Logger == nil {
 		lim.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Listener{
 		Listener: l, max: lim.MaxConns, maxHeader: lim.MaxHeaderBytes,
+		perAccount: lim.MaxPerAccount, reserve: reserveOf(lim.MaxConns), bodyIdle: lim.BodyIdleTimeout,
 		tooLarge: headerTooLargeAnswer(lim.MaxHeaderBytes), log: lim.Logger,
+		byAccount: map[string]int{},
 	}
 }
 
@@ -168,19 +196,22 @@ func (l *Listener) forgetLocked(c *conn) {
 	}
 	c.gone = true
 	l.open--
+	l.unspareLocked(c)
 	if c.elem != nil {
 		l.waiting.Remove(c.elem)
 		c.elem = nil
 	}
 }
 
-// wait makes c evictable again, as the newest of the waiting.
+// wait makes c evictable again, as the newest of the waiting, and gives
+// back its spared connection.
 func (l *Listener) wait(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.gone || c.pinned {
 		return
 	}
+	l.unspareLocked(c)
 	if c.elem != nil {
 		l.waiting.MoveToBack(c.elem)
 	} else {
@@ -230,24 +261,21 @@ func (l *Listener) connContext(ctx context.Context, nc net.Conn) context.Context
 	return ctx
 }
 
-// requestStarted notes that a request's headers are all in: its
-// connection stops counting header bytes and, so far a keyless request,
-// becomes the newest of the waiting. It returns what ends the request.
-func requestStarted(ctx context.Context) (done func()) {
-	c, _ := ctx.Value(connKey{}).(*conn)
+// requestStarted notes that r's headers are all in: its connection stops
+// counting header bytes and, so far a keyless request, becomes the newest
+// of the waiting; r's body is bounded in idle time (watchBody). It
+// returns what ends the request.
+func requestStarted(r *http.Request) (done func()) {
+	c, _ := r.Context().Value(connKey{}).(*conn)
 	if c == nil {
 		return func() {}
 	}
 	c.reading.Store(false)
 	c.l.wait(c)
-	return func() { c.l.wait(c) }
-}
-
-// requestAuthorized keeps the connection of a request whose key was
-// accepted from eviction until its handler returns.
-func requestAuthorized(ctx context.Context) {
-	if c, _ := ctx.Value(connKey{}).(*conn); c != nil {
-		c.l.hold(c, false)
+	end := c.watchBody(r)
+	return func() {
+		end()
+		c.l.wait(c)
 	}
 }
 
@@ -261,7 +289,8 @@ func (l *Listener) shed(counter *atomic.Int64) {
 		return
 	}
 	l.log.Warn("shedding API connections", "max_conns", l.max,
-		"evicted", l.evicted.Swap(0), "refused", l.refused.Swap(0), "header_too_large", l.tooLong.Swap(0))
+		"evicted", l.evicted.Swap(0), "refused", l.refused.Swap(0), "header_too_large", l.tooLong.Swap(0),
+		"in_progress_refused", l.busy.Swap(0))
 }
 
 // conn is a connection the Listener admitted.
@@ -269,10 +298,12 @@ type conn struct {
 	net.Conn
 	l *Listener
 	// elem is c's place in l.waiting while it may be evicted; gone is set
-	// once its slot is free; pinned once it was hijacked.
-	elem   *list.Element
-	gone   bool
-	pinned bool
+	// once its slot is free; pinned once it was hijacked; account is whose
+	// request in progress spares it (inprogress.go).
+	elem    *list.Element
+	gone    bool
+	pinned  bool
+	account *string
 
 	// reading is set while a request's line and headers are being read,
 	// and header counts the bytes read meanwhile. net/http's readahead
@@ -284,6 +315,8 @@ type conn struct {
 	tail     atomic.Uint32
 	ended    atomic.Bool
 	answered atomic.Bool // the 431 is out
+	// body is the body of the request being served, when it has one.
+	body atomic.Pointer[idleBody]
 }
 
 func (c *conn) lastTwo() [2]byte {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,28 +170,42 @@ func TestListenerEvictsLongestWaiting(t *testing.T) {
 	}
 }
 
-// execInProgress starts an exec with key over a connection of its own and
-// returns once its start event is in, with what reads the rest.
-func execInProgress(t *testing.T, addr, key string) (rest func() (string, error)) {
+// execRequest is the raw request of an exec of true in sandbox id.
+func execRequest(key, id string) string {
+	body := `{"cmd":["true"]}`
+	return "POST /v1/sandboxes/" + id + "/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}
+
+// sendRaw sends req over a connection of its own and reads the answer's
+// head.
+func sendRaw(t *testing.T, addr, req string) (net.Conn, *http.Response) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	body := `{"cmd":["true"]}`
-	req := "POST /v1/sandboxes/sbx-1/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key +
-		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 	if _, err := io.WriteString(c, req); err != nil {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		t.Fatalf("exec: %v", err)
+		t.Fatalf("reading the answer: %v", err)
 	}
+	return c, resp
+}
+
+// execInProgress starts an exec with key in sandbox id over a connection
+// of its own and returns once its start event is in, with what reads the
+// rest.
+func execInProgress(t *testing.T, addr, key, id string) (rest func() (string, error)) {
+	t.Helper()
+	_, resp := sendRaw(t, addr, execRequest(key, id))
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("exec: got %d, want 200", resp.StatusCode)
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("exec: got %d %s, want 200", resp.StatusCode, b)
 	}
 	br := bufio.NewReader(resp.Body)
 	first, err := br.ReadString('\n')
@@ -203,45 +218,139 @@ func execInProgress(t *testing.T, addr, key string) (rest func() (string, error)
 	}
 }
 
-func TestListenerNeverEvictsRequestsInProgress(t *testing.T) {
-	e := newEnv(t, nil)
+// gateExecs holds every exec of e's agent after its start event until
+// the returned function runs.
+func gateExecs(t *testing.T, e *testEnv) (release func()) {
 	gate := make(chan struct{})
 	e.agent.mu.Lock()
 	e.agent.execGate = gate
 	e.agent.mu.Unlock()
-	addr, l := limitedServer(t, e, ConnLimits{MaxConns: 2}, nil)
-	key := e.keys[store.KeyFull]
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	return release
+}
 
-	first := execInProgress(t, addr, key)
-	slow := slowClient(t, addr, l)
-	// Full: a newcomer evicts the slow client, not the exec.
-	newcomer := slowClient(t, addr, l)
-	if !closedByServer(slow) {
-		t.Fatal("the slow client is still open, want it evicted")
-	}
-	// The newcomer, now waiting longest, makes room for a second exec.
-	second := execInProgress(t, addr, key)
-	if !closedByServer(newcomer) {
-		t.Fatal("the newcomer is still open, want it evicted for the exec")
-	}
-	// Every slot has a request in progress: a new connection is refused.
-	refused, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer refused.Close()
-	io.WriteString(refused, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
-	if !closedByServer(refused) {
-		t.Fatal("a connection beyond the limit was served while every slot had a request in progress")
-	}
-	close(gate)
-	for i, rest := range []func() (string, error){first, second} {
+// finish reads the rest of exec streams, each through its exit.
+func finish(t *testing.T, streams ...func() (string, error)) {
+	t.Helper()
+	for i, rest := range streams {
 		out, err := rest()
 		if err != nil || !strings.Contains(out, `"exit_code":0`) {
 			t.Errorf("exec %d: got %q (%v), want the rest of the stream through its exit", i+1, out, err)
 		}
 	}
+}
+
+// sparedConns is how many connections l spares for requests in progress, in
+// all and of account.
+func (l *Listener) sparedConns(account string) (all, of int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.spared, l.byAccount[account]
+}
+
+func TestListenerNeverEvictsRequestsInProgress(t *testing.T) {
+	e := newEnv(t, nil)
+	release := gateExecs(t, e)
+	addr, l := limitedServer(t, e, ConnLimits{MaxConns: 3, MaxPerAccount: 3}, nil)
+	key := e.keys[store.KeyFull]
+
+	first := execInProgress(t, addr, key, "sbx-1")
+	slow := slowClient(t, addr, l)
+	// The slots are full: a newcomer evicts the slow client, not the exec.
+	newcomer := slowClient(t, addr, l)
+	second := slowClient(t, addr, l)
+	if !closedByServer(slow) {
+		t.Fatal("the slow client is still open, want it evicted")
+	}
+	// The newcomer, now waiting longest, makes room for a second exec.
+	third := execInProgress(t, addr, key, "sbx-1")
+	if !closedByServer(newcomer) {
+		t.Fatal("the newcomer is still open, want it evicted for the exec")
+	}
+	// Two execs in progress and the reserve's slot: health evicts the
+	// last slow client, as anyone without a request in progress.
 	health(t, addr)
+	if !closedByServer(second) {
+		t.Error("the second slow client is still open, want it evicted for health")
+	}
+	release()
+	finish(t, first, third)
+	health(t, addr)
+}
+
+func TestListenerCapsRequestsInProgress(t *testing.T) {
+	tests := []struct {
+		name        string
+		lim         ConnLimits
+		held        int    // acct1's execs in progress, all spared
+		wantStatus  int    // of the next exec, acct1's or the admin's
+		wantCode    string // its error
+		byOtherAcct bool   // the next exec is the admin account's
+		wantMessage string
+	}{
+		{"one account's share", ConnLimits{MaxConns: 8, MaxPerAccount: 2}, 2,
+			http.StatusTooManyRequests, "rate_limited", false, "too many requests in progress for this account"},
+		{"another account past the first's share", ConnLimits{MaxConns: 8, MaxPerAccount: 2}, 2,
+			http.StatusOK, "", true, ""},
+		{"the reserve", ConnLimits{MaxConns: 4, MaxPerAccount: 4}, 3,
+			http.StatusServiceUnavailable, "capacity_exhausted", true, "too many requests in progress"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			release := gateExecs(t, e)
+			addr, l := limitedServer(t, e, tt.lim, nil)
+			var held []func() (string, error)
+			for range tt.held {
+				held = append(held, execInProgress(t, addr, e.keys[store.KeyFull], "sbx-1"))
+			}
+			if all, of := l.sparedConns("acct1"); all != tt.held || of != tt.held {
+				t.Fatalf("spared connections: got %d (%d of acct1), want %d", all, of, tt.held)
+			}
+			key, id := e.keys[store.KeyFull], "sbx-1"
+			if tt.byOtherAcct {
+				key, id = e.keys[store.KeyAdmin], "sbx-admin"
+			}
+			_, resp := sendRaw(t, addr, execRequest(key, id))
+			if resp.StatusCode != tt.wantStatus {
+				b, _ := io.ReadAll(resp.Body)
+				t.Fatalf("the next exec: got %d %s, want %d", resp.StatusCode, b, tt.wantStatus)
+			}
+			if tt.wantStatus == http.StatusOK {
+				release()
+				finish(t, func() (string, error) { b, err := io.ReadAll(resp.Body); return string(b), err })
+			} else {
+				d := errorOf(t, resp)
+				if d.Code != tt.wantCode || !strings.Contains(d.Message, tt.wantMessage) {
+					t.Errorf("error: got %+v, want %s saying %q", d, tt.wantCode, tt.wantMessage)
+				}
+				if got := resp.Header.Get("Retry-After"); got == "" {
+					t.Error("no Retry-After on the refusal")
+				}
+				// Refused, its connection waits like any idle one.
+				eventually(t, "the refused request's connection is evictable", func() bool {
+					l.mu.Lock()
+					defer l.mu.Unlock()
+					return l.waiting.Len() == l.open-tt.held
+				})
+			}
+			// Whatever the key holders hold, a new client finds a slot.
+			for range 3 {
+				health(t, addr)
+			}
+			release()
+			finish(t, held...)
+			eventually(t, "the spared connections are given back", func() bool {
+				all, _ := l.sparedConns("acct1")
+				return all == 0
+			})
+			// Given back, the share is there for a new request.
+			next := execInProgress(t, addr, e.keys[store.KeyFull], "sbx-1")
+			finish(t, next)
+		})
+	}
 }
 
 func TestListenerEvictsKeylessRequests(t *testing.T) {
@@ -428,4 +537,79 @@ func TestListenerSparesDeliveredHeaders(t *testing.T) {
 			t.Errorf("the %s connection was closed, want it open", name)
 		}
 	}
+}
+
+func TestBodyIdleTimeout(t *testing.T) {
+	const idle = time.Second
+	// put is a file upload of n bytes whose first sent bytes are sent.
+	put := func(n int, sent string) string {
+		return "PUT /v1/sandboxes/sbx-1/files?path=a.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer KEY\r\n" +
+			"Content-Type: application/octet-stream\r\nContent-Length: " + strconv.Itoa(n) + "\r\n\r\n" + sent
+	}
+	tests := []struct {
+		name string
+		req  string
+		// then sends the rest of the body, if anything.
+		then       func(c net.Conn)
+		wantStatus int
+	}{
+		{"a file upload that stops", put(100, "0123456789"), nil, http.StatusBadRequest},
+		{"a JSON body that stops", "POST /v1/sandboxes/sbx-1/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer KEY\r\n" +
+			"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"cmd\":", nil, http.StatusBadRequest},
+		{"a file upload that keeps moving, slowly", put(30, ""), func(c net.Conn) {
+			// 3 s in all, ten times faster than the idle bound.
+			for range 30 {
+				time.Sleep(idle / 10)
+				c.Write([]byte("x"))
+			}
+		}, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			addr, l := limitedServer(t, e, ConnLimits{BodyIdleTimeout: idle}, nil)
+			req := strings.Replace(tt.req, "KEY", e.keys[store.KeyFull], 1)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, req)
+			if tt.then != nil {
+				tt.then(c)
+			}
+			c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus {
+				b, _ := io.ReadAll(resp.Body)
+				t.Fatalf("status: got %d %s, want %d", resp.StatusCode, b, tt.wantStatus)
+			}
+			if tt.wantStatus == http.StatusOK {
+				return
+			}
+			if d := errorOf(t, resp); d.Code != "invalid_request" || !strings.Contains(d.Message, "request body stalled") {
+				t.Errorf("error: got %+v, want invalid_request saying the body stalled", d)
+			}
+			if !closedByServer(c) {
+				t.Error("the connection of the stalled body is still open")
+			}
+			eventually(t, "the slot is free", func() bool { return l.openConns() == 0 })
+		})
+	}
+}
+
+func TestBodyIdleTimeoutSparesLongAnswers(t *testing.T) {
+	// An exec's body is read at once; its answer may run for the lease.
+	const idle = 300 * time.Millisecond
+	e := newEnv(t, nil)
+	release := gateExecs(t, e)
+	addr, _ := limitedServer(t, e, ConnLimits{BodyIdleTimeout: idle}, nil)
+	stream := execInProgress(t, addr, e.keys[store.KeyFull], "sbx-1")
+	time.Sleep(5 * idle)
+	release()
+	finish(t, stream)
 }

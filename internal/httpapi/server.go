@@ -164,7 +164,7 @@ func infoFrom(ctx context.Context) *reqInfo {
 // ServeHTTP gives the request an id, serves it, and logs one line about it.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	defer requestStarted(r.Context())()
+	defer requestStarted(r)()
 	info := &reqInfo{id: newRequestID()}
 	w.Header().Set("X-Request-Id", info.id)
 	sw := &statusWriter{ResponseWriter: w}
@@ -244,7 +244,10 @@ func (s *server) route(rt Route) http.Handler {
 				return
 			}
 			info.account = c.account
-			requestAuthorized(r.Context())
+			if err := requestAuthorized(r.Context(), w, c.account); err != nil {
+				writeError(w, r, err)
+				return
+			}
 			if rt.Admin && c.kind != store.KeyAdmin {
 				writeError(w, r, sandbox.Errorf(sandbox.KindForbidden, "only the admin key can %s %s", r.Method, r.URL.Path))
 				return
@@ -259,7 +262,8 @@ func (s *server) route(rt Route) http.Handler {
 			return
 		}
 		if err := rt.handler(s, w, r, c); err != nil {
-			writeError(w, r, err)
+			// A stalled body is the cause, whatever its reader made of it.
+			writeError(w, r, cmp.Or(stalledBody(r.Context()), err))
 		}
 	})
 }
