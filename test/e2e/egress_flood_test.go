@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -126,27 +125,6 @@ func (h *holder) counts() (open, peak int) {
 	return h.open, h.peak
 }
 
-// serverPid finds the server process by its data dir.
-func serverPid(t *testing.T, s *testenv.Server) int {
-	t.Helper()
-	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, d := range dirs {
-		b, err := os.ReadFile(d)
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		for i, a := range args {
-			if a == "--data-dir" && i+1 < len(args) && args[i+1] == s.DataDir && len(args) > 1 && args[1] == "serve" {
-				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
-				return pid
-			}
-		}
-	}
-	t.Fatalf("no server process for %s", s.DataDir)
-	return 0
-}
-
 // fdCount is how many descriptors process pid has open.
 func fdCount(t *testing.T, pid int) int {
 	t.Helper()
@@ -221,7 +199,7 @@ func TestEgressFlood(t *testing.T) {
 	u := newUpstreams(t)
 	h := newHolder(t, u)
 	s := testenv.StartServer(t, u.serverFlags()...)
-	pid := serverPid(t, s)
+	pid := s.Pid()
 	limitFiles(t, pid, fileLimit)
 	r := &recorder{s: s}
 	flooder := newBox(t, r, `{"internet":true}`, u.CAPEM)

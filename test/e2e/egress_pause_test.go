@@ -64,7 +64,7 @@ func TestEgressPauseAndAccountLimit(t *testing.T) {
 	h := newHolder(t, u)
 	s := testenv.StartServer(t, append(u.serverFlags(),
 		"--egress-max-conns", fmt.Sprint(perSandbox), "--egress-max-conns-account", fmt.Sprint(perAccount))...)
-	pid := serverPid(t, s)
+	pid := s.Pid()
 	r := &recorder{s: s}
 	a := newBox(t, r, `{"internet":true}`, u.CAPEM)
 	b := newBox(t, r, `{"internet":true}`, u.CAPEM)
