@@ -60,7 +60,16 @@ func (l *entryLock) Unlock() {
 // lock returns the entry of id, locked, making one when the id has none.
 // Release it with e.mu.Unlock().
 func (m *Manager) lock(id string) *entry {
+	e := m.ref(id)
+	e.mu.Lock()
+	return e
+}
+
+// ref returns the entry of id with one more reference, making one when the
+// id has none.
+func (m *Manager) ref(id string) *entry {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	e := m.entries[id]
 	if e == nil {
 		e = &entry{id: id}
@@ -68,22 +77,12 @@ func (m *Manager) lock(id string) *entry {
 		m.entries[id] = e
 	}
 	e.refs++
-	m.mu.Unlock()
-	e.mu.Lock()
 	return e
 }
 
 // tryLock is lock without the wait: nil when an operation holds id.
 func (m *Manager) tryLock(id string) *entry {
-	m.mu.Lock()
-	e := m.entries[id]
-	if e == nil {
-		e = &entry{id: id}
-		e.mu.m, e.mu.e = m, e
-		m.entries[id] = e
-	}
-	e.refs++
-	m.mu.Unlock()
+	e := m.ref(id)
 	if !e.mu.TryLock() {
 		m.unref(e)
 		return nil
