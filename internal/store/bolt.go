@@ -251,12 +251,7 @@ func (b *Bolt) listKeys(ctx context.Context, account string, buckets ...[]byte) 
 	if err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(out, func(x, y Key) int {
-		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.ID, y.ID)
-	})
+	sortKeys(out)
 	return out, nil
 }
 

@@ -1,5 +1,10 @@
 package store
 
+import (
+	"cmp"
+	"slices"
+)
+
 // KeyTree is the keys of one account linked by Key.Parent, so that a key's
 // ancestors (the keys it was made through) and its descendants (the keys
 // made through it) can be walked. Limits hold down the tree: a key spends
@@ -104,4 +109,14 @@ func (t *KeyTree) OverLimit(id string, spentNanos map[string]int64) (Key, bool) 
 		}
 	}
 	return Key{}, false
+}
+
+// sortKeys orders keys as every store lists them: oldest first, then by id.
+func sortKeys(keys []Key) {
+	slices.SortStableFunc(keys, func(x, y Key) int {
+		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.ID, y.ID)
+	})
 }

@@ -233,12 +233,7 @@ func (s *Memory) listKeys(ctx context.Context, account string, removed bool) ([]
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(x, y Key) int {
-		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.ID, y.ID)
-	})
+	sortKeys(out)
 	return out, nil
 }
 
