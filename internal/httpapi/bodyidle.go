@@ -21,7 +21,10 @@ import (
 // speed, one that stalls ends the request with invalid_request. No read
 // gets a deadline once the body has ended: net/http then reads on its own
 // to notice the client leave, with no deadline, as long answers (exec
-// streams, bounded by the lease) need.
+// streams, bounded by the lease) need. A body the handler left unread (a
+// refused request) gets one deadline when the handler returns: net/http
+// reads what remains of it before it answers, and would otherwise wait
+// for a dribbling client as long as it dribbles.
 
 // idleBody is a request body whose reads wait at most timeout each.
 type idleBody struct {
@@ -29,8 +32,9 @@ type idleBody struct {
 	c       *conn
 	timeout time.Duration
 	// err is the first error read, returned ever after: once the body
-	// has ended, the connection is net/http's again.
-	err error
+	// has ended, the connection is net/http's again. over is set with it.
+	err  error
+	over atomic.Bool
 	// ended is set when the handler has returned; stalled once a read
 	// ran into the deadline.
 	ended, stalled atomic.Bool
@@ -54,6 +58,7 @@ func (b *idleBody) Read(p []byte) (int, error) {
 			err = b.stalledError()
 		}
 		b.err = err
+		b.over.Store(true)
 	}
 	return n, err
 }
@@ -65,8 +70,9 @@ func (b *idleBody) stalledError() error {
 		"request body stalled: nothing arrived for %s; a body must keep moving until it ends", b.timeout)
 }
 
-// watchBody bounds the idle time of r's body, read over c. It returns
-// what the end of the request's handler calls.
+// watchBody bounds the idle time of r's body, read over c: r must be a
+// copy of the request net/http made, which must keep its own body. It
+// returns what the end of the request's handler calls.
 func (c *conn) watchBody(r *http.Request) (end func()) {
 	if r.Body == nil || r.Body == http.NoBody {
 		c.body.Store(nil)
@@ -75,7 +81,12 @@ func (c *conn) watchBody(r *http.Request) (end func()) {
 	b := &idleBody{body: r.Body, c: c, timeout: c.l.bodyIdle}
 	r.Body = b
 	c.body.Store(b)
-	return func() { b.ended.Store(true) }
+	return func() {
+		b.ended.Store(true)
+		if !b.over.Load() {
+			c.Conn.SetReadDeadline(time.Now().Add(b.timeout))
+		}
+	}
 }
 
 // stalledBody is the error of the body of the request of ctx when it

@@ -263,17 +263,19 @@ func (l *Listener) connContext(ctx context.Context, nc net.Conn) context.Context
 
 // requestStarted notes that r's headers are all in: its connection stops
 // counting header bytes and, so far a keyless request, becomes the newest
-// of the waiting; r's body is bounded in idle time (watchBody). It
-// returns what ends the request.
-func requestStarted(r *http.Request) (done func()) {
+// of the waiting. It returns the request to serve, a copy of r whose body
+// is bounded in idle time (watchBody; r itself stays as net/http made it,
+// for what it does after the handler), and what ends the request.
+func requestStarted(r *http.Request) (*http.Request, func()) {
 	c, _ := r.Context().Value(connKey{}).(*conn)
 	if c == nil {
-		return func() {}
+		return r, func() {}
 	}
 	c.reading.Store(false)
 	c.l.wait(c)
+	r = r.WithContext(r.Context())
 	end := c.watchBody(r)
-	return func() {
+	return r, func() {
 		end()
 		c.l.wait(c)
 	}

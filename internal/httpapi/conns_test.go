@@ -613,3 +613,30 @@ func TestBodyIdleTimeoutSparesLongAnswers(t *testing.T) {
 	release()
 	finish(t, stream)
 }
+
+func TestListenerRefusesBeforeTheBody(t *testing.T) {
+	// A request refused past the account's share is answered however
+	// slowly its body comes: at once when the body is too large for
+	// net/http to read the rest before answering, after the idle bound at
+	// most when it is not.
+	const idle = time.Second
+	for _, size := range []int{100, 1 << 20} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			e := newEnv(t, nil)
+			gateExecs(t, e)
+			addr, l := limitedServer(t, e, ConnLimits{MaxConns: 8, MaxPerAccount: 1, BodyIdleTimeout: idle}, nil)
+			key := e.keys[store.KeyFull]
+			execInProgress(t, addr, key, "sbx-1")
+			c, resp := sendRaw(t, addr, "PUT /v1/sandboxes/sbx-1/files?path=a.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+key+
+				"\r\nContent-Length: "+strconv.Itoa(size)+"\r\n\r\nx")
+			defer resp.Body.Close()
+			if d := errorOf(t, resp); resp.StatusCode != http.StatusTooManyRequests || d.Code != "rate_limited" {
+				t.Errorf("got %d %+v, want 429 rate_limited", resp.StatusCode, d)
+			}
+			if !closedByServer(c) {
+				t.Error("the refused request's connection is still open, want it closed: its body was never read")
+			}
+			eventually(t, "its slot is free", func() bool { return l.openConns() == 1 })
+		})
+	}
+}

@@ -164,7 +164,8 @@ func infoFrom(ctx context.Context) *reqInfo {
 // ServeHTTP gives the request an id, serves it, and logs one line about it.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	defer requestStarted(r)()
+	r, done := requestStarted(r)
+	defer done()
 	info := &reqInfo{id: newRequestID()}
 	w.Header().Set("X-Request-Id", info.id)
 	sw := &statusWriter{ResponseWriter: w}
