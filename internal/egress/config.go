@@ -31,7 +31,7 @@ const (
 	// DefaultDNSQueriesPerSecond is each sandbox's DNS rate (a second's
 	// worth may come at once): well above what resolving for busy
 	// clients takes.
-	DefaultDNSQueriesPerSecond = 200
+	DefaultDNSQueriesPerSecond = 1000
 	// DefaultDNSInflight is how many of a sandbox's DNS queries may be
 	// answered at once.
 	DefaultDNSInflight = 64

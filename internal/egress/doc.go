@@ -50,7 +50,7 @@
 // either way for Config.IdleTimeout (default 10 minutes), or for a minute
 // once one side has closed, is closed at both ends; so are all of a
 // sandbox's connections when it ends (Proxy.Release). Its DNS queries are
-// bounded by a rate and a concurrency (Config.DNSQueriesPerSecond, 200;
+// bounded by a rate and a concurrency (Config.DNSQueriesPerSecond, 1000;
 // Config.DNSInflight, 64): past them REFUSED and logged. The accept and
 // read loops retry every error but a closed socket (EMFILE, ENFILE, ...)
 // after a backoff of 5 ms doubling to 1 s.

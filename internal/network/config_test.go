@@ -107,7 +107,7 @@ func TestRuleset(t *testing.T) {
 		"meta l4proto tcp redirect to :15001",
 		"tcp dport 15001 ct status dnat accept",
 		`oifname "wabc*" drop`,
-		"udp dport 53 update @dns_flood { ip saddr limit rate over 500/second burst 1000 packets } drop",
+		"udp dport 53 update @dns_flood { ip saddr limit rate over 2000/second burst 4000 packets } drop",
 	} {
 		if !strings.Contains(rs, want) {
 			t.Errorf("ruleset lacks %q:\n%s", want, rs)

@@ -13,8 +13,8 @@ import (
 // DefaultDNSQueriesPerSecond, whose refusals are logged), so that the
 // rule only ever meets a flood.
 const (
-	DNSPacketsPerSecond = 500
-	DNSPacketBurst      = 1000
+	DNSPacketsPerSecond = 2000
+	DNSPacketBurst      = 4000
 )
 
 // onlineGroup is the interface group of the host end of a sandbox that may
