@@ -28,6 +28,9 @@ const (
 	// DefaultBodyIdleTimeout is how long a request's body may keep the
 	// server waiting for its next byte (bodyidle.go).
 	DefaultBodyIdleTimeout = 30 * time.Second
+	// DefaultWriteIdleTimeout is how long one write of an answer may wait
+	// for a client that reads nothing.
+	DefaultWriteIdleTimeout = 2 * time.Minute
 )
 
 // ConnLimits says what clients may hold of the server.
@@ -45,6 +48,9 @@ type ConnLimits struct {
 	// BodyIdleTimeout ends a request whose body sends nothing for that
 	// long while the server reads it (DefaultBodyIdleTimeout when 0).
 	BodyIdleTimeout time.Duration
+	// WriteIdleTimeout closes a connection whose client reads nothing of
+	// an answer for that long (DefaultWriteIdleTimeout when 0).
+	WriteIdleTimeout time.Duration
 	// Logger gets a line, at most every shedInterval, on connections shed.
 	Logger *slog.Logger
 }
@@ -64,8 +70,9 @@ const shedInterval = 10 * time.Second
 // handler returns (an exec stream, a file transfer), within the account's
 // share and outside a reserve of slots (inprogress.go); past those, the
 // request is refused with 429 or 503. Keyless requests (health, trial)
-// stay evictable, so no one without a key can pin a slot, and a request
-// body that stalls ends the request (bodyidle.go).
+// stay evictable, so no one without a key can pin a slot. A request body
+// that stalls ends the request (bodyidle.go), and so does an answer its
+// client stops reading (Write).
 //
 // It also answers a request whose line and headers pass MaxHeaderBytes
 // with the API's JSON error, status 431, where net/http would answer
@@ -76,7 +83,7 @@ type Listener struct {
 	// perAccount bounds an account's spared connections; reserve is how
 	// many slots are never spared (inprogress.go).
 	perAccount, reserve int
-	bodyIdle            time.Duration
+	bodyIdle, writeIdle time.Duration
 	tooLarge            []byte // the whole 431 answer
 	log                 *slog.Logger
 
@@ -112,12 +119,15 @@ func Listen(l net.Listener, lim ConnLimits) *Listener {
 	if lim.BodyIdleTimeout <= 0 {
 		lim.BodyIdleTimeout = DefaultBodyIdleTimeout
 	}
+	if lim.WriteIdleTimeout <= 0 {
+		lim.WriteIdleTimeout = DefaultWriteIdleTimeout
+	}
 	if lim.Logger == nil {
 		lim.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Listener{
 		Listener: l, max: lim.MaxConns, maxHeader: lim.MaxHeaderBytes,
-		perAccount: lim.MaxPerAccount, reserve: reserveOf(lim.MaxConns), bodyIdle: lim.BodyIdleTimeout,
+		perAccount: lim.MaxPerAccount, reserve: reserveOf(lim.MaxConns), bodyIdle: lim.BodyIdleTimeout, writeIdle: lim.WriteIdleTimeout,
 		tooLarge: headerTooLargeAnswer(lim.MaxHeaderBytes), log: lim.Logger,
 		byAccount: map[string]int{},
 	}
@@ -359,6 +369,10 @@ func (c *conn) Write(p []byte) (int, error) {
 	if c.answered.Load() {
 		return len(p), nil // the connection said its last word
 	}
+	// An answer may stream for as long as its lease, but a client that
+	// stops reading it cannot keep its slot (spared, for a key holder)
+	// past its sandbox's end and for good.
+	c.Conn.SetWriteDeadline(time.Now().Add(c.l.writeIdle))
 	return c.Conn.Write(p)
 }
 

@@ -640,3 +640,27 @@ func TestListenerRefusesBeforeTheBody(t *testing.T) {
 		})
 	}
 }
+
+func TestWriteIdleTimeout(t *testing.T) {
+	// A key holder whose client stops reading a long answer gives its
+	// slot back after the idle bound, where it would hold it for good.
+	e := newEnv(t, nil)
+	addr, l := limitedServer(t, e, ConnLimits{WriteIdleTimeout: time.Second}, nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	io.WriteString(c, "GET /v1/sandboxes/sbx-1/files?path=big&size="+strconv.Itoa(256<<20)+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+
+		e.keys[store.KeyFull]+"\r\n\r\n")
+	eventually(t, "the download to be in progress", func() bool {
+		all, _ := l.sparedConns("acct1")
+		return all == 1
+	})
+	// Nothing is read: the server's writes block, then run into the bound.
+	eventually(t, "the slot to be given back", func() bool { return l.openConns() == 0 })
+	if all, _ := l.sparedConns("acct1"); all != 0 {
+		t.Errorf("spared connections: got %d, want 0", all)
+	}
+}
