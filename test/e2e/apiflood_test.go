@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,8 +26,9 @@ import (
 // them than the server has connections, while keyless clients dribble
 // headers into every other slot. The account holds no more than its share
 // (a quarter of --max-conns), the rest of its requests get 429
-// rate_limited, health and a second account's exec answer throughout,
-// and an upload that stops sending ends with invalid_request.
+// rate_limited, health and a second account's exec answer throughout, a
+// 64 MiB file goes up and back at full speed, and an upload that stops
+// sending ends with invalid_request after the idle bound (30 s).
 func TestAccountFlood(t *testing.T) {
 	const (
 		maxConns = 100
@@ -104,6 +106,8 @@ func TestAccountFlood(t *testing.T) {
 		most = max(most, openFiles(t, pid))
 		time.Sleep(time.Duration(300+rand.IntN(400)) * time.Millisecond)
 	}
+	// A large file goes up and comes back whole at the speed it can.
+	bigFile(t, s, other, otherBox, 64<<20)
 	// The account's own requests past its share are refused, clearly.
 	status, body := call(t, s, flood, "POST", "/v1/sandboxes/"+floodBox+"/exec", strings.NewReader(`{"cmd":["true"]}`))
 	if status != http.StatusTooManyRequests || errorCode(body) != "rate_limited" ||
@@ -150,6 +154,39 @@ func TestAccountFlood(t *testing.T) {
 	wg.Wait()
 	probe("after the flood")
 	floodWait(t, "the account's requests to end", func() bool { return !shareFull(t, s, flood) })
+}
+
+// bigFile uploads n bytes to sandbox id with key and downloads them again.
+func bigFile(t *testing.T, s *testenv.Server, key, id string, n int) {
+	t.Helper()
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	url := s.URL + "/v1/sandboxes/" + id + "/files?path=big.bin"
+	req, _ := http.NewRequestWithContext(t.Context(), "PUT", url, bytes.NewReader(data))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("uploading %d bytes: %v", n, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("uploading %d bytes: got %d %s, want 200", n, resp.StatusCode, body)
+	}
+	req, _ = http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("downloading %d bytes: %v", n, err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(got, data) {
+		t.Fatalf("downloading: got %d, %d bytes (%v), want 200 and the %d bytes uploaded", resp.StatusCode, len(got), err, n)
+	}
 }
 
 // createBox creates a small sandbox with key and returns its id.
