@@ -229,11 +229,11 @@ func (l *Listener) wait(c *conn) {
 	}
 }
 
-// hold keeps c from eviction until the next wait; for good when pinned.
-func (l *Listener) hold(c *conn, pinned bool) {
+// pin keeps c from eviction for good: it was taken over.
+func (l *Listener) pin(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c.pinned = c.pinned || pinned
+	c.pinned = true
 	if c.elem != nil {
 		l.waiting.Remove(c.elem)
 		c.elem = nil
@@ -256,7 +256,7 @@ func (l *Listener) connState(nc net.Conn, st http.ConnState) {
 		l.wait(c)
 	case http.StateHijacked:
 		// Whoever took the connection over owns it until it closes.
-		l.hold(c, true)
+		l.pin(c)
 	}
 }
 
