@@ -55,7 +55,7 @@ func OpenBolt(path string) (*Bolt, error) {
 				return fmt.Errorf("making bucket %s: %w", b, err)
 			}
 		}
-		return nil
+		return indexLive(tx)
 	})
 	if err != nil {
 		db.Close()
@@ -75,7 +75,11 @@ func (b *Bolt) PutSandbox(ctx context.Context, r *sandbox.Record) error {
 	if r == nil || r.ID == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "sandbox record needs an id")
 	}
-	return b.put(bucketSandboxes, r.ID, r)
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encoding sandbox %s: %w", r.ID, err)
+	}
+	return b.db.Update(func(tx *bolt.Tx) error { return putSandboxTx(tx, r, data) })
 }
 
 // GetSandbox returns the record with id.
@@ -101,7 +105,7 @@ func (b *Bolt) ListSandboxes(ctx context.Context, f SandboxFilter) ([]*sandbox.R
 	}
 	var out []*sandbox.Record
 	err := b.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSandboxes).ForEach(func(k, v []byte) error {
+		return forEachSandbox(tx, f, func(k, v []byte) error {
 			r := new(sandbox.Record)
 			if err := json.Unmarshal(v, r); err != nil {
 				return fmt.Errorf("decoding sandbox %s: %w", k, err)
@@ -133,6 +137,9 @@ func (b *Bolt) DeleteSandbox(ctx context.Context, id string) error {
 		bk := tx.Bucket(bucketSandboxes)
 		if bk.Get([]byte(id)) == nil {
 			return sandbox.Errorf(sandbox.KindNotFound, "sandbox %s not found", id)
+		}
+		if err := tx.Bucket(bucketLive).Delete([]byte(id)); err != nil {
+			return err
 		}
 		return bk.Delete([]byte(id))
 	})

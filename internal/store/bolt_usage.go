@@ -47,7 +47,7 @@ func (b *Bolt) RecordUsage(ctx context.Context, r *sandbox.Record, delta UsageDe
 				return err
 			}
 		}
-		return tx.Bucket(bucketSandboxes).Put([]byte(r.ID), rec)
+		return putSandboxTx(tx, r, rec)
 	})
 }
 
