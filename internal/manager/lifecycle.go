@@ -72,8 +72,11 @@ func (m *Manager) List(ctx context.Context, account string) ([]*sandbox.Record, 
 	return m.list(ctx, account)
 }
 
-// Extend moves the lease of a running or paused sandbox to end timeout
-// from now.
+// Extend moves the lease of a running sandbox to end timeout from now, or
+// leaves it where it is when it already ends later: an extend never
+// shortens a lease, so a client that asks for "at least N more seconds"
+// cannot cut short what another one asked for. max_cost_micros is checked
+// against the lease asked for, as before.
 func (m *Manager) Extend(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error) {
 	if err := m.checkTimeout(int(timeout/time.Second), timeout); err != nil {
 		return nil, err
@@ -91,7 +94,9 @@ func (m *Manager) Extend(ctx context.Context, account, id string, timeout time.D
 	if err := m.checkMaxCost(rec.Spec, rec.Usage.CostNanos, timeout); err != nil {
 		return nil, err
 	}
-	rec.LeaseEndsAt = m.now().Add(timeout)
+	if end := m.now().Add(timeout); end.After(rec.LeaseEndsAt) {
+		rec.LeaseEndsAt = end
+	}
 	return rec, m.cfg.Store.PutSandbox(ctx, rec)
 }
 
