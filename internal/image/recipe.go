@@ -16,14 +16,19 @@ type Recipe struct {
 }
 
 // Default is the recipe of the default image: Debian 13 with Python, pip,
-// venv, sudo, git and curl, and an unprivileged user "user" (uid 1000) who
-// owns /workspace and may sudo without a password.
+// venv, sudo, git and curl, the tools to build software (Node.js and npm,
+// Go, gcc and make, sqlite3, unzip, jq, less), and an unprivileged user
+// "user" (uid 1000) who owns /workspace and may sudo without a password.
 var Default = Recipe{
 	Suite:   "trixie",
 	Variant: "minbase",
 	Packages: []string{
 		"python3", "python3-pip", "python3-venv", "sudo", "ca-certificates",
 		"curl", "git", "procps", "iproute2",
+		// Building software: the documents promise npm test, go build and
+		// sqlite3 work out of the box.
+		"nodejs", "npm", "golang-go", "build-essential", "sqlite3",
+		"unzip", "jq", "less",
 	},
 	Hooks: []string{
 		`chroot "$1" useradd --create-home --uid 1000 --shell /bin/bash user`,

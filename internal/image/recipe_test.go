@@ -47,3 +47,18 @@ func TestRootfsNeedsCompleteBuild(t *testing.T) {
 		t.Fatalf("got no error for an unknown image")
 	}
 }
+
+func TestDefaultBuildsSoftware(t *testing.T) {
+	have := map[string]bool{}
+	for _, p := range Default.Packages {
+		have[p] = true
+	}
+	for _, p := range []string{"python3", "nodejs", "npm", "golang-go", "build-essential", "sqlite3", "unzip", "jq", "less"} {
+		if !have[p] {
+			t.Errorf("default recipe lacks %s", p)
+		}
+	}
+	if inc := Default.Args("/out.tar")[1]; !strings.Contains(inc, ",golang-go,") {
+		t.Fatalf("got %q, want golang-go in --include", inc)
+	}
+}
