@@ -38,7 +38,12 @@ func (p *Proxy) mitm(c net.Conn, f *flow, sb Sandbox, s sniffed, addrs []netip.A
 	r.terminated = true
 	r.connect = func() (net.Conn, string) { return p.connectTLS(r, addrs, port) }
 	r.serve() // the flow closes r.up
-
+	if !r.cut {
+		// A close_notify: TLS clients (curl among them) take a close
+		// without one as a truncation, which would fail every body that
+		// ends with the connection.
+		tc.Close()
+	}
 }
 
 // connectTLS opens the TLS connection to the real host on the original

@@ -40,6 +40,10 @@ type relay struct {
 	host       string // the connection's host: the server name, or the first request's
 	terminated bool   // secrets are swapped in and scrubbed out
 	ev         Event
+	// cut is set when a response could not be relayed whole: the
+	// sandbox's end must then not look closed on purpose (no TLS
+	// close_notify), so that a body ended by the close shows as cut.
+	cut bool
 
 	client net.Conn
 	cbr    *bufio.Reader
@@ -196,6 +200,7 @@ func (r *relay) roundTrip(req *http.Request, bound []Secret) bool {
 		}
 		prepareBody(req, resp, bound, r.cbw)
 		if resp.Write(writerOnly{r.cbw}) != nil || r.cbw.Flush() != nil {
+			r.cut = true
 			return false
 		}
 		select {
@@ -228,14 +233,29 @@ func prepareBody(req *http.Request, resp *http.Response, bound []Secret, w *bufi
 			b.rep = newReplacer(bound)
 			resp.ContentLength = -1
 			resp.Header.Del("Content-Length")
-			if req.ProtoAtLeast(1, 1) {
-				resp.TransferEncoding = []string{"chunked"}
-			} else {
-				resp.TransferEncoding, resp.Close = nil, true
-			}
 		}
 	}
+	if resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 {
+		reframe(req, resp)
+	}
 	resp.Body = b
+}
+
+// reframe frames a body of unknown length for the sandbox: chunked to an
+// HTTP/1.1 client, whatever the upstream's version (so that the body's
+// end is in the stream, not in how the connection ends, and a body cut
+// short shows), under an HTTP/1.1 status line since HTTP/1.0 has no
+// chunks; ended by the connection's close to an HTTP/1.0 client, which
+// cannot be sent chunks (on a terminated connection the close is then a
+// TLS close_notify: see relay.cut).
+func reframe(req *http.Request, resp *http.Response) {
+	resp.Header.Del("Content-Length")
+	if !req.ProtoAtLeast(1, 1) {
+		resp.TransferEncoding, resp.Close = nil, true
+		return
+	}
+	resp.TransferEncoding = []string{"chunked"}
+	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
 }
 
 // fail answers the sandbox 502 with reason and logs the refusal; nothing
