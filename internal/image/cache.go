@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 )
 
 const completeMark = ".withruntime-complete"
@@ -49,10 +50,13 @@ func Build(ctx context.Context, cacheDir string, r Recipe, w io.Writer) (string,
 	}
 	defer os.RemoveAll(tmp)
 	tar := filepath.Join(tmp, "rootfs.tar")
-	fmt.Fprintf(w, "image %s: building Debian %s with mmdebstrap (about a minute)\n", r.Key(), r.Suite)
+	fmt.Fprintf(w, "image %s: building Debian %s with mmdebstrap (a few minutes; about 1.2 GB)\n", r.Key(), r.Suite)
 	cmd := exec.CommandContext(ctx, "mmdebstrap", r.Args(tar)...)
 	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Run(); err != nil {
+	stop := heartbeat(w, r.Key(), 30*time.Second)
+	err := cmd.Run()
+	stop()
+	if err != nil {
 		return "", fmt.Errorf("mmdebstrap: %w", err)
 	}
 	fmt.Fprintf(w, "image %s: unpacking\n", r.Key())
@@ -74,4 +78,26 @@ func Build(ctx context.Context, cacheDir string, r Recipe, w io.Writer) (string,
 	}
 	fmt.Fprintf(w, "image %s: ready at %s\n", r.Key(), root)
 	return root, nil
+}
+
+// heartbeat says every interval that the build still runs: mmdebstrap is
+// silent for minutes while it installs packages inside the chroot.
+func heartbeat(w io.Writer, key string, every time.Duration) (stop func()) {
+	start := time.Now()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "image %s: still building (%s)\n", key, time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
