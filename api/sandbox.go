@@ -16,6 +16,7 @@ type CreateSandboxRequest struct {
 	Image          string            `json:"image,omitempty"`
 	VCPUs          int               `json:"vcpus,omitempty"`
 	MemoryMiB      int               `json:"memory_mib,omitempty"`
+	DiskGiB        *int              `json:"disk_gib,omitempty"` // nil: the default; 0 is refused, not a default
 	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
 	OnLeaseEnd     string            `json:"on_lease_end,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
@@ -32,6 +33,7 @@ type Sandbox struct {
 	Image           string            `json:"image"`
 	VCPUs           int               `json:"vcpus"`
 	MemoryMiB       int               `json:"memory_mib"`
+	DiskGiB         int               `json:"disk_gib"`
 	OnLeaseEnd      string            `json:"on_lease_end"`
 	Metadata        map[string]string `json:"metadata,omitempty"`
 	Network         Network           `json:"network"`
@@ -57,9 +59,11 @@ type SandboxUsage struct {
 	MemoryGiBSeconds float64 `json:"memory_gib_seconds"`
 }
 
-// SandboxList is the body of GET /v1/sandboxes.
+// SandboxList is the body of GET /v1/sandboxes: newest first, one page.
 type SandboxList struct {
 	Sandboxes []Sandbox `json:"sandboxes"`
+	// NextPageToken, when set, is the page_token of the next page.
+	NextPageToken string `json:"next_page_token,omitempty"`
 }
 
 // ExtendRequest is the body of POST /v1/sandboxes/{id}/extend: the lease

@@ -22,13 +22,10 @@ func (c *Client) GetSandbox(ctx context.Context, id string) (*api.Sandbox, error
 	return c.sandboxCall(ctx, http.MethodGet, id, "", nil)
 }
 
-// ListSandboxes returns the sandboxes the key's account may see.
+// ListSandboxes returns the sandboxes the key's account may see that have
+// not ended or ended in the last 24 hours, newest first (every page).
 func (c *Client) ListSandboxes(ctx context.Context) ([]api.Sandbox, error) {
-	var l api.SandboxList
-	if err := c.doJSON(ctx, http.MethodGet, api.Version+"/sandboxes", nil, nil, &l); err != nil {
-		return nil, err
-	}
-	return l.Sandboxes, nil
+	return c.ListSandboxesWith(ctx, ListOptions{})
 }
 
 // StopSandbox stops sandbox id (a paused one is removed) and returns it

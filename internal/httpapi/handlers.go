@@ -31,11 +31,16 @@ func (s *server) create(w http.ResponseWriter, r *http.Request, c caller) error 
 }
 
 func (s *server) list(w http.ResponseWriter, r *http.Request, c caller) error {
+	lq, err := parseListQuery(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	recs, err := s.cfg.Sandboxes.List(r.Context(), c.account)
 	if err != nil {
 		return err
 	}
-	out := api.SandboxList{Sandboxes: make([]api.Sandbox, 0, len(recs))}
+	recs, next := lq.page(recs, time.Now())
+	out := api.SandboxList{Sandboxes: make([]api.Sandbox, 0, len(recs)), NextPageToken: next}
 	for _, rec := range recs {
 		out.Sandboxes = append(out.Sandboxes, SandboxView(rec))
 	}
