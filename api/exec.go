@@ -2,9 +2,12 @@ package api
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Command is a command given either as an argv list (JSON array) or as a
@@ -68,21 +71,48 @@ const (
 	EventError  = "error"
 )
 
-// ExecEvent is one line of an exec stream.
+// ExecEvent is one line of an exec stream. The output of a "stdout" or
+// "stderr" event is in Data when it is valid UTF-8, else in DataB64 (the
+// exact bytes, base64): output is bytes, and a JSON string cannot hold
+// every byte sequence. Make one with OutputEvent, read it with Output.
 type ExecEvent struct {
 	Type       string       `json:"type"`
 	Pid        int          `json:"pid,omitempty"`
 	Data       string       `json:"data,omitempty"`
+	DataB64    string       `json:"data_b64,omitempty"`
 	ExitCode   *int         `json:"exit_code,omitempty"`
 	TimedOut   bool         `json:"timed_out,omitempty"`
 	DurationMs int64        `json:"duration_ms,omitempty"`
 	Error      *ErrorDetail `json:"error,omitempty"`
 }
 
+// OutputEvent is an event of type typ carrying output b.
+func OutputEvent(typ string, b []byte) ExecEvent {
+	if utf8.Valid(b) {
+		return ExecEvent{Type: typ, Data: string(b)}
+	}
+	return ExecEvent{Type: typ, DataB64: base64.StdEncoding.EncodeToString(b)}
+}
+
+// Output is the exact output ev carries.
+func (ev ExecEvent) Output() (string, error) {
+	if ev.DataB64 == "" {
+		return ev.Data, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(ev.DataB64)
+	if err != nil {
+		return "", errors.New("data_b64 is not base64")
+	}
+	return string(b), nil
+}
+
 // Process is a background process: POST exec with background=true answers
 // 201 with it; GET /v1/sandboxes/{id}/processes/{pid} shows it with its
 // output so far (the last OutputCap bytes of each stream; *_truncated says
-// older output was dropped).
+// older output was dropped). Stdout and Stderr are text: bytes that are
+// not UTF-8 show as U+FFFD. When the output is not valid UTF-8,
+// StdoutB64/StderrB64 hold its exact bytes too (base64); SetOutput writes
+// both forms and ExactOutput reads them back.
 type Process struct {
 	Pid             int        `json:"pid"`
 	Cmd             Command    `json:"cmd"`
@@ -95,6 +125,37 @@ type Process struct {
 	Stderr          string     `json:"stderr"`
 	StdoutTruncated bool       `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool       `json:"stderr_truncated,omitempty"`
+	StdoutB64       string     `json:"stdout_b64,omitempty"`
+	StderrB64       string     `json:"stderr_b64,omitempty"`
+}
+
+// SetOutput sets p's output to the bytes stdout and stderr.
+func (p *Process) SetOutput(stdout, stderr string) {
+	p.Stdout, p.StdoutB64 = textAndB64(stdout)
+	p.Stderr, p.StderrB64 = textAndB64(stderr)
+}
+
+// ExactOutput turns Stdout and Stderr back into the exact bytes, from
+// StdoutB64 and StderrB64 where present.
+func (p *Process) ExactOutput() error {
+	for _, f := range []struct{ text, b64 *string }{{&p.Stdout, &p.StdoutB64}, {&p.Stderr, &p.StderrB64}} {
+		if *f.b64 == "" {
+			continue
+		}
+		b, err := base64.StdEncoding.DecodeString(*f.b64)
+		if err != nil {
+			return errors.New("process output: *_b64 is not base64")
+		}
+		*f.text = string(b)
+	}
+	return nil
+}
+
+func textAndB64(s string) (text, b64 string) {
+	if utf8.ValidString(s) {
+		return s, ""
+	}
+	return strings.ToValidUTF8(s, "\uFFFD"), base64.StdEncoding.EncodeToString([]byte(s))
 }
 
 // ProcessList is the body of GET /v1/sandboxes/{id}/processes.

@@ -22,8 +22,9 @@ const OutputCap = 16 << 20
 // ExecOptions says where an exec's output goes as it is produced.
 type ExecOptions struct {
 	// Stdout and Stderr receive each chunk of output as it arrives, in the
-	// order the command produced it. A nil writer leaves that stream in
-	// ExecResult instead.
+	// order the command produced it, byte for byte (output that is not
+	// UTF-8 included). A nil writer leaves that stream in ExecResult
+	// instead.
 	Stdout io.Writer
 	Stderr io.Writer
 }
@@ -34,8 +35,9 @@ type ExecResult struct {
 	ExitCode int  // -1 when the server reported none
 	TimedOut bool // the command's own timeout (timeout_ms) killed it
 	// Stdout and Stderr hold the output of streams that had no writer in
-	// ExecOptions: the last OutputCap bytes of each; *Truncated says older
-	// output was dropped.
+	// ExecOptions: the last OutputCap bytes of each, exactly as the command
+	// wrote them (a Go string holds any bytes, UTF-8 or not); *Truncated
+	// says older output was dropped.
 	Stdout          string
 	Stderr          string
 	StdoutTruncated bool
@@ -91,13 +93,17 @@ func (c *Client) Exec(ctx context.Context, id string, req api.ExecRequest, opts 
 		switch ev.Type {
 		case api.EventStart:
 			res.Pid = ev.Pid
-		case api.EventStdout:
-			if err := emit(opts.Stdout, &stdout, ev.Data); err != nil {
-				return nil, fmt.Errorf("writing stdout: %w", err)
+		case api.EventStdout, api.EventStderr:
+			data, err := ev.Output()
+			if err != nil {
+				return nil, transportError(ctx, op, err)
 			}
-		case api.EventStderr:
-			if err := emit(opts.Stderr, &stderr, ev.Data); err != nil {
-				return nil, fmt.Errorf("writing stderr: %w", err)
+			w, buf := opts.Stdout, &stdout
+			if ev.Type == api.EventStderr {
+				w, buf = opts.Stderr, &stderr
+			}
+			if err := emit(w, buf, data); err != nil {
+				return nil, fmt.Errorf("writing %s: %w", ev.Type, err)
 			}
 		case api.EventError:
 			return nil, apiErrorFromEvent(ev.Error)
@@ -174,6 +180,9 @@ func (c *Client) StartProcess(ctx context.Context, id string, req api.ExecReques
 	if err := c.doJSON(ctx, http.MethodPost, p, nil, req, &proc); err != nil {
 		return nil, err
 	}
+	if err := c.exactOutput(ctx, http.MethodPost, p, &proc); err != nil {
+		return nil, err
+	}
 	return &proc, nil
 }
 
@@ -229,6 +238,11 @@ func (c *Client) ListProcesses(ctx context.Context, id string) ([]api.Process, e
 	if err := c.doJSON(ctx, http.MethodGet, p, nil, nil, &l); err != nil {
 		return nil, err
 	}
+	for i := range l.Processes {
+		if err := c.exactOutput(ctx, http.MethodGet, p, &l.Processes[i]); err != nil {
+			return nil, err
+		}
+	}
 	return l.Processes, nil
 }
 
@@ -241,5 +255,17 @@ func (c *Client) processCall(ctx context.Context, method, id string, pid int, su
 	if err := c.doJSON(ctx, method, p, q, nil, &proc); err != nil {
 		return nil, err
 	}
+	if err := c.exactOutput(ctx, method, p, &proc); err != nil {
+		return nil, err
+	}
 	return &proc, nil
+}
+
+// exactOutput turns proc's output into its exact bytes; a server that sends
+// broken base64 is answering in a way no client can read.
+func (c *Client) exactOutput(ctx context.Context, method, path string, proc *api.Process) error {
+	if err := proc.ExactOutput(); err != nil {
+		return transportError(ctx, request{method: method, path: path}.op(c.baseURL), err)
+	}
+	return nil
 }

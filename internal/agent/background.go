@@ -19,14 +19,14 @@ func (s *Server) startBackground(w http.ResponseWriter, l *launch) error {
 	if errors.As(err, &nr) {
 		now := time.Now().UTC()
 		code := nr.code
-		writeJSON(w, http.StatusCreated, api.Process{
+		ended := api.Process{
 			Cmd:       l.cmd,
 			ExitCode:  &code,
 			StartedAt: now,
 			EndedAt:   &now,
-			Stdout:    "",
-			Stderr:    nr.msg,
-		})
+		}
+		ended.SetOutput("", nr.msg)
+		writeJSON(w, http.StatusCreated, ended)
 		return nil
 	}
 	if err != nil {

@@ -68,7 +68,7 @@ func (es *eventStream) end() {
 }
 
 func (es *eventStream) output(typ string) func([]byte) {
-	return func(b []byte) { es.send(api.ExecEvent{Type: typ, Data: string(b)}) }
+	return func(b []byte) { es.send(api.OutputEvent(typ, b)) }
 }
 
 func (s *Server) runForeground(w http.ResponseWriter, r *http.Request, l *launch) error {
@@ -83,7 +83,7 @@ func (s *Server) runForeground(w http.ResponseWriter, r *http.Request, l *launch
 	var nr *notRunnable
 	if errors.As(err, &nr) {
 		es.begin(0)
-		es.send(api.ExecEvent{Type: api.EventStderr, Data: nr.msg})
+		es.send(api.OutputEvent(api.EventStderr, []byte(nr.msg)))
 		es.send(exitEvent(nr.code, false, begun))
 		return nil
 	}

@@ -130,10 +130,16 @@ func (a *testAgent) run(req api.ExecRequest) result {
 	a.stream(a.t.Context(), req, func(ev api.ExecEvent) bool {
 		res.events = append(res.events, ev)
 		switch ev.Type {
-		case api.EventStdout:
-			res.stdout += ev.Data
-		case api.EventStderr:
-			res.stderr += ev.Data
+		case api.EventStdout, api.EventStderr:
+			data, err := ev.Output()
+			if err != nil {
+				a.t.Errorf("event %+v: %v", ev, err)
+			}
+			if ev.Type == api.EventStdout {
+				res.stdout += data
+			} else {
+				res.stderr += data
+			}
 		case api.EventExit:
 			res.exit = ev
 		}

@@ -169,7 +169,9 @@ func exitCode(st *os.ProcessState) int {
 }
 
 // pump passes what r yields to emit, in chunks as they arrive, never
-// splitting a UTF-8 sequence across two chunks (each becomes a JSON string).
+// splitting a UTF-8 sequence across two chunks: a chunk that is valid UTF-8
+// goes out as a JSON string, so a character cut in two must not make both
+// halves invalid (and base64).
 func pump(r *os.File, emit func([]byte)) {
 	buf := make([]byte, 32<<10)
 	carry := 0
@@ -222,8 +224,10 @@ func (p *proc) info() api.Process {
 		out.EndedAt = &ended
 	}
 	if p.stdout != nil {
-		out.Stdout, out.StdoutTruncated = p.stdout.snapshot()
-		out.Stderr, out.StderrTruncated = p.stderr.snapshot()
+		var stdout, stderr string
+		stdout, out.StdoutTruncated = p.stdout.snapshot()
+		stderr, out.StderrTruncated = p.stderr.snapshot()
+		out.SetOutput(stdout, stderr)
 	}
 	return out
 }
