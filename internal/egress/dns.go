@@ -46,7 +46,10 @@ const (
 // REFUSED and logged in the sandbox's egress log: so that DNS carries
 // nothing out. An A query
 // gets the Resolver's addresses; AAAA an empty answer (sandboxes have no
-// IPv6); any other type REFUSED.
+// IPv6); any other type REFUSED. An allowed name the Resolver has no
+// usable address for gets NXDOMAIN, and one it could not look up
+// SERVFAIL: both logged as allowed, the reason saying why the lookup
+// failed.
 func (p *Proxy) ServeDNS(ctx context.Context, udp net.PacketConn, tcp net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -231,6 +234,11 @@ func (p *Proxy) answer(ctx context.Context, src netip.Addr, query []byte) []byte
 	ctx, cancel := context.WithTimeout(ctx, dnsLookupTimeout)
 	defer cancel()
 	addrs, err := p.resolver.Answer(ctx, sb.ID, name)
+	if err != nil {
+		// The policy allowed the name: the answer is no refusal, but
+		// it is why the sandbox's connection never came.
+		p.cfg.Log.Add(sb.ID, Event{Kind: "dns", Name: name, Port: 53, Verdict: Allowed, Reason: lookupFailure(err)})
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return reply(h, &q, dnsmessage.RCodeNameError, nil)

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -124,14 +125,16 @@ func TestDNS(t *testing.T) {
 		qtype                dnsmessage.Type
 		rcode                dnsmessage.RCode
 		addrs                []netip.Addr
-		reason               string // of the refused event, if one is logged
+		reason               string // of the event, if one is logged
+		verdict              string // of that event; "": Refused
 	}{
 		{name: "hosts file over UDP", network: "udp", qname: "plain.test", qtype: qA, addrs: loop},
 		{name: "hosts file over TCP", network: "tcp", qname: "plain.test", qtype: qA, addrs: loop},
 		{name: "case and trailing dot", network: "udp", qname: "PLAIN.Test", qtype: qA, addrs: loop},
 		{name: "host resolver", network: "udp", qname: "x.far.test", qtype: qA, addrs: far},
 		{name: "AAAA is empty", network: "udp", qname: "plain.test", qtype: qAAAA},
-		{name: "unknown name", network: "udp", qname: "x.nowhere.test", qtype: qA, rcode: rcodeNX},
+		{name: "unknown name", network: "udp", qname: "x.nowhere.test", qtype: qA, rcode: rcodeNX, reason: "lookup failed: no such name", verdict: Allowed},
+		{name: "unknown name over TCP", network: "tcp", qname: "y.nowhere.test", qtype: qA, rcode: rcodeNX, reason: "lookup failed: no such name", verdict: Allowed},
 		{name: "denied name", network: "udp", qname: "evil.test", qtype: qA, rcode: rcodeRefused, reason: "name not allowed"},
 		{name: "denied over TCP", network: "tcp", qname: "evil.test", qtype: qA, rcode: rcodeRefused, reason: "name not allowed"},
 		{name: "denied AAAA", network: "udp", qname: "evil.test", qtype: qAAAA, rcode: rcodeRefused, reason: "name not allowed"},
@@ -145,7 +148,11 @@ func TestDNS(t *testing.T) {
 				t.Errorf("got %v %v, want %v %v", rcode, addrs, tc.rcode, tc.addrs)
 			}
 			if tc.reason != "" {
-				e.wantEvent("dns", normalize(tc.qname), Refused, tc.reason)
+				verdict := tc.verdict
+				if verdict == "" {
+					verdict = Refused
+				}
+				e.wantEvent("dns", normalize(tc.qname), verdict, tc.reason)
 			} else if after := len(e.p.Log().Events(sandboxID)); after != before {
 				t.Errorf("got %d new events, want none", after-before)
 			}
@@ -213,5 +220,39 @@ func TestDNSFlood(t *testing.T) {
 	e.p.Forget(sandboxID)
 	if rcode, _ := e.query(t, "udp", "after-forget.far.test", qA); rcode != 0 {
 		t.Errorf("after Forget: got %v, want an answer", rcode)
+	}
+}
+
+// TestDNSLookupFailure: an allowed name the host's resolver cannot answer
+// gets SERVFAIL, one with only blocked addresses NXDOMAIN, and each is
+// logged with a reason that names nothing of the host's resolver.
+func TestDNSLookupFailure(t *testing.T) {
+	e := newEnv(t, Policy{Internet: true, Allow: []string{"*.broken.test", "*.slow.test", "*.blocked.test"}}, func(c *Config) {
+		c.Lookup = func(ctx context.Context, name string) ([]netip.Addr, error) {
+			switch {
+			case strings.HasSuffix(name, ".blocked.test"):
+				return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
+			case strings.HasSuffix(name, ".slow.test"):
+				return nil, &net.DNSError{Err: "i/o timeout", Name: name, Server: "10.9.9.9:53", IsTimeout: true}
+			}
+			return nil, &net.DNSError{Err: "server misbehaving", Name: name, Server: "10.9.9.9:53"}
+		}
+	})
+	for _, tc := range []struct {
+		name   string
+		rcode  dnsmessage.RCode
+		reason string
+	}{
+		{"a.broken.test", dnsmessage.RCodeServerFailure, "lookup failed: server misbehaving"},
+		{"a.slow.test", dnsmessage.RCodeServerFailure, "lookup failed: timed out"},
+		{"metadata.blocked.test", rcodeNX, "lookup failed: only blocked or IPv6 addresses"},
+	} {
+		if rcode, addrs := e.query(t, "udp", tc.name, qA); rcode != tc.rcode || len(addrs) != 0 {
+			t.Errorf("%s: got %v %v, want %v", tc.name, rcode, addrs, tc.rcode)
+		}
+		e.wantEvent("dns", tc.name, Allowed, tc.reason)
+		if ev := e.lastEvent(); strings.Contains(ev.Reason, "10.9.9.9") || ev.Port != 53 {
+			t.Errorf("%s: got event %+v, want port 53 and no resolver address", tc.name, ev)
+		}
 	}
 }

@@ -18,6 +18,35 @@ import (
 // address: unknown, IPv6 only, or only addresses on the Blocklist.
 var ErrNotFound = errors.New("no usable address")
 
+// Why a name has no usable address: errors that are ErrNotFound, with the
+// detail the egress log shows.
+var (
+	errNoSuchName = &notFound{"no such name"}
+	errFiltered   = &notFound{"only blocked or IPv6 addresses"}
+)
+
+type notFound struct{ why string }
+
+func (e *notFound) Error() string        { return ErrNotFound.Error() + " (" + e.why + ")" }
+func (e *notFound) Is(target error) bool { return target == ErrNotFound }
+
+// lookupFailure is the egress log's reason for a failed lookup: short, and
+// naming nothing of the host's resolver (its address is in the errors of
+// the host's resolver).
+func lookupFailure(err error) string {
+	var nf *notFound
+	var dnsErr *net.DNSError
+	switch {
+	case errors.As(err, &nf):
+		return "lookup failed: " + nf.why
+	case errors.As(err, &dnsErr) && dnsErr.IsTimeout, errors.Is(err, context.DeadlineExceeded):
+		return "lookup failed: timed out"
+	case errors.As(err, &dnsErr) && dnsErr.Err != "":
+		return "lookup failed: " + dnsErr.Err
+	}
+	return "lookup failed: resolver error"
+}
+
 // Hosts maps normalized names to addresses, as a hosts file does.
 type Hosts map[string][]netip.Addr
 
@@ -143,7 +172,7 @@ func (r *Resolver) Lookup(ctx context.Context, name string) ([]netip.Addr, error
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("resolving %s: %w", name, ErrNotFound)
+		return nil, fmt.Errorf("resolving %s: %w", name, errFiltered)
 	}
 	return out, nil
 }
@@ -163,7 +192,7 @@ func (r *Resolver) raw(ctx context.Context, name string) ([]netip.Addr, error) {
 	var dnsErr *net.DNSError
 	switch {
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-		err = fmt.Errorf("resolving %s: %w", name, ErrNotFound)
+		err = fmt.Errorf("resolving %s: %w", name, errNoSuchName)
 	case err != nil:
 		// Timeouts and other failures are not cached: the next try may
 		// succeed.
