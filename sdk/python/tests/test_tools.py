@@ -29,15 +29,48 @@ def test_exec_none_means_default(fake, sbx: Sandbox) -> None:
     run("echo b")
     run(command="echo c", cwd="sub", timeout_seconds=5)
     bodies = exec_bodies(fake)
-    assert bodies[0] == {"cmd": "echo a"} and bodies[1] == {"cmd": "echo b"}
+    # The default per-call timeout is 120 s: a foreground server costs the
+    # agent two minutes, not the lease.
+    assert bodies[0] == {"cmd": "echo a", "timeout_ms": 120_000}
+    assert bodies[1] == {"cmd": "echo b", "timeout_ms": 120_000}
     assert bodies[2] == {"cmd": "echo c", "cwd": "sub", "timeout_ms": 5000}
 
 
 def test_exec_default_timeout_from_binding(fake, sbx: Sandbox) -> None:
-    run = sandbox_tools(sbx, default_timeout_seconds=60)[0]
+    run = sandbox_tools(sbx, timeout_seconds=60)[0]
     run(command="echo a")
     run(command="echo b", timeout_seconds=2)
     assert [b.get("timeout_ms") for b in exec_bodies(fake)] == [60_000, 2_000]
+
+
+def test_exec_no_default_timeout(fake, sbx: Sandbox) -> None:
+    run = sandbox_tools(sbx, timeout_seconds=None)[0]
+    run(command="echo a")
+    assert exec_bodies(fake) == [{"cmd": "echo a"}]
+    assert "None means no limit but the sandbox's lease." in (run.__doc__ or "")
+
+
+def test_exec_old_name_of_the_default(fake, sbx: Sandbox) -> None:
+    sandbox_tools(sbx, default_timeout_seconds=60)[0](command="echo a")
+    sandbox_tools(sbx, default_timeout_seconds=None)[0](command="echo b")
+    assert [b.get("timeout_ms") for b in exec_bodies(fake)] == [60_000, None]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [({}, "None means 120 seconds."), ({"timeout_seconds": 30}, "None means 30 seconds."),
+     ({"timeout_seconds": None}, "None means no limit but the sandbox's lease.")],
+)
+def test_exec_description_states_the_default(sbx: Sandbox, kwargs: dict, said: str) -> None:
+    doc = sandbox_tools(sbx, **kwargs)[0].__doc__ or ""
+    line = next(ln.strip() for ln in doc.splitlines() if ln.strip().startswith("timeout_seconds:"))
+    assert line == "timeout_seconds: Seconds after which the command is killed; " + said
+    assert "nohup" in doc and "2>&1 &" in doc and "timed_out True" in doc
+
+
+def test_default_timeout_must_be_positive(sbx: Sandbox) -> None:
+    with pytest.raises(ValueError):
+        sandbox_tools(sbx, timeout_seconds=0)
 
 
 def test_exec_failure_is_returned_not_raised(fake, sbx: Sandbox) -> None:

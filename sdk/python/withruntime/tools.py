@@ -34,12 +34,22 @@ from typing import TYPE_CHECKING, Any, Callable, List
 if TYPE_CHECKING:
     from .sandbox import Sandbox
 
-__all__ = ["sandbox_tools", "OUTPUT_CAP", "LIST_CAP"]
+__all__ = ["sandbox_tools", "OUTPUT_CAP", "LIST_CAP", "TIMEOUT_SECONDS"]
 
 # Characters of stdout and of stderr (and bytes of a file) a tool returns.
 OUTPUT_CAP = 20_000
 # Directory entries runtime_list_files returns.
 LIST_CAP = 400
+# Seconds runtime_exec gives a command when the model gives none: a server
+# started in the foreground then costs the agent two minutes, not the lease.
+TIMEOUT_SECONDS = 120
+
+# The line of runtime_exec's docstring that states its default timeout, as
+# written for TIMEOUT_SECONDS; sandbox_tools rewrites it for another
+# default, so the model reads the one that applies.
+_TIMEOUT_ARG_DOC = "timeout_seconds: Seconds after which the command is killed; None means 120 seconds."
+
+_UNSET: Any = object()
 
 
 def _keep_tail(text: str, already_cut: bool, cap: int, stream: str) -> str:
@@ -52,29 +62,34 @@ def _keep_tail(text: str, already_cut: bool, cap: int, stream: str) -> str:
 def sandbox_tools(
     sbx: "Sandbox",
     *,
+    timeout_seconds: int | None = TIMEOUT_SECONDS,
     output_cap: int = OUTPUT_CAP,
-    default_timeout_seconds: int | None = None,
+    default_timeout_seconds: int | None = _UNSET,
 ) -> List[Callable[..., Any]]:
     """The four agent tools bound to one sandbox.
 
-    ``sbx`` is a withruntime.Sandbox. ``output_cap`` bounds what each tool
-    returns (see the module doc); ``default_timeout_seconds`` is the command
-    timeout runtime_exec uses when the model gives none (None: only the
-    lease bounds a command). The model never sees the API key: the tools
-    hold the sandbox, the model only chooses commands and paths.
+    ``sbx`` is a withruntime.Sandbox. ``timeout_seconds`` is the command
+    timeout runtime_exec uses when the model gives none (default 120; None:
+    only the lease bounds a command), and runtime_exec's description tells
+    the model which applies. ``default_timeout_seconds`` is its older name
+    and wins when given. ``output_cap`` bounds what each tool returns (see
+    the module doc). The model never sees the API key: the tools hold the
+    sandbox, the model only chooses commands and paths.
     """
     cap = int(output_cap)
-    default_timeout = default_timeout_seconds
+    default_timeout = timeout_seconds if default_timeout_seconds is _UNSET else default_timeout_seconds
+    if default_timeout is not None and default_timeout <= 0:
+        raise ValueError("timeout_seconds must be positive or None")
 
     def runtime_exec(command: str, cwd: str | None = None, timeout_seconds: int | None = None) -> dict:
         """Run a shell command in the sandbox, a Linux machine with Python 3, pip, git and curl, and return its exit code, stdout, stderr and whether it timed out.
 
-        Files, installed packages and started servers persist between calls. A failing command is reported through a non-zero exit_code, not raised. Long output keeps only its end.
+        Files, installed packages and started servers persist between calls. A failing command is reported through a non-zero exit_code, not raised. Long output keeps only its end. The call waits for the command to end, so a command that does not end by itself (a server, a watcher) is killed at its timeout and returns timed_out True; start such a command in the background instead, for example "nohup python3 -m http.server 8000 > server.log 2>&1 &", then read server.log or query it in later calls.
 
         Args:
             command: The shell command to run, for example "python3 main.py" or "pip install requests".
             cwd: The directory to run in, absolute or relative to /workspace; None means /workspace.
-            timeout_seconds: Seconds after which the command is killed; None means no limit of its own.
+            timeout_seconds: Seconds after which the command is killed; None means 120 seconds.
         """
         timeout = timeout_seconds if timeout_seconds is not None else default_timeout
         if timeout is not None and timeout < 0:
@@ -86,6 +101,12 @@ def sandbox_tools(
             "stderr": _keep_tail(result.stderr, result.stderr_truncated, cap, "stderr"),
             "timed_out": result.timed_out,
         }
+
+    if default_timeout != TIMEOUT_SECONDS:
+        said = "no limit but the sandbox's lease" if default_timeout is None else f"{int(default_timeout)} seconds"
+        runtime_exec.__doc__ = (runtime_exec.__doc__ or "").replace(
+            _TIMEOUT_ARG_DOC, _TIMEOUT_ARG_DOC.replace("None means 120 seconds.", f"None means {said}.")
+        )
 
     def runtime_read_file(path: str) -> str:
         """Read a text file in the sandbox and return its content.
