@@ -51,6 +51,7 @@ func SandboxView(r *sandbox.Record) api.Sandbox {
 		Image:           r.Spec.Image,
 		VCPUs:           r.Spec.VCPUs,
 		MemoryMiB:       r.Spec.MemoryMiB,
+		DiskGiB:         (r.Spec.DiskMiB + 1023) >> 10, // a test server's sub-GiB default shows as 1
 		OnLeaseEnd:      string(r.Spec.OnLeaseEnd),
 		Network:         NetworkView(r.Spec.Network),
 		CreatedAt:       r.CreatedAt,

@@ -25,6 +25,7 @@ type Config struct {
 	MinMemoryMiB     int
 	MaxMemoryMiB     int
 	DiskMiB          int
+	MaxDiskGiB       int // disk_gib's limit; DiskMiB is the default
 	PidsLimit        int
 	DefaultTimeout   time.Duration
 	MaxTimeout       time.Duration
@@ -82,6 +83,7 @@ func (c *Config) setDefaults() {
 	def(&c.MinMemoryMiB, 512)
 	def(&c.MaxMemoryMiB, 16384)
 	def(&c.DiskMiB, 10240)
+	def(&c.MaxDiskGiB, 100)
 	def(&c.PidsLimit, 4096)
 	def(&c.HostCPUs, runtime.NumCPU())
 	def(&c.HostMemoryMiB, hostMemoryMiB())
@@ -133,6 +135,8 @@ func (c *Config) Validate() error {
 		return errors.New("default vcpus outside the limits")
 	case c.DefaultMemoryMiB < c.MinMemoryMiB || c.DefaultMemoryMiB > c.MaxMemoryMiB:
 		return errors.New("default memory outside the limits")
+	case c.DiskMiB > c.MaxDiskGiB<<10:
+		return errors.New("default disk outside the limits")
 	case c.Overcommit <= 0:
 		return errors.New("overcommit ratio must be positive")
 	case c.DefaultConcurrency < 1:

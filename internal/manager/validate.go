@@ -63,6 +63,12 @@ func (m *Manager) specFor(req api.CreateSandboxRequest) (sandbox.Spec, error) {
 	if s.MemoryMiB < c.MinMemoryMiB || s.MemoryMiB > c.MaxMemoryMiB {
 		return s, invalid("memory_mib must be between %d and %d, got %d", c.MinMemoryMiB, c.MaxMemoryMiB, s.MemoryMiB)
 	}
+	if d := req.DiskGiB; d != nil {
+		if *d < 1 || *d > c.MaxDiskGiB {
+			return s, invalid("disk_gib must be between 1 and %d, got %d", c.MaxDiskGiB, *d)
+		}
+		s.DiskMiB = *d << 10
+	}
 	if req.TimeoutSeconds == 0 {
 		s.Timeout = c.DefaultTimeout
 	}

@@ -13,6 +13,7 @@ func TestSpecFor(t *testing.T) {
 	m := &Manager{cfg: Config{}}
 	m.cfg.setDefaults()
 	maxCost, negCost := int64(1), int64(-1)
+	gib := func(n int) *int { return &n }
 	tests := []struct {
 		name     string
 		req      api.CreateSandboxRequest
@@ -42,6 +43,12 @@ func TestSpecFor(t *testing.T) {
 		{"an allow list without internet", api.CreateSandboxRequest{Network: &api.Network{Allow: []string{"a.example"}}}, sandbox.KindInvalid, nil},
 		{"network off is fine", api.CreateSandboxRequest{Network: &api.Network{}}, "", nil},
 		{"max cost is kept", api.CreateSandboxRequest{MaxCostMicros: &maxCost}, "", func(s sandbox.Spec) bool { return *s.MaxCostMicros == 1 }},
+		{"default disk", api.CreateSandboxRequest{}, "", func(s sandbox.Spec) bool { return s.DiskMiB == 10240 }},
+		{"disk_gib 2", api.CreateSandboxRequest{DiskGiB: gib(2)}, "", func(s sandbox.Spec) bool { return s.DiskMiB == 2048 }},
+		{"disk_gib at the limit", api.CreateSandboxRequest{DiskGiB: gib(100)}, "", func(s sandbox.Spec) bool { return s.DiskMiB == 100<<10 }},
+		{"disk_gib 0", api.CreateSandboxRequest{DiskGiB: gib(0)}, sandbox.KindInvalid, nil},
+		{"negative disk_gib", api.CreateSandboxRequest{DiskGiB: gib(-1)}, sandbox.KindInvalid, nil},
+		{"disk_gib above the limit", api.CreateSandboxRequest{DiskGiB: gib(101)}, sandbox.KindInvalid, nil},
 		{"negative max cost", api.CreateSandboxRequest{MaxCostMicros: &negCost}, sandbox.KindInvalid, nil},
 	}
 	for _, tt := range tests {
