@@ -31,6 +31,7 @@ const maxJSONBody = 64 << 20
 type Client struct {
 	baseURL    string // scheme://host[/prefix], without a trailing slash
 	apiKey     string
+	keySet     bool // by WithAPIKey: no key discovery
 	httpClient *http.Client
 	userAgent  string
 }
@@ -51,7 +52,7 @@ func WithBaseURL(u string) Option {
 // WithAPIKey sets the key sent as "Authorization: Bearer KEY". An empty key
 // sends no Authorization header.
 func WithAPIKey(key string) Option {
-	return func(c *Client) { c.apiKey = key }
+	return func(c *Client) { c.apiKey, c.keySet = key, true }
 }
 
 // WithHTTPClient sets the HTTP client. Exec streams and long polls last as
@@ -76,7 +77,9 @@ func WithUserAgent(ua string) Option {
 
 // New makes a Client. Without options it reads the server's address from
 // WITHRUNTIME_BASE_URL (default http://127.0.0.1:7878) and the key from
-// WITHRUNTIME_API_KEY; options override both.
+// WITHRUNTIME_API_KEY; options override both. With no key from either and
+// the default address, it uses the local daemon's admin key when it can
+// read it (see LocalKey).
 func New(opts ...Option) (*Client, error) {
 	c := &Client{
 		baseURL:    os.Getenv(EnvBaseURL),
@@ -89,6 +92,9 @@ func New(opts ...Option) (*Client, error) {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.apiKey == "" && !c.keySet {
+		c.apiKey = LocalKey(c.baseURL)
 	}
 	u, err := url.Parse(c.baseURL)
 	if err != nil {

@@ -1,7 +1,7 @@
 // Command withruntime is the withruntime command line and, through
 // "withruntime serve", its server. main only wires the parts together: the
 // client-side commands live in internal/cli, the server-side ones (serve,
-// setup, the embedded default server) come in as cli.Hooks.
+// setup) come in as cli.Hooks; the local daemon is this binary's serve.
 package main
 
 import (
@@ -17,10 +17,14 @@ func main() {
 	app := &cli.App{
 		Version: version,
 		Hooks: cli.Hooks{
-			Serve:    serve,
-			Setup:    runSetup,
-			Embedded: embedded,
+			Serve:  serve,
+			Setup:  runSetup,
+			Daemon: daemonExecutable,
 		},
 	}
 	os.Exit(app.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
+
+// daemonExecutable is the binary the CLI runs as "serve" for the local
+// daemon: this one.
+func daemonExecutable() (string, error) { return os.Executable() }

@@ -48,8 +48,18 @@ func serve(args []string) int {
 	fs.IntVar(&cfg.EgressMaxConnsAccount, "egress-max-conns-account", 0, "proxied connections all the sandboxes of one account may hold open at once; more are refused and logged (0: 4 × --egress-max-conns)")
 	fs.DurationVar(&cfg.EgressIdleTimeout, "egress-idle-timeout", egress.DefaultIdleTimeout, "close a proxied connection on which nothing moved either way for this long")
 	fs.IntVar(&cfg.EgressDNSRate, "egress-dns-rate", egress.DefaultDNSQueriesPerSecond, "DNS queries per second one sandbox may make; more are refused and logged")
+	fs.DurationVar(&cfg.IdleExit, "idle-exit", 0, "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)")
+	pidFile := fs.String("pid-file", "", "write the server's pid to this file and hold a lock on it while serving (the local daemon's DATA_DIR/daemon.pid)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *pidFile != "" {
+		f, err := holdPidFile(*pidFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "error: invalid_request: %v\n", err)
+			return 1
+		}
+		defer f.Close()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -88,27 +98,4 @@ func runSetup(args []string) int {
 	}
 	fmt.Println("setup complete")
 	return 0
-}
-
-// embedded starts a server for this machine's owner on a free loopback
-// port, with its state in $XDG_DATA_HOME/withruntime.
-func embedded(ctx context.Context) (string, string, func(), error) {
-	dir := os.Getenv("XDG_DATA_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", "", nil, err
-		}
-		dir = filepath.Join(home, ".local", "share")
-	}
-	srv, err := server.Start(ctx, server.Config{
-		Listen:  "127.0.0.1:0",
-		DataDir: filepath.Join(dir, "withruntime"),
-		Quiet:   true,
-		Logger:  discardLogger(),
-	})
-	if err != nil {
-		return "", "", nil, fmt.Errorf("starting the embedded server: %w", err)
-	}
-	return srv.URL, srv.AdminKey, func() { srv.Close() }, nil
 }

@@ -26,11 +26,10 @@ type Hooks struct {
 	Serve func(args []string) int
 	// Setup runs "withruntime setup ARGS...".
 	Setup func(args []string) int
-	// Embedded starts (or finds) the embedded default server on this
-	// machine, used when WITHRUNTIME_BASE_URL is unset and nothing answers
-	// on the default address. stop is called when the command is done;
-	// whether the server outlives the command is the hook's choice.
-	Embedded func(ctx context.Context) (baseURL, apiKey string, stop func(), err error)
+	// Daemon returns the binary whose "serve" runs the local daemon,
+	// started when WITHRUNTIME_BASE_URL is unset and nothing answers on
+	// the default address (see daemon.go).
+	Daemon func() (string, error)
 }
 
 // App is the command line with its hooks.
@@ -39,12 +38,13 @@ type App struct {
 	Version string // printed by "withruntime version"; "dev" when empty
 
 	// defaultBaseURL replaces client.DefaultBaseURL as the address probed
-	// before falling back to the embedded server (tests only).
+	// before starting the local daemon (tests only).
 	defaultBaseURL string
+	stderr         io.Writer // Main's, for the daemon's "started" line
 }
 
-// Main runs the command line without hooks: serve, setup and the embedded
-// default are not available.
+// Main runs the command line without hooks: serve, setup and the local
+// daemon are not available.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return (&App{}).Main(args, stdin, stdout, stderr)
 }
@@ -59,6 +59,7 @@ type streams struct {
 // name. It returns the exit code.
 func (a *App) Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	s := streams{stdin: stdin, stdout: stdout, stderr: stderr}
+	a.stderr = stderr
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -94,6 +95,8 @@ func (a *App) Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		ctx, stop := signalContext()
 		defer stop()
 		return a.secrets(ctx, s, args[1:])
+	case "daemon":
+		return a.daemonCmd(s, args[1:])
 	}
 	fmt.Fprintf(stderr, "withruntime: unknown command %q\n%s", args[0], usageLine)
 	return exitUsage
@@ -184,6 +187,8 @@ Accounts, keys and money:
 Server:
   serve                                    run the server (default address 127.0.0.1:7878)
   setup                                    prepare this machine to run sandboxes
+  daemon status                            whether the local daemon runs (pid, address, data dir, log)
+  daemon stop                              stop the local daemon
 
   version                                  print the version
 
@@ -193,9 +198,11 @@ commands uses a trial account on a server: its key is obtained the first
 time and kept in $XDG_CONFIG_HOME/withruntime/config.json.
 
 Environment:
-  WITHRUNTIME_BASE_URL  the server; when unset, http://127.0.0.1:7878, or an
-                        embedded server on this machine if nothing answers there
-  WITHRUNTIME_API_KEY   the API key
+  WITHRUNTIME_BASE_URL  the server; when unset, http://127.0.0.1:7878, where
+                        the local daemon is started if nothing answers
+  WITHRUNTIME_API_KEY   the API key; when unset, the local daemon's admin key
+                        ($XDG_DATA_HOME/withruntime/admin.key) on the default
+                        address, else a trial key stored by --trial
 
 Exit status: run and exec exit with the command's own code (124 when its
 timeout killed it without one) and 125 when the platform fails; other

@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -390,9 +392,9 @@ func checkStderr(t *testing.T, got, want string) {
 
 func TestRunUnreachable(t *testing.T) {
 	useServer(t, closedURL(t))
-	app := &App{Hooks: Hooks{Embedded: func(context.Context) (string, string, func(), error) {
-		t.Error("fell back to the embedded server although WITHRUNTIME_BASE_URL is set")
-		return "", "", nil, context.Canceled
+	app := &App{Hooks: Hooks{Daemon: func() (string, error) {
+		t.Error("started the local daemon although WITHRUNTIME_BASE_URL is set")
+		return "", context.Canceled
 	}}}
 	code, _, stderr := run(t, app, "sandbox", "run", "--", "true")
 	if code != 125 {
@@ -534,7 +536,7 @@ func TestOtherCommandsExitOne(t *testing.T) {
 	}{
 		{"get missing", []string{"sandbox", "get", "sbx_zz"}, "", "error: not_found: no sandbox sbx_zz\n"},
 		{"pause missing", []string{"sandbox", "pause", "sbx_zz"}, "", "error: not_found: no sandbox sbx_zz\n"},
-		{"create refused", []string{"sandbox", "create"}, "", "error: unauthorized: bad key\n"},
+		{"create refused", []string{"sandbox", "create"}, "", "error: unauthorized: bad key (set WITHRUNTIME_API_KEY to a key of this server; the local daemon's admin key is in ..."},
 		{"rm one missing", []string{"sandbox", "rm", "sbx_zz", "sbx_a"}, "sbx_a\n", "error: not_found: no sandbox sbx_zz\n"},
 		{"nil serve hook", []string{"serve", "--data-dir", "/x"}, "", "error: not_supported: ..."},
 		{"nil setup hook", []string{"setup"}, "", "error: not_supported: ..."},
@@ -704,41 +706,31 @@ func TestHooks(t *testing.T) {
 	}
 }
 
-func TestEmbeddedDefault(t *testing.T) {
+// useLocalDaemon unsets the server and key and gives the local daemon's
+// data dir and the configuration a directory of their own; it returns the
+// data dir.
+func useLocalDaemon(t *testing.T) string {
+	t.Helper()
 	t.Setenv(client.EnvBaseURL, "")
 	t.Setenv(client.EnvAPIKey, "")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	data := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", data)
+	return filepath.Join(data, "withruntime")
+}
 
-	t.Run("nothing on the default address", func(t *testing.T) {
-		f := newFakeServer(t)
-		stops := 0
-		app := &App{defaultBaseURL: closedURL(t), Hooks: Hooks{
-			Embedded: func(ctx context.Context) (string, string, func(), error) {
-				return f.URL, "embedded-key", func() { stops++ }, nil
-			},
-		}}
-		code, _, stderr := run(t, app, "sandbox", "run", "--", "true")
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
+func TestLocalDaemonDefault(t *testing.T) {
+	noDaemon := func(t *testing.T) func() (string, error) {
+		return func() (string, error) {
+			t.Error("started the local daemon although the default address answers")
+			return "", context.Canceled
 		}
-		if stops != 1 {
-			t.Errorf("embedded server stopped %d times, want 1", stops)
-		}
-		if _, _, stopped := f.snapshot(); len(stopped) != 1 {
-			t.Errorf("sandbox not stopped on the embedded server: %v", stopped)
-		}
-		if got := f.auth()[0]; got != "Bearer embedded-key" {
-			t.Errorf("authorization: got %q, want the embedded key", got)
-		}
-	})
+	}
 
 	t.Run("server on the default address", func(t *testing.T) {
+		useLocalDaemon(t)
 		f := newFakeServer(t)
-		app := &App{defaultBaseURL: f.URL, Hooks: Hooks{
-			Embedded: func(ctx context.Context) (string, string, func(), error) {
-				t.Error("embedded server started although the default address answers")
-				return "", "", nil, context.Canceled
-			},
-		}}
+		app := &App{defaultBaseURL: f.URL, Hooks: Hooks{Daemon: noDaemon(t)}}
 		if code, _, stderr := run(t, app, "sandbox", "ls"); code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
@@ -747,7 +739,29 @@ func TestEmbeddedDefault(t *testing.T) {
 		}
 	})
 
-	t.Run("no embedded server", func(t *testing.T) {
+	t.Run("the daemon's admin key", func(t *testing.T) {
+		dir := useLocalDaemon(t)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "admin.key"), []byte("wr_local_admin\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f := newFakeServer(t)
+		app := &App{defaultBaseURL: f.URL, Hooks: Hooks{Daemon: noDaemon(t)}}
+		if code, _, stderr := run(t, app, "sandbox", "run", "--trial", "--", "true"); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		if got := f.auth(); got[len(got)-1] != "Bearer wr_local_admin" {
+			t.Errorf("authorization: got %q, want the admin key", got)
+		}
+		if n, _ := f.trialCalls(); n != 0 {
+			t.Errorf("asked for a trial key although the admin key is there")
+		}
+	})
+
+	t.Run("no daemon in this build", func(t *testing.T) {
+		useLocalDaemon(t)
 		app := &App{defaultBaseURL: closedURL(t)}
 		code, _, stderr := run(t, app, "sandbox", "run", "--", "true")
 		if code != 125 {
@@ -759,15 +773,21 @@ func TestEmbeddedDefault(t *testing.T) {
 		}
 	})
 
-	t.Run("embedded server fails", func(t *testing.T) {
-		app := &App{defaultBaseURL: closedURL(t), Hooks: Hooks{
-			Embedded: func(ctx context.Context) (string, string, func(), error) {
-				return "", "", nil, &client.APIError{Code: "not_supported", Message: "no gVisor on this machine"}
-			},
-		}}
+	t.Run("the daemon fails", func(t *testing.T) {
+		dir := useLocalDaemon(t)
+		app := &App{defaultBaseURL: closedURL(t), Hooks: Hooks{Daemon: func() (string, error) { return "/bin/false", nil }}}
 		code, _, stderr := run(t, app, "sandbox", "run", "--", "true")
-		if code != 125 || stderr != "error: not_supported: no gVisor on this machine\n" {
-			t.Errorf("got %d %q", code, stderr)
+		if code != 125 {
+			t.Errorf("run: got %d, want 125", code)
+		}
+		log := filepath.Join(dir, "daemon.log")
+		for _, want := range []string{"started the local daemon", "error: unavailable: the local daemon exited", log} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("stderr: got %q, want it to contain %q", stderr, want)
+			}
+		}
+		if b, err := os.ReadFile(log); err != nil || !strings.Contains(string(b), "/bin/false serve --listen 127.0.0.1:") {
+			t.Errorf("daemon log: got %q (%v), want the command started", b, err)
 		}
 	})
 }

@@ -5,22 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
+	"strings"
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/client"
 )
-
-// probeTimeout bounds the check for a server on the default address.
-const probeTimeout = 300 * time.Millisecond
 
 // connect returns a client of the server the command talks to, and what to
 // call when the command is done.
 //
 // WITHRUNTIME_BASE_URL set (and not empty): that server, with no check and
 // no fallback; if it does not answer, the command fails. Unset: the default
-// address when something answers GET /v1/health there within 300ms,
-// otherwise the embedded server from Hooks.Embedded.
+// address, where the local daemon is started first when nothing answers
+// (see daemon.go).
 func (a *App) connect(ctx context.Context) (*client.Client, func(), error) {
 	c, done, _, err := a.dial(ctx)
 	return c, done, err
@@ -34,15 +31,15 @@ type trialUse struct {
 }
 
 // connectTrial is connect for commands with --trial. Without the flag, or
-// on the embedded default (its owner is the only user), or when
+// with the local daemon's admin key (its owner is the only user), or when
 // WITHRUNTIME_API_KEY is set (the user has a key), --trial changes
 // nothing. Otherwise the command uses the trial key stored for the server
 // in the configuration file; when there is none and obtain is true, it asks
 // the server for one (POST /v1/trial) and stores it. The trialUse is nil
 // when no trial key is used.
 func (a *App) connectTrial(ctx context.Context, s streams, trial, obtain bool) (*client.Client, func(), *trialUse, error) {
-	c, done, embedded, err := a.dial(ctx)
-	if err != nil || !trial || embedded || os.Getenv(client.EnvAPIKey) != "" {
+	c, done, admin, err := a.dial(ctx)
+	if err != nil || !trial || admin || os.Getenv(client.EnvAPIKey) != "" {
 		return c, done, nil, err
 	}
 	fail := func(err error) (*client.Client, func(), *trialUse, error) {
@@ -128,13 +125,21 @@ func (a *App) userAgent() client.Option {
 	return client.WithUserAgent("withruntime-cli/" + a.version())
 }
 
-// dial finds the server and says whether it is the embedded default.
+// dial finds the server and says whether the key is the local daemon's
+// admin key.
+//
+// The key is WITHRUNTIME_API_KEY; when unset, the local daemon's admin key
+// on the default address (when this user can read it), else the trial key
+// stored for the server by an earlier --trial.
 func (a *App) dial(ctx context.Context) (*client.Client, func(), bool, error) {
 	noop := func() {}
-	key := os.Getenv(client.EnvAPIKey)
 	ua := a.userAgent()
 
 	if base := os.Getenv(client.EnvBaseURL); base != "" {
+		key, err := a.keyFor(base, "")
+		if err != nil {
+			return nil, nil, false, err
+		}
 		c, err := client.New(client.WithBaseURL(base), client.WithAPIKey(key), ua)
 		if err != nil {
 			return nil, nil, false, &cliError{client.CodeInvalidRequest, fmt.Sprintf("%s: %v", client.EnvBaseURL, err)}
@@ -142,44 +147,50 @@ func (a *App) dial(ctx context.Context) (*client.Client, func(), bool, error) {
 		return c, noop, false, nil
 	}
 
-	def := a.defaultBaseURL
-	if def == "" {
-		def = client.DefaultBaseURL
+	d, err := a.localDaemon()
+	if err != nil {
+		return nil, nil, false, &cliError{codeUnavailable, err.Error()}
 	}
-	c, err := client.New(client.WithBaseURL(def), client.WithAPIKey(key), ua)
+	c, err := client.New(client.WithBaseURL(d.url), ua)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	err = c.Health(pctx)
-	cancel()
-	var ae *client.APIError
-	if err == nil || errors.As(err, &ae) {
-		return c, noop, false, nil // something answers there: use it, errors and all
-	}
-	if ctx.Err() != nil {
-		return nil, nil, false, ctx.Err()
-	}
-
-	if a.Hooks.Embedded == nil {
-		return nil, nil, false, &cliError{codeUnavailable, fmt.Sprintf(
-			"nothing answers on %s and this build has no embedded server; run \"withruntime serve\" or set %s",
-			def, client.EnvBaseURL)}
-	}
-	base, ekey, stop, err := a.Hooks.Embedded(ctx)
-	if err != nil {
-		if errors.As(err, &ae) {
+	if !d.answers(ctx, c) {
+		if ctx.Err() != nil {
+			return nil, nil, false, ctx.Err()
+		}
+		if err := a.startDaemon(ctx, d, c); err != nil {
 			return nil, nil, false, err
 		}
-		return nil, nil, false, &cliError{codeUnavailable, fmt.Sprintf("starting the embedded server: %v", err)}
 	}
-	if stop == nil {
-		stop = noop
-	}
-	c, err = client.New(client.WithBaseURL(base), client.WithAPIKey(ekey), ua)
+	admin := d.adminKey()
+	key, err := a.keyFor(d.url, admin)
 	if err != nil {
-		stop()
-		return nil, nil, false, fmt.Errorf("embedded server: %w", err)
+		return nil, nil, false, err
 	}
-	return c, stop, true, nil
+	c, err = client.New(client.WithBaseURL(d.url), client.WithAPIKey(key), ua)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return c, noop, key != "" && key == admin, nil
+}
+
+// keyFor returns the key for base: WITHRUNTIME_API_KEY, else admin (the
+// local daemon's key, "" elsewhere), else the trial key stored for base.
+func (a *App) keyFor(base, admin string) (string, error) {
+	if key := os.Getenv(client.EnvAPIKey); key != "" {
+		return key, nil
+	}
+	if admin != "" {
+		return admin, nil
+	}
+	path, err := configPath()
+	if err != nil {
+		return "", nil // no configuration: no stored key
+	}
+	key, err := storedTrialKey(path, strings.TrimRight(base, "/"))
+	if err != nil {
+		return "", &cliError{client.CodeInvalidRequest, "reading the client configuration: " + err.Error()}
+	}
+	return key, nil
 }

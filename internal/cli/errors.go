@@ -31,6 +31,9 @@ func errorCode(err error) (code, msg string) {
 	switch {
 	case errors.As(err, &ae):
 		code, msg = ae.Code, ae.Message
+		if code == client.CodeUnauthorized {
+			msg = unauthorizedHint(msg)
+		}
 	case errors.As(err, &te):
 		code, msg = codeUnavailable, te.Error()
 	case errors.As(err, &ce):

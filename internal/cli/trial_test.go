@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ func useTrialServer(t *testing.T, url string) string {
 	t.Setenv(client.EnvAPIKey, "")
 	dir := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", dir)
+	t.Setenv("XDG_DATA_HOME", t.TempDir()) // no local daemon's admin key
 	return filepath.Join(dir, "withruntime", "config.json")
 }
 
@@ -197,25 +197,24 @@ func TestTrialRefused(t *testing.T) {
 	}
 }
 
-func TestTrialOnEmbeddedDefaultChangesNothing(t *testing.T) {
+func TestTrialKeyUsedWithoutFlag(t *testing.T) {
 	f := newFakeServer(t)
-	path := useTrialServer(t, "")
-	app := &App{defaultBaseURL: closedURL(t), Hooks: Hooks{
-		Embedded: func(ctx context.Context) (string, string, func(), error) {
-			return f.URL, "embedded-key", func() {}, nil
-		},
-	}}
-	if code, _, stderr := run(t, app, "sandbox", "run", "--trial", "--", "true"); code != 0 {
+	path := useTrialServer(t, f.URL)
+	if err := storeTrialKey(path, f.URL, "wr_stored"); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := run(t, nil, "sandbox", "ls"); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if n, _ := f.trialCalls(); n != 0 {
-		t.Errorf("asked the embedded server for a trial key")
+	if got := f.auth(); len(got) == 0 || got[len(got)-1] != "Bearer wr_stored" {
+		t.Errorf("authorization: got %q, want the stored trial key", got)
 	}
-	if got := f.auth()[0]; got != "Bearer embedded-key" {
-		t.Errorf("authorization: got %q, want the embedded key", got)
+	t.Setenv(client.EnvAPIKey, "wr_explicit")
+	if code, _, stderr := run(t, nil, "sandbox", "ls"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Errorf("config file written: %v", err)
+	if got := f.auth(); got[len(got)-1] != "Bearer wr_explicit" {
+		t.Errorf("authorization: got %q, want WITHRUNTIME_API_KEY", got)
 	}
 }
 

@@ -62,6 +62,10 @@ type Config struct {
 	EgressMaxConnsAccount int
 	EgressIdleTimeout     time.Duration
 	EgressDNSRate         int
+	// IdleExit ends Wait once the server has had no request in flight and
+	// no sandbox alive (starting, running or paused) for this long
+	// (serve --idle-exit; 0: never). The local daemon runs with it.
+	IdleExit time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -104,6 +108,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--egress-idle-timeout %v: must be at least 1s", c.EgressIdleTimeout)
 	case c.EgressDNSRate < 0:
 		return errors.New("--egress-dns-rate must not be negative")
+	case c.IdleExit < 0:
+		return errors.New("--idle-exit must not be negative")
 	}
 	return nil
 }

@@ -31,6 +31,8 @@ type Server struct {
 	egress  *egressServices
 	http    *http.Server
 	done    chan error
+	idle    *idleWatch
+	stop    chan struct{} // closed by Close
 }
 
 // Start opens the data dir, recovers what an earlier server left and starts
@@ -119,17 +121,20 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		mgr.Close()
 		return nil, err
 	}
+	idle := newIdleWatch(cfg.IdleExit, st)
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
 		cfg: cfg, store: st, manager: mgr, egress: egr, done: make(chan error, 1),
+		idle: idle, stop: make(chan struct{}),
 		// Header and idle timeouts, header bound and connection limit:
 		// see httpapi.Listener.
-		http: l.HTTPServer(httpapi.NewServer(httpapi.Config{
+		http: l.HTTPServer(idle.wrap(httpapi.NewServer(httpapi.Config{
 			Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault,
 			DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
-		})),
+		}))),
 	}
 	go func() { s.done <- s.http.Serve(l) }()
+	go idle.run(s.stop)
 	s.supervise()
 	cfg.Logger.Info("serving", "url", s.URL, "data_dir", dataDir, "backend", cfg.Backend)
 	return s, nil
@@ -142,12 +147,19 @@ func (s *Server) Wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case err = <-s.done:
+	case <-s.idle.fired:
+		s.cfg.Logger.Info("exiting: idle with no sandbox alive", "idle_exit", s.cfg.IdleExit)
 	}
 	return errors.Join(err, s.Close())
 }
 
 // Close stops serving and closes the database.
 func (s *Server) Close() error {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.http.Shutdown(ctx)
