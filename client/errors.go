@@ -30,6 +30,16 @@ const (
 	CodeInternal                = "internal"
 )
 
+// The client-side codes (SPEC.md): never in a server's answer, they name
+// what went wrong on the way to it.
+const (
+	// CodeUnavailable: the server could not be reached, or a stream broke
+	// (a *TransportError).
+	CodeUnavailable = "unavailable"
+	// CodeCanceled: the caller interrupted the call.
+	CodeCanceled = "canceled"
+)
+
 // Sentinels for errors.Is: each matches any *APIError with its code.
 var (
 	ErrInvalidRequest          = &APIError{Code: CodeInvalidRequest}

@@ -324,7 +324,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"zero", api.ExecEvent{Type: "exit", ExitCode: intp(0)}, 0},
 		{"code", api.ExecEvent{Type: "exit", ExitCode: intp(42)}, 42},
 		{"timed out without code", api.ExecEvent{Type: "exit", TimedOut: true}, 124},
-		{"timed out with code", api.ExecEvent{Type: "exit", TimedOut: true, ExitCode: intp(137)}, 137},
+		{"timed out with code", api.ExecEvent{Type: "exit", TimedOut: true, ExitCode: intp(137)}, 124},
 		{"no code", api.ExecEvent{Type: "exit"}, 1},
 		{"out of range", api.ExecEvent{Type: "exit", ExitCode: intp(256)}, 1},
 	}

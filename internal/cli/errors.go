@@ -13,7 +13,20 @@ import (
 // codeUnavailable is the code printed when the server could not be reached
 // or a stream broke: the API has no code for it, since the server did not
 // answer.
-const codeUnavailable = "unavailable"
+const codeUnavailable = client.CodeUnavailable
+
+// knownCodes are the codes this command line prints: SPEC.md's list, the
+// server's and the client-side ones. Scripts match on them, so nothing
+// else may appear after "error: ".
+var knownCodes = map[string]bool{
+	client.CodeInvalidRequest: true, client.CodeUnauthorized: true, client.CodeForbidden: true,
+	client.CodeNotFound: true, client.CodeConflict: true, client.CodeLeaseEnded: true,
+	client.CodePayloadTooLarge: true, client.CodeNotSupported: true, client.CodeMaxCostExceeded: true,
+	client.CodeSpendingLimitReached: true, client.CodeTrialExhausted: true,
+	client.CodeConcurrencyLimitReached: true, client.CodeRateLimited: true,
+	client.CodeCapacityExhausted: true, client.CodeInternal: true,
+	client.CodeUnavailable: true, client.CodeCanceled: true,
+}
 
 // cliError is a failure the command line itself detects, with the code to
 // print.
@@ -23,7 +36,9 @@ type cliError struct {
 
 func (e *cliError) Error() string { return e.code + ": " + e.msg }
 
-// errorCode returns the code and message printed for err.
+// errorCode returns the code and message printed for err. A code outside
+// knownCodes (from a newer or a foreign server) is printed as internal,
+// with the code it came with in the message.
 func errorCode(err error) (code, msg string) {
 	var ae *client.APIError
 	var te *client.TransportError
@@ -39,12 +54,15 @@ func errorCode(err error) (code, msg string) {
 	case errors.As(err, &ce):
 		code, msg = ce.code, ce.msg
 	case errors.Is(err, context.Canceled):
-		code, msg = "canceled", "interrupted"
+		code, msg = client.CodeCanceled, "interrupted"
 	default:
 		code, msg = client.CodeInternal, err.Error()
 	}
 	if msg == "" {
 		msg = strings.ReplaceAll(code, "_", " ")
+	}
+	if !knownCodes[code] {
+		code, msg = client.CodeInternal, fmt.Sprintf("%s (code %q)", msg, code)
 	}
 	return code, msg
 }
@@ -56,5 +74,8 @@ func report(w io.Writer, err error) {
 }
 
 func printError(w io.Writer, code, msg string) {
+	if !knownCodes[code] {
+		code, msg = client.CodeInternal, fmt.Sprintf("%s (code %q)", msg, code)
+	}
 	fmt.Fprintf(w, "error: %s: %s\n", code, msg)
 }

@@ -64,7 +64,7 @@ func (a *App) sandboxRun(ctx context.Context, s streams, args []string) int {
 	cmd := newCommand("sandbox run", "withruntime sandbox run [flags] -- CMD [ARG...]",
 		`Creates a sandbox, runs CMD in it with its output streamed as it is produced,
 then stops the sandbox (also on Ctrl-C). Exits with CMD's exit code, 124 when
---exec-timeout killed it without one, and 125 when the platform fails.
+--exec-timeout killed it (saying so on stderr), and 125 when the platform fails.
 
 `+commandAbout, s)
 	var cf createFlags
@@ -97,8 +97,8 @@ then stops the sandbox (also on Ctrl-C). Exits with CMD's exit code, 124 when
 func (a *App) sandboxExec(ctx context.Context, s streams, args []string) int {
 	cmd := newCommand("sandbox exec", "withruntime sandbox exec ID [flags] -- CMD [ARG...]",
 		`Runs CMD in a running sandbox with its output streamed as it is produced.
-Exits with CMD's exit code, 124 when --exec-timeout killed it without one, and
-125 when the platform fails.
+Exits with CMD's exit code, 124 when --exec-timeout killed it (saying so on
+stderr), and 125 when the platform fails.
 
 `+commandAbout, s)
 	var ef execFlags
@@ -155,6 +155,15 @@ func execute(ctx context.Context, s streams, c *client.Client, id string, req ap
 	if err != nil {
 		return failRun(ctx, s, err)
 	}
+	if res.TimedOut {
+		// Not "error: CODE: ...": the platform did what it was asked. The
+		// line says why the exit code is 124 and not the command's.
+		after := ""
+		if req.TimeoutMs > 0 {
+			after = " after " + (time.Duration(req.TimeoutMs) * time.Millisecond).String()
+		}
+		fmt.Fprintf(s.stderr, "withruntime: the command was killed by --exec-timeout%s\n", after)
+	}
 	if asJSON {
 		out := execJSON{
 			SandboxID:       id,
@@ -175,15 +184,16 @@ func execute(ctx context.Context, s streams, c *client.Client, id string, req ap
 	return exitCode(res)
 }
 
-// exitCode maps a command's end to this program's exit code. A code the
-// shell cannot carry (none, negative, above 255) becomes 1, so that a
-// failure never reads as success.
+// exitCode maps a command's end to this program's exit code: 124 when its
+// timeout killed it, whatever the signal's code (137 for SIGKILL) says, as
+// GNU timeout does. A code the shell cannot carry (none, negative, above
+// 255) becomes 1, so that a failure never reads as success.
 func exitCode(res *client.ExecResult) int {
 	switch {
+	case res.TimedOut:
+		return exitTimedOut
 	case res.ExitCode >= 0 && res.ExitCode <= 255:
 		return res.ExitCode
-	case res.ExitCode < 0 && res.TimedOut:
-		return exitTimedOut
 	}
 	return exitFailure
 }
@@ -196,7 +206,7 @@ func failRun(ctx context.Context, s streams, err error) int {
 		return 128 + int(syscall.SIGPIPE)
 	}
 	if ctx.Err() != nil {
-		printError(s.stderr, "canceled", context.Cause(ctx).Error())
+		printError(s.stderr, client.CodeCanceled, context.Cause(ctx).Error())
 		if code := signalExitCode(ctx); code != 0 {
 			return code
 		}

@@ -41,6 +41,8 @@ func (a *App) sandbox(ctx context.Context, s streams, args []string) int {
 	case "resume":
 		return a.sandboxOne(ctx, s, rest, "resume", "Brings a paused sandbox back to running.",
 			func(c *client.Client, id string) (*api.Sandbox, error) { return c.ResumeSandbox(ctx, id) })
+	case "extend":
+		return a.sandboxExtend(ctx, s, rest)
 	case "rm":
 		return a.sandboxRemove(ctx, s, rest)
 	case "egress":
@@ -61,6 +63,7 @@ type createFlags struct {
 	env        mapValue
 	metadata   mapValue
 	allow      listValue
+	internet   bool
 	image      string
 	onLeaseEnd string
 	maxCost    *int64
@@ -73,7 +76,8 @@ func (f *createFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.vcpus, "vcpus", 0, "`N` virtual CPUs (server default 2)")
 	fs.IntVar(&f.memory, "memory", 0, "memory in `MiB` (server default 4096)")
 	fs.Var(f.env, "env", "set `KEY=VALUE` in the sandbox's environment (repeatable)")
-	fs.Var(&f.allow, "allow", "let the sandbox reach `HOST` (exact or *.domain; repeatable); without it the network is off")
+	fs.Var(&f.allow, "allow", "let the sandbox reach `HOST` (exact or *.domain; repeatable) and no other; without it or --internet the network is off")
+	fs.BoolVar(&f.internet, "internet", false, "turn the internet on with no allow list (with --allow: only those hosts)")
 	fs.StringVar(&f.image, "image", "", "the `IMAGE` to boot (server default)")
 	fs.Func("on-lease-end", "what the end of the lease does: `stop|pause` (server default stop)", func(s string) error {
 		if s != "stop" && s != "pause" {
@@ -109,7 +113,7 @@ func (f *createFlags) request() api.CreateSandboxRequest {
 	if len(f.metadata) > 0 {
 		req.Metadata = f.metadata
 	}
-	if len(f.allow) > 0 {
+	if f.internet || len(f.allow) > 0 {
 		req.Network = &api.Network{Internet: true, Allow: f.allow}
 	}
 	return req
@@ -191,6 +195,43 @@ func (a *App) sandboxOne(ctx context.Context, s streams, args []string, verb, ab
 	default:
 		fmt.Fprintln(s.stdout, sbx.ID)
 	}
+	return exitOK
+}
+
+func (a *App) sandboxExtend(ctx context.Context, s streams, args []string) int {
+	cmd := newCommand("sandbox extend", "withruntime sandbox extend [--json] ID --timeout D",
+		`Makes the lease of a running sandbox last at least D from now (seconds, or a
+duration such as 15m) and prints when it ends. It never shortens a lease: one
+that already ends later is kept.`, s)
+	var timeout durationValue
+	cmd.fs.Var(&timeout, "timeout", "the least time the lease lasts from now: `SECONDS` or a duration such as 15m")
+	asJSON := cmd.fs.Bool("json", false, "print the sandbox as JSON")
+	trial := trialFlag(cmd.fs)
+	pos, ok, code := cmd.parseInterspersed(s, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return cmd.usageError(s, "want one sandbox ID, got %d arguments", len(pos))
+	}
+	if timeout.d == 0 {
+		return cmd.usageError(s, "no --timeout given")
+	}
+	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	defer done()
+	sbx, err := c.ExtendSandbox(ctx, pos[0], timeout.seconds())
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	if *asJSON {
+		return printJSON(s, sbx)
+	}
+	fmt.Fprintf(s.stdout, "%s\tlease ends %s\n", sbx.ID, timeString(&sbx.LeaseEndsAt))
 	return exitOK
 }
 
