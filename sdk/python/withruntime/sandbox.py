@@ -40,6 +40,7 @@ class SandboxInfo:
     image: str = ""
     vcpus: int = 0
     memory_mib: int = 0
+    disk_gib: int = 0
     on_lease_end: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     network: dict[str, Any] = field(default_factory=dict)
@@ -63,6 +64,7 @@ class SandboxInfo:
             image=str(d.get("image") or ""),
             vcpus=int(d.get("vcpus") or 0),
             memory_mib=int(d.get("memory_mib") or 0),
+            disk_gib=int(d.get("disk_gib") or 0),
             on_lease_end=str(d.get("on_lease_end") or ""),
             metadata=dict(d.get("metadata") or {}),
             network=dict(d.get("network") or {}),
@@ -114,6 +116,7 @@ class Sandbox:
         *,
         vcpus: int | None = None,
         memory_mib: int | None = None,
+        disk_gib: int | None = None,
         timeout_seconds: int | None = None,
         on_lease_end: str | None = None,
         env: Mapping[str, str] | None = None,
@@ -127,7 +130,9 @@ class Sandbox:
         """Create a sandbox and wait until it runs.
 
         Only the options given are sent; the server's defaults apply to the
-        rest (2 vCPU, 4 GiB, a 300 s lease, no network). ``timeout_seconds``
+        rest (2 vCPU, 4 GiB, a 10 GiB disk, a 300 s lease, no network).
+        ``disk_gib`` is the root disk's size (1 to 100 GiB by default; the
+        server's limits apply, invalid_request otherwise). ``timeout_seconds``
         is the lease; ``on_lease_end`` is ``"stop"`` or ``"pause"``;
         ``network`` is ``{"internet": bool, "allow": [hosts]}``;
         ``max_cost_micros`` refuses the create if its first lease could cost
@@ -139,6 +144,7 @@ class Sandbox:
             ("image", image),
             ("vcpus", vcpus),
             ("memory_mib", memory_mib),
+            ("disk_gib", disk_gib),
             ("timeout_seconds", timeout_seconds),
             ("on_lease_end", on_lease_end),
             ("max_cost_micros", max_cost_micros),
