@@ -103,6 +103,8 @@ class CommandError(Error):
         else:
             head = f"command exited with code {r.exit_code}"
         tail = r.stderr.strip()[-2000:]
+        if isinstance(tail, bytes):  # run with text=False
+            tail = tail.decode("utf-8", errors="replace")
         return f"{head}: {tail}" if tail else head
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import http.client
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, AnyStr, Generic, Union
 
 from .errors import CommandError, TransportError, api_error_from_detail
 
@@ -16,8 +18,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ExecResult", "Process", "OUTPUT_LIMIT"]
 
-# At most this many characters of each stream are kept in an ExecResult (the
-# last ones); the callbacks still see everything.
+# At most this many characters (bytes with text=False) of each stream are
+# kept in an ExecResult (the last ones); the callbacks still see everything.
 OUTPUT_LIMIT = 16 * 1024 * 1024
 
 # One long-poll of a background process waits at most this long on the server.
@@ -25,22 +27,25 @@ _WAIT_SLICE_MS = 30_000
 
 Command = Union[str, Sequence[str]]
 OutputCallback = Callable[[str], object]
+BytesOutputCallback = Callable[[bytes], object]
 
 
 @dataclass
-class ExecResult:
+class ExecResult(Generic[AnyStr]):
     """How a command ended, with its output.
 
-    ``stdout`` and ``stderr`` hold at most the last 16 MiB (counted in
-    characters) of each stream; ``stdout_truncated`` / ``stderr_truncated``
-    say that older output was dropped. A process killed by signal N has
+    ``stdout`` and ``stderr`` are ``str`` (output decoded as UTF-8, bytes
+    that are not UTF-8 replaced by U+FFFD), or the exact ``bytes`` when the
+    command was run with ``text=False``. They hold at most the last 16 MiB
+    (counted in characters, or bytes) of each stream; ``stdout_truncated`` /
+    ``stderr_truncated`` say that older output was dropped. A process killed by signal N has
     ``exit_code`` 128+N, as in a shell (137 after ``kill()``); -1 means the
     server reported no exit code.
     """
 
     exit_code: int
-    stdout: str
-    stderr: str
+    stdout: AnyStr
+    stderr: AnyStr
     timed_out: bool = False
     stdout_truncated: bool = False
     stderr_truncated: bool = False
@@ -52,39 +57,71 @@ class ExecResult:
         """True when the command exited with code 0 and did not time out."""
         return self.exit_code == 0 and not self.timed_out
 
-    def check(self) -> ExecResult:
+    def check(self) -> ExecResult[AnyStr]:
         """Raise CommandError unless the command succeeded; return self."""
         if not self.ok:
             raise CommandError(self)
         return self
 
 
-class _Tail:
-    """The last `limit` characters of a stream, kept without quadratic copying."""
+class _Tail(Generic[AnyStr]):
+    """The last `limit` characters (or bytes) of a stream, kept without
+    quadratic copying."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, empty: AnyStr) -> None:
         self.limit = limit
-        self.parts: list[str] = []
+        self.empty = empty
+        self.parts: list[AnyStr] = []
         self.size = 0
         self.truncated = False
 
-    def add(self, s: str) -> None:
+    def add(self, s: AnyStr) -> None:
         self.parts.append(s)
         self.size += len(s)
         if self.size > 2 * self.limit + 65536:
             self._compact()
 
     def _compact(self) -> None:
-        joined = "".join(self.parts)
+        joined = self.empty.join(self.parts)
         if len(joined) > self.limit:
-            joined = joined[len(joined) - self.limit :] if self.limit > 0 else ""
+            joined = joined[len(joined) - self.limit :] if self.limit > 0 else self.empty
             self.truncated = True
         self.parts = [joined]
         self.size = len(joined)
 
-    def text(self) -> str:
+    def text(self) -> AnyStr:
         self._compact()
-        return self.parts[0] if self.parts else ""
+        return self.parts[0] if self.parts else self.empty
+
+
+def _chunk(ev: Mapping[str, Any], text: bool, where: str) -> str | bytes:
+    """The output an event carries: ``data`` when it was valid UTF-8, else
+    ``data_b64`` (base64 of the exact bytes)."""
+    b64 = ev.get("data_b64")
+    if b64 is None:
+        data = str(ev.get("data") or "")
+        return data if text else data.encode("utf-8")
+    try:
+        raw = base64.b64decode(str(b64), validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise TransportError(f"{where}: an event's data_b64 is not base64") from e
+    # The server never splits a UTF-8 character across two events, so each
+    # chunk decodes on its own.
+    return raw.decode("utf-8", errors="replace") if text else raw
+
+
+def output_of(d: Mapping[str, Any], name: str, text: bool) -> str | bytes:
+    """A process's ``stdout`` or ``stderr`` as text, or its exact bytes (from
+    ``<name>_b64`` when the server sent it: the output is not UTF-8)."""
+    if text:
+        return str(d.get(name) or "")
+    b64 = d.get(name + "_b64")
+    if b64 is None:
+        return str(d.get(name) or "").encode("utf-8")
+    try:
+        return base64.b64decode(str(b64), validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise TransportError(f"process {d.get('pid')}: {name}_b64 is not base64") from e
 
 
 def build_exec_body(
@@ -127,12 +164,16 @@ def run_stream(
     transport: Transport,
     sandbox_id: str,
     body: dict[str, Any],
-    on_stdout: OutputCallback | None,
-    on_stderr: OutputCallback | None,
-) -> ExecResult:
-    """POST an exec request and follow its ndjson event stream to the end."""
+    on_stdout: Callable[[Any], object] | None,
+    on_stderr: Callable[[Any], object] | None,
+    text: bool = True,
+) -> ExecResult[Any]:
+    """POST an exec request and follow its ndjson event stream to the end.
+    With ``text=False`` the output (and what the callbacks get) is bytes."""
     limit = OUTPUT_LIMIT
-    out, err = _Tail(limit), _Tail(limit)
+    empty: Any = "" if text else b""
+    out: _Tail[Any] = _Tail(limit, empty)
+    err: _Tail[Any] = _Tail(limit, empty)
     pid: int | None = None
     timeout_ms = body.get("timeout_ms")
     # With a timeout of its own the command ends by then; without one, only
@@ -163,12 +204,12 @@ def run_stream(
                 raise TransportError(f"{where}: malformed event {line[:200]!r}")
             kind = ev.get("type")
             if kind == "stdout":
-                data = ev.get("data") or ""
+                data = _chunk(ev, text, where)
                 out.add(data)
                 if on_stdout is not None and data:
                     on_stdout(data)
             elif kind == "stderr":
-                data = ev.get("data") or ""
+                data = _chunk(ev, text, where)
                 err.add(data)
                 if on_stderr is not None and data:
                     on_stderr(data)
@@ -207,12 +248,21 @@ class Process:
 
     It lives until it exits, is killed, or the lease ends. ``stdout`` and
     ``stderr`` fetch the output so far (the last 1 MiB of each stream, as the
-    server keeps it); ``wait()`` long-polls until it ends.
+    server keeps it); ``wait()`` long-polls until it ends. Started with
+    ``text=False``, its output is the exact ``bytes``.
     """
 
-    def __init__(self, transport: Transport, sandbox_id: str, data: Mapping[str, Any], check: bool = False) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        sandbox_id: str,
+        data: Mapping[str, Any],
+        check: bool = False,
+        text: bool = True,
+    ) -> None:
         self._t = transport
         self.sandbox_id = sandbox_id
+        self.text = text
         if not isinstance(data.get("pid"), int):
             raise TransportError(f"sandbox {sandbox_id}: the process answer has no pid: {dict(data)!r:.200}")
         self.pid: int = data["pid"]
@@ -257,16 +307,16 @@ class Process:
         return -1 if code is None else int(code)
 
     @property
-    def stdout(self) -> str:
-        """Output so far on stdout (asks the server)."""
-        return str(self.refresh()._data.get("stdout") or "")
+    def stdout(self) -> Any:
+        """Output so far on stdout (asks the server): str, or bytes with text=False."""
+        return output_of(self.refresh()._data, "stdout", self.text)
 
     @property
-    def stderr(self) -> str:
-        """Output so far on stderr (asks the server)."""
-        return str(self.refresh()._data.get("stderr") or "")
+    def stderr(self) -> Any:
+        """Output so far on stderr (asks the server): str, or bytes with text=False."""
+        return output_of(self.refresh()._data, "stderr", self.text)
 
-    def wait(self, timeout: float | None = None) -> ExecResult:
+    def wait(self, timeout: float | None = None) -> ExecResult[Any]:
         """Wait for the process to end and return its result.
 
         ``timeout`` in seconds (None waits as long as it runs). Raises the
@@ -300,12 +350,12 @@ class Process:
             result.check()
         return result
 
-    def _result(self) -> ExecResult:
+    def _result(self) -> ExecResult[Any]:
         d = self._data
         return ExecResult(
             exit_code=self._exit_code(),
-            stdout=str(d.get("stdout") or ""),
-            stderr=str(d.get("stderr") or ""),
+            stdout=output_of(d, "stdout", self.text),
+            stderr=output_of(d, "stderr", self.text),
             timed_out=bool(d.get("timed_out")),
             stdout_truncated=bool(d.get("stdout_truncated")),
             stderr_truncated=bool(d.get("stderr_truncated")),
