@@ -515,6 +515,8 @@ func (u *upstreams) handler(listenAddr, scheme string) http.Handler {
 				f.Flush()
 				time.Sleep(30 * time.Millisecond)
 			}
+		case "/close-delimited":
+			closeDelimited(w, r) // egress_details_test.go
 		case "/echo":
 			auth := r.Header.Get("Authorization")
 			w.Header().Set("Content-Type", "text/plain")
