@@ -13,7 +13,7 @@ from ._time import parse_time
 from ._transport import Transport
 from .errors import APIError
 from .files import Files
-from .process import Command, ExecResult, OutputCallback, Process, build_exec_body, run_stream
+from .process import BytesOutputCallback, Command, ExecResult, OutputCallback, Process, build_exec_body, run_stream
 
 __all__ = ["Sandbox", "SandboxInfo"]
 
@@ -250,7 +250,24 @@ class Sandbox:
         on_stdout: OutputCallback | None = None,
         on_stderr: OutputCallback | None = None,
         background: Literal[False] = False,
-    ) -> ExecResult: ...
+        text: Literal[True] = True,
+    ) -> ExecResult[str]: ...
+
+    @overload
+    def exec(
+        self,
+        cmd: Command,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+        check: bool = False,
+        stdin: str | bytes | None = None,
+        on_stdout: BytesOutputCallback | None = None,
+        on_stderr: BytesOutputCallback | None = None,
+        background: Literal[False] = False,
+        *,
+        text: Literal[False],
+    ) -> ExecResult[bytes]: ...
 
     @overload
     def exec(
@@ -265,6 +282,7 @@ class Sandbox:
         on_stderr: OutputCallback | None = None,
         *,
         background: Literal[True],
+        text: bool = True,
     ) -> Process: ...
 
     def exec(
@@ -275,10 +293,11 @@ class Sandbox:
         timeout_ms: int | None = None,
         check: bool = False,
         stdin: str | bytes | None = None,
-        on_stdout: OutputCallback | None = None,
-        on_stderr: OutputCallback | None = None,
+        on_stdout: Any = None,
+        on_stderr: Any = None,
         background: bool = False,
-    ) -> ExecResult | Process:
+        text: bool = True,
+    ) -> ExecResult[Any] | Process:
         """Run a command: a str runs under ``/bin/sh -c``, a list is an argv.
 
         Output is streamed: ``on_stdout`` / ``on_stderr`` receive text as it
@@ -286,6 +305,10 @@ class Sandbox:
         timed_out); a non-zero exit is returned, not raised, unless
         ``check=True`` (then CommandError). ``timeout_ms`` bounds the command
         (default: only the lease). Relative ``cwd`` is under /workspace.
+
+        Output is decoded as UTF-8 (bytes that are not UTF-8 become U+FFFD);
+        with ``text=False`` stdout and stderr are the exact ``bytes`` the
+        command wrote, and the callbacks receive ``bytes`` too.
 
         With ``background=True`` returns a Process at once (pid, wait(),
         kill(), stdout/stderr so far); ``check`` then applies to ``wait()``.
@@ -295,21 +318,23 @@ class Sandbox:
             if on_stdout is not None or on_stderr is not None:
                 raise ValueError("on_stdout/on_stderr are not used with background=True: read Process.stdout")
             d = self._t.json("POST", f"/sandboxes/{self._id}/exec", json_body=body)
-            return Process(self._t, self._id, d or {}, check=check)
-        result = run_stream(self._t, self._id, body, on_stdout, on_stderr)
+            return Process(self._t, self._id, d or {}, check=check, text=text)
+        result = run_stream(self._t, self._id, body, on_stdout, on_stderr, text=text)
         if check:
             result.check()
         return result
 
-    def process(self, pid: int) -> Process:
-        """A handle on a background process by its pid."""
+    def process(self, pid: int, text: bool = True) -> Process:
+        """A handle on a background process by its pid (``text=False``: its
+        output is bytes)."""
         d = self._t.json("GET", f"/sandboxes/{self._id}/processes/{int(pid)}")
-        return Process(self._t, self._id, d or {})
+        return Process(self._t, self._id, d or {}, text=text)
 
-    def processes(self) -> Sequence[Process]:
-        """The sandbox's background processes."""
+    def processes(self, text: bool = True) -> Sequence[Process]:
+        """The sandbox's background processes (``text=False``: their output is
+        bytes)."""
         d = self._t.json("GET", f"/sandboxes/{self._id}/processes") or {}
-        return [Process(self._t, self._id, p) for p in d.get("processes") or []]
+        return [Process(self._t, self._id, p, text=text) for p in d.get("processes") or []]
 
 
 def _note(exc: BaseException, text: str) -> None:
