@@ -24,6 +24,7 @@ import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ._local import START_HINT, local_key
 from ._version import __version__
 from .errors import APIError, TransportError, api_error_from_detail, code_for_status
 
@@ -90,9 +91,13 @@ def _tune(sock: socket.socket) -> None:
 
 
 def resolve_config(base_url: str | None, api_key: str | None) -> tuple[str, str | None]:
-    """Arguments first, then WITHRUNTIME_BASE_URL / WITHRUNTIME_API_KEY."""
+    """Arguments first, then WITHRUNTIME_BASE_URL / WITHRUNTIME_API_KEY; with
+    no key from either on the default address, the local daemon's admin key
+    (see _local)."""
     url = base_url or os.environ.get("WITHRUNTIME_BASE_URL") or DEFAULT_BASE_URL
     key = api_key if api_key is not None else os.environ.get("WITHRUNTIME_API_KEY")
+    if not key and api_key is None:
+        key = local_key(url)
     return url.rstrip("/"), (key or None)
 
 
@@ -290,7 +295,7 @@ def _query_value(v: Any) -> str:
 
 def _describe(e: BaseException) -> str:
     if isinstance(e, ConnectionRefusedError):
-        return "connection refused (is the server running?)"
+        return f"connection refused: {START_HINT}"
     if isinstance(e, socket.timeout):
         return "timed out"
     if isinstance(e, http.client.IncompleteRead):
