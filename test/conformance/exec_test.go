@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"sync"
 	"testing"
@@ -110,6 +112,34 @@ func TestExec(t *testing.T) {
 			res := run(api.ExecRequest{Cmd: api.Command{Shell: "head -c 40000000 /dev/zero | tr '\\0' x"}})
 			if res.ExitCode != 0 || len(res.Stdout) > client.OutputCap || !res.StdoutTruncated {
 				t.Fatalf("got exit %d, %d bytes kept, truncated %v; want 0, at most %d, true", res.ExitCode, len(res.Stdout), res.StdoutTruncated, client.OutputCap)
+			}
+		})
+
+		t.Run("output is binary-safe", func(t *testing.T) {
+			res := run(api.ExecRequest{Cmd: api.Command{Shell: `printf '\377\376ok\n'; printf 'a\200b' >&2`}})
+			if res.Stdout != "\xff\xfeok\n" || res.Stderr != "a\x80b" {
+				t.Fatalf("got stdout %q stderr %q, want %q %q", res.Stdout, res.Stderr, "\xff\xfeok\n", "a\x80b")
+			}
+
+			// Random bytes, through a writer, hash as they do in the sandbox.
+			var w bytes.Buffer
+			res, err := e.c.Exec(ctx, sb.ID, api.ExecRequest{Cmd: api.Command{Shell: "head -c 300000 /dev/urandom | tee /tmp/r"}}, client.ExecOptions{Stdout: &w})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("got %+v, %v", res, err)
+			}
+			sum := sha256.Sum256(w.Bytes())
+			want := strings.Fields(e.out(t, sb.ID, "sha256sum /tmp/r"))[0]
+			if got := hex.EncodeToString(sum[:]); w.Len() != 300000 || got != want {
+				t.Fatalf("got %d bytes hashing %s, want 300000 hashing %s", w.Len(), got, want)
+			}
+
+			proc, err := e.c.StartProcess(ctx, sb.ID, api.ExecRequest{Cmd: api.Command{Shell: `printf '\377\376ok\n'`}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done, err := e.c.WaitProcess(ctx, sb.ID, proc.Pid)
+			if err != nil || done.Stdout != "\xff\xfeok\n" {
+				t.Fatalf("background: got %+v, %v; want stdout %q", done, err, "\xff\xfeok\n")
 			}
 		})
 	})
