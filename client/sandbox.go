@@ -34,7 +34,8 @@ func (c *Client) StopSandbox(ctx context.Context, id string) (*api.Sandbox, erro
 	return c.sandboxCall(ctx, http.MethodDelete, id, "", nil)
 }
 
-// ExtendSandbox moves the lease of sandbox id to end seconds from now.
+// ExtendSandbox makes the lease of sandbox id last at least seconds from
+// now; one that already ends later is kept (an extend never shortens it).
 func (c *Client) ExtendSandbox(ctx context.Context, id string, seconds int) (*api.Sandbox, error) {
 	return c.sandboxCall(ctx, http.MethodPost, id, "/extend", api.ExtendRequest{TimeoutSeconds: seconds})
 }
