@@ -90,17 +90,3 @@ func TestCLIAgainstServer(t *testing.T) {
 		}
 	})
 }
-
-func TestEmbeddedDefault(t *testing.T) {
-	testenv.RequiresGvisor(t)
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "XDG_DATA_HOME=" + t.TempDir()}
-	// Whatever answers on the default address would be used instead: the
-	// embedded default applies only when nothing does.
-	if out, _, code := cli(t, env, "sandbox", "ls"); code != 0 {
-		t.Fatalf("ls on the embedded default: exit %d %q", code, out)
-	}
-	out, errs, code := cli(t, env, "sandbox", "run", "--vcpus", "1", "--memory", "1024", "--", "python3", "-c", "print(6 * 7)")
-	if out != "42\n" || code != 0 {
-		t.Fatalf("got %q (stderr %q) exit %d, want 42 and 0", out, errs, code)
-	}
-}
