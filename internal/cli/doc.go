@@ -4,9 +4,14 @@
 //
 // It is a thin layer over package client and must not import the server's
 // packages (internal/api, internal/manager, internal/backend,
-// internal/store): the server-side commands (serve, setup) and the embedded
-// default server come in through Hooks, so this package builds and tests
-// without them.
+// internal/store): the server-side commands (serve, setup) and the binary
+// that runs the local daemon come in through Hooks, so this package builds
+// and tests without them.
+//
+// The local daemon (daemon.go): with WITHRUNTIME_BASE_URL unset and nothing
+// answering on the default address, a command starts "withruntime serve"
+// detached on that address, data dir $XDG_DATA_HOME/withruntime, and talks
+// to it like any server; "daemon status|stop" show and stop it.
 //
 // Exit codes: "sandbox run" and "sandbox exec" exit with the command's own
 // code (124 when its timeout killed it and the server reported no code),
@@ -21,6 +26,7 @@
 // unset, the command uses the trial key stored for the server's base URL in
 // $XDG_CONFIG_HOME/withruntime/config.json ({"trial_keys": {URL: KEY}});
 // "sandbox run" and "sandbox create" obtain one (POST /v1/trial) and store it
-// when there is none. On the embedded default, or with a key set, --trial
-// changes nothing.
+// when there is none. Later commands use the stored key without --trial
+// when no key is set. With the local daemon's admin key, or with a key set,
+// --trial changes nothing.
 package cli

@@ -27,8 +27,8 @@ type Config struct {
 	CacheDir string
 	Backend  string
 	Logger   *slog.Logger
-	// Quiet suppresses the one-time notice about the admin key (the
-	// embedded mode has no operator to tell).
+	// Quiet suppresses the one-time notice about the admin key (for
+	// servers with no operator to tell).
 	Quiet   bool
 	Manager manager.Config
 	// MaxConns bounds the API's open client connections

@@ -173,7 +173,7 @@ func (s *Server) Close() error {
 	return errors.Join(err, s.store.Close())
 }
 
-// Manager exposes the server's manager to the embedded mode.
+// Manager exposes the server's manager (tests).
 func (s *Server) Manager() *manager.Manager { return s.manager }
 
 // DataDir is the data dir the server runs on.
