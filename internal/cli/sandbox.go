@@ -60,6 +60,7 @@ type createFlags struct {
 	timeout    durationValue
 	vcpus      int
 	memory     int
+	disk       int
 	env        mapValue
 	metadata   mapValue
 	allow      listValue
@@ -75,6 +76,14 @@ func (f *createFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.timeout, "timeout", "the lease: `SECONDS` or a duration such as 15m (server default 300s)")
 	fs.IntVar(&f.vcpus, "vcpus", 0, "`N` virtual CPUs (server default 2)")
 	fs.IntVar(&f.memory, "memory", 0, "memory in `MiB` (server default 4096)")
+	fs.Func("disk", "the root disk's writable layer in `GIB` (server default 10)", func(s string) error {
+		var n int
+		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
+			return errors.New("want a positive integer")
+		}
+		f.disk = n
+		return nil
+	})
 	fs.Var(f.env, "env", "set `KEY=VALUE` in the sandbox's environment (repeatable)")
 	fs.Var(&f.allow, "allow", "let the sandbox reach `HOST` (exact or *.domain; repeatable) and no other; without it or --internet the network is off")
 	fs.BoolVar(&f.internet, "internet", false, "turn the internet on with no allow list (with --allow: only those hosts)")
@@ -106,6 +115,9 @@ func (f *createFlags) request() api.CreateSandboxRequest {
 		TimeoutSeconds: f.timeout.seconds(),
 		OnLeaseEnd:     f.onLeaseEnd,
 		MaxCostMicros:  f.maxCost,
+	}
+	if f.disk > 0 {
+		req.DiskGiB = &f.disk
 	}
 	if len(f.env) > 0 {
 		req.Env = f.env
@@ -146,10 +158,24 @@ func (a *App) sandboxCreate(ctx context.Context, s streams, args []string) int {
 }
 
 func (a *App) sandboxList(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("sandbox ls", "withruntime sandbox ls [--json]", "Lists the sandboxes of the key's account.", s)
+	cmd := newCommand("sandbox ls", "withruntime sandbox ls [--all] [--state S,...] [--metadata KEY=VALUE]... [--json]",
+		"Lists the sandboxes of the key's account, newest first: those not ended and those ended in the last 24 hours.", s)
+	var o client.ListOptions
+	cmd.fs.BoolVar(&o.All, "all", false, "also the sandboxes that ended more than 24 hours ago")
+	cmd.fs.Func("state", "only these `STATES`, comma-separated (starting, running, paused, ended)", func(v string) error {
+		o.States = strings.Split(v, ",")
+		return nil
+	})
+	md := mapValue{}
+	cmd.fs.Var(md, "metadata", "only sandboxes with metadata `KEY=VALUE` (repeatable; all must match)")
 	return runListing(a, ctx, s, args, listing[api.Sandbox]{
 		cmd: cmd, trial: trialFlag(cmd.fs),
-		fetch:  func(c *client.Client, _ []string) ([]api.Sandbox, error) { return c.ListSandboxes(ctx) },
+		fetch: func(c *client.Client, _ []string) ([]api.Sandbox, error) {
+			if len(md) > 0 {
+				o.Metadata = md
+			}
+			return c.ListSandboxesWith(ctx, o)
+		},
 		asJSON: func(l []api.Sandbox) any { return api.SandboxList{Sandboxes: l} },
 		header: "ID\tSTATE\tVCPUS\tMEMORY\tLEASE-ENDS\tEND-REASON\tCOST-USD",
 		row: func(sb api.Sandbox) string {

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -55,6 +57,25 @@ func TestListingFiltersAndPages(t *testing.T) {
 	}
 	if g := got(client.ListOptions{States: []string{"paused"}, Metadata: map[string]string{"task": "b"}}); g != ids[1] {
 		t.Errorf("paused with task=b: got %q", g)
+	}
+	// The CLI's ls takes the same filters.
+	out, errOut, code := cli(t, s.Env(), "sandbox", "ls", "--metadata", "task=a", "--state", "running", "--json")
+	var l api.SandboxList
+	if code != 0 || json.Unmarshal([]byte(out), &l) != nil || len(l.Sandboxes) != 2 || l.Sandboxes[0].ID != ids[2] || l.Sandboxes[1].ID != ids[0] {
+		t.Errorf("sandbox ls --metadata task=a --state running: exit %d, %s %s; want %s then %s", code, out, errOut, ids[2], ids[0])
+	}
+	// --disk is the create option disk_gib.
+	out, errOut, code = cli(t, s.Env(), "sandbox", "create", "--vcpus", "1", "--memory", "512", "--disk", "2")
+	id := strings.TrimSpace(out)
+	if code != 0 || id == "" {
+		t.Fatalf("sandbox create --disk 2: exit %d, %s", code, errOut)
+	}
+	t.Cleanup(func() { c.StopSandbox(context.Background(), id) })
+	if sb, err := c.GetSandbox(ctx, id); err != nil || sb.DiskGiB != 2 {
+		t.Errorf("sandbox created with --disk 2: %+v, %v; want disk_gib 2", sb, err)
+	}
+	if _, errOut, code := cli(t, s.Env(), "sandbox", "create", "--disk", "0"); code != 2 {
+		t.Errorf("sandbox create --disk 0: exit %d (%s), want the usage error 2", code, errOut)
 	}
 	for _, q := range []string{"?state=gone", "?limit=0", "?page_token=xyz", "?metadata=nokey", "?colour=red"} {
 		if st, body := call(t, s, s.Key, "GET", "/v1/sandboxes"+q, nil); st != 400 || errorCode(body) != "invalid_request" {
