@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/withruntime/withruntime/client"
 )
 
 // daemonStopWait bounds how long "daemon stop" waits for the daemon to
@@ -32,6 +35,9 @@ func (a *App) daemonStatus(s streams, args []string) int {
 		fmt.Fprintf(s.stdout, "running\npid: %d\naddress: %s\ndata dir: %s\nlog: %s\n", pid, d.url, d.dir, d.log)
 	} else {
 		fmt.Fprintf(s.stdout, "not running\naddress: %s\ndata dir: %s\nlog: %s\n", d.url, d.dir, d.log)
+		if c, err := client.New(client.WithBaseURL(d.url), client.WithAPIKey("")); err == nil && d.answers(context.Background(), c) {
+			fmt.Fprintf(s.stdout, "note: another server answers on %s (not this data dir's daemon)\n", d.url)
+		}
 	}
 	return exitOK
 }
