@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -170,10 +171,37 @@ class Sandbox:
         return sbx
 
     @classmethod
-    def list(cls, *, api_key: str | None = None, base_url: str | None = None) -> List[SandboxInfo]:
-        """The sandboxes this key's account can see."""
-        d = Transport(base_url, api_key).json("GET", "/sandboxes") or {}
-        return [SandboxInfo.from_json(s) for s in d.get("sandboxes") or []]
+    def list(
+        cls,
+        *,
+        state: str | Sequence[str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        all: bool = False,
+        api_key: str | None = None,
+        base_url: str | None = None,
+    ) -> List[SandboxInfo]:
+        """The sandboxes this key's account can see, newest first: those not
+        ended and those ended in the last 24 hours (all=True: every one),
+        only in the given state or states, and only those whose metadata has
+        every pair of metadata. Every page is fetched."""
+        params: list[tuple[str, str]] = []
+        if state:
+            params.append(("state", state if isinstance(state, str) else ",".join(state)))
+        for k, v in sorted((metadata or {}).items()):
+            params.append(("metadata", f"{k}={v}"))
+        if all:
+            params.append(("all", "true"))
+        t = Transport(base_url, api_key)
+        out: List[SandboxInfo] = []
+        token = ""
+        while True:
+            q = params + ([("page_token", token)] if token else [])
+            path = "/sandboxes" + ("?" + urllib.parse.urlencode(q) if q else "")
+            d = t.json("GET", path) or {}
+            out.extend(SandboxInfo.from_json(s) for s in d.get("sandboxes") or [])
+            token = d.get("next_page_token") or ""
+            if not token:
+                return out
 
     # -- lifecycle ---------------------------------------------------------
 
