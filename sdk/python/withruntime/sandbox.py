@@ -220,7 +220,7 @@ class Sandbox:
         return self._call("GET")
 
     def extend(self, timeout_seconds: int) -> SandboxInfo:
-        """Move the lease: it now ends timeout_seconds from now."""
+        """Make the lease last at least timeout_seconds from now; an extend never shortens it."""
         return self._call("POST", "/extend", {"timeout_seconds": int(timeout_seconds)})
 
     def stop(self) -> SandboxInfo:
