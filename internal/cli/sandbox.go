@@ -371,12 +371,12 @@ func printSandbox(w io.Writer, sb *api.Sandbox) {
 }
 
 // trialCreateHelp is the help of --trial where a sandbox is created.
-const trialCreateHelp = "on a server, use the trial key stored for it, obtaining one the first time (nothing changes when WITHRUNTIME_API_KEY is set, or on the embedded default)"
+const trialCreateHelp = "on a server, use the trial key stored for it, obtaining one the first time (nothing changes when WITHRUNTIME_API_KEY is set, or with the local daemon's admin key)"
 
 // trialFlag registers --trial for commands that use a trial key but never
 // obtain one.
 func trialFlag(fs *flag.FlagSet) *bool {
-	return fs.Bool("trial", false, "on a server, use the trial key stored for it by \"sandbox run|create --trial\" (nothing changes when WITHRUNTIME_API_KEY is set, or on the embedded default)")
+	return fs.Bool("trial", false, "on a server, use the trial key stored for it by \"sandbox run|create --trial\" (nothing changes when WITHRUNTIME_API_KEY is set, or with the local daemon's admin key)")
 }
 
 func timeString(t *time.Time) string {
