@@ -6,6 +6,9 @@ set -eu
 cd "$(dirname "$0")/.."
 
 ./scripts/up.sh
+# up.sh's command started the local daemon: the daemon tests need the
+# default address free.
+withruntime daemon stop
 
 echo "==> Python test dependencies"
 if ! /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
