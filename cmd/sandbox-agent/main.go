@@ -55,6 +55,9 @@ func serve() int {
 			return 1
 		}
 		h.ReapOrphans()
+		// gVisor has no OOM killer: without this, a program that outgrows
+		// the sandbox's memory ends the whole sandbox at the host's limit.
+		go (&agent.OOMWatch{Self: os.Getpid()}).Run()
 	}
 	sock := filepath.Join(sockDir, agentlink.SockName)
 	link := &agentlink.Agent{
