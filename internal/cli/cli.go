@@ -170,6 +170,7 @@ Sandboxes:
   sandbox pause ID                         checkpoint a sandbox, freeing its memory and CPU
   sandbox resume ID                        bring a paused sandbox back
   sandbox egress ID                        allowed and refused connections of a sandbox
+  sandbox cp SRC DST                       copy files and directories to or from ID:PATH, like docker cp
 
 Secrets:
   secrets set NAME --host HOST             store the secret on stdin, sent only to HOST

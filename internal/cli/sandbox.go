@@ -47,6 +47,8 @@ func (a *App) sandbox(ctx context.Context, s streams, args []string) int {
 		return a.sandboxRemove(ctx, s, rest)
 	case "egress":
 		return a.sandboxEgress(ctx, s, rest)
+	case "cp":
+		return a.sandboxCp(ctx, s, rest)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(s.stdout, usage)
 		return exitOK
