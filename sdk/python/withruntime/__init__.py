@@ -7,13 +7,16 @@
         print(sbx.exec("python3 hello.py", check=True).stdout)
 
 Configuration comes from WITHRUNTIME_API_KEY and WITHRUNTIME_BASE_URL, or from
-the api_key= and base_url= arguments. Agent tools: withruntime.tools.
+the api_key= and base_url= arguments. Secrets, keys, usage and accounts:
+withruntime.Client. Agent tools: withruntime.tools.
 Standard library only; Python 3.10 or later.
 """
 
 from ._version import __version__
+from .admin import Account, Client, Key, SecretInfo, Trial, Usage, UsageRow
 from .errors import APIError, CommandError, Error, TransportError
 from .files import FileInfo, Files, TransferResult
+from .network import EgressEvent, Network
 from .process import ExecResult, Process
 from .sandbox import Sandbox, SandboxInfo
 
@@ -26,6 +29,15 @@ __all__ = [
     "Files",
     "FileInfo",
     "TransferResult",
+    "Network",
+    "EgressEvent",
+    "Client",
+    "SecretInfo",
+    "Key",
+    "Account",
+    "Usage",
+    "UsageRow",
+    "Trial",
     "Error",
     "APIError",
     "CommandError",

@@ -14,6 +14,7 @@ from ._time import parse_time
 from ._transport import Transport
 from .errors import APIError
 from .files import Files
+from .network import EgressEvent, Network, network_body
 from .process import BytesOutputCallback, Command, ExecResult, OutputCallback, Process, build_exec_body, run_stream
 
 __all__ = ["Sandbox", "SandboxInfo"]
@@ -263,6 +264,26 @@ class Sandbox:
 
     def __repr__(self) -> str:
         return f"<Sandbox {self._id}>"
+
+    # -- network -----------------------------------------------------------
+
+    def network(self) -> Network:
+        """The sandbox's egress policy: ``Network(internet, allow)``."""
+        return Network.from_json(self._t.json("GET", f"/sandboxes/{self._id}/network") or {})
+
+    def set_network(self, *, internet: bool, allow: Sequence[str] | None = None) -> SandboxInfo:
+        """Replace the egress policy of a running or paused sandbox; new
+        connections and DNS queries follow it at once (open ones are not
+        cut). ``allow`` (exact names, or ``*.`` and a domain) needs
+        ``internet=True``; with internet and no allow, every public
+        address is reachable."""
+        return self._call("PUT", "/network", network_body(internet, allow))
+
+    def egress(self) -> List[EgressEvent]:
+        """The sandbox's egress log: its allowed and refused connections
+        and DNS queries, the newest last."""
+        d = self._t.json("GET", f"/sandboxes/{self._id}/egress") or {}
+        return [EgressEvent.from_json(e) for e in d.get("events") or []]
 
     # -- commands ----------------------------------------------------------
 
