@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,8 +59,8 @@ const (
 // grow with its size.
 func Reserve(total uint64) uint64 { return 64<<20 + min(total/16, 256<<20) }
 
-// Run watches until the process ends, looking more often when memory is
-// short.
+// Run watches until the process ends, looking more often the shorter
+// memory is.
 func (w *OOMWatch) Run() {
 	for {
 		time.Sleep(w.Check())
@@ -87,16 +88,22 @@ func (w *OOMWatch) Check() time.Duration {
 			w.dying[pid] = w.killedAt
 		}
 		return 10 * time.Millisecond
-	case avail < 4*reserve:
-		return 10 * time.Millisecond
-	case avail < total/2:
-		// Measured: a program takes up to 1.3 GB/s under gVisor, at
-		// most 65 MiB between two looks, well within 4 reserves.
-		return 50 * time.Millisecond
 	}
-	// At most 130 MiB until the next look: more than a reserve is still
-	// left then, even in the smallest (512 MiB) sandbox.
-	return 100 * time.Millisecond
+	return nextLook(avail-reserve, runtime.NumCPU())
+}
+
+// allocRate is how fast one CPU can take memory under gVisor: measured
+// 1.3 GB/s for a program that fills a new bytearray.
+const allocRate = 1536 << 20 // bytes per second
+
+// nextLook is how long the watch may sleep with room bytes above the
+// reserve and cpus CPUs allocating as fast as they can: until they could
+// have taken that room, between 10 ms and a second. Every look costs the
+// sandbox CPU time (about 2 ms of the host's for a wake-up under gVisor),
+// so an idle sandbox with room looks a few times a second at most.
+func nextLook(room uint64, cpus int) time.Duration {
+	d := time.Duration(float64(room) / float64(allocRate*max(cpus, 1)) * float64(time.Second))
+	return min(max(d, 10*time.Millisecond), time.Second)
 }
 
 // settling reports whether the last kill is recent and nothing has taken

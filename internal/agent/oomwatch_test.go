@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // fakeProc is a proc file system with a meminfo and processes of the
@@ -109,6 +110,23 @@ func TestReserve(t *testing.T) {
 	} {
 		if got := Reserve(tc.totalMiB<<20) >> 20; got != tc.wantMiB {
 			t.Errorf("Reserve(%d MiB): got %d MiB, want %d MiB", tc.totalMiB, got, tc.wantMiB)
+		}
+	}
+}
+
+func TestNextLook(t *testing.T) {
+	for _, tc := range []struct {
+		roomMiB uint64
+		cpus    int
+		want    time.Duration
+	}{
+		{0, 1, 10 * time.Millisecond},
+		{384, 1, 250 * time.Millisecond},
+		{384, 4, 62500 * time.Microsecond},
+		{4000, 1, time.Second},
+	} {
+		if got := nextLook(tc.roomMiB<<20, tc.cpus); got != tc.want {
+			t.Errorf("nextLook(%d MiB, %d CPUs): got %s, want %s", tc.roomMiB, tc.cpus, got, tc.want)
 		}
 	}
 }
