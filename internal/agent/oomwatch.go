@@ -33,12 +33,14 @@ type OOMWatch struct {
 	// kill sends SIGKILL; tests replace it.
 	kill func(pid int) error
 
-	// The last kill: the sandbox's kernel frees a killed process's memory
-	// within about a second (measured), and only then does it show as
-	// available. Until then, and as long as nothing takes more, the watch
-	// waits instead of killing a second process for the same shortage.
-	killedAt    time.Time
-	killedAvail uint64
+	// The last kill. The sandbox's kernel takes up to a second to give a
+	// killed process's memory back (measured), and the host up to as long
+	// again after it shows as available inside: meanwhile the other
+	// processes may take nothing beyond what was left at the kill.
+	killedAt     time.Time
+	killedAvail  uint64
+	killedRSS    uint64
+	killedOthers uint64 // the resident sets of the others then
 	// dying are the processes killed within settle: not chosen again.
 	dying map[int]time.Time
 }
@@ -46,8 +48,8 @@ type OOMWatch struct {
 const (
 	// settle is how long a kill's memory may take to show as freed.
 	settle = 2 * time.Second
-	// settleSlack is how much less may be available while settling
-	// before the watch takes it as a new shortage.
+	// settleSlack is how much less may be available inside while
+	// settling before the watch takes it as a new shortage.
 	settleSlack = 4 << 20
 )
 
@@ -75,17 +77,20 @@ func (w *OOMWatch) Check() time.Duration {
 		return time.Second
 	}
 	reserve := Reserve(total)
-	switch {
-	case avail < reserve && w.settling(avail):
+	if w.settling() {
+		pid, rss, others := w.scan(reserve / 2)
+		// Inside, the others took more than was left at the kill; or, as
+		// far as the host may still hold of the killed one, they grew.
+		short := avail < reserve && avail+settleSlack < w.killedAvail
+		grew := avail < reserve+w.killedRSS && others > w.killedOthers+reserve/4
+		if (short || grew) && pid > 0 {
+			w.killLargest(pid, rss, others-rss, total, avail)
+		}
 		return 10 * time.Millisecond
-	case avail < reserve:
-		if pid, rss := w.largest(reserve / 2); pid > 0 {
-			w.killPid(pid, rss, total, avail)
-			w.killedAt, w.killedAvail = time.Now(), avail
-			if w.dying == nil {
-				w.dying = map[int]time.Time{}
-			}
-			w.dying[pid] = w.killedAt
+	}
+	if avail < reserve {
+		if pid, rss, others := w.scan(reserve / 2); pid > 0 {
+			w.killLargest(pid, rss, others-rss, total, avail)
 		}
 		return 10 * time.Millisecond
 	}
@@ -106,10 +111,19 @@ func nextLook(room uint64, cpus int) time.Duration {
 	return min(max(d, 10*time.Millisecond), time.Second)
 }
 
-// settling reports whether the last kill is recent and nothing has taken
-// more memory since.
-func (w *OOMWatch) settling(avail uint64) bool {
-	return !w.killedAt.IsZero() && time.Since(w.killedAt) < settle && avail+settleSlack >= w.killedAvail
+// settling reports whether the last kill is recent.
+func (w *OOMWatch) settling() bool {
+	return !w.killedAt.IsZero() && time.Since(w.killedAt) < settle
+}
+
+// killLargest kills pid and remembers what memory looked like then.
+func (w *OOMWatch) killLargest(pid int, rss, others, total, avail uint64) {
+	w.killPid(pid, rss, total, avail)
+	w.killedAt, w.killedAvail, w.killedRSS, w.killedOthers = time.Now(), avail, rss, others
+	if w.dying == nil {
+		w.dying = map[int]time.Time{}
+	}
+	w.dying[pid] = w.killedAt
 }
 
 func (w *OOMWatch) proc() string {
@@ -149,13 +163,14 @@ func kiB(s string) (uint64, bool) {
 	return n << 10, err == nil
 }
 
-// largest is the process other than Self with the largest resident set,
-// if that is at least min: killing a small one frees nothing that counts
-// (memory held by /tmp and /dev/shm is freed by no kill).
-func (w *OOMWatch) largest(min uint64) (pid int, rss uint64) {
+// scan finds the process other than Self with the largest resident set,
+// if that is at least min (killing a small one frees nothing that counts;
+// memory held by /tmp and /dev/shm is freed by no kill), and sums the
+// resident sets of all but those dying.
+func (w *OOMWatch) scan(min uint64) (pid int, rss, sum uint64) {
 	entries, err := os.ReadDir(w.proc())
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	for _, e := range entries {
 		p, err := strconv.Atoi(e.Name())
@@ -163,11 +178,15 @@ func (w *OOMWatch) largest(min uint64) (pid int, rss uint64) {
 			continue
 		}
 		r, ok := w.rss(p)
-		if ok && r >= min && r > rss && !w.exempt(p) {
+		if !ok {
+			continue
+		}
+		sum += r
+		if r >= min && r > rss && !w.exempt(p) {
 			pid, rss = p, r
 		}
 	}
-	return pid, rss
+	return pid, rss, sum
 }
 
 // exempt reports whether pid asked never to be killed for memory, as on

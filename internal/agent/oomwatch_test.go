@@ -130,3 +130,32 @@ func TestNextLook(t *testing.T) {
 		}
 	}
 }
+
+func TestOOMWatchDistrustsFreshlyFreedMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		availMiB, bMiB uint64 // after the kill of the 300 MiB process
+		want           []int
+	}{
+		{"freed inside, the other stays", 200, 100, []int{3}},
+		// The host may still hold the killed process's pages: the other
+		// took them over.
+		{"freed inside, the other grew", 200, 150, []int{3, 4}},
+		{"freed past the killed one, the other grew", 400, 150, []int{3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeProc(t)
+			f.meminfo(t, 512, 40)
+			f.process(t, 3, 300, "0")
+			f.process(t, 4, 100, "0")
+			w := f.watch()
+			w.Check()
+			f.meminfo(t, 512, tc.availMiB)
+			f.process(t, 4, tc.bMiB, "0")
+			w.Check()
+			if !slices.Equal(f.killed, tc.want) {
+				t.Fatalf("got kills %v, want %v", f.killed, tc.want)
+			}
+		})
+	}
+}
