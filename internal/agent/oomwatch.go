@@ -18,7 +18,10 @@ import (
 // the sandbox's kernel and with it every process and file. The watch
 // reads the sandbox kernel's /proc/meminfo and, when what is left falls
 // under a reserve, kills the process with the largest resident set, as
-// Linux's OOM killer would: the program fails, the sandbox lives on.
+// Linux's OOM killer would: the program fails, the sandbox lives on. A
+// process with oom_score_adj -1000 is spared, as on Linux; memory that
+// /tmp and /dev/shm hold is freed by no kill, and past the host's limit
+// it still ends the sandbox.
 //
 // The reserve is memory the programs never get: the host's limit counts
 // the sandbox's kernel too (its own heap, about 16 MiB), and a fast
@@ -36,7 +39,7 @@ type OOMWatch struct {
 	// The last kill. The sandbox's kernel takes up to a second to give a
 	// killed process's memory back (measured), and the host up to as long
 	// again after it shows as available inside: meanwhile the other
-	// processes may take nothing beyond what was left at the kill.
+	// processes may grow by no more than a quarter of the reserve.
 	killedAt     time.Time
 	killedAvail  uint64
 	killedRSS    uint64
