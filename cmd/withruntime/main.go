@@ -14,7 +14,12 @@ import (
 var version = "dev"
 
 func main() {
-	app := &cli.App{
+	os.Exit(app().Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// app is the command line with this binary's hooks.
+func app() *cli.App {
+	return &cli.App{
 		Version: version,
 		Hooks: cli.Hooks{
 			Serve:  serve,
@@ -22,7 +27,6 @@ func main() {
 			Daemon: daemonExecutable,
 		},
 	}
-	os.Exit(app.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // daemonExecutable is the binary the CLI runs as "serve" for the local

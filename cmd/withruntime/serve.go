@@ -2,14 +2,14 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/httpapi"
@@ -17,9 +17,9 @@ import (
 	"github.com/withruntime/withruntime/internal/setup"
 )
 
-// serve runs `withruntime serve`.
-func serve(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+// serve is `withruntime serve`: it registers the flags (SPEC.md names
+// them) and returns what runs the server.
+func serve(fs *pflag.FlagSet) func(args []string) int {
 	var cfg server.Config
 	fs.StringVar(&cfg.Listen, "listen", server.DefaultListen, "address to serve the API on")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the database, admin.key and per-sandbox state (required)")
@@ -50,52 +50,57 @@ func serve(args []string) int {
 	fs.IntVar(&cfg.EgressDNSRate, "egress-dns-rate", egress.DefaultDNSQueriesPerSecond, "DNS queries per second one sandbox may make; more are refused and logged")
 	fs.DurationVar(&cfg.IdleExit, "idle-exit", 0, "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)")
 	pidFile := fs.String("pid-file", "", "write the server's pid to this file and hold a lock on it while serving (the local daemon's DATA_DIR/daemon.pid)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	return func(args []string) int {
+		if len(args) > 0 {
+			fmt.Fprintf(os.Stderr, "serve: unexpected argument %q\nusage: withruntime serve [flags] (\"withruntime serve --help\" lists the flags)\n", args[0])
+			return 2
+		}
+		if *pidFile != "" {
+			f, err := holdPidFile(*pidFile)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "error: invalid_request: %v\n", err)
+				return 1
+			}
+			defer f.Close()
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		srv, err := server.Start(ctx, cfg)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "error: internal: %v\n", err)
+			return 1
+		}
+		if err := srv.Wait(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "error: internal: %v\n", err)
+			return 1
+		}
+		return 0
 	}
-	if *pidFile != "" {
-		f, err := holdPidFile(*pidFile)
+}
+
+// runSetup is `withruntime setup`.
+func runSetup(fs *pflag.FlagSet) func(args []string) int {
+	o := setup.Options{Out: os.Stdout}
+	fs.StringVar(&o.CacheDir, "cache-dir", server.DefaultCacheDir, "directory for images and runsc")
+	fs.StringVar(&o.SourceDir, "source", ".", "the project's checkout (its go.mod pins gVisor)")
+	return func(args []string) int {
+		if len(args) > 0 {
+			fmt.Fprintf(os.Stderr, "setup: unexpected argument %q\nusage: withruntime setup [flags] (\"withruntime setup --help\" lists the flags)\n", args[0])
+			return 2
+		}
+		src, err := filepath.Abs(o.SourceDir)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "error: invalid_request: %v\n", err)
 			return 1
 		}
-		defer f.Close()
+		o.SourceDir = src
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if err := setup.Run(ctx, o); err != nil {
+			fmt.Fprintf(os.Stderr, "error: internal: %v\n", err)
+			return 1
+		}
+		fmt.Println("setup complete")
+		return 0
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	srv, err := server.Start(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "error: internal: %v\n", err)
-		return 1
-	}
-	if err := srv.Wait(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "error: internal: %v\n", err)
-		return 1
-	}
-	return 0
-}
-
-// runSetup runs `withruntime setup`.
-func runSetup(args []string) int {
-	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
-	o := setup.Options{Out: os.Stdout}
-	fs.StringVar(&o.CacheDir, "cache-dir", server.DefaultCacheDir, "directory for images and runsc")
-	fs.StringVar(&o.SourceDir, "source", ".", "the project's checkout (its go.mod pins gVisor)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	src, err := filepath.Abs(o.SourceDir)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "error: invalid_request: %v\n", err)
-		return 1
-	}
-	o.SourceDir = src
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := setup.Run(ctx, o); err != nil {
-		fmt.Fprintf(os.Stderr, "error: internal: %v\n", err)
-		return 1
-	}
-	fmt.Println("setup complete")
-	return 0
 }

@@ -11,56 +11,55 @@ import (
 	"github.com/withruntime/withruntime/client"
 )
 
-// accounts runs "withruntime accounts VERB ...".
-func (a *App) accounts(ctx context.Context, s streams, args []string) int {
-	return verbs("accounts", s, args, map[string]func([]string) int{
-		"create": func(rest []string) int { return a.accountsCreate(ctx, s, rest) },
-		"ls":     func(rest []string) int { return a.accountsList(ctx, s, rest) },
-	})
+// accountsVerbs are the verbs of "withruntime accounts".
+func (a *App) accountsVerbs() []leaf {
+	return []leaf{
+		{use: "create [--concurrency N] [--trial-hours H] [--json] NAME", short: "create an account (admin key)",
+			about: "Creates an account (admin key only) and prints its id.", define: a.accountsCreate},
+		{use: "ls [--json]", short: "list accounts (admin key)", aliases: []string{"list"},
+			about: "Lists the accounts (admin key only).", define: a.accountsList},
+	}
 }
 
-func (a *App) accountsCreate(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("accounts create", "withruntime accounts create [--concurrency N] [--trial-hours H] [--json] NAME",
-		"Creates an account (admin key only) and prints its id.", s)
+func (a *App) accountsCreate(cmd *command, s streams) runFunc {
 	concurrency := cmd.fs.Int("concurrency", 0, "run at most `N` sandboxes at once (server default 100)")
 	trialHours := cmd.fs.Float64("trial-hours", 0, "make it a trial account with `H` free sandbox hours")
 	asJSON := cmd.fs.Bool("json", false, "print the account as JSON")
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) != 1 || pos[0] == "" {
+			return cmd.usageError(s, "want one account NAME, got %d arguments", len(pos))
+		}
+		if *concurrency < 0 {
+			return cmd.usageError(s, "--concurrency must not be negative")
+		}
+		if !(*trialHours >= 0) { // NaN too
+			return cmd.usageError(s, "--trial-hours must not be negative")
+		}
+		c, done, err := a.connect(ctx)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		defer done()
+		acc, err := c.CreateAccount(ctx, api.CreateAccountRequest{Name: pos[0], Concurrency: *concurrency, TrialHours: *trialHours})
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		if *asJSON {
+			return printJSON(s, acc)
+		}
+		fmt.Fprintln(s.stdout, acc.ID)
+		return exitOK
 	}
-	if len(pos) != 1 || pos[0] == "" {
-		return cmd.usageError(s, "want one account NAME, got %d arguments", len(pos))
-	}
-	if *concurrency < 0 {
-		return cmd.usageError(s, "--concurrency must not be negative")
-	}
-	if !(*trialHours >= 0) { // NaN too
-		return cmd.usageError(s, "--trial-hours must not be negative")
-	}
-	c, done, err := a.connect(ctx)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	acc, err := c.CreateAccount(ctx, api.CreateAccountRequest{Name: pos[0], Concurrency: *concurrency, TrialHours: *trialHours})
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	if *asJSON {
-		return printJSON(s, acc)
-	}
-	fmt.Fprintln(s.stdout, acc.ID)
-	return exitOK
 }
 
-func (a *App) accountsList(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("accounts ls", "withruntime accounts ls [--json]", "Lists the accounts (admin key only).", s)
-	return runListing(a, ctx, s, args, listing[api.Account]{
-		cmd:    cmd,
-		fetch:  func(c *client.Client, _ []string) ([]api.Account, error) { return c.ListAccounts(ctx) },
+func (a *App) accountsList(cmd *command, s streams) runFunc {
+	return runListing(a, s, listing[api.Account]{
+		cmd: cmd,
+		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]api.Account, error) {
+			return c.ListAccounts(ctx)
+		},
 		asJSON: func(l []api.Account) any { return api.AccountList{Accounts: l} },
 		header: "ID\tNAME\tCONCURRENCY\tTRIAL-HOURS\tUSED-HOURS",
 		row: func(acc api.Account) string {
@@ -73,23 +72,33 @@ func (a *App) accountsList(ctx context.Context, s streams, args []string) int {
 	})
 }
 
-// keys runs "withruntime keys VERB ...".
-func (a *App) keys(ctx context.Context, s streams, args []string) int {
-	return verbs("keys", s, args, map[string]func([]string) int{
-		"create": func(rest []string) int { return a.keysCreate(ctx, s, rest) },
-		"ls":     func(rest []string) int { return a.keysList(ctx, s, rest) },
-		"rm":     func(rest []string) int { return a.keysRemove(ctx, s, rest) },
-	})
+// keysVerbs are the verbs of "withruntime keys".
+func (a *App) keysVerbs() []leaf {
+	return []leaf{
+		{use: "create [--account NAME] [--read-only] [--daily-limit-usd X] [--name N] [--json]",
+			short: "create an API key and print it", about: keysCreateAbout, define: a.keysCreate},
+		{use: "ls [--account NAME] [--json]", short: "list API keys (never their secrets)", aliases: []string{"list"},
+			about: "Lists API keys, never their secret part.", define: a.keysList},
+		{use: "rm ID...", short: "remove API keys",
+			about: "Removes API keys, and the keys made with them: each stops working at once.\nPrints each id removed.", define: a.keysRemove},
+	}
 }
 
-func (a *App) keysCreate(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("keys create",
-		"withruntime keys create [--account NAME] [--read-only] [--daily-limit-usd X] [--name N] [--json]",
-		`Creates an API key and prints it: the server shows it this once and keeps
+// usageLeaf is "withruntime usage".
+func (a *App) usageLeaf() leaf {
+	return leaf{use: "usage [--account NAME] [--key ID] [--from DAY] [--to DAY] [--json]",
+		short: "usage and cost per day, account and key",
+		about: `Shows usage and cost per UTC day, account and key, with a total. Days are
+YYYY-MM-DD, both ends included.`, define: a.usageCmd}
+}
+
+const keysCreateAbout = `Creates an API key and prints it: the server shows it this once and keeps
 only its hash. With --json, prints the key's record, its "key" field being
 the key itself. A key made with a key other than the admin key answers to
 it: its daily limit is at most the maker's (the maker's when none is given)
-and what it spends counts against the maker's limit too.`, s)
+and what it spends counts against the maker's limit too.`
+
+func (a *App) keysCreate(cmd *command, s streams) runFunc {
 	account := cmd.fs.String("account", "", "the key's account, by `NAME` (admin key only; default the caller's)")
 	readOnly := cmd.fs.Bool("read-only", false, "a read-only key: it reads everything its account may read and changes nothing")
 	var limit int64
@@ -106,48 +115,46 @@ and what it spends counts against the maker's limit too.`, s)
 	})
 	name := cmd.fs.String("name", "", "a `NAME` for the key, for people")
 	asJSON := cmd.fs.Bool("json", false, "print the key's record as JSON, the key in its \"key\" field")
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) > 0 {
+			return cmd.usageError(s, "unexpected argument %q", pos[0])
+		}
+		req := api.CreateKeyRequest{Account: *account, Kind: "full", Name: *name, DailyLimitMicros: limit}
+		if *readOnly {
+			req.Kind = "read_only"
+		}
+		c, done, err := a.connect(ctx)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		defer done()
+		// Not canceled by Ctrl-C: a key made but never printed is a key nobody
+		// can use or knows the id of.
+		k, err := c.CreateKey(context.WithoutCancel(ctx), req)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		if *asJSON {
+			return printJSON(s, k)
+		}
+		if k.Secret == "" {
+			report(s.stderr, &cliError{client.CodeInternal, fmt.Sprintf("the server created key %s but did not return it", k.ID)})
+			return exitFailure
+		}
+		fmt.Fprintln(s.stdout, k.Secret)
+		return exitOK
 	}
-	if len(pos) > 0 {
-		return cmd.usageError(s, "unexpected argument %q", pos[0])
-	}
-	req := api.CreateKeyRequest{Account: *account, Kind: "full", Name: *name, DailyLimitMicros: limit}
-	if *readOnly {
-		req.Kind = "read_only"
-	}
-	c, done, err := a.connect(ctx)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	// Not canceled by Ctrl-C: a key made but never printed is a key nobody
-	// can use or knows the id of.
-	k, err := c.CreateKey(context.WithoutCancel(ctx), req)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	if *asJSON {
-		return printJSON(s, k)
-	}
-	if k.Secret == "" {
-		report(s.stderr, &cliError{client.CodeInternal, fmt.Sprintf("the server created key %s but did not return it", k.ID)})
-		return exitFailure
-	}
-	fmt.Fprintln(s.stdout, k.Secret)
-	return exitOK
 }
 
-func (a *App) keysList(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("keys ls", "withruntime keys ls [--account NAME] [--json]",
-		"Lists API keys, never their secret part.", s)
+func (a *App) keysList(cmd *command, s streams) runFunc {
 	account := cmd.fs.String("account", "", "the keys of account `NAME` (admin key only; default the caller's)")
-	return runListing(a, ctx, s, args, listing[api.Key]{
-		cmd:    cmd,
-		fetch:  func(c *client.Client, _ []string) ([]api.Key, error) { return c.ListKeys(ctx, *account) },
+	return runListing(a, s, listing[api.Key]{
+		cmd: cmd,
+		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]api.Key, error) {
+			return c.ListKeys(ctx, *account)
+		},
 		asJSON: func(l []api.Key) any { return api.KeyList{Keys: l} },
 		header: "ID\tACCOUNT\tKIND\tNAME\tDAILY-LIMIT-USD\tPARENT\tCREATED",
 		row: func(k api.Key) string {
@@ -160,39 +167,32 @@ func (a *App) keysList(ctx context.Context, s streams, args []string) int {
 	})
 }
 
-func (a *App) keysRemove(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("keys rm", "withruntime keys rm ID...",
-		"Removes API keys, and the keys made with them: each stops working at once.\nPrints each id removed.", s)
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
-	}
-	if len(pos) == 0 {
-		return cmd.usageError(s, "want at least one key ID")
-	}
-	c, done, err := a.connect(ctx)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	status := exitOK
-	for _, id := range pos {
-		if err := c.DeleteKey(ctx, id); err != nil {
-			report(s.stderr, err)
-			status = exitFailure
-			continue
+func (a *App) keysRemove(cmd *command, s streams) runFunc {
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) == 0 {
+			return cmd.usageError(s, "want at least one key ID")
 		}
-		fmt.Fprintln(s.stdout, id)
+		c, done, err := a.connect(ctx)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		defer done()
+		status := exitOK
+		for _, id := range pos {
+			if err := c.DeleteKey(ctx, id); err != nil {
+				report(s.stderr, err)
+				status = exitFailure
+				continue
+			}
+			fmt.Fprintln(s.stdout, id)
+		}
+		return status
 	}
-	return status
 }
 
 // usageCmd runs "withruntime usage ...".
-func (a *App) usageCmd(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("usage", "withruntime usage [--account NAME] [--key ID] [--from DAY] [--to DAY] [--json]",
-		`Shows usage and cost per UTC day, account and key, with a total. Days are
-YYYY-MM-DD, both ends included.`, s)
+func (a *App) usageCmd(cmd *command, s streams) runFunc {
 	var f client.UsageFilter
 	cmd.fs.StringVar(&f.Account, "account", "", "the usage of account `NAME` (admin key only; default the caller's)")
 	cmd.fs.StringVar(&f.Key, "key", "", "only what key `ID` spent")
@@ -209,43 +209,41 @@ YYYY-MM-DD, both ends included.`, s)
 	cmd.fs.Func("to", "up to `DAY` included (YYYY-MM-DD, UTC)", dayFlag(&f.To))
 	asJSON := cmd.fs.Bool("json", false, "print the usage as JSON")
 	trial := trialFlag(cmd.fs)
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
-	}
-	if len(pos) > 0 {
-		return cmd.usageError(s, "unexpected argument %q", pos[0])
-	}
-	if f.From != "" && f.To != "" && f.From > f.To {
-		return cmd.usageError(s, "--from %s is after --to %s", f.From, f.To)
-	}
-	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	u, err := c.Usage(ctx, f)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	if *asJSON {
-		if u.Rows == nil {
-			u.Rows = []api.UsageRow{}
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) > 0 {
+			return cmd.usageError(s, "unexpected argument %q", pos[0])
 		}
-		return printJSON(s, u)
+		if f.From != "" && f.To != "" && f.From > f.To {
+			return cmd.usageError(s, "--from %s is after --to %s", f.From, f.To)
+		}
+		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		defer done()
+		u, err := c.Usage(ctx, f)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		if *asJSON {
+			if u.Rows == nil {
+				u.Rows = []api.UsageRow{}
+			}
+			return printJSON(s, u)
+		}
+		tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "DAY\tACCOUNT\tKEY\tSANDBOX-HOURS\tCPU-HOURS\tCOST-USD")
+		var hours, cpu float64
+		for _, r := range u.Rows {
+			hours += r.SandboxHours
+			cpu += r.CPUHours
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Day, dash(r.Account), dash(r.KeyID),
+				formatAmount(r.SandboxHours, 4), formatAmount(r.CPUHours, 4), formatUSD(r.CostMicros))
+		}
+		fmt.Fprintf(tw, "TOTAL\t\t\t%s\t%s\t%s\n", formatAmount(hours, 4), formatAmount(cpu, 4), formatUSD(u.CostMicros))
+		tw.Flush()
+		return exitOK
 	}
-	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DAY\tACCOUNT\tKEY\tSANDBOX-HOURS\tCPU-HOURS\tCOST-USD")
-	var hours, cpu float64
-	for _, r := range u.Rows {
-		hours += r.SandboxHours
-		cpu += r.CPUHours
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Day, dash(r.Account), dash(r.KeyID),
-			formatAmount(r.SandboxHours, 4), formatAmount(r.CPUHours, 4), formatUSD(r.CostMicros))
-	}
-	fmt.Fprintf(tw, "TOTAL\t\t\t%s\t%s\t%s\n", formatAmount(hours, 4), formatAmount(cpu, 4), formatUSD(u.CostMicros))
-	tw.Flush()
-	return exitOK
 }

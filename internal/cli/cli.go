@@ -22,10 +22,10 @@ const (
 // server and what sets a machine up. A nil hook makes its command fail with
 // not_supported.
 type Hooks struct {
-	// Serve runs "withruntime serve ARGS..." and returns the exit code.
-	Serve func(args []string) int
-	// Setup runs "withruntime setup ARGS...".
-	Setup func(args []string) int
+	// Serve is "withruntime serve".
+	Serve Hook
+	// Setup is "withruntime setup".
+	Setup Hook
 	// Daemon returns the binary whose "serve" runs the local daemon,
 	// started when WITHRUNTIME_BASE_URL is unset and nothing answers on
 	// the default address (see daemon.go).
@@ -64,42 +64,7 @@ func (a *App) Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
-	case "version", "--version":
-		fmt.Fprintln(stdout, "withruntime", a.version())
-		return exitOK
-	case "sandbox", "sandboxes":
-		ctx, stop := signalContext()
-		defer stop()
-		return a.sandbox(ctx, s, args[1:])
-	case "serve":
-		return runHook(s, "serve", a.Hooks.Serve, args[1:])
-	case "setup":
-		return runHook(s, "setup", a.Hooks.Setup, args[1:])
-	case "accounts", "account":
-		ctx, stop := signalContext()
-		defer stop()
-		return a.accounts(ctx, s, args[1:])
-	case "keys", "key":
-		ctx, stop := signalContext()
-		defer stop()
-		return a.keys(ctx, s, args[1:])
-	case "usage":
-		ctx, stop := signalContext()
-		defer stop()
-		return a.usageCmd(ctx, s, args[1:])
-	case "secrets", "secret":
-		ctx, stop := signalContext()
-		defer stop()
-		return a.secrets(ctx, s, args[1:])
-	case "daemon":
-		return a.daemonCmd(s, args[1:])
-	}
-	fmt.Fprintf(stderr, "withruntime: unknown command %q\n%s", args[0], usageLine)
-	return exitUsage
+	return a.execute(s, args)
 }
 
 func (a *App) version() string {
@@ -107,14 +72,6 @@ func (a *App) version() string {
 		return "dev"
 	}
 	return a.Version
-}
-
-func runHook(s streams, name string, hook func([]string) int, args []string) int {
-	if hook == nil {
-		printError(s.stderr, "not_supported", fmt.Sprintf("withruntime %s is not available in this build", name))
-		return exitFailure
-	}
-	return hook(args)
 }
 
 // stopSignals end a sandbox command early: it cleans up ("sandbox run"
@@ -169,6 +126,7 @@ Sandboxes:
   sandbox rm ID...                         stop sandboxes (removes paused ones)
   sandbox pause ID                         checkpoint a sandbox, freeing its memory and CPU
   sandbox resume ID                        bring a paused sandbox back
+  sandbox extend ID --timeout D            make a running sandbox's lease last at least D
   sandbox egress ID                        allowed and refused connections of a sandbox
   sandbox cp SRC DST                       copy files and directories to or from ID:PATH, like docker cp
 
@@ -192,9 +150,11 @@ Server:
   daemon stop                              stop the local daemon
 
   version                                  print the version
+  completion bash|zsh|fish|powershell      print a shell completion script
 
-"withruntime sandbox COMMAND --help" (secrets, keys, accounts: the same)
-lists a command's flags; --json prints results as JSON. --trial on sandbox
+"withruntime sandbox --help" lists the sandbox commands (the other nouns:
+the same), "withruntime sandbox run --help" shows a command's flags (any
+command: the same); --json prints results as JSON. --trial on sandbox
 commands uses a trial account on a server: its key is obtained the first
 time and kept in $XDG_CONFIG_HOME/withruntime/config.json.
 
@@ -210,26 +170,3 @@ timeout killed it without one) and 125 when the platform fails; other
 commands exit 1 on failure. Failures print "error: CODE: message" on stderr.
 Usage errors exit 2.
 `
-
-// verbs runs the verb of "withruntime NOUN VERB ARGS..." from table, with
-// the conventions every noun shares (help, usage errors).
-func verbs(noun string, s streams, args []string, table map[string]func(args []string) int) int {
-	if len(args) == 0 {
-		fmt.Fprintf(s.stderr, "withruntime %s: no command given\n%s", noun, usageLine)
-		return exitUsage
-	}
-	verb, rest := args[0], args[1:]
-	switch verb {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(s.stdout, usage)
-		return exitOK
-	case "list":
-		verb = "ls"
-	}
-	run, ok := table[verb]
-	if !ok {
-		fmt.Fprintf(s.stderr, "withruntime %s: unknown command %q\n%s", noun, args[0], usageLine)
-		return exitUsage
-	}
-	return run(rest)
-}

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/client"
 )
@@ -652,11 +654,13 @@ func TestUsage(t *testing.T) {
 		{"help word", []string{"help"}, 0, "usage: withruntime COMMAND", ""},
 		{"version", []string{"version"}, 0, "withruntime dev\n", ""},
 		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
-		{"sandbox alone", []string{"sandbox"}, 2, "", "usage: withruntime COMMAND"},
+		{"sandbox alone", []string{"sandbox"}, 2, "", "usage: withruntime sandbox COMMAND"},
+		{"sandbox help", []string{"sandbox", "--help"}, 0, "usage: withruntime sandbox COMMAND", ""},
 		{"unknown verb", []string{"sandbox", "explode"}, 2, "", `unknown command "explode"`},
 		{"run help", []string{"sandbox", "run", "--help"}, 0, "usage: withruntime sandbox run [flags] -- CMD", ""},
 		{"run without command", []string{"sandbox", "run", "--vcpus", "1"}, 2, "", "no command given"},
-		{"run bad flag", []string{"sandbox", "run", "--bogus", "--", "true"}, 2, "", "flag provided but not defined: -bogus"},
+		{"run bad flag", []string{"sandbox", "run", "--bogus", "--", "true"}, 2, "", "sandbox run: unknown flag: --bogus"},
+		{"create bad flag", []string{"sandbox", "create", "--bogus"}, 2, "", "sandbox create: unknown flag: --bogus"},
 		{"run bad timeout", []string{"sandbox", "run", "--timeout", "soon", "--", "true"}, 2, "", "want seconds or a duration"},
 		{"run bad env", []string{"sandbox", "run", "--env", "NOEQUALS", "--", "true"}, 2, "", "want KEY=VALUE"},
 		{"run bad on-lease-end", []string{"sandbox", "run", "--on-lease-end", "explode", "--", "true"}, 2, "", "want stop or pause"},
@@ -692,11 +696,14 @@ func TestUsage(t *testing.T) {
 func TestHooks(t *testing.T) {
 	var got []string
 	app := &App{Version: "v1.2.3", Hooks: Hooks{
-		Serve: func(args []string) int { got = args; return 7 },
-		Setup: func(args []string) int { return 0 },
+		Serve: func(fs *pflag.FlagSet) func([]string) int {
+			dir := fs.String("data-dir", "", "")
+			return func(args []string) int { got = append([]string{*dir}, args...); return 7 }
+		},
+		Setup: func(*pflag.FlagSet) func([]string) int { return func([]string) int { return 0 } },
 	}}
-	if code, _, _ := run(t, app, "serve", "--data-dir", "/d"); code != 7 || !reflect.DeepEqual(got, []string{"--data-dir", "/d"}) {
-		t.Errorf("serve: got code %d args %v", code, got)
+	if code, _, _ := run(t, app, "serve", "--data-dir", "/d"); code != 7 || !reflect.DeepEqual(got, []string{"/d"}) {
+		t.Errorf("serve: got code %d args %v, want 7 [/d]", code, got)
 	}
 	if code, _, _ := run(t, app, "setup"); code != 0 {
 		t.Errorf("setup: got %d", code)

@@ -23,8 +23,6 @@ import (
 // the directory's contents. A file copied onto an existing directory lands
 // inside it, otherwise it becomes DST.
 
-const cpUsage = "withruntime sandbox cp [flags] SRC DST"
-
 const cpAbout = `Copies a file or a directory between a sandbox and this machine, like
 docker cp. One of SRC and DST is ID:PATH, a path inside sandbox ID (relative
 ones are under /workspace), the other a local path; "-" instead of the local
@@ -132,33 +130,30 @@ func endsInDot(p string) bool {
 	return p == "." || strings.HasSuffix(p, "/.")
 }
 
-func (a *App) sandboxCp(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("sandbox cp", cpUsage, cpAbout, s)
+func (a *App) sandboxCp(cmd *command, s streams) runFunc {
 	trial := trialFlag(cmd.fs)
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
+	return func(ctx context.Context, pos []string) int {
+		src, dst, err := parseCpArgs(pos)
+		if err != nil {
+			return cmd.usageError(s, "%s", err)
+		}
+		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		defer done()
+		if src.remote() {
+			err = copyOut(ctx, c, s, src, dst.path)
+		} else {
+			err = copyIn(ctx, c, s, src.path, dst)
+		}
+		if err != nil {
+			report(s.stderr, cpError(err))
+			return exitFailure
+		}
+		return exitOK
 	}
-	src, dst, err := parseCpArgs(pos)
-	if err != nil {
-		return cmd.usageError(s, "%s", err)
-	}
-	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	if src.remote() {
-		err = copyOut(ctx, c, s, src, dst.path)
-	} else {
-		err = copyIn(ctx, c, s, src.path, dst)
-	}
-	if err != nil {
-		report(s.stderr, cpError(err))
-		return exitFailure
-	}
-	return exitOK
 }
 
 // copyIn copies the local src into the sandbox.

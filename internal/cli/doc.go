@@ -8,6 +8,12 @@
 // that runs the local daemon come in through Hooks, so this package builds
 // and tests without them.
 //
+// The commands (tree.go) are cobra commands, one per noun and verb, built
+// from tables of values (use, help, flags, run) so that help, completion
+// and docs/CLI.md come from one place and a test walks the tree. Flags are
+// GNU style (pflag): --json, never -json. cobra prints nothing itself:
+// errors, usage errors and exit codes stay this package's.
+//
 // The local daemon (daemon.go): with WITHRUNTIME_BASE_URL unset and nothing
 // answering on the default address, a command starts "withruntime serve"
 // detached on that address, data dir $XDG_DATA_HOME/withruntime, and talks
@@ -18,9 +24,10 @@
 // and 125 when the platform fails (refused, unreachable, broken stream);
 // every other command exits 1 on failure. Failures print one line on
 // stderr, "error: CODE: message", CODE being the server's stable code or
-// "unavailable" when the server could not be reached. Usage errors print
-// the usage and exit 2, as the flag package does; --help prints it on
-// stdout and exits 0.
+// "unavailable" when the server could not be reached. Usage errors (flag
+// errors among them) print "NOUN VERB: message", the usage line and a
+// pointer to --help on stderr and exit 2; --help prints the command's help
+// on stdout and exits 0.
 //
 // --trial (sandbox commands, secrets, usage): on a server, when WITHRUNTIME_API_KEY is
 // unset, the command uses the trial key stored for the server's base URL in

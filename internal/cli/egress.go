@@ -13,12 +13,12 @@ import (
 // connections come many to the second.
 const egressTime = "2006-01-02T15:04:05.000Z07:00"
 
-func (a *App) sandboxEgress(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("sandbox egress", "withruntime sandbox egress [--json] ID",
-		"Shows the connections and DNS queries of a sandbox that its network policy allowed or refused, oldest first.", s)
-	return runListing(a, ctx, s, args, listing[api.EgressEvent]{
+func (a *App) sandboxEgress(cmd *command, s streams) runFunc {
+	return runListing(a, s, listing[api.EgressEvent]{
 		cmd: cmd, ids: 1, trial: trialFlag(cmd.fs),
-		fetch:  func(c *client.Client, ids []string) ([]api.EgressEvent, error) { return c.Egress(ctx, ids[0]) },
+		fetch: func(ctx context.Context, c *client.Client, ids []string) ([]api.EgressEvent, error) {
+			return c.Egress(ctx, ids[0])
+		},
 		asJSON: func(l []api.EgressEvent) any { return api.EgressLog{Events: l} },
 		header: "TIME\tKIND\tNAME\tADDRESS\tPORT\tVERDICT\tREASON",
 		row: func(ev api.EgressEvent) string {

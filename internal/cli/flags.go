@@ -2,13 +2,15 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // durationValue is a flag given as whole seconds ("900") or as a Go
@@ -23,6 +25,8 @@ func (v *durationValue) String() string {
 	}
 	return v.d.String()
 }
+
+func (v *durationValue) Type() string { return "duration" }
 
 func (v *durationValue) Set(s string) error {
 	d, err := parseDuration(s)
@@ -80,6 +84,8 @@ func (m mapValue) String() string {
 	return strings.Join(parts, ",")
 }
 
+func (m mapValue) Type() string { return "KEY=VALUE" }
+
 func (m mapValue) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok || k == "" {
@@ -99,6 +105,8 @@ func (l *listValue) String() string {
 	return strings.Join(*l, ",")
 }
 
+func (l *listValue) Type() string { return "list" }
+
 func (l *listValue) Set(s string) error {
 	if s == "" {
 		return errors.New("must not be empty")
@@ -107,81 +115,90 @@ func (l *listValue) Set(s string) error {
 	return nil
 }
 
-// command is one subcommand's flag set and usage.
+// command is what a verb's definition gets: the flag set it registers
+// its flags on (the cobra command's) and what prints its usage errors.
 type command struct {
-	fs    *flag.FlagSet
-	usage string // "withruntime sandbox run [flags] -- CMD [ARG...]"
-	about string // what it does, a few lines
+	cobra *cobra.Command
+	fs    *pflag.FlagSet
 }
 
-func newCommand(name, usage, about string, s streams) *command {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(s.stderr)
-	fs.Usage = func() {} // printed by parse, on the right stream
-	return &command{fs: fs, usage: usage, about: about}
+// name is the command's path without the program: "sandbox run".
+func (c *command) name() string {
+	return strings.TrimPrefix(c.cobra.CommandPath(), c.cobra.Root().Name()+" ")
 }
 
 // parse parses the flags in args up to the first argument that is not a
-// flag, or up to "--". When it returns ok false, the command exits with
-// code: 0 for --help (usage on stdout), 2 for a usage error (the flag
-// package's message and the usage line on stderr).
+// flag, or up to "--", for the commands whose arguments after that are a
+// command line (run, exec: cobra does not parse their flags). When it
+// returns ok false, the command exits with code: 0 for --help (the help on
+// stdout), 2 for a usage error.
 func (c *command) parse(s streams, args []string) (ok bool, code int) {
+	c.fs.SetInterspersed(false)
 	err := c.fs.Parse(args)
-	if err == nil {
-		return true, 0
+	if errors.Is(err, pflag.ErrHelp) {
+		err = nil
+		_ = c.fs.Set("help", "true")
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		c.printUsage(s.stdout)
+	if err != nil {
+		return false, flagError(s, c.cobra, err)
+	}
+	if help, _ := c.fs.GetBool("help"); help {
+		c.cobra.HelpFunc()(c.cobra, args)
 		return false, exitOK
 	}
-	c.printUsageLine(s.stderr)
-	return false, exitUsage
-}
-
-// parseInterspersed parses flags placed anywhere among the positional
-// arguments, which it returns; everything after "--" is positional.
-func (c *command) parseInterspersed(s streams, args []string) (pos []string, ok bool, code int) {
-	for {
-		if ok, code := c.parse(s, args); !ok {
-			return nil, false, code
-		}
-		rest := c.fs.Args()
-		if len(rest) == 0 {
-			return pos, true, 0
-		}
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), true, 0
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
+	return true, 0
 }
 
 // usageError prints a usage error and returns its exit code.
 func (c *command) usageError(s streams, format string, args ...any) int {
-	fmt.Fprintf(s.stderr, "%s: %s\n", c.fs.Name(), fmt.Sprintf(format, args...))
-	c.printUsageLine(s.stderr)
+	fmt.Fprintf(s.stderr, "%s: %s\n", c.name(), fmt.Sprintf(format, args...))
+	printUsageLine(s.stderr, c.cobra)
+	return exitUsage
+}
+
+// flagError prints an error of the flags of cmd as a usage error.
+func flagError(s streams, cmd *cobra.Command, err error) int {
+	(&command{cobra: cmd}).usageError(s, "%v", err)
 	return exitUsage
 }
 
 // printUsageLine prints the short usage that follows a usage error.
-func (c *command) printUsageLine(w io.Writer) {
-	fmt.Fprintf(w, "usage: %s\n(\"withruntime %s --help\" lists the flags)\n", c.usage, c.fs.Name())
+func printUsageLine(w io.Writer, cmd *cobra.Command) {
+	name := (&command{cobra: cmd}).name()
+	fmt.Fprintf(w, "usage: %s\n(\"withruntime %s --help\" lists the flags)\n", useLine(cmd), name)
 }
 
-func (c *command) printUsage(w io.Writer) {
-	fmt.Fprintf(w, "usage: %s\n", c.usage)
-	if c.about != "" {
-		fmt.Fprintf(w, "\n%s\n", c.about)
+// useLine is the command's path and what follows its name in Use.
+func useLine(cmd *cobra.Command) string {
+	if !cmd.HasParent() {
+		return cmd.Use
 	}
+	return cmd.Parent().CommandPath() + " " + cmd.Use
+}
+
+// printFlags prints the flags of fs with their help, the form of a
+// placeholder in `backquotes` of the help naming the value.
+func printFlags(w io.Writer, fs *pflag.FlagSet) {
 	first := true
-	c.fs.VisitAll(func(f *flag.Flag) {
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden || f.Name == "help" {
+			return
+		}
 		if first {
 			fmt.Fprintln(w, "\nflags:")
 			first = false
 		}
-		name, help := flag.UnquoteUsage(f)
+		name, help := pflag.UnquoteUsage(f)
+		if f.Value.Type() == "func" && name == "func" {
+			name = "VALUE"
+		}
+		if def := f.DefValue; !zeroDefault(def) {
+			help += fmt.Sprintf(" (default %s)", def)
+		}
 		line := "  --" + f.Name
+		if f.Shorthand != "" {
+			line = "  -" + f.Shorthand + ", --" + f.Name
+		}
 		if name != "" {
 			line += " " + name
 		}
@@ -191,4 +208,12 @@ func (c *command) printUsage(w io.Writer) {
 		}
 		fmt.Fprintf(w, "%-26s%s\n", line, help)
 	})
+}
+
+func zeroDefault(v string) bool {
+	switch v {
+	case "", "0", "false", "[]", "0s":
+		return true
+	}
+	return false
 }

@@ -16,54 +16,53 @@ type listing[T any] struct {
 	ids int
 	// trial, when set, is the command's --trial flag.
 	trial  *bool
-	fetch  func(c *client.Client, ids []string) ([]T, error)
+	fetch  func(ctx context.Context, c *client.Client, ids []string) ([]T, error)
 	asJSON func([]T) any
 	header string
 	row    func(T) string // tab-separated cells
 }
 
-// runListing parses args, fetches the list and prints it.
-func runListing[T any](a *App, ctx context.Context, s streams, args []string, l listing[T]) int {
+// runListing registers --json and returns what fetches the list and
+// prints it.
+func runListing[T any](a *App, s streams, l listing[T]) runFunc {
 	asJSON := l.cmd.fs.Bool("json", false, "print the result as JSON")
-	pos, ok, code := l.cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
-	}
-	switch {
-	case l.ids == 0 && len(pos) > 0:
-		return l.cmd.usageError(s, "unexpected argument %q", pos[0])
-	case l.ids == 1 && len(pos) != 1:
-		return l.cmd.usageError(s, "want one sandbox ID, got %d arguments", len(pos))
-	}
-	var c *client.Client
-	var done func()
-	var err error
-	if l.trial != nil {
-		c, done, _, err = a.connectTrial(ctx, s, *l.trial, false)
-	} else {
-		c, done, err = a.connect(ctx)
-	}
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	list, err := l.fetch(c, pos)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	if *asJSON {
-		if list == nil {
-			list = []T{}
+	return func(ctx context.Context, pos []string) int {
+		switch {
+		case l.ids == 0 && len(pos) > 0:
+			return l.cmd.usageError(s, "unexpected argument %q", pos[0])
+		case l.ids == 1 && len(pos) != 1:
+			return l.cmd.usageError(s, "want one sandbox ID, got %d arguments", len(pos))
 		}
-		return printJSON(s, l.asJSON(list))
+		var c *client.Client
+		var done func()
+		var err error
+		if l.trial != nil {
+			c, done, _, err = a.connectTrial(ctx, s, *l.trial, false)
+		} else {
+			c, done, err = a.connect(ctx)
+		}
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		defer done()
+		list, err := l.fetch(ctx, c, pos)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		if *asJSON {
+			if list == nil {
+				list = []T{}
+			}
+			return printJSON(s, l.asJSON(list))
+		}
+		tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, l.header)
+		for _, item := range list {
+			fmt.Fprintln(tw, l.row(item))
+		}
+		tw.Flush()
+		return exitOK
 	}
-	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, l.header)
-	for _, item := range list {
-		fmt.Fprintln(tw, l.row(item))
-	}
-	tw.Flush()
-	return exitOK
 }

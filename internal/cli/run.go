@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/client"
 )
@@ -27,7 +27,7 @@ type execFlags struct {
 	json        bool
 }
 
-func (f *execFlags) register(fs *flag.FlagSet, withEnv bool) {
+func (f *execFlags) register(fs *pflag.FlagSet, withEnv bool) {
 	fs.StringVar(&f.cwd, "cwd", "", "run the command in `DIR` (relative to /workspace; default /workspace)")
 	if withEnv {
 		f.env = mapValue{}
@@ -60,76 +60,80 @@ func (f *execFlags) request(s streams, argv []string) (api.ExecRequest, error) {
 const commandAbout = `The command is an argv list, never parsed by a shell: everything after "--"
 is passed as it is. For shell syntax, run a shell: -- sh -c 'cd src && make'.`
 
-func (a *App) sandboxRun(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("sandbox run", "withruntime sandbox run [flags] -- CMD [ARG...]",
-		`Creates a sandbox, runs CMD in it with its output streamed as it is produced,
+const runAbout = `Creates a sandbox, runs CMD in it with its output streamed as it is produced,
 then stops the sandbox (also on Ctrl-C). Exits with CMD's exit code, 124 when
 --exec-timeout killed it (saying so on stderr), and 125 when the platform fails.
 
-`+commandAbout, s)
+` + commandAbout
+
+func (a *App) sandboxRun(cmd *command, s streams) runFunc {
 	var cf createFlags
 	cf.register(cmd.fs)
 	var ef execFlags
 	ef.register(cmd.fs, false)
-	if ok, code := cmd.parse(s, args); !ok {
+	return func(ctx context.Context, args []string) int {
+		if ok, code := cmd.parse(s, args); !ok {
+			return code
+		}
+		argv := cmd.fs.Args()
+		if len(argv) == 0 {
+			return cmd.usageError(s, "no command given")
+		}
+		req, err := ef.request(s, argv)
+		if err != nil {
+			report(s.stderr, err)
+			return exitPlatform
+		}
+
+		c, sbx, done, err := a.createSandbox(ctx, s, &cf)
+		if err != nil {
+			return failRun(ctx, s, err)
+		}
+		defer done()
+		code := execute(ctx, s, c, sbx.ID, req, ef.json)
+		stopSandbox(ctx, s, c, sbx.ID)
 		return code
 	}
-	argv := cmd.fs.Args()
-	if len(argv) == 0 {
-		return cmd.usageError(s, "no command given")
-	}
-	req, err := ef.request(s, argv)
-	if err != nil {
-		report(s.stderr, err)
-		return exitPlatform
-	}
-
-	c, sbx, done, err := a.createSandbox(ctx, s, &cf)
-	if err != nil {
-		return failRun(ctx, s, err)
-	}
-	defer done()
-	code := execute(ctx, s, c, sbx.ID, req, ef.json)
-	stopSandbox(ctx, s, c, sbx.ID)
-	return code
 }
 
-func (a *App) sandboxExec(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("sandbox exec", "withruntime sandbox exec ID [flags] -- CMD [ARG...]",
-		`Runs CMD in a running sandbox with its output streamed as it is produced.
+const execAbout = `Runs CMD in a running sandbox with its output streamed as it is produced.
 Exits with CMD's exit code, 124 when --exec-timeout killed it (saying so on
 stderr), and 125 when the platform fails.
 
-`+commandAbout, s)
+` + commandAbout
+
+func (a *App) sandboxExec(cmd *command, s streams) runFunc {
 	var ef execFlags
 	ef.register(cmd.fs, true)
 	trial := trialFlag(cmd.fs)
-	if ok, code := cmd.parse(s, args); !ok {
-		return code
+	return func(ctx context.Context, args []string) int {
+		if ok, code := cmd.parse(s, args); !ok {
+			return code
+		}
+		rest := cmd.fs.Args()
+		if len(rest) == 0 {
+			return cmd.usageError(s, "no sandbox ID given")
+		}
+		id := rest[0]
+		if ok, code := cmd.parse(s, rest[1:]); !ok {
+			return code
+		}
+		argv := cmd.fs.Args()
+		if len(argv) == 0 {
+			return cmd.usageError(s, "no command given")
+		}
+		req, err := ef.request(s, argv)
+		if err != nil {
+			report(s.stderr, err)
+			return exitPlatform
+		}
+		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+		if err != nil {
+			return failRun(ctx, s, err)
+		}
+		defer done()
+		return execute(ctx, s, c, id, req, ef.json)
 	}
-	rest := cmd.fs.Args()
-	if len(rest) == 0 {
-		return cmd.usageError(s, "no sandbox ID given")
-	}
-	id := rest[0]
-	if ok, code := cmd.parse(s, rest[1:]); !ok {
-		return code
-	}
-	argv := cmd.fs.Args()
-	if len(argv) == 0 {
-		return cmd.usageError(s, "no command given")
-	}
-	req, err := ef.request(s, argv)
-	if err != nil {
-		report(s.stderr, err)
-		return exitPlatform
-	}
-	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-	if err != nil {
-		return failRun(ctx, s, err)
-	}
-	defer done()
-	return execute(ctx, s, c, id, req, ef.json)
 }
 
 // execJSON is what run and exec print with --json.

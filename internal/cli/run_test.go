@@ -100,7 +100,7 @@ func TestExtendUsage(t *testing.T) {
 	}{
 		{[]string{"sandbox", "extend", "sbx_a"}, "sandbox extend: no --timeout given\n"},
 		{[]string{"sandbox", "extend", "--timeout", "15m"}, "sandbox extend: want one sandbox ID, got 0 arguments\n"},
-		{[]string{"sandbox", "extend", "sbx_a", "--timeout", "-3"}, "invalid value \"-3\" for flag -timeout: must be positive\n"},
+		{[]string{"sandbox", "extend", "sbx_a", "--timeout", "-3"}, "sandbox extend: invalid argument \"-3\" for \"--timeout\" flag: must be positive\n"},
 	}
 	for _, tt := range tests {
 		code, _, stderr := run(t, nil, tt.args...)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -12,50 +11,48 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/client"
 )
 
-// sandbox runs "withruntime sandbox VERB ...".
-func (a *App) sandbox(ctx context.Context, s streams, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintf(s.stderr, "withruntime sandbox: no command given\n%s", usageLine)
-		return exitUsage
+// sandboxVerbs are the verbs of "withruntime sandbox".
+func (a *App) sandboxVerbs() []leaf {
+	one := func(verb, short, about string, call func(ctx context.Context, c *client.Client, id string) (*api.Sandbox, error)) leaf {
+		return leaf{use: verb + " [--json] ID", short: short, about: about,
+			define: func(c *command, s streams) runFunc { return a.sandboxOne(c, s, verb, call) }}
 	}
-	verb, rest := args[0], args[1:]
-	switch verb {
-	case "run":
-		return a.sandboxRun(ctx, s, rest)
-	case "exec":
-		return a.sandboxExec(ctx, s, rest)
-	case "create":
-		return a.sandboxCreate(ctx, s, rest)
-	case "ls", "list":
-		return a.sandboxList(ctx, s, rest)
-	case "get":
-		return a.sandboxOne(ctx, s, rest, "get", "Shows one sandbox.",
-			func(c *client.Client, id string) (*api.Sandbox, error) { return c.GetSandbox(ctx, id) })
-	case "pause":
-		return a.sandboxOne(ctx, s, rest, "pause", "Checkpoints a sandbox (disk, memory and processes) and frees its memory and CPU.",
-			func(c *client.Client, id string) (*api.Sandbox, error) { return c.PauseSandbox(ctx, id) })
-	case "resume":
-		return a.sandboxOne(ctx, s, rest, "resume", "Brings a paused sandbox back to running.",
-			func(c *client.Client, id string) (*api.Sandbox, error) { return c.ResumeSandbox(ctx, id) })
-	case "extend":
-		return a.sandboxExtend(ctx, s, rest)
-	case "rm":
-		return a.sandboxRemove(ctx, s, rest)
-	case "egress":
-		return a.sandboxEgress(ctx, s, rest)
-	case "cp":
-		return a.sandboxCp(ctx, s, rest)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(s.stdout, usage)
-		return exitOK
+	return []leaf{
+		{use: "run [flags] -- CMD [ARG...]", short: "create a sandbox, run CMD in it, stop it", about: runAbout, raw: true, define: a.sandboxRun},
+		{use: "create [flags]", short: "create a sandbox and print its id",
+			about: "Creates a sandbox and prints its id. It runs until its lease ends or \"withruntime sandbox rm ID\".", define: a.sandboxCreate},
+		{use: "exec ID [flags] -- CMD [ARG...]", short: "run CMD in a running sandbox", about: execAbout, raw: true, define: a.sandboxExec},
+		{use: "ls [--all] [--state S,...] [--metadata KEY=VALUE]... [--json]", short: "list sandboxes", aliases: []string{"list"},
+			about: "Lists the sandboxes of the key's account, newest first: those not ended and those ended in the last 24 hours.", define: a.sandboxList},
+		one("get", "show one sandbox", "Shows one sandbox.",
+			func(ctx context.Context, c *client.Client, id string) (*api.Sandbox, error) {
+				return c.GetSandbox(ctx, id)
+			}),
+		{use: "rm [--json] ID...", short: "stop sandboxes (removes paused ones)",
+			about: "Stops sandboxes; a paused one is removed with its checkpoint. Prints each id stopped.", define: a.sandboxRemove},
+		one("pause", "checkpoint a sandbox, freeing its memory and CPU", "Checkpoints a sandbox (disk, memory and processes) and frees its memory and CPU.",
+			func(ctx context.Context, c *client.Client, id string) (*api.Sandbox, error) {
+				return c.PauseSandbox(ctx, id)
+			}),
+		one("resume", "bring a paused sandbox back", "Brings a paused sandbox back to running.",
+			func(ctx context.Context, c *client.Client, id string) (*api.Sandbox, error) {
+				return c.ResumeSandbox(ctx, id)
+			}),
+		{use: "extend [--json] ID --timeout D", short: "make a running sandbox's lease last at least D from now", about: extendAbout, define: a.sandboxExtend},
+		{use: "egress [--json] ID", short: "allowed and refused connections of a sandbox",
+			about: "Shows the connections and DNS queries of a sandbox that its network policy allowed or refused, oldest first.", define: a.sandboxEgress},
+		{use: "cp [flags] SRC DST", short: "copy files and directories to or from ID:PATH, like docker cp", about: cpAbout, define: a.sandboxCp},
 	}
-	fmt.Fprintf(s.stderr, "withruntime sandbox: unknown command %q\n%s", verb, usageLine)
-	return exitUsage
 }
+
+const extendAbout = `Makes the lease of a running sandbox last at least D from now (seconds, or a
+duration such as 15m) and prints when it ends. It never shortens a lease: one
+that already ends later is kept.`
 
 // createFlags are the flags that shape a new sandbox (run and create).
 type createFlags struct {
@@ -73,7 +70,7 @@ type createFlags struct {
 	trial      bool
 }
 
-func (f *createFlags) register(fs *flag.FlagSet) {
+func (f *createFlags) register(fs *pflag.FlagSet) {
 	f.env, f.metadata = mapValue{}, mapValue{}
 	fs.Var(&f.timeout, "timeout", "the lease: `SECONDS` or a duration such as 15m (server default 300s)")
 	fs.IntVar(&f.vcpus, "vcpus", 0, "`N` virtual CPUs (server default 2)")
@@ -133,35 +130,29 @@ func (f *createFlags) request() api.CreateSandboxRequest {
 	return req
 }
 
-func (a *App) sandboxCreate(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("sandbox create", "withruntime sandbox create [flags]",
-		"Creates a sandbox and prints its id. It runs until its lease ends or \"withruntime sandbox rm ID\".", s)
+func (a *App) sandboxCreate(cmd *command, s streams) runFunc {
 	var cf createFlags
 	cf.register(cmd.fs)
 	asJSON := cmd.fs.Bool("json", false, "print the sandbox as JSON")
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) > 0 {
+			return cmd.usageError(s, "unexpected argument %q", pos[0])
+		}
+		_, sbx, done, err := a.createSandbox(ctx, s, &cf)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		defer done()
+		if *asJSON {
+			return printJSON(s, sbx)
+		}
+		fmt.Fprintln(s.stdout, sbx.ID)
+		return exitOK
 	}
-	if len(pos) > 0 {
-		return cmd.usageError(s, "unexpected argument %q", pos[0])
-	}
-	_, sbx, done, err := a.createSandbox(ctx, s, &cf)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	if *asJSON {
-		return printJSON(s, sbx)
-	}
-	fmt.Fprintln(s.stdout, sbx.ID)
-	return exitOK
 }
 
-func (a *App) sandboxList(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("sandbox ls", "withruntime sandbox ls [--all] [--state S,...] [--metadata KEY=VALUE]... [--json]",
-		"Lists the sandboxes of the key's account, newest first: those not ended and those ended in the last 24 hours.", s)
+func (a *App) sandboxList(cmd *command, s streams) runFunc {
 	var o client.ListOptions
 	cmd.fs.BoolVar(&o.All, "all", false, "also the sandboxes that ended more than 24 hours ago")
 	cmd.fs.Func("state", "only these `STATES`, comma-separated (starting, running, paused, ended)", func(v string) error {
@@ -170,9 +161,9 @@ func (a *App) sandboxList(ctx context.Context, s streams, args []string) int {
 	})
 	md := mapValue{}
 	cmd.fs.Var(md, "metadata", "only sandboxes with metadata `KEY=VALUE` (repeatable; all must match)")
-	return runListing(a, ctx, s, args, listing[api.Sandbox]{
+	return runListing(a, s, listing[api.Sandbox]{
 		cmd: cmd, trial: trialFlag(cmd.fs),
-		fetch: func(c *client.Client, _ []string) ([]api.Sandbox, error) {
+		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]api.Sandbox, error) {
 			if len(md) > 0 {
 				o.Metadata = md
 			}
@@ -192,115 +183,102 @@ func (a *App) sandboxList(ctx context.Context, s streams, args []string) int {
 
 // sandboxOne runs a command that takes one sandbox ID and answers with the
 // sandbox: get, pause, resume.
-func (a *App) sandboxOne(ctx context.Context, s streams, args []string, verb, about string,
-	call func(*client.Client, string) (*api.Sandbox, error)) int {
-	cmd := newCommand("sandbox "+verb, "withruntime sandbox "+verb+" [--json] ID", about, s)
+func (a *App) sandboxOne(cmd *command, s streams, verb string,
+	call func(context.Context, *client.Client, string) (*api.Sandbox, error)) runFunc {
 	asJSON := cmd.fs.Bool("json", false, "print the sandbox as JSON")
 	trial := trialFlag(cmd.fs)
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) != 1 {
+			return cmd.usageError(s, "want one sandbox ID, got %d arguments", len(pos))
+		}
+		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		defer done()
+		sbx, err := call(ctx, c, pos[0])
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		switch {
+		case *asJSON:
+			return printJSON(s, sbx)
+		case verb == "get":
+			printSandbox(s.stdout, sbx)
+		default:
+			fmt.Fprintln(s.stdout, sbx.ID)
+		}
+		return exitOK
 	}
-	if len(pos) != 1 {
-		return cmd.usageError(s, "want one sandbox ID, got %d arguments", len(pos))
-	}
-	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	sbx, err := call(c, pos[0])
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	switch {
-	case *asJSON:
-		return printJSON(s, sbx)
-	case verb == "get":
-		printSandbox(s.stdout, sbx)
-	default:
-		fmt.Fprintln(s.stdout, sbx.ID)
-	}
-	return exitOK
 }
 
-func (a *App) sandboxExtend(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("sandbox extend", "withruntime sandbox extend [--json] ID --timeout D",
-		`Makes the lease of a running sandbox last at least D from now (seconds, or a
-duration such as 15m) and prints when it ends. It never shortens a lease: one
-that already ends later is kept.`, s)
+func (a *App) sandboxExtend(cmd *command, s streams) runFunc {
 	var timeout durationValue
 	cmd.fs.Var(&timeout, "timeout", "the least time the lease lasts from now: `SECONDS` or a duration such as 15m")
 	asJSON := cmd.fs.Bool("json", false, "print the sandbox as JSON")
 	trial := trialFlag(cmd.fs)
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 {
-		return cmd.usageError(s, "want one sandbox ID, got %d arguments", len(pos))
-	}
-	if timeout.d == 0 {
-		return cmd.usageError(s, "no --timeout given")
-	}
-	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	sbx, err := c.ExtendSandbox(ctx, pos[0], timeout.seconds())
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	if *asJSON {
-		return printJSON(s, sbx)
-	}
-	fmt.Fprintf(s.stdout, "%s\tlease ends %s\n", sbx.ID, timeString(&sbx.LeaseEndsAt))
-	return exitOK
-}
-
-func (a *App) sandboxRemove(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("sandbox rm", "withruntime sandbox rm [--json] ID...",
-		"Stops sandboxes; a paused one is removed with its checkpoint. Prints each id stopped.", s)
-	asJSON := cmd.fs.Bool("json", false, "print the stopped sandboxes as JSON")
-	trial := trialFlag(cmd.fs)
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
-	}
-	if len(pos) == 0 {
-		return cmd.usageError(s, "want at least one sandbox ID")
-	}
-	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	status := exitOK
-	stopped := []api.Sandbox{}
-	for _, id := range pos {
-		sbx, err := c.StopSandbox(ctx, id)
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) != 1 {
+			return cmd.usageError(s, "want one sandbox ID, got %d arguments", len(pos))
+		}
+		if timeout.d == 0 {
+			return cmd.usageError(s, "no --timeout given")
+		}
+		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
 		if err != nil {
 			report(s.stderr, err)
-			status = exitFailure
-			continue
+			return exitFailure
 		}
-		stopped = append(stopped, *sbx)
-		if !*asJSON {
-			fmt.Fprintln(s.stdout, sbx.ID)
+		defer done()
+		sbx, err := c.ExtendSandbox(ctx, pos[0], timeout.seconds())
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
 		}
+		if *asJSON {
+			return printJSON(s, sbx)
+		}
+		fmt.Fprintf(s.stdout, "%s\tlease ends %s\n", sbx.ID, timeString(&sbx.LeaseEndsAt))
+		return exitOK
 	}
-	if *asJSON {
-		if code := printJSON(s, api.SandboxList{Sandboxes: stopped}); code != exitOK {
-			return code
+}
+
+func (a *App) sandboxRemove(cmd *command, s streams) runFunc {
+	asJSON := cmd.fs.Bool("json", false, "print the stopped sandboxes as JSON")
+	trial := trialFlag(cmd.fs)
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) == 0 {
+			return cmd.usageError(s, "want at least one sandbox ID")
 		}
+		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		defer done()
+		status := exitOK
+		stopped := []api.Sandbox{}
+		for _, id := range pos {
+			sbx, err := c.StopSandbox(ctx, id)
+			if err != nil {
+				report(s.stderr, err)
+				status = exitFailure
+				continue
+			}
+			stopped = append(stopped, *sbx)
+			if !*asJSON {
+				fmt.Fprintln(s.stdout, sbx.ID)
+			}
+		}
+		if *asJSON {
+			if code := printJSON(s, api.SandboxList{Sandboxes: stopped}); code != exitOK {
+				return code
+			}
+		}
+		return status
 	}
-	return status
 }
 
 // printJSON prints v as indented JSON.
@@ -377,7 +355,7 @@ const trialCreateHelp = "on a server, use the trial key stored for it, obtaining
 
 // trialFlag registers --trial for commands that use a trial key but never
 // obtain one.
-func trialFlag(fs *flag.FlagSet) *bool {
+func trialFlag(fs *pflag.FlagSet) *bool {
 	return fs.Bool("trial", false, "on a server, use the trial key stored for it by \"sandbox run|create --trial\" (nothing changes when WITHRUNTIME_API_KEY is set, or with the local daemon's admin key)")
 }
 

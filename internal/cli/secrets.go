@@ -17,61 +17,61 @@ const maxSecretBytes = 16 << 10
 // pipeHint says how to give a secret's value.
 const pipeHint = `pipe it in, as in: printf %s "$KEY" | withruntime secrets set NAME --host HOST`
 
-// secrets runs "withruntime secrets VERB ...".
-func (a *App) secrets(ctx context.Context, s streams, args []string) int {
-	return verbs("secrets", s, args, map[string]func([]string) int{
-		"set": func(rest []string) int { return a.secretsSet(ctx, s, rest) },
-		"ls":  func(rest []string) int { return a.secretsList(ctx, s, rest) },
-		"rm":  func(rest []string) int { return a.secretsRemove(ctx, s, rest) },
-	})
+// secretsVerbs are the verbs of "withruntime secrets".
+func (a *App) secretsVerbs() []leaf {
+	return []leaf{
+		{use: "set NAME --host HOST [--json] < VALUE", short: "store the secret on stdin, sent only to HOST", about: secretsSetAbout, define: a.secretsSet},
+		{use: "ls [--json]", short: "list secrets (names and hosts, never values)", aliases: []string{"list"},
+			about: "Lists the secrets of the key's account: names and hosts, never values.", define: a.secretsList},
+		{use: "rm NAME...", short: "remove secrets",
+			about: "Removes secrets: commands started afterwards no longer see them. Prints each name removed.", define: a.secretsRemove},
+	}
 }
 
-func (a *App) secretsSet(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("secrets set", "withruntime secrets set NAME --host HOST [--json] < VALUE",
-		`Stores a secret of the key's account, replacing the one named NAME if any.
+const secretsSetAbout = `Stores a secret of the key's account, replacing the one named NAME if any.
 The value is read from standard input exactly as given: use printf %s "$KEY",
 not echo, which adds a newline. Every command in the account's sandboxes sees
 NAME set to a placeholder; the platform puts the value in its place only in
 HTTPS requests to HOST (a name such as api.openai.com, or *.example.org for
-every name under example.org). Prints nothing; no command shows the value.`, s)
+every name under example.org). Prints nothing; no command shows the value.`
+
+func (a *App) secretsSet(cmd *command, s streams) runFunc {
 	host := cmd.fs.String("host", "", "send the value only to `HOST` (required)")
 	asJSON := cmd.fs.Bool("json", false, "print the secret's name, host and time as JSON")
 	trial := trialFlag(cmd.fs)
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
+	return func(ctx context.Context, pos []string) int {
+		// Arguments are never echoed: a value typed in the wrong place would be.
+		if len(pos) != 1 {
+			return cmd.usageError(s, "want one secret NAME, got %d arguments (the value goes on standard input)", len(pos))
+		}
+		name := pos[0]
+		if !(api.EnvName(name) && len(name) <= 128) {
+			return cmd.usageError(s, "NAME must be an environment variable name: letters, digits and '_', not starting with a digit (the value goes on standard input)")
+		}
+		if *host == "" {
+			return cmd.usageError(s, "--host HOST is required: the secret is sent to that host only")
+		}
+		value, err := readSecret(s.stdin)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		defer done()
+		info, err := c.SetSecret(ctx, name, *host, value)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		if *asJSON {
+			return printJSON(s, info)
+		}
+		return exitOK
 	}
-	// Arguments are never echoed: a value typed in the wrong place would be.
-	if len(pos) != 1 {
-		return cmd.usageError(s, "want one secret NAME, got %d arguments (the value goes on standard input)", len(pos))
-	}
-	name := pos[0]
-	if !(api.EnvName(name) && len(name) <= 128) {
-		return cmd.usageError(s, "NAME must be an environment variable name: letters, digits and '_', not starting with a digit (the value goes on standard input)")
-	}
-	if *host == "" {
-		return cmd.usageError(s, "--host HOST is required: the secret is sent to that host only")
-	}
-	value, err := readSecret(s.stdin)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	info, err := c.SetSecret(ctx, name, *host, value)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	if *asJSON {
-		return printJSON(s, info)
-	}
-	return exitOK
 }
 
 // readSecret reads a secret's value from r as it is. A terminal is refused
@@ -104,12 +104,12 @@ func readSecret(r io.Reader) (string, error) {
 	return string(b), nil
 }
 
-func (a *App) secretsList(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("secrets ls", "withruntime secrets ls [--json]",
-		"Lists the secrets of the key's account: names and hosts, never values.", s)
-	return runListing(a, ctx, s, args, listing[api.SecretInfo]{
+func (a *App) secretsList(cmd *command, s streams) runFunc {
+	return runListing(a, s, listing[api.SecretInfo]{
 		cmd: cmd, trial: trialFlag(cmd.fs),
-		fetch:  func(c *client.Client, _ []string) ([]api.SecretInfo, error) { return c.ListSecrets(ctx) },
+		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]api.SecretInfo, error) {
+			return c.ListSecrets(ctx)
+		},
 		asJSON: func(l []api.SecretInfo) any { return api.SecretList{Secrets: l} },
 		header: "NAME\tHOST\tUPDATED",
 		row: func(sec api.SecretInfo) string {
@@ -118,36 +118,32 @@ func (a *App) secretsList(ctx context.Context, s streams, args []string) int {
 	})
 }
 
-func (a *App) secretsRemove(ctx context.Context, s streams, args []string) int {
-	cmd := newCommand("secrets rm", "withruntime secrets rm NAME...",
-		"Removes secrets: commands started afterwards no longer see them. Prints each name removed.", s)
+func (a *App) secretsRemove(cmd *command, s streams) runFunc {
 	trial := trialFlag(cmd.fs)
-	pos, ok, code := cmd.parseInterspersed(s, args)
-	if !ok {
-		return code
-	}
-	if len(pos) == 0 {
-		return cmd.usageError(s, "want at least one secret NAME")
-	}
-	for i, name := range pos {
-		if !(api.EnvName(name) && len(name) <= 128) {
-			return cmd.usageError(s, "argument %d is not a secret NAME (an environment variable name)", i+1)
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) == 0 {
+			return cmd.usageError(s, "want at least one secret NAME")
 		}
-	}
-	c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-	if err != nil {
-		report(s.stderr, err)
-		return exitFailure
-	}
-	defer done()
-	status := exitOK
-	for _, name := range pos {
-		if err := c.DeleteSecret(ctx, name); err != nil {
+		for i, name := range pos {
+			if !(api.EnvName(name) && len(name) <= 128) {
+				return cmd.usageError(s, "argument %d is not a secret NAME (an environment variable name)", i+1)
+			}
+		}
+		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+		if err != nil {
 			report(s.stderr, err)
-			status = exitFailure
-			continue
+			return exitFailure
 		}
-		fmt.Fprintln(s.stdout, name)
+		defer done()
+		status := exitOK
+		for _, name := range pos {
+			if err := c.DeleteSecret(ctx, name); err != nil {
+				report(s.stderr, err)
+				status = exitFailure
+				continue
+			}
+			fmt.Fprintln(s.stdout, name)
+		}
+		return status
 	}
-	return status
 }
