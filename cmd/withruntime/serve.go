@@ -21,22 +21,22 @@ import (
 // them) and returns what runs the server.
 func serve(fs *pflag.FlagSet) func(args []string) int {
 	var cfg server.Config
-	fs.StringVar(&cfg.Listen, "listen", server.DefaultListen, "address to serve the API on")
-	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the database, admin.key and per-sandbox state (required)")
-	fs.StringVar(&cfg.CacheDir, "cache-dir", server.DefaultCacheDir, "directory of built images and runsc, shared by every data dir")
+	fs.StringVar(&cfg.Listen, "listen", server.DefaultListen, "the `ADDRESS` to serve the API on")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "the `DIR` for the database, admin.key and per-sandbox state (required)")
+	fs.StringVar(&cfg.CacheDir, "cache-dir", server.DefaultCacheDir, "the `DIR` of built images and runsc, shared by every data dir")
 	fs.Float64Var(&cfg.Manager.Overcommit, "overcommit", 4, "how many times the host's CPUs, memory and free disk admission may hand out")
 	fs.DurationVar(&cfg.Manager.MaxTimeout, "max-lease", 24*time.Hour, "longest lease a sandbox may ask for")
 	fs.DurationVar(&cfg.Manager.Retention, "retention", 7*24*time.Hour, "how long a paused sandbox is kept")
 	fs.IntVar(&cfg.Manager.DefaultConcurrency, "concurrency", 100, "how many sandboxes an account runs at once unless its own setting says otherwise")
-	fs.StringVar(&cfg.PricesFile, "prices", "", "a JSON price table (memory_nanos_per_gib_hour, cpu_nanos_per_cpu_hour, storage_nanos_per_gib_hour; USD billionths) instead of the default")
+	fs.StringVar(&cfg.PricesFile, "prices", "", "a JSON price table `FILE` (memory_nanos_per_gib_hour, cpu_nanos_per_cpu_hour, storage_nanos_per_gib_hour; USD billionths) instead of the default")
 	fs.IntVar(&cfg.MaxConns, "max-conns", httpapi.DefaultMaxConns, "how many API client connections may be open at once (the longest-waiting one without a request in progress makes room for a new one)")
 	fs.BoolVar(&cfg.Trial.Enabled, "allow-trial", false, "let clients obtain trial accounts (POST /v1/trial, rate-limited per client address)")
 	fs.Float64Var(&cfg.Trial.Hours, "trial-hours", 50, "free sandbox hours of each trial account")
 	fs.IntVar(&cfg.Trial.PerAddress, "trial-per-address", 5, "trial accounts one client address may obtain per hour")
-	fs.StringVar(&cfg.EgressHosts, "egress-hosts", "", "a hosts file (ADDRESS NAME... lines) the sandboxes' resolver answers from before the host's")
-	fs.StringVar(&cfg.EgressCA, "egress-ca", "", "PEM file of extra roots trusted when the egress proxy verifies upstream TLS")
+	fs.StringVar(&cfg.EgressHosts, "egress-hosts", "", "a hosts `FILE` (ADDRESS NAME... lines) the sandboxes' resolver answers from before the host's")
+	fs.StringVar(&cfg.EgressCA, "egress-ca", "", "PEM `FILE` of extra roots trusted when the egress proxy verifies upstream TLS")
 	fs.BoolVar(&cfg.NoEgress, "no-egress", false, "run sandboxes without any network: no packet rules, no proxy")
-	fs.Func("egress-permit", "a CIDR sandboxes may reach although the blocklist refuses it (repeatable): 198.18.0.0/15 for test upstreams, internal services; never the host's own addresses", func(v string) error {
+	fs.Func("egress-permit", "a `CIDR` sandboxes may reach although the blocklist refuses it (repeatable): 198.18.0.0/15 for test upstreams, internal services; never the host's own addresses", func(v string) error {
 		p, err := egress.ParsePermit(v)
 		if err != nil {
 			return err
@@ -49,7 +49,7 @@ func serve(fs *pflag.FlagSet) func(args []string) int {
 	fs.DurationVar(&cfg.EgressIdleTimeout, "egress-idle-timeout", egress.DefaultIdleTimeout, "close a proxied connection on which nothing moved either way for this long")
 	fs.IntVar(&cfg.EgressDNSRate, "egress-dns-rate", egress.DefaultDNSQueriesPerSecond, "DNS queries per second one sandbox may make; more are refused and logged")
 	fs.DurationVar(&cfg.IdleExit, "idle-exit", 0, "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)")
-	pidFile := fs.String("pid-file", "", "write the server's pid to this file and hold a lock on it while serving (the local daemon's DATA_DIR/daemon.pid)")
+	pidFile := fs.String("pid-file", "", "write the server's pid to `FILE` and hold a lock on it while serving (the local daemon's DATA_DIR/daemon.pid)")
 	return func(args []string) int {
 		if len(args) > 0 {
 			fmt.Fprintf(os.Stderr, "serve: unexpected argument %q\nusage: withruntime serve [flags] (\"withruntime serve --help\" lists the flags)\n", args[0])
@@ -81,8 +81,8 @@ func serve(fs *pflag.FlagSet) func(args []string) int {
 // runSetup is `withruntime setup`.
 func runSetup(fs *pflag.FlagSet) func(args []string) int {
 	o := setup.Options{Out: os.Stdout}
-	fs.StringVar(&o.CacheDir, "cache-dir", server.DefaultCacheDir, "directory for images and runsc")
-	fs.StringVar(&o.SourceDir, "source", ".", "the project's checkout (its go.mod pins gVisor)")
+	fs.StringVar(&o.CacheDir, "cache-dir", server.DefaultCacheDir, "the `DIR` for images and runsc")
+	fs.StringVar(&o.SourceDir, "source", ".", "the project's checkout `DIR` (its go.mod pins gVisor)")
 	return func(args []string) int {
 		if len(args) > 0 {
 			fmt.Fprintf(os.Stderr, "setup: unexpected argument %q\nusage: withruntime setup [flags] (\"withruntime setup --help\" lists the flags)\n", args[0])

@@ -189,8 +189,8 @@ func printFlags(w io.Writer, fs *pflag.FlagSet) {
 			first = false
 		}
 		name, help := pflag.UnquoteUsage(f)
-		if f.Value.Type() == "func" && name == "func" {
-			name = "VALUE"
+		if placeholder, ok := typePlaceholders[name]; ok {
+			name = placeholder
 		}
 		if def := f.DefValue; !zeroDefault(def) {
 			help += fmt.Sprintf(" (default %s)", def)
@@ -208,6 +208,12 @@ func printFlags(w io.Writer, fs *pflag.FlagSet) {
 		}
 		fmt.Fprintf(w, "%-26s%s\n", line, help)
 	})
+}
+
+// typePlaceholders name the value of a flag whose help has no `NAME`,
+// instead of its Go type.
+var typePlaceholders = map[string]string{
+	"func": "VALUE", "string": "VALUE", "int": "N", "float": "X", "duration": "DURATION",
 }
 
 func zeroDefault(v string) bool {
