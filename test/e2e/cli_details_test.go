@@ -35,7 +35,9 @@ func TestCLIDetails(t *testing.T) {
 		mark := u.mark()
 		out, errs, code := cli(t, env, sandboxArgs("run", append([]string{"--internet"}, curl...)...)...)
 		if want := "hello from denied.example.test over http at " + upDenied + "\n"; code != 0 || out != want {
-			t.Fatalf("--internet: got exit %d stdout %q stderr %q, want 0 and %q", code, out, errs, want)
+			log := s.Log.String()
+			t.Fatalf("--internet: got exit %d stdout %q stderr %q, want 0 and %q\nserver log (end):\n%s",
+				code, out, errs, want, log[max(0, len(log)-6000):])
 		}
 		if got := u.requestsSince(mark, at(upDenied)); len(got) != 1 {
 			t.Fatalf("--internet: the upstream got %d requests, want 1", len(got))
