@@ -119,12 +119,7 @@ func (b *Bolt) ListSandboxes(ctx context.Context, f SandboxFilter) ([]*sandbox.R
 	if err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(out, func(x, y *sandbox.Record) int {
-		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.ID, y.ID)
-	})
+	sortRecords(out)
 	return out, nil
 }
 

@@ -3,6 +3,8 @@ package store
 import (
 	"cmp"
 	"slices"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
 // KeyTree is the keys of one account linked by Key.Parent, so that a key's
@@ -109,6 +111,17 @@ func (t *KeyTree) OverLimit(id string, spentNanos map[string]int64) (Key, bool) 
 		}
 	}
 	return Key{}, false
+}
+
+// sortRecords orders sandbox records as every store lists them: oldest
+// first, then by id.
+func sortRecords(recs []*sandbox.Record) {
+	slices.SortStableFunc(recs, func(x, y *sandbox.Record) int {
+		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.ID, y.ID)
+	})
 }
 
 // sortKeys orders keys as every store lists them: oldest first, then by id.

@@ -112,12 +112,7 @@ func (s *Memory) ListSandboxes(ctx context.Context, f SandboxFilter) ([]*sandbox
 			out = append(out, r)
 		}
 	}
-	slices.SortStableFunc(out, func(x, y *sandbox.Record) int {
-		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.ID, y.ID)
-	})
+	sortRecords(out)
 	return out, nil
 }
 
