@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/withruntime/withruntime/api"
@@ -93,7 +94,14 @@ type TransportError struct {
 	Err error
 }
 
-func (e *TransportError) Error() string { return e.Op + ": " + e.Err.Error() }
+func (e *TransportError) Error() string {
+	msg := e.Op + ": " + e.Err.Error()
+	if errors.Is(e.Err, syscall.ECONNREFUSED) {
+		// Nothing listens there: say how to get a server.
+		msg += " (no server answers there: start one with `withruntime serve`, or leave WITHRUNTIME_BASE_URL unset and run any CLI command, such as `withruntime sandbox ls`, to start the local daemon)"
+	}
+	return msg
+}
 
 func (e *TransportError) Unwrap() error { return e.Err }
 
