@@ -75,14 +75,9 @@ func (a *App) sandboxRun(cmd *command, s streams) runFunc {
 		if ok, code := cmd.parse(s, args); !ok {
 			return code
 		}
-		argv := cmd.fs.Args()
-		if len(argv) == 0 {
-			return cmd.usageError(s, "no command given")
-		}
-		req, err := ef.request(s, argv)
-		if err != nil {
-			report(s.stderr, err)
-			return exitPlatform
+		req, code, ok := ef.commandRequest(cmd, s)
+		if !ok {
+			return code
 		}
 
 		c, sbx, done, err := a.createSandbox(ctx, s, &cf)
@@ -90,7 +85,7 @@ func (a *App) sandboxRun(cmd *command, s streams) runFunc {
 			return failRun(ctx, s, err)
 		}
 		defer done()
-		code := execute(ctx, s, c, sbx.ID, req, ef.json)
+		code = execute(ctx, s, c, sbx.ID, req, ef.json)
 		stopSandbox(ctx, s, c, sbx.ID)
 		return code
 	}
@@ -118,14 +113,9 @@ func (a *App) sandboxExec(cmd *command, s streams) runFunc {
 		if ok, code := cmd.parse(s, rest[1:]); !ok {
 			return code
 		}
-		argv := cmd.fs.Args()
-		if len(argv) == 0 {
-			return cmd.usageError(s, "no command given")
-		}
-		req, err := ef.request(s, argv)
-		if err != nil {
-			report(s.stderr, err)
-			return exitPlatform
+		req, code, ok := ef.commandRequest(cmd, s)
+		if !ok {
+			return code
 		}
 		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
 		if err != nil {
@@ -232,4 +222,19 @@ func stopSandbox(ctx context.Context, s streams, c *client.Client, id string) {
 	}
 	code, msg := errorCode(err)
 	fmt.Fprintf(s.stderr, "warning: %s: stopping sandbox %s: %s\n", code, id, msg)
+}
+
+// commandRequest is the exec request of the command left after the
+// flags, or the exit code of a missing command or a bad flag value.
+func (f *execFlags) commandRequest(cmd *command, s streams) (api.ExecRequest, int, bool) {
+	argv := cmd.fs.Args()
+	if len(argv) == 0 {
+		return api.ExecRequest{}, cmd.usageError(s, "no command given"), false
+	}
+	req, err := f.request(s, argv)
+	if err != nil {
+		report(s.stderr, err)
+		return api.ExecRequest{}, exitPlatform, false
+	}
+	return req, 0, true
 }
