@@ -44,3 +44,6 @@ func (p *Plumbing) Uninstall() error { return errNotLinux }
 func OriginalDst(c *net.TCPConn) (netip.AddrPort, error) { return netip.AddrPort{}, errNotLinux }
 
 func InNamespace(path string, f func() error) error { return errNotLinux }
+
+// Remove needs Linux.
+func Remove(name string) error { return errNotLinux }

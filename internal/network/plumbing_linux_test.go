@@ -459,3 +459,70 @@ func ping(ns string, to netip.Addr) (replied bool, err error) {
 	})
 	return replied, err
 }
+
+// TestLeftTableSparesOtherListeners is the table a server that died left
+// behind: its ports may go to any program later, and must stay open to it.
+func TestLeftTableSparesOtherListeners(t *testing.T) {
+	t.Parallel()
+	requiresPlumbing(t)
+	tcp, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	go func() {
+		for {
+			c, err := tcp.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	udp, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	cfg := Config{Name: freshName(t), ProxyPort: tcp.Addr().(*net.TCPAddr).Port, DNSPort: udp.LocalAddr().(*net.UDPAddr).Port}
+	p, err := Install(cfg)
+	if err != nil {
+		t.Fatalf("Install: %v", err)
+	}
+	defer p.Uninstall()
+
+	c, err := net.DialTimeout("tcp4", tcp.Addr().String(), 2*time.Second)
+	if err != nil {
+		t.Fatalf("dial an unmarked listener on the table's proxy port: %v", err)
+	}
+	c.Close()
+	c, err = net.Dial("udp4", udp.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("x"))
+	udp.SetReadDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 8)
+	if n, _, err := udp.ReadFromUDP(buf); err != nil || string(buf[:n]) != "x" {
+		t.Errorf("datagram to an unmarked socket on the table's DNS port: got %q, %v", buf[:n], err)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, testPool(t))
+	l, _ := r.sandbox("gone")
+	if err := Remove(r.cfg.Name); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if got := tables(t); strings.Contains(got, r.cfg.table()+"\n") {
+		t.Errorf("table %s still there:\n%s", r.cfg.table(), got)
+	}
+	if _, err := netlink.LinkByName(l.HostIf); err == nil {
+		t.Errorf("veth %s left after Remove", l.HostIf)
+	}
+	if err := Remove("x;y"); err == nil {
+		t.Error("Remove of a name that is no server's: got nil, want an error")
+	}
+}

@@ -57,7 +57,7 @@ func newRig(t testing.TB, pool netip.Prefix) *rig {
 	t.Helper()
 	requiresPlumbing(t)
 	r := &rig{t: t, conns: make(chan *net.TCPConn, 16), dns: make(chan datagram, 16)}
-	proxy, err := net.ListenTCP("tcp", nil)
+	proxy, err := ListenTCP(&net.TCPAddr{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +89,11 @@ func newRig(t testing.TB, pool netip.Prefix) *rig {
 func resolverListeners(t testing.TB) (*net.UDPConn, *net.TCPListener) {
 	t.Helper()
 	for range 20 {
-		udp, err := net.ListenUDP("udp", nil)
+		udp, err := ListenUDP(&net.UDPAddr{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		tcp, err := net.ListenTCP("tcp", &net.TCPAddr{Port: udp.LocalAddr().(*net.UDPAddr).Port})
+		tcp, err := ListenTCP(&net.TCPAddr{Port: udp.LocalAddr().(*net.UDPAddr).Port})
 		if err != nil {
 			udp.Close()
 			continue

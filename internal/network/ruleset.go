@@ -39,8 +39,9 @@ const onlineGroup = 0x77720001
 //   - transit (forward): drop, both ways, so no sandbox reaches another
 //     or the world directly.
 //
-// host_in keeps everyone else off the two ports, and host_out lets the
-// host send a sandbox only replies.
+// host_in keeps everyone else off the two ports while this server's
+// services hold them (ServiceMark), and host_out lets the host send a
+// sandbox only replies.
 func (c Config) ruleset() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s {}\ndelete table inet %[1]s\n", c.table())
@@ -70,8 +71,8 @@ func (c Config) ruleset() string {
 	chain host_in {
 		type filter hook input priority filter; policy accept;
 		iifname "%[2]s*" jump sandbox_in
-		tcp dport %[4]d drop
-		meta l4proto { tcp, udp } th dport %[5]d drop
+		tcp dport %[4]d socket mark %#[8]x drop
+		meta l4proto { tcp, udp } th dport %[5]d socket mark %#[8]x drop
 	}
 	chain sandbox_in {
 		iifgroup != %#[3]x drop
@@ -89,7 +90,7 @@ func (c Config) ruleset() string {
 		oifname "%[2]s*" ct state != { established, related } drop
 	}
 }
-`, c.table(), c.ifPrefix(), onlineGroup, c.ProxyPort, c.DNSPort, DNSPacketsPerSecond, DNSPacketBurst)
+`, c.table(), c.ifPrefix(), onlineGroup, c.ProxyPort, c.DNSPort, DNSPacketsPerSecond, DNSPacketBurst, ServiceMark)
 	return b.String()
 }
 

@@ -51,16 +51,16 @@ func openEgress(cfg Config, dataDir string) (_ *egressServices, retErr error) {
 	var err error
 	// Any address: the packet rules redirect to the address of each
 	// sandbox's host end, and drop everything else that comes for these
-	// ports.
-	if e.tcp, err = net.ListenTCP("tcp4", &net.TCPAddr{}); err != nil {
+	// ports, which they know by the listeners' mark.
+	if e.tcp, err = network.ListenTCP(&net.TCPAddr{}); err != nil {
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
 	for i := 0; i < 20 && e.dnsUDP == nil; i++ {
-		if e.dnsTCP, err = net.ListenTCP("tcp4", &net.TCPAddr{}); err != nil {
+		if e.dnsTCP, err = network.ListenTCP(&net.TCPAddr{}); err != nil {
 			return nil, fmt.Errorf("egress resolver: %w", err)
 		}
 		port := e.dnsTCP.Addr().(*net.TCPAddr).Port
-		if e.dnsUDP, err = net.ListenUDP("udp4", &net.UDPAddr{Port: port}); err != nil {
+		if e.dnsUDP, err = network.ListenUDP(&net.UDPAddr{Port: port}); err != nil {
 			e.dnsTCP.Close()
 			e.dnsTCP, e.dnsUDP = nil, nil
 		}

@@ -17,6 +17,8 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/withruntime/withruntime/internal/network"
 )
 
 // A data dir's network tag names its nft table ("withruntime_<tag>") and
@@ -37,10 +39,12 @@ const (
 )
 
 // tagDir holds the claims; hostTaken reads the host's tables and
-// interfaces. Tests replace both.
+// interfaces; removeLeft deletes a gone data dir's table and veths.
+// Tests replace all three.
 var (
-	tagDir    = "/run/withruntime/network-tags"
-	hostTaken = takenTags
+	tagDir     = "/run/withruntime/network-tags"
+	hostTaken  = takenTags
+	removeLeft = network.Remove
 )
 
 // networkTag returns the data dir's tag, allocating and claiming one the
@@ -53,6 +57,7 @@ func networkTag(dataDir string, log *slog.Logger) (string, error) {
 		unlock = func() {}
 	}
 	defer unlock()
+	sweepGone(log)
 	mine, err := os.ReadFile(filepath.Join(dataDir, tagFile))
 	switch {
 	case err == nil && validTag(string(bytes.TrimSpace(mine))):
@@ -145,6 +150,37 @@ func claimant(tag string) string {
 		return ""
 	}
 	return dir
+}
+
+// sweepGone removes, with its claim, the table and veths of every tag
+// whose data dir no longer exists: no server can come back for them, and
+// they would keep the tag taken and its sandboxes' addresses routed.
+// A data dir that exists but says another tag (a copy, a restore) keeps
+// its table: a server of it may still run somewhere.
+func sweepGone(log *slog.Logger) {
+	entries, err := os.ReadDir(tagDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		tag := e.Name()
+		if !validTag(tag) {
+			continue
+		}
+		owner, err := os.ReadFile(filepath.Join(tagDir, tag))
+		if err != nil {
+			continue
+		}
+		dir := string(bytes.TrimSpace(owner))
+		if _, err := os.Stat(dir); dir == "" || !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := removeLeft(tag); err != nil {
+			log.Warn("removing the network of a gone data dir", "tag", tag, "data_dir", dir, "err", err)
+			continue
+		}
+		os.Remove(filepath.Join(tagDir, tag))
+	}
 }
 
 func claim(tag, dataDir string) error {

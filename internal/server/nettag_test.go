@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/withruntime/withruntime/internal/network"
 )
 
 func TestNetworkTag(t *testing.T) {
@@ -17,6 +19,9 @@ func TestNetworkTag(t *testing.T) {
 		return taken{table: tables, vethIf: map[string]bool{}, foreignIf: foreign}
 	}
 	defer func() { hostTaken = takenTags }()
+	removed := map[string]bool{}
+	removeLeft = func(tag string) error { removed[tag] = true; return nil }
+	defer func() { removeLeft = network.Remove }()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	// Two data dirs whose hashes start alike: the tag versions before
@@ -74,6 +79,18 @@ func TestNetworkTag(t *testing.T) {
 	os.RemoveAll(b)
 	if got := claimant(tagB); got != "" {
 		t.Errorf("the claim of a removed data dir: held by %q, want free", got)
+	}
+
+	// The next allocation removes the gone data dir's table and veths,
+	// and its claim, and only those.
+	if _, err := networkTag(a, log); err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || !removed[tagB] {
+		t.Errorf("swept %v, want only %s (its data dir is gone)", removed, tagB)
+	}
+	if _, err := os.Stat(filepath.Join(tagDir, tagB)); !os.IsNotExist(err) {
+		t.Errorf("the claim of the gone data dir: %v, want removed", err)
 	}
 
 	// A data dir whose kept tag another holds now (claims are lost at a
