@@ -2,6 +2,7 @@ package manager
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"time"
@@ -59,6 +60,14 @@ type Config struct {
 	// unless its own setting says otherwise.
 	DefaultConcurrency int
 
+	// Pools are the warm pools: started sandboxes kept ready per size,
+	// which a create of that size takes instead of booting one. None when
+	// empty.
+	Pools []Pool
+	// PoolMaxAge is how long a warm sandbox waits before it is replaced
+	// (default 30 minutes).
+	PoolMaxAge time.Duration
+
 	// Egress says whether the host's egress services run, so that
 	// sandboxes may have network access.
 	Egress bool
@@ -109,6 +118,9 @@ func (c *Config) setDefaults() {
 	if c.MeterInterval == 0 {
 		c.MeterInterval = time.Second
 	}
+	if c.PoolMaxAge == 0 {
+		c.PoolMaxAge = 30 * time.Minute
+	}
 	def(&c.DefaultConcurrency, 100)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -144,6 +156,18 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Prices.Validate(); err != nil {
 		return err
+	}
+	seen := map[[2]int]bool{}
+	for _, p := range c.Pools {
+		switch {
+		case p.VCPUs < c.MinVCPUs || p.VCPUs > c.MaxVCPUs || p.MemoryMiB < c.MinMemoryMiB || p.MemoryMiB > c.MaxMemoryMiB:
+			return fmt.Errorf("pool %s: size outside the limits (%d-%d vCPUs, %d-%d MiB)", p, c.MinVCPUs, c.MaxVCPUs, c.MinMemoryMiB, c.MaxMemoryMiB)
+		case p.Size < 0:
+			return fmt.Errorf("pool %s: negative size", p)
+		case seen[[2]int{p.VCPUs, p.MemoryMiB}]:
+			return fmt.Errorf("pool %s: that size has a pool already", p)
+		}
+		seen[[2]int{p.VCPUs, p.MemoryMiB}] = true
 	}
 	return nil
 }

@@ -126,3 +126,13 @@ func NewBackend(name string, cfg BackendConfig) (Backend, error) {
 type Meter interface {
 	CPUTime(id string) (time.Duration, error)
 }
+
+// Warmer is the optional capability of a backend to boot sandboxes for a
+// warm pool: before anyone asks for them, at a low CPU priority, so that
+// the live sandboxes' work goes first.
+type Warmer interface {
+	// StartWarm boots id like Start, at the host's lowest CPU priority.
+	StartWarm(ctx context.Context, id string, spec Spec) (Instance, error)
+	// Claim gives a sandbox StartWarm booted the CPU priority of any other.
+	Claim(ctx context.Context, id string) error
+}
