@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -77,13 +78,8 @@ func (s *Server) prepare(req api.ExecRequest) (*launch, error) {
 	if err := checkNUL("cmd", req.Cmd.Shell); err != nil {
 		return nil, err
 	}
-	for k, v := range req.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return nil, invalidf("env name %q is not valid", k)
-		}
-		if err := checkNUL("env "+k, v); err != nil {
-			return nil, err
-		}
+	if err := checkEnv(req.Env); err != nil {
+		return nil, err
 	}
 	// Stdin is data for a pipe, never a C string: NUL bytes are fine there.
 	dir, err := s.workdir(req.Cwd)
@@ -139,20 +135,17 @@ func (s *Server) workdir(cwd string) (string, error) {
 	return dir, nil
 }
 
-// environ merges HOME, the base environment and the request's, in that
-// order, then adds the tag, which a request cannot override. It also
-// returns the PATH the command is looked up in.
+// environ merges HOME, the base environment, the sandbox's own (PUT /env)
+// and the request's, in that order, then adds the tag, which a request
+// cannot override. It also returns the PATH the command is looked up in.
 func (s *Server) environ(extra map[string]string, tag string) ([]string, string) {
 	m := map[string]string{}
 	if s.cfg.Home != "" {
 		m["HOME"] = s.cfg.Home
 	}
-	for k, v := range s.cfg.BaseEnv {
-		m[k] = v
-	}
-	for k, v := range extra {
-		m[k] = v
-	}
+	maps.Copy(m, s.cfg.BaseEnv)
+	maps.Copy(m, s.sandboxEnv())
+	maps.Copy(m, extra)
 	delete(m, tagVar)
 	env := make([]string, 0, len(m)+1)
 	for k, v := range m {

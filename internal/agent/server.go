@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -61,6 +62,9 @@ type Server struct {
 	mux    *http.ServeMux
 	procs  *procTable
 	reaper *orphanReaper // nil unless ReapOrphans was called
+
+	envMu  sync.RWMutex
+	ownEnv map[string]string // set by PUT /env, over cfg.BaseEnv
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -90,6 +94,7 @@ func (s *Server) routes() {
 	s.handle("POST /files/mkdir", s.handleMkdir)
 	s.handle("GET /archive", s.handleArchiveGet)
 	s.handle("PUT /archive", s.handleArchivePut)
+	s.handle("PUT /env", s.handleEnvPut)
 	s.handle("/", func(w http.ResponseWriter, r *http.Request) error {
 		return notFoundf("no route %s %s", r.Method, r.URL.Path)
 	})
