@@ -19,7 +19,11 @@ import (
 
 // serve is `withruntime serve`: it registers the flags (SPEC.md names
 // them) and returns what runs the server.
-func serve(fs *pflag.FlagSet) func(args []string) int {
+func serve(fs *pflag.FlagSet) func(args []string) int { return serveWith(fs, startAndWait) }
+
+// serveWith is serve with what runs the server given, so that tests see
+// the configuration the flags make without starting one.
+func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error) func(args []string) int {
 	var cfg server.Config
 	fs.StringVar(&cfg.Listen, "listen", server.DefaultListen, "the `ADDRESS` to serve the API on")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "the `DIR` for the database, admin.key and per-sandbox state (required)")
@@ -49,6 +53,7 @@ func serve(fs *pflag.FlagSet) func(args []string) int {
 	fs.DurationVar(&cfg.EgressIdleTimeout, "egress-idle-timeout", egress.DefaultIdleTimeout, "close a proxied connection on which nothing moved either way for this long")
 	fs.IntVar(&cfg.EgressDNSRate, "egress-dns-rate", egress.DefaultDNSQueriesPerSecond, "DNS queries per second one sandbox may make; more are refused and logged")
 	fs.DurationVar(&cfg.IdleExit, "idle-exit", 0, "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)")
+	poolFlags(fs, &cfg.Manager)
 	pidFile := fs.String("pid-file", "", "write the server's pid to `FILE` and hold a lock on it while serving (the local daemon's DATA_DIR/daemon.pid)")
 	return func(args []string) int {
 		if len(args) > 0 {
@@ -65,17 +70,21 @@ func serve(fs *pflag.FlagSet) func(args []string) int {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		srv, err := server.Start(ctx, cfg)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "error: internal: %v\n", err)
-			return 1
-		}
-		if err := srv.Wait(ctx); err != nil {
+		if err := run(ctx, cfg); err != nil {
 			fmt.Fprintf(os.Stderr, "error: internal: %v\n", err)
 			return 1
 		}
 		return 0
 	}
+}
+
+// startAndWait runs the server until ctx ends or it stops by itself.
+func startAndWait(ctx context.Context, cfg server.Config) error {
+	srv, err := server.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return srv.Wait(ctx)
 }
 
 // runSetup is `withruntime setup`.

@@ -1,0 +1,20 @@
+package server
+
+import "github.com/withruntime/withruntime/internal/manager"
+
+// DefaultPoolSize is how many warm sandboxes of the default size serve
+// (and with it the local daemon) keeps ready when no --pool is given.
+// Its justification is the measured cost of an idle pool member: about
+// TODO MiB of host memory and no CPU while it waits (issue 10's note), so
+// two buy the common case (one create after another, or a pair) a warm
+// start while leaving admission room for the sandboxes themselves on a
+// small host. In-process servers (server.Start with a zero
+// Manager.Pools) keep no pool unless they ask for one.
+const DefaultPoolSize = 2
+
+// DefaultPools are serve's pools when no --pool is given: one of the
+// manager's default size (2 vCPUs, 4096 MiB, which is what a create that
+// names no size gets).
+func DefaultPools() []manager.Pool {
+	return []manager.Pool{{VCPUs: 2, MemoryMiB: 4096, Size: DefaultPoolSize}}
+}
