@@ -53,6 +53,17 @@ func (m *Manager) admit(e *entry, account string, concurrency int, spec sandbox.
 	return nil
 }
 
+// admitOrEvict is admit that, when the host is full, destroys idle pool
+// members one by one to make room before it refuses.
+func (m *Manager) admitOrEvict(e *entry, account string, concurrency int, spec sandbox.Spec) error {
+	for {
+		err := m.admit(e, account, concurrency, spec)
+		if sandbox.KindOf(err) != sandbox.KindCapacityExhausted || !m.evictIdle() {
+			return err
+		}
+	}
+}
+
 // admitRecovered counts a reattached sandbox; it is already running, so it
 // is never refused.
 func (m *Manager) admitRecovered(e *entry, rec *sandbox.Record) bool {

@@ -166,7 +166,33 @@ func (b *fakeBackend) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
-func (b *fakeBackend) Sweep(ctx context.Context, keep func(id string) bool) error { return nil }
+// Sweep destroys every box that keep refuses, as the gVisor backend
+// removes what no record claims.
+func (b *fakeBackend) Sweep(ctx context.Context, keep func(id string) bool) error {
+	b.mu.Lock()
+	var gone []string
+	for id := range b.boxes {
+		if !keep(id) {
+			gone = append(gone, id)
+		}
+	}
+	b.mu.Unlock()
+	for _, id := range gone {
+		b.Destroy(ctx, id)
+	}
+	return nil
+}
+
+// ids lists the boxes the backend holds.
+func (b *fakeBackend) ids() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for id := range b.boxes {
+		out = append(out, id)
+	}
+	return out
+}
 
 // CPUTime implements sandbox.Meter.
 func (b *fakeBackend) CPUTime(id string) (time.Duration, error) {

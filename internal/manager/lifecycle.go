@@ -20,10 +20,15 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 	if err != nil {
 		return nil, err
 	}
+	m.pools.creating.Add(1)
+	defer m.pools.creating.Add(-1)
+	if rec, ok, err := m.claimPool(ctx, account, keyID, acct.Concurrency, spec); ok {
+		return rec, err
+	}
 	id := newID()
 	e := m.lock(id)
 	defer e.mu.Unlock()
-	if err := m.admit(e, account, acct.Concurrency, spec); err != nil {
+	if err := m.admitOrEvict(e, account, acct.Concurrency, spec); err != nil {
 		return nil, err
 	}
 	now := m.now()
@@ -198,7 +203,9 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	if err != nil {
 		return nil, err
 	}
-	if err := m.admit(e, rec.Account, acct.Concurrency, rec.Spec); err != nil {
+	m.pools.creating.Add(1)
+	defer m.pools.creating.Add(-1)
+	if err := m.admitOrEvict(e, rec.Account, acct.Concurrency, rec.Spec); err != nil {
 		return nil, err
 	}
 	inst, err := m.cfg.Backend.Resume(ctx, id, rec.Spec)

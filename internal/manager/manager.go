@@ -26,6 +26,7 @@ type Manager struct {
 	live    map[string]*entry // the admitted ones: what admission counts
 	byAddr  map[netip.Addr]*entry
 	waiting map[string]bool // ids a background pass waits to lock (whenFree)
+	pools   *pools
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -44,6 +45,7 @@ func New(cfg Config) (*Manager, error) {
 		live:    map[string]*entry{},
 		byAddr:  map[netip.Addr]*entry{},
 		waiting: map[string]bool{},
+		pools:   newPools(cfg.Pools),
 		stop:    make(chan struct{}),
 	}, nil
 }
@@ -152,8 +154,9 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 	return rec, nil
 }
 
-// Close stops the reaper and the watchers, and closes the backend if it
-// can be. Sandboxes keep running: the next server reattaches them.
+// Close stops the reaper, the watchers and the pools' filler, destroys
+// the idle pool members, and closes the backend if it can be. Sandboxes
+// keep running: the next server reattaches them.
 func (m *Manager) Close() {
 	select {
 	case <-m.stop:
@@ -161,6 +164,7 @@ func (m *Manager) Close() {
 		close(m.stop)
 	}
 	m.wg.Wait()
+	m.closePools()
 	if c, ok := m.cfg.Backend.(io.Closer); ok {
 		if err := c.Close(); err != nil {
 			m.cfg.Logger.Warn("closing the backend", "err", err)

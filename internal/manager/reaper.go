@@ -9,7 +9,8 @@ import (
 
 // Recover reattaches the sandboxes an earlier server left running, ends
 // those it cannot reach with reason host_restart, removes every leftover of
-// sandboxes that are not kept, and starts the reaper.
+// sandboxes that are not kept (an earlier server's pool members among
+// them: they have no record), and starts the reaper and the pools' filler.
 func (m *Manager) Recover(ctx context.Context) error {
 	recs, err := m.list(ctx, "", sandbox.StateStarting, sandbox.StateRunning)
 	if err != nil {
@@ -43,6 +44,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	m.every(m.cfg.ReapInterval, m.Reap)
 	m.every(m.cfg.MeterInterval, m.Meter)
+	m.startFilling()
 	return nil
 }
 

@@ -1,0 +1,160 @@
+package manager
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// claimPool hands a create a warm member when one of its size is ready.
+// ok is false when there is none, or when the member could not be given
+// the create's settings (it is destroyed): the create then starts cold.
+// A refusal (the account's concurrency) is returned with ok true, and the
+// member goes back to its pool.
+func (m *Manager) claimPool(ctx context.Context, account, keyID string, concurrency int, spec sandbox.Spec) (rec *sandbox.Record, ok bool, err error) {
+	key, match := m.poolKeyOf(spec)
+	if !match {
+		return nil, false, nil
+	}
+	for {
+		mem := m.pools.take(key)
+		if mem == nil {
+			return nil, false, nil
+		}
+		m.pools.kick()
+		e := m.lock(mem.id)
+		if e.inst != mem.inst || isDone(mem.inst) {
+			e.mu.Unlock() // it died while it waited; its watcher removes it
+			continue
+		}
+		rec, ok, err := m.handOver(ctx, e, mem, account, keyID, concurrency, spec)
+		e.mu.Unlock()
+		return rec, ok, err
+	}
+}
+
+func isDone(inst sandbox.Instance) bool {
+	select {
+	case <-inst.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// handOver makes member mem the create's sandbox; the caller holds e.mu.
+// Billing starts here: the record's start is now, and the CPU the boot
+// used is the member's, not the account's.
+func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, account, keyID string, concurrency int, spec sandbox.Spec) (*sandbox.Record, bool, error) {
+	if err := m.reassign(e, account, concurrency); err != nil {
+		m.pools.putBack(mem)
+		return nil, true, err
+	}
+	fail := func(what string, err error) (*sandbox.Record, bool, error) {
+		m.log.warn(e.id, what, err)
+		m.destroyLocked(e, what, true)
+		return nil, false, nil
+	}
+	if err := m.applySpec(ctx, e, spec); err != nil {
+		return fail("giving a pool member its settings", err)
+	}
+	var counter int64
+	if meter, ok := m.cfg.Backend.(sandbox.Meter); ok {
+		if cpu, err := meter.CPUTime(e.id); err == nil {
+			counter = int64(cpu)
+		}
+	}
+	now := m.now()
+	rec := &sandbox.Record{
+		ID: e.id, Account: account, KeyID: keyID, Backend: m.cfg.Backend.Name(), Spec: spec,
+		State: sandbox.StateRunning, CreatedAt: now, StartedAt: &now, LeaseEndsAt: now.Add(spec.Timeout),
+	}
+	rec.Usage.SampledAt, rec.Usage.CPUCounterNs = now, counter
+	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
+		m.log.warn(e.id, "recording a claimed pool member", err)
+		m.destroyLocked(e, "its record could not be written", true)
+		return nil, true, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be recorded")
+	}
+	m.indexAddr(e, spec.Network)
+	m.log.info(e.id, "sandbox started", "vcpus", spec.VCPUs, "memory_mib", spec.MemoryMiB, "pool", true, "age_ms", now.Sub(mem.born).Milliseconds())
+	return rec, true, nil
+}
+
+// reassign moves an admitted member from the pool to the account,
+// refusing as admit does when the account runs its limit already.
+func (m *Manager) reassign(e *entry, account string, concurrency int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	running := 0
+	for _, o := range m.live {
+		if o.account == account {
+			running++
+		}
+	}
+	if concurrency > 0 && running >= concurrency {
+		return sandbox.Errorf(sandbox.KindConcurrency, "account %s runs %d sandboxes, its limit", account, running)
+	}
+	e.account = account
+	return nil
+}
+
+// applySpec gives a member what a create sets at boot for a cold sandbox:
+// its environment (through the agent), its CPU priority and its network
+// (online when the policy has internet; the allow list is the manager's,
+// indexed once the record exists).
+func (m *Manager) applySpec(ctx context.Context, e *entry, spec sandbox.Spec) error {
+	if len(spec.Env) > 0 {
+		if err := m.putEnv(ctx, e, spec.Env); err != nil {
+			return err
+		}
+	}
+	if w, ok := m.cfg.Backend.(sandbox.Warmer); ok {
+		if err := w.Claim(ctx, e.id); err != nil {
+			return err
+		}
+	}
+	if spec.Network.Internet {
+		nb, ok := m.cfg.Backend.(sandbox.Networked)
+		if !ok {
+			return fmt.Errorf("the backend has no network")
+		}
+		if err := nb.SetOnline(e.id, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// envTimeout bounds the agent's answer to the environment.
+const envTimeout = 5 * time.Second
+
+// putEnv sets the sandbox's environment in its agent.
+func (m *Manager) putEnv(ctx context.Context, e *entry, env map[string]string) error {
+	body, err := json.Marshal(map[string]map[string]string{"env": env})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, envTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://agent/env", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.transport.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("the agent answered the environment with %s", resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package manager
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/image"
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// A warm pool keeps started sandboxes of one size ready: booted, agent
+// answering, network wired and offline, belonging to no account. A create
+// of that size takes one (claim.go) and is answered in the time of a few
+// local calls instead of a boot; the pool refills behind it (fill.go).
+//
+// Members are admitted like any sandbox, under no account, so they never
+// push the host past admission and count toward no account's concurrency.
+// They have no record in the store: listings, usage and the meter never
+// see them, and a server that dies leaves them to the next one's sweep,
+// which removes every sandbox without a record. So a member is handed out
+// at most once, and never after a restart.
+
+// poolKey is what a create must match to take a member.
+type poolKey struct{ vcpus, memoryMiB int }
+
+// member is one warm sandbox. Its entry is admitted and attached (the
+// watcher ends it like any sandbox if it dies); claims take it under the
+// entry's lock.
+type member struct {
+	id   string
+	key  poolKey
+	inst sandbox.Instance
+	born time.Time
+}
+
+// pools is the manager's set of warm pools.
+type pools struct {
+	mu      sync.Mutex
+	target  map[poolKey]int
+	ready   map[poolKey][]*member // oldest first
+	blocked map[poolKey]bool      // the last fill found no room
+	wake    chan struct{}         // a claim or an eviction: refill
+
+	// creating counts creates and resumes under way: refills wait for a
+	// gap, so that users' starts go first.
+	creating atomic.Int32
+}
+
+func newPools(cfg []Pool) *pools {
+	p := &pools{target: map[poolKey]int{}, ready: map[poolKey][]*member{}, blocked: map[poolKey]bool{}, wake: make(chan struct{}, 1)}
+	for _, c := range cfg {
+		if c.Size > 0 {
+			p.target[poolKey{c.VCPUs, c.MemoryMiB}] = c.Size
+		}
+	}
+	return p
+}
+
+// kick asks the filler to look again.
+func (p *pools) kick() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take removes and returns the oldest member of key, or nil.
+func (p *pools) take(key poolKey) *member {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	list := p.ready[key]
+	if len(list) == 0 {
+		return nil
+	}
+	mem := list[0]
+	p.ready[key] = list[1:]
+	return mem
+}
+
+// putBack returns a member a claim could not use to the front.
+func (p *pools) putBack(mem *member) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ready[mem.key] = append([]*member{mem}, p.ready[mem.key]...)
+}
+
+func (p *pools) add(mem *member) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ready[mem.key] = append(p.ready[mem.key], mem)
+}
+
+// takeAny removes and returns the oldest member of any pool, or nil: room
+// for a create that found the host full.
+func (p *pools) takeAny() *member {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var oldest *member
+	for _, list := range p.ready {
+		if len(list) > 0 && (oldest == nil || list[0].born.Before(oldest.born)) {
+			oldest = list[0]
+		}
+	}
+	if oldest != nil {
+		p.ready[oldest.key] = p.ready[oldest.key][1:]
+	}
+	return oldest
+}
+
+// takeOlder removes and returns the members born before cutoff.
+func (p *pools) takeOlder(cutoff time.Time) []*member {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var old []*member
+	for key, list := range p.ready {
+		n := 0
+		for n < len(list) && list[n].born.Before(cutoff) {
+			n++
+		}
+		old = append(old, list[:n]...)
+		p.ready[key] = list[n:]
+	}
+	return old
+}
+
+// pruneDead forgets members whose sandbox stopped by itself (their
+// watcher has destroyed them), so that the filler replaces them.
+func (p *pools) pruneDead() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, list := range p.ready {
+		alive := list[:0]
+		for _, mem := range list {
+			if !isDone(mem.inst) {
+				alive = append(alive, mem)
+			}
+		}
+		p.ready[key] = alive
+	}
+}
+
+// takeAll removes and returns every member.
+func (p *pools) takeAll() []*member {
+	return p.takeOlder(time.Unix(1<<62, 0))
+}
+
+// short returns a pool that has fewer members than its target and whose
+// last fill found room, or false.
+func (p *pools) short() (poolKey, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, n := range p.target {
+		if len(p.ready[key]) < n && !p.blocked[key] {
+			return key, true
+		}
+	}
+	return poolKey{}, false
+}
+
+func (p *pools) setBlocked(key poolKey, blocked bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blocked[key] = blocked
+}
+
+// unblockAll lets every pool try again (room may have come free).
+func (p *pools) unblockAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.blocked)
+}
+
+// counts is the number of ready members per pool (tests, logs).
+func (p *pools) counts() map[poolKey]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[poolKey]int{}
+	for key, list := range p.ready {
+		out[key] = len(list)
+	}
+	return out
+}
+
+// poolKeyOf is the pool a spec can be taken from: the pools hold sandboxes
+// of the default image, disk and process limit, with nothing set at boot
+// but their size.
+func (m *Manager) poolKeyOf(spec sandbox.Spec) (poolKey, bool) {
+	key := poolKey{spec.VCPUs, spec.MemoryMiB}
+	if _, ok := m.pools.target[key]; !ok {
+		return key, false
+	}
+	return key, spec.Image == image.DefaultName && spec.DiskMiB == m.cfg.DiskMiB && spec.PidsLimit == m.cfg.PidsLimit
+}
+
+// memberSpec is what a member of key boots as.
+func (m *Manager) memberSpec(key poolKey) sandbox.Spec {
+	return sandbox.Spec{
+		Image: image.DefaultName, VCPUs: key.vcpus, MemoryMiB: key.memoryMiB,
+		DiskMiB: m.cfg.DiskMiB, PidsLimit: m.cfg.PidsLimit,
+		Timeout: m.cfg.DefaultTimeout, OnLeaseEnd: sandbox.OnLeaseEndStop,
+	}
+}
