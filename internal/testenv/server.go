@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,10 +31,16 @@ type Server struct {
 
 // StartServer runs the CLI's serve command on a free loopback port with a
 // fresh data dir, and waits until it answers. It is killed at the end of
-// the test.
+// the test. Unless extra says --pool, the server keeps no warm pool: most
+// tests count sandboxes, processes or admission room, and two spare boots
+// per server would cost the suite's two cores for nothing; the pool's
+// own tests ask for one.
 func StartServer(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	RequiresGvisor(t)
+	if !slices.Contains(extra, "--pool") {
+		extra = append([]string{"--pool", "none"}, extra...)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
