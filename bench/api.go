@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/withruntime/withruntime/api"
@@ -17,99 +16,43 @@ import (
 type bencher struct {
 	c          *client.Client
 	vcpus, mem int
-}
-
-var python = api.ExecRequest{Cmd: api.Command{Argv: []string{"python3", "-c", "print(1)"}}}
-
-// firstCommand creates a sandbox and runs the first Python command in it,
-// returning the time from the create request to the answer.
-func (b *bencher) firstCommand(ctx context.Context) (time.Duration, string, error) {
-	start := time.Now()
-	sb, err := b.c.CreateSandbox(ctx, api.CreateSandboxRequest{VCPUs: b.vcpus, MemoryMiB: b.mem, TimeoutSeconds: 600})
-	if err != nil {
-		return 0, "", err
-	}
-	res, err := b.c.Exec(ctx, sb.ID, python, client.ExecOptions{})
-	d := time.Since(start)
-	if err != nil {
-		return 0, sb.ID, err
-	}
-	if res.Stdout != "1\n" {
-		return 0, sb.ID, fmt.Errorf("python answered %q", res.Stdout)
-	}
-	return d, sb.ID, nil
+	fresh      *freshness
 }
 
 // warm runs one sandbox so that caches (page cache of the image and runsc)
 // are as they are on a host in use.
 func (b *bencher) warm(ctx context.Context) {
-	if _, id, err := b.firstCommand(ctx); id != "" && err == nil {
-		b.c.StopSandbox(ctx, id)
+	if _, id, _ := b.measure(ctx, shapePy); id != "" {
+		b.done(ctx, []string{id})
 	}
 }
 
-func (b *bencher) firstCommandSequential(ctx context.Context, n int) (series, error) {
-	var s series
-	for i := 0; i < n; i++ {
-		d, id, err := b.firstCommand(ctx)
-		if id != "" {
-			b.c.StopSandbox(ctx, id)
-		}
-		if err != nil {
-			return nil, err
-		}
-		s = append(s, d)
-	}
-	return s, nil
-}
-
-func (b *bencher) firstCommandBursts(ctx context.Context, n, burst int) (series, error) {
-	var s series
-	for len(s) < n {
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var firstErr error
-		ids := []string{}
-		for i := 0; i < burst; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d, id, err := b.firstCommand(ctx)
-				mu.Lock()
-				defer mu.Unlock()
-				if id != "" {
-					ids = append(ids, id)
-				}
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				if err == nil {
-					s = append(s, d)
-				}
-			}()
-		}
-		wg.Wait()
-		for _, id := range ids {
-			b.c.StopSandbox(ctx, id)
-		}
-		if firstErr != nil {
-			return nil, firstErr
-		}
-	}
-	return s, nil
-}
-
-func (b *bencher) execRoundTrip(ctx context.Context, n int) (series, error) {
+// floor measures, in one sandbox, the exec round trip of `true` through
+// the API and the in-sandbox spawn floor under it.
+func (b *bencher) floor(ctx context.Context, execs, spawns int) (rt, spawnTrue, spawnPy series, err error) {
 	sb, err := b.c.CreateSandbox(ctx, api.CreateSandboxRequest{VCPUs: b.vcpus, MemoryMiB: b.mem, TimeoutSeconds: 600})
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	defer b.c.StopSandbox(ctx, sb.ID)
+	defer b.done(ctx, []string{sb.ID})
+	if rt, err = b.execRoundTrip(ctx, sb.ID, execs); err != nil {
+		return nil, nil, nil, err
+	}
+	if spawnTrue, err = spawnFloor(ctx, b.c, sb.ID, spawns, "/bin/true"); err != nil {
+		return nil, nil, nil, err
+	}
+	if spawnPy, err = spawnFloor(ctx, b.c, sb.ID, spawns, "/usr/bin/python3", "-c", "print(1)"); err != nil {
+		return nil, nil, nil, err
+	}
+	return rt, spawnTrue, spawnPy, nil
+}
+
+func (b *bencher) execRoundTrip(ctx context.Context, id string, n int) (series, error) {
 	req := api.ExecRequest{Cmd: api.Command{Argv: []string{"true"}}}
 	var s series
 	for i := 0; i < n+10; i++ {
 		start := time.Now()
-		res, err := b.c.Exec(ctx, sb.ID, req, client.ExecOptions{})
+		res, err := b.c.Exec(ctx, id, req, client.ExecOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -127,11 +70,7 @@ func (b *bencher) execRoundTrip(ctx context.Context, n int) (series, error) {
 // cgroups hold on the host, in MiB.
 func (b *bencher) idleMemory(ctx context.Context, n int) (float64, error) {
 	var ids []string
-	defer func() {
-		for _, id := range ids {
-			b.c.StopSandbox(ctx, id)
-		}
-	}()
+	defer func() { b.done(ctx, ids) }()
 	for i := 0; i < n; i++ {
 		sb, err := b.c.CreateSandbox(ctx, api.CreateSandboxRequest{VCPUs: b.vcpus, MemoryMiB: b.mem, TimeoutSeconds: 600})
 		if err != nil {

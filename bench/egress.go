@@ -266,7 +266,7 @@ func lastLines(s string, n int) string {
 func fineMs(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d.Microseconds())/1000) }
 
 func (s series) printFine(name string) {
-	fmt.Printf("%-52s %10s %10s %10s %6d\n", name, fineMs(s.pct(0.5)), fineMs(s.pct(0.95)), fineMs(s.pct(0.99)), len(s))
+	fmt.Printf("%-58s %10s %10s %10s %6d\n", name, fineMs(s.pct(0.5)), fineMs(s.pct(0.95)), fineMs(s.pct(0.99)), len(s))
 }
 
 // print writes the figures' lines of the table.
@@ -275,7 +275,7 @@ func (f *egressFigures) print() {
 	f.proxied.printFine("GET, new conn: sandbox -> proxy -> upstream")
 	f.loopback.printFine("GET, new conn: sandbox -> own 127.0.0.1 (baseline)")
 	f.dns.printFine("  name lookup alone (part of sandbox -> upstream)")
-	fmt.Printf("%-52s %10s\n", "proxy adds (sandbox->upstream - loopback, median)", fineMs(f.proxied.pct(0.5)-f.loopback.pct(0.5)))
-	fmt.Printf("%-52s %10.0f MB/s (median of %d)\n", "100 MB download: sandbox -> proxy -> upstream (curl)", f.proxiedMBps, f.downloads)
-	fmt.Printf("%-52s %10.0f MB/s (median of %d)\n", "100 MB download: host -> upstream (direct, Go)", f.directMBps, f.downloads)
+	fmt.Printf("%-58s %10s\n", "proxy adds (sandbox->upstream - loopback, median)", fineMs(f.proxied.pct(0.5)-f.loopback.pct(0.5)))
+	fmt.Printf("%-58s %10.0f MB/s (median of %d)\n", "100 MB download: sandbox -> proxy -> upstream (curl)", f.proxiedMBps, f.downloads)
+	fmt.Printf("%-58s %10.0f MB/s (median of %d)\n", "100 MB download: host -> upstream (direct, Go)", f.directMBps, f.downloads)
 }

@@ -1,10 +1,19 @@
 // Command bench measures withruntime on this machine and prints the figures
-// side by side with the raw runsc baseline measured in the same run:
+// side by side with the baselines measured in the same run:
 //
-//   - create request to first `python3 -c 'print(1)'` answered, through the
-//     API on loopback, sequentially and in bursts of parallel creates;
-//   - exec round trip of `true` on a live sandbox;
-//   - resident memory per idle sandbox on the host;
+//   - create request to the first command answered, through the API on
+//     loopback, in two shapes (first `python3 -c 'print(1)'`; an `echo`
+//     probe then `python3 --version`, the public leaderboard's) and three
+//     modes (sequential; staggered, a create every 200 ms; bursts of
+//     parallel creates), on a server with a warm pool (pool-hit rows) and
+//     one without (`--pool none`, cold rows), and one burst larger than
+//     the pool that must degrade to cold starts without errors;
+//   - a freshness check on every sandbox handed out: no marker file of an
+//     earlier user, no boot id seen twice (FAIL and exit status 1 if not);
+//   - exec round trip of `true`, next to the in-sandbox spawn floor of
+//     /bin/true and python3;
+//   - host memory per idle sandbox and per idle pool member, the pool's
+//     refill times (from the server's "pool member ready" log records);
 //   - raw runsc CLI (create, start, exec) with the same runsc and image;
 //   - request latency and 100 MB download throughput through the egress
 //     proxy, against a direct connection to the same upstream (an HTTP
@@ -19,106 +28,111 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/netip"
 	"os"
-	"runtime"
 	"time"
-
-	"github.com/withruntime/withruntime/client"
-	"github.com/withruntime/withruntime/internal/manager"
-	"github.com/withruntime/withruntime/internal/server"
 )
 
+type config struct {
+	n, burst, pool, bigBurst, execs, spawns, idle, requests, downloads int
+	vcpus, mem                                                         int
+	overcommit                                                         float64
+	stagger, settle, refill                                            time.Duration
+	cache                                                              string
+	egress                                                             bool
+}
+
 func main() {
-	n := flag.Int("n", 30, "sandboxes per first-command series")
-	burst := flag.Int("burst", 10, "parallel creates per burst")
-	execs := flag.Int("execs", 300, "exec round trips")
-	idle := flag.Int("idle", 10, "idle sandboxes for the memory figure")
-	cache := flag.String("cache-dir", server.DefaultCacheDir, "shared cache with runsc and the image")
-	vcpus := flag.Int("vcpus", 2, "sandbox size: vCPUs")
-	mem := flag.Int("memory", 4096, "sandbox size: MiB")
-	requests := flag.Int("requests", 1000, "HTTP requests per egress latency series")
-	downloads := flag.Int("downloads", 3, "100 MB downloads per egress throughput figure")
+	var c config
+	flag.IntVar(&c.n, "n", 30, "creates per series")
+	flag.IntVar(&c.burst, "burst", 10, "parallel creates per burst")
+	flag.IntVar(&c.pool, "pool", 10, "warm pool size of the pool server (--pool VCPUSxMEMORY=N)")
+	flag.IntVar(&c.bigBurst, "big-burst", 0, "size of the burst beyond the pool (default twice the pool)")
+	flag.DurationVar(&c.stagger, "stagger", 200*time.Millisecond, "interval between creates in staggered mode")
+	flag.DurationVar(&c.settle, "settle", 90*time.Second, "longest wait for the pool to be warm")
+	flag.DurationVar(&c.refill, "refill", 30*time.Second, "longest wait for the pool to refill between pool-hit samples (the fixed wait when the server logs no refills)")
+	flag.IntVar(&c.execs, "execs", 300, "exec round trips")
+	flag.IntVar(&c.spawns, "spawns", 100, "spawns per in-sandbox floor figure")
+	flag.IntVar(&c.idle, "idle", 10, "idle sandboxes for the memory figure")
+	flag.StringVar(&c.cache, "cache-dir", "/var/cache/withruntime", "shared cache with runsc and the image")
+	flag.IntVar(&c.vcpus, "vcpus", 2, "sandbox size: vCPUs")
+	flag.IntVar(&c.mem, "memory", 4096, "sandbox size: MiB")
+	flag.Float64Var(&c.overcommit, "overcommit", 64, "the servers' --overcommit (bursts of default-size sandboxes exceed a 2-core host)")
+	flag.IntVar(&c.requests, "requests", 1000, "HTTP requests per egress latency series")
+	flag.IntVar(&c.downloads, "downloads", 3, "100 MB downloads per egress throughput figure")
+	flag.BoolVar(&c.egress, "egress", true, "measure the egress proxy")
 	flag.Parse()
-	if err := run(*n, *burst, *execs, *idle, *cache, *vcpus, *mem, *requests, *downloads); err != nil {
+	if c.bigBurst == 0 {
+		c.bigBurst = 2 * c.pool
+	}
+	if err := run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, burst, execs, idle int, cache string, vcpus, mem, requests, downloads int) error {
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "withruntime-bench-")
+func run(ctx context.Context, c config) error {
+	fmt.Printf("withruntime bench, %s\n%s\n", time.Now().UTC().Format(time.RFC3339), machine(ctx, c.cache))
+	fmt.Printf("sandbox %dx%d, --overcommit %g, pool server --pool %dx%d=%d, cold server --pool none, n %d, burst %d, big burst %d, settle wait up to %v, refill wait up to %v\n\n",
+		c.vcpus, c.mem, c.overcommit, c.vcpus, c.mem, c.pool, c.n, c.burst, c.bigBurst, c.settle, c.refill)
+
+	raw, err := rawRunsc(ctx, c.cache, c.n)
 	if err != nil {
-		return err
+		return fmt.Errorf("raw runsc baseline: %w", err)
 	}
-	defer os.RemoveAll(dir)
 	up, err := startUpstream()
 	if err != nil {
 		return fmt.Errorf("egress upstream: %w", err)
 	}
 	defer up.Close()
-	srv, err := server.Start(ctx, server.Config{
-		Listen: "127.0.0.1:0", DataDir: dir, CacheDir: cache, Quiet: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		// Bursts of default-size sandboxes exceed a 2-core host's real
-		// size; the benchmark measures start-up, not admission.
-		Manager: manager.Config{Overcommit: 64},
-		// What `serve --egress-hosts` does: the resolver knows the
-		// upstream's name.
-		EgressHosts: up.hostsFile,
-		// The upstream's prefix is on the blocklist; serve
-		// --egress-permit opens it.
-		EgressPermit: []netip.Prefix{upstreamNet},
-	})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	c, err := client.New(client.WithBaseURL(srv.URL), client.WithAPIKey(srv.AdminKey))
-	if err != nil {
-		return err
-	}
-	host, _ := os.Hostname()
-	fmt.Printf("withruntime bench: %s, %d CPUs, %s, sandbox %d vCPU %d MiB, %s\n\n",
-		host, runtime.NumCPU(), runtime.Version(), vcpus, mem, time.Now().UTC().Format(time.RFC3339))
+	fresh := newFreshness()
 
-	b := &bencher{c: c, vcpus: vcpus, mem: mem}
-	b.warm(ctx)
-	seq, err := b.firstCommandSequential(ctx, n)
+	cold, err := coldFigures(ctx, c, up, fresh)
 	if err != nil {
 		return err
 	}
-	par, err := b.firstCommandBursts(ctx, n, burst)
+	pool, err := poolFigures(ctx, c, up, fresh)
 	if err != nil {
 		return err
-	}
-	rt, err := b.execRoundTrip(ctx, execs)
-	if err != nil {
-		return err
-	}
-	rss, err := b.idleMemory(ctx, idle)
-	if err != nil {
-		return err
-	}
-	raw, err := rawRunsc(ctx, cache, n)
-	if err != nil {
-		return fmt.Errorf("raw runsc baseline: %w", err)
-	}
-	eg, err := b.egress(ctx, requests, downloads)
-	if err != nil {
-		return fmt.Errorf("egress: %w", err)
 	}
 
-	fmt.Printf("%-52s %10s %10s %10s %6s\n", "figure", "median", "p95", "p99", "n")
-	seq.print("create -> first python3 answered (sequential)")
-	par.print(fmt.Sprintf("create -> first python3 answered (bursts of %d)", burst))
+	fmt.Println()
+	header()
+	for _, r := range pool.rows {
+		r.print("pool-hit")
+	}
+	if pool.big != nil {
+		pool.big.print(fmt.Sprintf("pool, burst of %d > pool of %d", c.bigBurst, c.pool))
+	}
+	for _, r := range cold.rows {
+		r.print("cold")
+	}
 	raw.print("raw runsc create+start+exec python3 (baseline)")
-	rt.print("exec round trip `true` on a live sandbox")
-	eg.print()
-	fmt.Printf("\n%-52s %10.1f MiB (cgroup memory of %d idle sandboxes, each)\n", "host memory per idle sandbox", rss, idle)
-	fmt.Printf("%-52s %10s\n", "product documents' headline (create -> first cmd)", "351 ms")
+	cold.rt.print("exec round trip `true` on a live sandbox")
+	cold.spawnTrue.print("in-sandbox spawn /bin/true (floor)")
+	cold.spawnPy.print("in-sandbox spawn python3 -c 'print(1)' (floor)")
+	if pool.watch != nil {
+		pool.watch.report()
+	}
+	if cold.egress != nil {
+		cold.egress.print()
+	}
+	fmt.Println()
+	fmt.Printf("%-58s %10.1f MiB (cgroup memory of %d idle sandboxes, each)\n", "host memory per idle sandbox", cold.idleMiB, c.idle)
+	if len(pool.memberMiB) > 0 {
+		fmt.Printf("%-58s %10.1f MiB (PSS of its host processes, median of %d)\n", "host memory per idle pool member", median(pool.memberMiB), len(pool.memberMiB))
+	} else {
+		fmt.Printf("%-58s %10s\n", "host memory per idle pool member", "n/a")
+	}
+	fmt.Printf("%-58s %10s\n", "product documents' headline (create -> first cmd)", "351 ms")
+	for _, note := range append(cold.notes, pool.notes...) {
+		fmt.Println("note:", note)
+	}
+	fmt.Printf("freshness: %d sandboxes checked, %d boot ids, %d failures\n", fresh.checked, len(fresh.boots), len(fresh.fails))
+	if len(fresh.fails) > 0 {
+		for _, f := range fresh.fails {
+			fmt.Println(f)
+		}
+		return fmt.Errorf("freshness: %d failures", len(fresh.fails))
+	}
 	return nil
 }
