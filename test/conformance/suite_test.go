@@ -51,21 +51,36 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// forEachBackend runs f against every registered backend, each with one
-// server shared by the whole suite.
+// forEachBackend runs f against every registered backend, cold and with
+// a warm pool of the suite's usual size (so that most of its creates are
+// claims), each with one server shared by the whole suite.
 func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
 	testenv.RequiresGvisor(t)
 	for _, name := range sandbox.Backends() {
-		t.Run(name, func(t *testing.T) {
-			f(t, backendEnv(t, name))
-		})
+		for _, pooled := range []bool{false, true} {
+			label := name
+			if pooled {
+				label += "+pool"
+			}
+			t.Run(label, func(t *testing.T) {
+				f(t, backendEnv(t, name, pooled))
+			})
+		}
 	}
 }
 
-func backendEnv(t *testing.T, name string) *env {
+// suitePool is the warm pool of the pooled servers: the size of small().
+var suitePool = []manager.Pool{{VCPUs: 1, MemoryMiB: 1024, Size: 2}}
+
+func backendEnv(t *testing.T, name string, pooled bool) *env {
 	envsMu.Lock()
 	defer envsMu.Unlock()
-	if e := envs[name]; e != nil {
+	key := name
+	var pools []manager.Pool
+	if pooled {
+		key, pools = name+"+pool", suitePool
+	}
+	if e := envs[key]; e != nil {
 		return e
 	}
 	dir, err := os.MkdirTemp("", "withruntime-conformance-")
@@ -79,7 +94,7 @@ func backendEnv(t *testing.T, name string) *env {
 		Backend:  name,
 		Quiet:    true,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Manager:  manager.Config{ReapInterval: 200 * time.Millisecond, DiskMiB: diskMiB},
+		Manager:  manager.Config{ReapInterval: 200 * time.Millisecond, DiskMiB: diskMiB, Pools: pools},
 	})
 	if err != nil {
 		t.Fatalf("starting server with backend %s: %v", name, err)
@@ -89,7 +104,7 @@ func backendEnv(t *testing.T, name string) *env {
 		t.Fatal(err)
 	}
 	e := &env{backend: name, srv: srv, c: c}
-	envs[name] = e
+	envs[key] = e
 	return e
 }
 
