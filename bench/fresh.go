@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"sync"
 
@@ -28,9 +30,10 @@ type freshness struct {
 	boots   map[string]string // boot id -> sandbox
 	checked int
 	fails   []string
+	out     io.Writer // where FAIL lines go the moment they are seen
 }
 
-func newFreshness() *freshness { return &freshness{boots: map[string]string{}} }
+func newFreshness() *freshness { return &freshness{boots: map[string]string{}, out: os.Stdout} }
 
 // check runs the probe in sandbox id; a failure is printed at once and
 // kept for the exit status.
@@ -42,7 +45,7 @@ func (f *freshness) check(ctx context.Context, c *client.Client, id string) {
 	f.checked++
 	fail := func(format string, a ...any) {
 		msg := fmt.Sprintf("FAIL freshness: sandbox %s: ", id) + fmt.Sprintf(format, a...)
-		fmt.Println(msg)
+		fmt.Fprintln(f.out, msg)
 		f.fails = append(f.fails, msg)
 	}
 	if err != nil {
