@@ -2,6 +2,7 @@ package gvisor
 
 import (
 	"errors"
+	"os"
 	"sync"
 	"time"
 
@@ -31,6 +32,9 @@ type cgroupLayout interface {
 	remove(id string) error
 	// leftovers lists the ids that have a cgroup under the parent.
 	leftovers() []string
+	// normalCPU gives the sandbox's cgroup the kernel's default CPU
+	// weight, that of every sandbox not booted warm.
+	normalCPU(id string) error
 }
 
 // hostCgroups is the layout of this host, detected the way runsc decides
@@ -74,12 +78,27 @@ func (b *Backend) CPUTime(id string) (time.Duration, error) { return hostCgroups
 // sandbox there, and nothing can be read.
 type noCgroups struct{}
 
-func (noCgroups) prepare() error        { return nil }
-func (noCgroups) oomKilled(string) bool { return false }
-func (noCgroups) remove(string) error   { return nil }
-func (noCgroups) leftovers() []string   { return nil }
+func (noCgroups) prepare() error         { return nil }
+func (noCgroups) oomKilled(string) bool  { return false }
+func (noCgroups) remove(string) error    { return nil }
+func (noCgroups) leftovers() []string    { return nil }
+func (noCgroups) normalCPU(string) error { return nil }
 func (noCgroups) cpuTime(string) (time.Duration, error) {
 	return 0, errors.New("no cgroup file system on this host")
+}
+
+// writeCgroupFile writes value into an existing cgroup file: never made
+// here, so that a sandbox that is gone gets no cgroup back.
+func writeCgroupFile(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // untilRemoved retries del for as long as settle while killed processes

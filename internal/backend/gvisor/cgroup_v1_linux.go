@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -165,4 +166,19 @@ func (c cgroupV1) leftovers() []string {
 		}
 	}
 	return slices.Sorted(maps.Keys(seen))
+}
+
+// normalCPU writes the default cpu.shares, 1024, in the cpu hierarchy.
+func (c cgroupV1) normalCPU(id string) error {
+	subs, _ := c.mounted()
+	for _, s := range subs {
+		if s.Name() == cgroup1.Cpu {
+			path := filepath.Join(s.(v1Pather).Path(c.group(id)), "cpu.shares")
+			if err := writeCgroupFile(path, strconv.Itoa(v1DefaultShares)); err != nil {
+				return fmt.Errorf("setting CPU shares of %s: %w", id, err)
+			}
+			return nil
+		}
+	}
+	return nil // no cpu hierarchy: no share was set either
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
@@ -144,4 +145,14 @@ func (c cgroupV2) leftovers() []string {
 		}
 	}
 	return ids
+}
+
+// normalCPU writes the default cpu.weight, 100 (runsc turned the warm
+// start's shares into a weight of 1).
+func (c cgroupV2) normalCPU(id string) error {
+	path := filepath.Join(c.mount, c.group(id), "cpu.weight")
+	if err := writeCgroupFile(path, strconv.Itoa(v2DefaultWeight)); err != nil {
+		return fmt.Errorf("setting CPU weight of %s: %w", id, err)
+	}
+	return nil
 }

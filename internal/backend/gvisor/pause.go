@@ -63,7 +63,9 @@ func (b *Backend) Resume(ctx context.Context, id string, spec sandbox.Spec) (_ s
 			network.RemoveNamespace(p.netns)
 		}
 	}()
-	ln, err := b.prepare(id, p, spec)
+	// Restored, a sandbox has the normal CPU priority whatever it booted
+	// with.
+	ln, err := b.prepare(id, p, spec, false)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func tmpfsSize(spec sandbox.Spec) string {
 	return fmt.Sprintf("size=%dm", spec.MemoryMiB/2)
 }
 
-func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec) error {
+func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec, warm bool) error {
 	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	keys := make([]string, 0, len(spec.Env))
 	for k := range spec.Env {
@@ -88,6 +88,12 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 	quota := int64(spec.VCPUs) * cpuPeriod
 	period := uint64(cpuPeriod)
 	pids := int64(spec.PidsLimit)
+	cpu := &specs.LinuxCPU{Quota: &quota, Period: &period, Cpus: cpuset(spec.VCPUs)}
+	if warm {
+		// Any other start leaves shares unset: the new cgroup's default.
+		shares := uint64(warmShares)
+		cpu.Shares = &shares
+	}
 	s := specs.Spec{
 		Version: specs.Version,
 		Process: &specs.Process{
@@ -120,7 +126,7 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 			CgroupsPath: cgroupPath(id),
 			Resources: &specs.LinuxResources{
 				Memory: &specs.LinuxMemory{Limit: &mem},
-				CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period, Cpus: cpuset(spec.VCPUs)},
+				CPU:    cpu,
 				Pids:   &specs.LinuxPids{Limit: pids},
 			},
 			Namespaces: []specs.LinuxNamespace{

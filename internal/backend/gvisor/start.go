@@ -16,14 +16,19 @@ import (
 )
 
 // Start implements sandbox.Backend.
-func (b *Backend) Start(ctx context.Context, id string, spec sandbox.Spec) (_ sandbox.Instance, retErr error) {
+func (b *Backend) Start(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
+	return b.start(ctx, id, spec, false)
+}
+
+// start boots sandbox id; a warm one at the lowest CPU priority.
+func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, warm bool) (_ sandbox.Instance, retErr error) {
 	p := b.paths(id)
 	defer func() {
 		if retErr != nil {
 			b.Destroy(context.WithoutCancel(ctx), id)
 		}
 	}()
-	ln, err := b.prepare(id, p, spec)
+	ln, err := b.prepare(id, p, spec, warm)
 	if err != nil {
 		return nil, err
 	}
@@ -35,8 +40,8 @@ func (b *Backend) Start(ctx context.Context, id string, spec sandbox.Spec) (_ sa
 }
 
 // prepare makes the sandbox's directories, the agent's listener, the
-// network namespace and the spec.
-func (b *Backend) prepare(id string, p paths, spec sandbox.Spec) (_ *link, retErr error) {
+// network namespace and the spec (a warm one's at the lowest CPU priority).
+func (b *Backend) prepare(id string, p paths, spec sandbox.Spec, warm bool) (_ *link, retErr error) {
 	rootfs, err := image.Rootfs(b.cfg.CacheDir, spec.Image)
 	if err != nil {
 		return nil, err
@@ -61,7 +66,7 @@ func (b *Backend) prepare(id string, p paths, spec sandbox.Spec) (_ *link, retEr
 	if err := b.attachNetwork(id, p, spec); err != nil {
 		return nil, err
 	}
-	return ln, b.writeSpec(id, p, rootfs, spec)
+	return ln, b.writeSpec(id, p, rootfs, spec, warm)
 }
 
 // link is the host's end of a sandbox's agent channel: the directory the

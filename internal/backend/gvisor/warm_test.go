@@ -1,0 +1,282 @@
+package gvisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/image"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/testenv"
+)
+
+// TestWriteSpecCPUShares checks the spec runsc gets: the lowest shares for
+// a warm start, and none (the kernel's default) for any other.
+func TestWriteSpecCPUShares(t *testing.T) {
+	b := &Backend{agentDir: t.TempDir()}
+	spec := sandbox.Spec{VCPUs: 1, MemoryMiB: 512, DiskMiB: 1024, PidsLimit: 256}
+	for _, tc := range []struct {
+		name string
+		warm bool
+		want *uint64
+	}{
+		{"cold start", false, nil},
+		{"warm start", true, ptr(uint64(2))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pathsIn(t.TempDir())
+			if err := b.writeSpec("sbx1", p, "/rootfs", spec, tc.warm); err != nil {
+				t.Fatal(err)
+			}
+			s := readSpec(t, p)
+			got := s.Linux.Resources.CPU.Shares
+			if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+				t.Fatalf("got shares %v, want %v", deref(got), deref(tc.want))
+			}
+			// The limits are the same either way.
+			if q := s.Linux.Resources.CPU.Quota; q == nil || *q != cpuPeriod {
+				t.Errorf("got quota %v, want %d", q, cpuPeriod)
+			}
+		})
+	}
+}
+
+// TestCgroupV2NormalCPU: a claim writes the default weight over the 1
+// runsc made of the warm shares, and makes no cgroup for a gone sandbox.
+func TestCgroupV2NormalCPU(t *testing.T) {
+	c := fakeV2(t, map[string]map[string]string{"warm": {"cpu.weight": "1\n"}})
+	if err := c.normalCPU("warm"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(c.mount, c.parent, "warm", "cpu.weight"))
+	if string(got) != "100" {
+		t.Fatalf("got cpu.weight %q, want 100", got)
+	}
+	if err := c.normalCPU("gone"); err == nil {
+		t.Fatal("claiming a sandbox with no cgroup: got no error, want one")
+	}
+	if _, err := os.Stat(filepath.Join(c.mount, c.parent, "gone")); !os.IsNotExist(err) {
+		t.Fatalf("a claim made a cgroup for a gone sandbox: %v", err)
+	}
+}
+
+// TestWarmStartAndClaim boots a real sandbox warm: its cgroup has the
+// lowest CPU priority, its agent answers (and takes the sandbox's env),
+// Claim gives it the default priority, and Destroy leaves nothing.
+func TestWarmStartAndClaim(t *testing.T) {
+	testenv.RequiresGvisor(t)
+	layout := hostCgroups()
+	b, err := New(Config{DataDir: t.TempDir(), CacheDir: testenv.CacheDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	id := fmt.Sprintf("sbxwarm%d", os.Getpid())
+	spec := sandbox.Spec{Image: image.DefaultName, VCPUs: 1, MemoryMiB: 512, DiskMiB: 1024, PidsLimit: 256}
+	begun := time.Now()
+	inst, err := b.StartWarm(ctx, id, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("StartWarm took %v", time.Since(begun))
+	destroyed := false
+	t.Cleanup(func() {
+		if !destroyed {
+			b.Destroy(context.Background(), id)
+		}
+	})
+
+	if got, want := cpuPriority(t, layout, id), warmPriority(layout); got != want {
+		t.Fatalf("warm: got CPU priority %s, want %s", got, want)
+	}
+
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return inst.DialAgent(ctx) },
+	}}
+	defer hc.CloseIdleConnections()
+	if out := agentEnv(t, hc, `{"env":{"POOLED":"claimed-by-test"}}`); !strings.Contains(out, "\nPOOLED=claimed-by-test\n") {
+		t.Fatalf("got env %q, want POOLED=claimed-by-test from PUT /env", out)
+	}
+
+	begun = time.Now()
+	if err := b.Claim(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Claim took %v", time.Since(begun))
+	if got, want := cpuPriority(t, layout, id), normalPriority(layout); got != want {
+		t.Fatalf("claimed: got CPU priority %s, want %s", got, want)
+	}
+	// Still the same sandbox, answering.
+	if out := agentEnv(t, hc, `{"env":{"AFTER":"claim"}}`); !strings.Contains(out, "\nAFTER=claim\n") || strings.Contains(out, "POOLED=") {
+		t.Fatalf("after claim: got env %q, want AFTER=claim and no POOLED", out)
+	}
+
+	hc.CloseIdleConnections()
+	if err := b.Destroy(ctx, id); err != nil {
+		t.Fatalf("destroy: %v", err)
+	}
+	destroyed = true
+	if slices.Contains(layout.leftovers(), id) {
+		t.Errorf("a cgroup of %s is left after Destroy", id)
+	}
+	p := b.paths(id)
+	for _, d := range []string{p.state, p.run} {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s is left after Destroy: %v", d, err)
+		}
+	}
+	if err := b.Claim(ctx, id); err == nil {
+		t.Errorf("claiming a destroyed sandbox: got no error, want one")
+	}
+	if slices.Contains(layout.leftovers(), id) {
+		t.Errorf("a claim after Destroy made a cgroup for %s", id)
+	}
+}
+
+// TestWarmResume: a sandbox restored from a checkpoint has the default CPU
+// priority even if it booted warm; the restore writes its spec anew.
+func TestWarmResume(t *testing.T) {
+	testenv.RequiresGvisor(t)
+	layout := hostCgroups()
+	b, err := New(Config{DataDir: t.TempDir(), CacheDir: testenv.CacheDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	id := fmt.Sprintf("sbxwres%d", os.Getpid())
+	t.Cleanup(func() { b.Destroy(context.Background(), id) })
+	spec := sandbox.Spec{Image: image.DefaultName, VCPUs: 1, MemoryMiB: 512, DiskMiB: 1024, PidsLimit: 256}
+	if _, err := b.StartWarm(ctx, id, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := b.Resume(ctx, id, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cpuPriority(t, layout, id), normalPriority(layout); got != want {
+		t.Fatalf("resumed: got CPU priority %s, want %s", got, want)
+	}
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return inst.DialAgent(ctx) },
+	}}
+	defer hc.CloseIdleConnections()
+	if out := agentEnv(t, hc, `{"env":{"R":"1"}}`); !strings.Contains(out, "\nR=1\n") {
+		t.Fatalf("resumed: got env %q, want R=1", out)
+	}
+}
+
+// agentEnv sets the sandbox's env with body, then runs `env` in it.
+func agentEnv(t *testing.T, hc *http.Client, body string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "PUT", "http://agent/env", strings.NewReader(body))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("PUT /env: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT /env: got %d, want 204", resp.StatusCode)
+	}
+	exec, _ := json.Marshal(api.ExecRequest{Cmd: api.Command{Argv: []string{"env"}}})
+	req, _ = http.NewRequestWithContext(t.Context(), "POST", "http://agent/exec", bytes.NewReader(exec))
+	resp, err = hc.Do(req)
+	if err != nil {
+		t.Fatalf("POST /exec: %v", err)
+	}
+	defer resp.Body.Close()
+	out := "\n"
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var ev api.ExecEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("decoding %q: %v", sc.Bytes(), err)
+		}
+		if ev.Type == api.EventStdout {
+			s, err := ev.Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out += s
+		}
+	}
+	return out
+}
+
+// cpuPriority reads the sandbox's CPU priority as the layout keeps it.
+func cpuPriority(t *testing.T, layout cgroupLayout, id string) string {
+	t.Helper()
+	var path string
+	switch c := layout.(type) {
+	case cgroupV1:
+		path = filepath.Join(c.root, "cpu", c.parent, id, "cpu.shares")
+	case cgroupV2:
+		path = filepath.Join(c.mount, c.parent, id, "cpu.weight")
+	default:
+		t.Skipf("no cgroups on this host (%T)", layout)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+func warmPriority(layout cgroupLayout) string {
+	if _, v2 := layout.(cgroupV2); v2 {
+		return "1"
+	}
+	return "2"
+}
+
+func normalPriority(layout cgroupLayout) string {
+	if _, v2 := layout.(cgroupV2); v2 {
+		return "100"
+	}
+	return "1024"
+}
+
+// pathsIn is a sandbox's paths under dir, for tests that write no more
+// than a spec.
+func pathsIn(dir string) paths {
+	return paths{bundle: filepath.Join(dir, "bundle"), sock: filepath.Join(dir, "sock"), run: dir}
+}
+
+func readSpec(t *testing.T, p paths) specs.Spec {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(p.bundle, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref(p *uint64) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
+}
