@@ -28,7 +28,10 @@ var (
 		}
 		return expect(ctx, c, id, pyVersion, "Python 3")
 	}}
-	shapes = []shape{shapePy, shapeProbe}
+	// shapeCreate stops the clock at the create's answer: what the
+	// platform itself costs, without the sandbox's own programs.
+	shapeCreate = shape{"create answered", func(context.Context, *client.Client, string) error { return nil }}
+	shapes      = []shape{shapeCreate, shapePy, shapeProbe}
 )
 
 // expect runs req and checks that its output starts with want.

@@ -158,3 +158,4 @@ func (m *Manager) putEnv(ctx context.Context, e *entry, env map[string]string) e
 	}
 	return nil
 }
+

@@ -8,13 +8,16 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// Refilling: one member at a time, after users' creates and resumes (it
-// waits for a gap of up to fillYield), at the backend's lowest CPU
-// priority where it has one (sandbox.Warmer), and only into room that
-// admission has free. A pool that found no room waits for a claim, an end
-// or the next tick before it tries again.
+// Refilling: one member at a time, after users' work (it waits up to
+// fillYield for fillQuiet without a create, a resume or an agent request
+// beginning: a boot beside a claimed sandbox's first command would slow
+// it down on a small host), at the backend's lowest CPU priority where it
+// has one (sandbox.Warmer), and only into room that admission has free. A
+// pool that found no room waits for a claim, an end or the next tick
+// before it tries again.
 const (
-	fillYield = 500 * time.Millisecond
+	fillQuiet = 250 * time.Millisecond
+	fillYield = 2 * time.Second
 	fillTick  = 5 * time.Second
 	// fillBackoff follows a failed boot, so that a broken host does not
 	// boot in a loop.
@@ -62,7 +65,7 @@ func (m *Manager) fillOne() bool {
 	if !ok {
 		return false
 	}
-	for wait := time.Duration(0); m.pools.creating.Load() > 0 && wait < fillYield; wait += 10 * time.Millisecond {
+	for wait := time.Duration(0); !m.pools.quiet(fillQuiet) && wait < fillYield; wait += 10 * time.Millisecond {
 		select {
 		case <-m.stop:
 			return false

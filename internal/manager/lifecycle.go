@@ -21,6 +21,8 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 		return nil, err
 	}
 	m.pools.creating.Add(1)
+	m.pools.busy()
+	defer m.pools.busy()
 	defer m.pools.creating.Add(-1)
 	if rec, ok, err := m.claimPool(ctx, account, keyID, acct.Concurrency, spec); ok {
 		return rec, err
@@ -204,6 +206,8 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 		return nil, err
 	}
 	m.pools.creating.Add(1)
+	m.pools.busy()
+	defer m.pools.busy()
 	defer m.pools.creating.Add(-1)
 	if err := m.admitOrEvict(e, rec.Account, acct.Concurrency, rec.Spec); err != nil {
 		return nil, err
@@ -239,6 +243,7 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 
 // Agent returns a round tripper to a running sandbox's agent.
 func (m *Manager) Agent(ctx context.Context, account, id string) (http.RoundTripper, error) {
+	m.pools.busy()
 	m.mu.Lock()
 	e := m.live[id]
 	var t *http.Transport

@@ -42,9 +42,21 @@ type pools struct {
 	blocked map[poolKey]bool      // the last fill found no room
 	wake    chan struct{}         // a claim or an eviction: refill
 
-	// creating counts creates and resumes under way: refills wait for a
-	// gap, so that users' starts go first.
+	// creating counts creates and resumes under way, and busyAt is when
+	// the last one, or the last request to a sandbox's agent, began
+	// (unix nanoseconds): refills wait for a quiet gap, so that users'
+	// starts and their first commands go first.
 	creating atomic.Int32
+	busyAt   atomic.Int64
+}
+
+// busy marks users' work.
+func (p *pools) busy() { p.busyAt.Store(time.Now().UnixNano()) }
+
+// quiet reports whether no create or resume runs and none began, nor an
+// agent request, within gap.
+func (p *pools) quiet(gap time.Duration) bool {
+	return p.creating.Load() == 0 && time.Since(time.Unix(0, p.busyAt.Load())) >= gap
 }
 
 func newPools(cfg []Pool) *pools {
