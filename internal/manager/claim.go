@@ -158,4 +158,3 @@ func (m *Manager) putEnv(ctx context.Context, e *entry, env map[string]string) e
 	}
 	return nil
 }
-
