@@ -30,6 +30,10 @@ type Hooks struct {
 	// started when WITHRUNTIME_BASE_URL is unset and nothing answers on
 	// the default address (see daemon.go).
 	Daemon func() (string, error)
+	// NoDaemon, with Daemon nil, says why this machine has no local
+	// daemon and what to do instead; a command that finds no server
+	// prints it. Empty: the build just cannot start one.
+	NoDaemon string
 }
 
 // App is the command line with its hooks.

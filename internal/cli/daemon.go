@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/withruntime/withruntime/client"
@@ -92,9 +91,8 @@ func (d daemon) running() (int, bool) {
 		return 0, false
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		return 0, false // nobody holds it
+	if !lockHeld(f) {
+		return 0, false
 	}
 	b, err := os.ReadFile(d.pid)
 	if err != nil {
@@ -112,6 +110,9 @@ func (a *App) startDaemon(ctx context.Context, d daemon, c *client.Client) error
 		return &cliError{codeUnavailable, fmt.Sprintf(format, args...)}
 	}
 	if a.Hooks.Daemon == nil {
+		if a.Hooks.NoDaemon != "" {
+			return unavailable("nothing answers on %s, and %s", d.url, a.Hooks.NoDaemon)
+		}
 		return unavailable("nothing answers on %s and this build cannot start the local daemon; run \"withruntime serve\" or set %s",
 			d.url, client.EnvBaseURL)
 	}
@@ -123,7 +124,7 @@ func (a *App) startDaemon(ctx context.Context, d daemon, c *client.Client) error
 		return unavailable("starting the local daemon: %v", err)
 	}
 	defer lf.Close() // and with it the lock
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+	if err := lockExclusive(lf); err != nil {
 		return unavailable("starting the local daemon: locking %s: %v", d.lock, err)
 	}
 	if d.answers(ctx, c) {
@@ -181,7 +182,7 @@ func (a *App) spawnDaemon(d daemon) (chan error, error) {
 		"--idle-exit", idle, "--pid-file", d.pid)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	detach(cmd)
 	fmt.Fprintf(logf, "%s withruntime: starting the local daemon: %s\n", time.Now().UTC().Format(time.RFC3339), strings.Join(cmd.Args, " "))
 	if err := cmd.Start(); err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/withruntime/withruntime/client"
@@ -63,7 +62,7 @@ func (a *App) daemonStop(cmd *command, s streams) runFunc {
 			fmt.Fprintln(s.stderr, "withruntime: the local daemon is not running")
 			return exitOK
 		}
-		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && err != syscall.ESRCH {
+		if err := terminate(pid); err != nil {
 			report(s.stderr, &cliError{"internal", fmt.Sprintf("stopping the local daemon (pid %d): %v", pid, err)})
 			return exitFailure
 		}

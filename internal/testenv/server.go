@@ -1,3 +1,5 @@
+//go:build unix
+
 package testenv
 
 import (
@@ -17,7 +19,9 @@ import (
 	"time"
 )
 
-// Server is a real `withruntime serve` process.
+// Server is a real `withruntime serve` process. (Unix only, for its
+// process group: the rest of the package builds everywhere, so that the
+// client's import fence vets on Windows.)
 type Server struct {
 	URL     string
 	Key     string
