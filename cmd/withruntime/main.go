@@ -2,6 +2,9 @@
 // "withruntime serve", its server. main only wires the parts together: the
 // client-side commands live in internal/cli, the server-side ones (serve,
 // setup) come in as cli.Hooks; the local daemon is this binary's serve.
+// Sandboxes need a Linux host, so only the Linux build has the server
+// (host_linux.go); elsewhere the same commands, with the same flags and
+// help, say so (host_other.go, hostless.go).
 package main
 
 import (
@@ -19,16 +22,5 @@ func main() {
 
 // app is the command line with this binary's hooks.
 func app() *cli.App {
-	return &cli.App{
-		Version: version,
-		Hooks: cli.Hooks{
-			Serve:  serve,
-			Setup:  runSetup,
-			Daemon: daemonExecutable,
-		},
-	}
+	return &cli.App{Version: version, Hooks: hostHooks()}
 }
-
-// daemonExecutable is the binary the CLI runs as "serve" for the local
-// daemon: this one.
-func daemonExecutable() (string, error) { return os.Executable() }
