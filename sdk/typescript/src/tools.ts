@@ -1,0 +1,305 @@
+/**
+ * Agent tools over a sandbox: `sandboxTools(sbx)`.
+ *
+ * The same four tools as the Python SDK's `withruntime.tools.sandbox_tools`,
+ * in the same order, with the same inputs, results, caps and timeout
+ * default: `runtime_exec`, `runtime_read_file`, `runtime_write_file`,
+ * `runtime_list_files`. Each is framework-neutral, `{ name, description,
+ * parameters, execute }` with `parameters` a JSON Schema object; the
+ * adapters (`withruntime/ai`, `withruntime/openai-agents`,
+ * `withruntime/langchain`) wrap them for each framework.
+ *
+ * What they return is capped (the last 20,000 characters of stdout and of
+ * stderr, the first 20,000 bytes of a file, 400 directory entries), with a
+ * note saying what was cut, because frameworks hand the result to the model
+ * whole.
+ *
+ * Failures: `runtime_exec` returns a non-zero exit code or a timeout as data,
+ * never as an error, so the model sees a failed command as a failure it can
+ * act on. A failure of the platform itself (sandbox gone, lease ended,
+ * server unreachable) or a bad path (`not_found`) rejects with the SDK's
+ * error (APIError / TransportError); the frameworks show that error to the
+ * model as the tool's answer, and programs calling `execute` directly get a
+ * normal rejection.
+ *
+ * The model never sees the API key: the tools hold the sandbox, the model
+ * only chooses commands and paths.
+ */
+
+/** Characters of stdout and of stderr (and bytes of a file) a tool returns. */
+export const OUTPUT_CAP = 20_000;
+/** Directory entries runtime_list_files returns. */
+export const LIST_CAP = 400;
+/** Seconds runtime_exec gives a command when the model gives none: a server
+ * started in the foreground then costs the agent two minutes, not the lease. */
+export const TIMEOUT_SECONDS = 120;
+
+// Bytes of a file's start searched for a NUL to call it binary, as in Python.
+const BINARY_SNIFF = 8192;
+
+/** What the tools need of a command's result (the SDK's ExecResult has it).
+ * The tools ask for text; bytes (which they never ask for) are decoded. */
+export interface ToolExecResult {
+  exitCode: number;
+  stdout: string | Uint8Array;
+  stderr: string | Uint8Array;
+  timedOut: boolean;
+  /** Older output was dropped by the SDK before the tool saw it. */
+  stdoutTruncated?: boolean;
+  stderrTruncated?: boolean;
+}
+
+/** A directory entry as the tools need it. */
+export interface ToolFileEntry {
+  name: string;
+  type: string;
+  size: number;
+}
+
+/** The part of a sandbox the tools use; the SDK's Sandbox satisfies it. */
+export interface ToolSandbox {
+  exec(command: string, options: { cwd?: string; timeoutMs?: number; background?: false }): Promise<ToolExecResult>;
+  files: {
+    /** At most `limit` bytes from a file's start (the rest is not
+     * transferred) and the file's whole size when known. */
+    readHead(path: string, limit: number): Promise<{ data: Uint8Array; size?: number | undefined }>;
+    write(path: string, data: string): Promise<{ path?: string } | unknown>;
+    list(path: string): Promise<ReadonlyArray<ToolFileEntry>>;
+  };
+}
+
+/** A JSON Schema object describing a tool's arguments. */
+export interface ToolParameters {
+  type: "object";
+  properties: Record<string, { type: string | string[]; description: string }>;
+  required: string[];
+  additionalProperties: false;
+}
+
+/** runtime_exec's result, with Python's field names: the model reads these. */
+export interface ExecToolResult {
+  exit_code: number;
+  stdout: string;
+  stderr: string;
+  timed_out: boolean;
+}
+
+/** A framework-neutral tool. */
+export interface SandboxTool<Args = Record<string, unknown>, Result = unknown> {
+  name: string;
+  description: string;
+  parameters: ToolParameters;
+  execute(args: Args): Promise<Result>;
+}
+
+export interface ExecArgs {
+  command: string;
+  cwd?: string | null;
+  timeout_seconds?: number | null;
+}
+export interface ReadArgs {
+  path: string;
+}
+export interface WriteArgs {
+  path: string;
+  content: string;
+}
+export interface ListArgs {
+  path?: string | null;
+}
+
+/** The four tools, in order. */
+export type SandboxTools = [
+  SandboxTool<ExecArgs, ExecToolResult>,
+  SandboxTool<ReadArgs, string>,
+  SandboxTool<WriteArgs, string>,
+  SandboxTool<ListArgs, ToolFileEntry[]>,
+];
+
+export interface SandboxToolsOptions {
+  /** Seconds runtime_exec gives a command when the model gives none
+   * (default 120); null: only the sandbox's lease bounds a command.
+   * runtime_exec's description tells the model which applies. */
+  timeoutSeconds?: number | null;
+  /** What each tool returns at most (characters of each stream, bytes of a
+   * file); default OUTPUT_CAP. */
+  outputCap?: number;
+}
+
+const EXEC_DESCRIPTION =
+  "Run a shell command in the sandbox, a Linux machine with Python 3, pip, git and curl, and return its exit code, stdout, stderr and whether it timed out.\n\n" +
+  "Files, installed packages and started servers persist between calls. A failing command is reported through a non-zero exit_code, not raised. Long output keeps only its end. " +
+  "The call waits for the command to end, so a command that does not end by itself (a server, a watcher) is killed at its timeout and returns timed_out true; " +
+  'start such a command in the background instead, for example "nohup python3 -m http.server 8000 > server.log 2>&1 &", then read server.log or query it in later calls.';
+
+/** The last `cap` characters (code points, as Python counts) of a stream,
+ * with a note when anything was cut. */
+export function keepTail(text: string, alreadyCut: boolean, cap: number, stream: string): string {
+  // A string of at most `cap` UTF-16 units has at most `cap` code points.
+  if (text.length <= cap && !alreadyCut) return text;
+  let start = text.length;
+  let kept = 0;
+  while (start > 0 && kept < cap) {
+    const lo = text.charCodeAt(start - 1);
+    const hi = start >= 2 ? text.charCodeAt(start - 2) : 0;
+    start -= lo >= 0xdc00 && lo <= 0xdfff && hi >= 0xd800 && hi <= 0xdbff ? 2 : 1;
+    kept++;
+  }
+  if (start === 0 && !alreadyCut) return text;
+  return `[${stream} was cut: only its last ${kept} characters are shown]\n${text.slice(start)}`;
+}
+
+function asText(s: string | Uint8Array): string {
+  return typeof s === "string" ? s : new TextDecoder().decode(s);
+}
+
+function requireString(tool: string, name: string, v: unknown): string {
+  if (typeof v !== "string") throw new TypeError(`${tool}: ${name} must be a string, got ${v === null ? "null" : typeof v}`);
+  return v;
+}
+
+function optionalString(tool: string, name: string, v: unknown): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  return requireString(tool, name, v);
+}
+
+/**
+ * The four agent tools bound to one sandbox: runtime_exec,
+ * runtime_read_file, runtime_write_file, runtime_list_files.
+ */
+export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}): SandboxTools {
+  const cap = Math.trunc(options.outputCap ?? OUTPUT_CAP);
+  const defaultTimeout = options.timeoutSeconds === undefined ? TIMEOUT_SECONDS : options.timeoutSeconds;
+  if (defaultTimeout !== null && !(defaultTimeout > 0)) {
+    throw new RangeError("timeoutSeconds must be positive or null");
+  }
+  const said =
+    defaultTimeout === null ? "no limit but the sandbox's lease" : `${Math.trunc(defaultTimeout)} seconds`;
+
+  const exec: SandboxTool<ExecArgs, ExecToolResult> = {
+    name: "runtime_exec",
+    description: EXEC_DESCRIPTION,
+    parameters: {
+      type: "object",
+      properties: {
+        command: {
+          type: "string",
+          description: 'The shell command to run, for example "python3 main.py" or "pip install requests".',
+        },
+        cwd: {
+          type: ["string", "null"],
+          description: "The directory to run in, absolute or relative to /workspace; null means /workspace.",
+        },
+        timeout_seconds: {
+          type: ["integer", "null"],
+          description: `Seconds after which the command is killed; null means ${said}.`,
+        },
+      },
+      required: ["command"],
+      additionalProperties: false,
+    },
+    async execute(args) {
+      const command = requireString("runtime_exec", "command", args?.command);
+      const cwd = optionalString("runtime_exec", "cwd", args.cwd);
+      const given = args.timeout_seconds;
+      if (given !== undefined && given !== null && typeof given !== "number") {
+        throw new TypeError(`runtime_exec: timeout_seconds must be a number, got ${typeof given}`);
+      }
+      const timeout = given ?? defaultTimeout;
+      if (timeout !== null && (timeout < 0 || Number.isNaN(timeout))) {
+        throw new RangeError("timeout_seconds must be positive");
+      }
+      // As in Python: 0 (like null with no default) means no limit.
+      const timeoutMs = timeout ? Math.trunc(timeout * 1000) : undefined;
+      const r = await sbx.exec(command, { cwd: cwd || undefined, timeoutMs });
+      return {
+        exit_code: r.exitCode,
+        stdout: keepTail(asText(r.stdout), Boolean(r.stdoutTruncated), cap, "stdout"),
+        stderr: keepTail(asText(r.stderr), Boolean(r.stderrTruncated), cap, "stderr"),
+        timed_out: r.timedOut,
+      };
+    },
+  };
+
+  const read: SandboxTool<ReadArgs, string> = {
+    name: "runtime_read_file",
+    description:
+      "Read a text file in the sandbox and return its content.\n\n" +
+      "A long file is cut after its first 20000 bytes, with a note saying so; use runtime_exec with head, tail or sed to read other parts.",
+    parameters: {
+      type: "object",
+      properties: {
+        path: { type: "string", description: "The file to read, absolute or relative to /workspace." },
+      },
+      required: ["path"],
+      additionalProperties: false,
+    },
+    async execute(args) {
+      const path = requireString("runtime_read_file", "path", args?.path);
+      const { data, size: total = null } = await sbx.files.readHead(path, cap);
+      if (data.subarray(0, BINARY_SNIFF).includes(0)) {
+        const size = total === null ? "unknown size" : `${total} bytes`;
+        return `[${path} is a binary file (${size}); use runtime_exec with file, xxd or python3 to inspect it]`;
+      }
+      let text = new TextDecoder("utf-8", { ignoreBOM: true }).decode(data);
+      if (total === null || total > data.length) {
+        const size = total === null ? "more" : `${total} bytes in all`;
+        text += `\n[cut: only the first ${data.length} bytes of ${path} are shown (${size}); use runtime_exec with tail or sed -n to read the rest]`;
+      }
+      return text;
+    },
+  };
+
+  const write: SandboxTool<WriteArgs, string> = {
+    name: "runtime_write_file",
+    description:
+      "Write a text file in the sandbox, replacing it if it exists and making its parent directories, and say what was written.",
+    parameters: {
+      type: "object",
+      properties: {
+        path: { type: "string", description: "The file to write, absolute or relative to /workspace." },
+        content: { type: "string", description: "The whole new content of the file." },
+      },
+      required: ["path", "content"],
+      additionalProperties: false,
+    },
+    async execute(args) {
+      const path = requireString("runtime_write_file", "path", args?.path);
+      const content = requireString("runtime_write_file", "content", args.content);
+      const info = await sbx.files.write(path, content);
+      const where = (info as { path?: unknown } | undefined)?.path;
+      const size = new TextEncoder().encode(content).length;
+      return `wrote ${size} bytes to ${typeof where === "string" && where ? where : path}`;
+    },
+  };
+
+  const list: SandboxTool<ListArgs, ToolFileEntry[]> = {
+    name: "runtime_list_files",
+    description:
+      "List a directory in the sandbox, one entry per file with its name, its type (file, dir, symlink or other) and its size in bytes.",
+    parameters: {
+      type: "object",
+      properties: {
+        path: {
+          type: ["string", "null"],
+          description: "The directory to list, absolute or relative to /workspace; null means /workspace.",
+        },
+      },
+      required: [],
+      additionalProperties: false,
+    },
+    async execute(args) {
+      const path = optionalString("runtime_list_files", "path", args?.path);
+      const entries = [...(await sbx.files.list(path || "."))].sort((a, b) =>
+        a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+      );
+      const out: ToolFileEntry[] = entries.slice(0, LIST_CAP).map((e) => ({ name: e.name, type: e.type, size: e.size }));
+      if (entries.length > LIST_CAP) {
+        out.push({ name: `[${entries.length - LIST_CAP} more entries not shown]`, type: "note", size: 0 });
+      }
+      return out;
+    },
+  };
+
+  return [exec, read, write, list];
+}
