@@ -7,7 +7,21 @@
  *
  * Configuration comes from WITHRUNTIME_API_KEY and WITHRUNTIME_BASE_URL, or
  * from the apiKey and baseUrl options. No runtime dependencies: Node.js 18
- * or later (its fetch and streams).
+ * or later.
  */
 
-export * from "./errors.js";
+export { Sandbox, sandboxInfoOf } from "./sandbox.js";
+export type { CreateOptions, EgressEvent, ListOptions, NetworkPolicy, SandboxInfo } from "./sandbox.js";
+export { Process, WaitTimeoutError, OUTPUT_LIMIT } from "./process.js";
+export type { Command, ExecOptions, ExecResult, OutputCallback, ProcessOutput } from "./process.js";
+export { Files } from "./files.js";
+export type { FileInfo, TransferResult } from "./files.js";
+export { UnsafeArchiveError } from "./archive.js";
+export { Client, Secrets, Keys, Accounts } from "./admin.js";
+export type { Account, CreateKeyOptions, Key, SecretInfo, Trial, Usage, UsageRow } from "./admin.js";
+export { APIError, CommandError, TransportError, WithruntimeError, STATUS_OF_CODE } from "./errors.js";
+export type { ErrorCode } from "./errors.js";
+export { DEFAULT_BASE_URL } from "./local.js";
+export type { ClientOptions } from "./transport.js";
+export { VERSION } from "./version.js";
+export type { components as WireTypes, paths as WirePaths } from "./generated/openapi.js";

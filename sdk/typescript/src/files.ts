@@ -1,0 +1,274 @@
+/** Files inside a sandbox: `sbx.files`. Paths inside the sandbox may be
+ * relative: they land in /workspace. */
+
+import { randomBytes } from "node:crypto";
+import { promises as fsp } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+
+import { TarError, extract, singleFileTar, tarStream } from "./archive.js";
+import { APIError, TransportError, WithruntimeError } from "./errors.js";
+import type { components } from "./generated/openapi.js";
+import { type Transport, describe } from "./transport.js";
+
+type FileInfoWire = components["schemas"]["FileInfo"];
+
+// The server's bound on a single-file body; larger files go as an archive.
+const MAX_FILE_BODY = 512 << 20;
+
+/** One file inside a sandbox. `path` is absolute; `type` is `file`, `dir`,
+ * `symlink` or `other`; `target` is a link's target. */
+export interface FileInfo {
+  name: string;
+  path: string;
+  type: FileInfoWire["type"];
+  size: number;
+  mode: number;
+  mtime?: Date;
+  target?: string;
+}
+
+/** What an upload or download moved: regular files and links, and bytes. */
+export interface TransferResult {
+  files: number;
+  bytes: number;
+}
+
+export function fileInfoOf(d: FileInfoWire): FileInfo {
+  return {
+    name: String(d?.name ?? ""),
+    path: String(d?.path ?? ""),
+    type: d?.type,
+    size: Number(d?.size ?? 0),
+    mode: Number(d?.mode ?? 0),
+    mtime: parseTime(d?.mtime),
+    ...(d?.target ? { target: d.target } : {}),
+  };
+}
+
+/** A Date from the API's RFC 3339 time; undefined for none or Go's zero time. */
+export function parseTime(v: unknown): Date | undefined {
+  if (typeof v !== "string" || !v || v.startsWith("0001-01-01")) return undefined;
+  const d = new Date(v);
+  return Number.isNaN(d.getTime()) ? undefined : d;
+}
+
+function remote(path: string): string {
+  if (!path) throw new TypeError("path is empty");
+  return String(path);
+}
+
+function mode4(mode: number): string {
+  return (mode & 0o777).toString(8).padStart(4, "0");
+}
+
+/** File operations on one sandbox (`sbx.files`). */
+export class Files {
+  readonly #t: Transport;
+  readonly #id: string;
+
+  /** @internal */
+  constructor(t: Transport, sandboxId: string) {
+    this.#t = t;
+    this.#id = sandboxId;
+  }
+
+  #p(suffix: string): string {
+    return `/sandboxes/${this.#id}/${suffix}`;
+  }
+
+  /** The content of a file as text (UTF-8). */
+  async read(path: string): Promise<string> {
+    return new TextDecoder().decode(await this.readBytes(path));
+  }
+
+  /** The content of a file as bytes. */
+  async readBytes(path: string): Promise<Uint8Array> {
+    const { body } = await this.#t.request("GET", this.#p("files"), { query: { path: remote(path) } });
+    return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+  }
+
+  /** At most `limit` bytes from the start of a file, and its whole size when
+   * the server said it (the rest is not transferred). Used by the agent tools. */
+  async readHead(path: string, limit: number): Promise<{ data: Uint8Array; size: number | undefined }> {
+    const resp = await this.#t.open("GET", this.#p("files"), { query: { path: remote(path) } });
+    const parts: Buffer[] = [];
+    let got = 0;
+    let more = false;
+    try {
+      for await (const c of resp as AsyncIterable<Buffer>) {
+        parts.push(c);
+        got += c.length;
+        if (got > limit) {
+          more = true;
+          break;
+        }
+      }
+    } catch (e) {
+      throw new TransportError(`reading ${path}: the stream broke: ${describe(e)}`, { cause: e });
+    } finally {
+      resp.destroy();
+    }
+    const data = Buffer.concat(parts).subarray(0, limit);
+    const length = resp.headers["content-length"];
+    const size = length && /^\d+$/.test(length) ? Number(length) : more ? undefined : data.length;
+    return { data: new Uint8Array(data), size };
+  }
+
+  /** Write a whole file (a string is encoded as UTF-8); parent directories are made. */
+  async write(path: string, data: string | Uint8Array, opts: { mode?: number } = {}): Promise<FileInfo> {
+    const body = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    const d = await this.#t.json<FileInfoWire>("PUT", this.#p("files"), {
+      query: { path: remote(path), mode: mode4(opts.mode ?? 0o644) },
+      body,
+      headers: { "Content-Type": "application/octet-stream" },
+    });
+    return fileInfoOf(d);
+  }
+
+  /** The entries of a directory. */
+  async list(path = "."): Promise<FileInfo[]> {
+    const d = await this.#t.json<components["schemas"]["FileList"]>("GET", this.#p("files/list"), {
+      query: { path: remote(path) },
+    });
+    return (d?.entries ?? []).map(fileInfoOf);
+  }
+
+  /** Information about one file; APIError with code not_found if missing. */
+  async stat(path: string): Promise<FileInfo> {
+    return fileInfoOf(await this.#t.json<FileInfoWire>("GET", this.#p("files/stat"), { query: { path: remote(path) } }));
+  }
+
+  /** Whether the path exists in the sandbox. */
+  async exists(path: string): Promise<boolean> {
+    try {
+      await this.stat(path);
+      return true;
+    } catch (e) {
+      if (e instanceof APIError && e.code === "not_found") return false;
+      throw e;
+    }
+  }
+
+  /** Make a directory and its parents (no error if it exists). */
+  async mkdir(path: string): Promise<FileInfo> {
+    return fileInfoOf(await this.#t.json<FileInfoWire>("POST", this.#p("files/mkdir"), { query: { path: remote(path) } }));
+  }
+
+  /** Remove a file, or a directory (with `recursive: true` when not empty). */
+  async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
+    await this.#t.request("DELETE", this.#p("files"), {
+      query: { path: remote(path), recursive: opts.recursive ? true : undefined },
+    });
+  }
+
+  /** Copy a local file or directory to `remotePath`, which becomes that file
+   * or directory (parents are made). A directory goes as one tar stream,
+   * read from disk as it is sent. */
+  async upload(local: string, remotePath: string): Promise<TransferResult> {
+    const r = remote(remotePath);
+    const st = await fsp.stat(local);
+    if (st.isDirectory()) return this.#putArchive(r, tarStream(local));
+    if (!st.isFile()) throw new WithruntimeError(`${local} is neither a regular file nor a directory`);
+    if (st.size > MAX_FILE_BODY) {
+      const trimmed = r.replace(/\/+$/, "");
+      const i = trimmed.lastIndexOf("/");
+      const [dir, name] = i < 0 ? [".", trimmed] : [trimmed.slice(0, i) || "/", trimmed.slice(i + 1)];
+      await this.#putArchive(dir, singleFileTar(local, name, st));
+    } else {
+      await this.#t.request("PUT", this.#p("files"), {
+        query: { path: r, mode: mode4(st.mode) },
+        body: fileChunks(local, st.size),
+        headers: { "Content-Type": "application/octet-stream", "Content-Length": String(st.size) },
+      });
+    }
+    return { files: 1, bytes: st.size };
+  }
+
+  async #putArchive(dir: string, chunks: AsyncIterable<Uint8Array>): Promise<TransferResult> {
+    // The server makes dir (and its parents) if missing, and says how many
+    // files (and links) and bytes it wrote.
+    const d = await this.#t.json<components["schemas"]["ArchiveResult"]>("PUT", this.#p("archive"), {
+      query: { path: dir },
+      body: chunks,
+      headers: { "Content-Type": "application/x-tar" },
+    });
+    return { files: Number(d?.files ?? 0), bytes: Number(d?.bytes ?? 0) };
+  }
+
+  /**
+   * Copy a file or directory of the sandbox to `local`, which becomes that
+   * file or directory. A directory comes as one tar stream, extracted as it
+   * arrives. Symbolic links come back as links, whatever they point to, but
+   * nothing is written through a link: an entry whose parent path passes
+   * through one, a file or directory entry whose name is already a link, an
+   * absolute name, `..`, a device file or a FIFO stops the extraction with
+   * UnsafeArchiveError (what was extracted before stays).
+   */
+  async download(remotePath: string, local: string): Promise<TransferResult> {
+    const r = remote(remotePath);
+    const info = await this.stat(r);
+    if (info.type !== "dir") return { files: 1, bytes: await this.#downloadFile(r, local, info.mode) };
+    const resp = await this.#t.open("GET", this.#p("archive"), {
+      query: { path: r },
+      headers: { Accept: "application/x-tar" },
+    });
+    try {
+      const res = await extract(resp as AsyncIterable<Buffer>, local);
+      resp.resume();
+      return res;
+    } catch (e) {
+      resp.destroy();
+      if (e instanceof TarError) throw new TransportError(`downloading ${r}: bad or cut archive: ${e.message}`, { cause: e });
+      if (e instanceof WithruntimeError || (e as NodeJS.ErrnoException).syscall) throw e;
+      throw new TransportError(`downloading ${r}: the archive stream broke: ${describe(e)}`, { cause: e });
+    }
+  }
+
+  async #downloadFile(r: string, local: string, mode: number): Promise<number> {
+    const dir = dirname(resolve(local));
+    await fsp.mkdir(dir, { recursive: true });
+    const tmp = join(dir, `.withruntime-${randomBytes(6).toString("hex")}`);
+    const f = await fsp.open(tmp, "wx", 0o600);
+    let size = 0;
+    try {
+      try {
+        const resp = await this.#t.open("GET", this.#p("files"), { query: { path: r } });
+        try {
+          for await (const c of resp as AsyncIterable<Buffer>) {
+            await f.write(c);
+            size += c.length;
+          }
+        } catch (e) {
+          resp.destroy();
+          if ((e as NodeJS.ErrnoException).syscall === "write") throw e;
+          throw new TransportError(`downloading ${r}: the stream broke: ${describe(e)}`, { cause: e });
+        }
+        await f.chmod(mode & 0o777 || 0o644);
+      } finally {
+        await f.close();
+      }
+      await fsp.rename(tmp, local);
+    } catch (e) {
+      await fsp.unlink(tmp).catch(() => undefined);
+      throw e;
+    }
+    return size;
+  }
+}
+
+async function* fileChunks(path: string, size: number): AsyncGenerator<Uint8Array> {
+  const f = await fsp.open(path, "r");
+  try {
+    let left = size;
+    while (left > 0) {
+      const buf = Buffer.allocUnsafe(Math.min(1 << 20, left));
+      const { bytesRead } = await f.read(buf, 0, buf.length, null);
+      if (!bytesRead) throw new WithruntimeError(`${path} shrank while it was being uploaded`);
+      left -= bytesRead;
+      yield buf.subarray(0, bytesRead);
+    }
+  } finally {
+    await f.close();
+  }
+}
+

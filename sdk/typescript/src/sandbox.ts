@@ -1,0 +1,339 @@
+/** Sandboxes: create, connect, list, lease, lifecycle, network and exec. */
+
+import { APIError } from "./errors.js";
+import { Files, parseTime } from "./files.js";
+import type { components } from "./generated/openapi.js";
+import {
+  type Command,
+  type ExecOptions,
+  type ExecResult,
+  Process,
+  buildExecBody,
+  checkResult,
+  runStream,
+} from "./process.js";
+import { type ClientOptions, Transport } from "./transport.js";
+
+type SandboxWire = components["schemas"]["Sandbox"];
+type EgressWire = components["schemas"]["EgressEvent"];
+
+// Stopping a sandbox that already ended is not a failure of the stop.
+const ALREADY_GONE = new Set(["not_found", "conflict", "lease_ended"]);
+
+// Node 18.18+ and 20.4+ define Symbol.asyncDispose; TypeScript's lowering of
+// `await using` falls back to this registered symbol on older ones.
+const asyncDispose: typeof Symbol.asyncDispose =
+  (Symbol as { asyncDispose?: typeof Symbol.asyncDispose }).asyncDispose ??
+  (Symbol.for("Symbol.asyncDispose") as typeof Symbol.asyncDispose);
+
+/** A sandbox's egress policy: nothing without `internet`; with it every
+ * public address, or only the names in `allow` (exact, or `*.` and a domain). */
+export interface NetworkPolicy {
+  internet: boolean;
+  allow?: string[];
+}
+
+/** A sandbox as the API shows it, in JavaScript names; `raw` is the whole
+ * JSON object, fields newer than this SDK included. */
+export interface SandboxInfo {
+  id: string;
+  /** `starting`, `running`, `paused` or `ended`. */
+  state: SandboxWire["state"];
+  image: string;
+  vcpus: number;
+  memoryMib: number;
+  diskGib: number;
+  onLeaseEnd: SandboxWire["on_lease_end"];
+  metadata: Record<string, string>;
+  network: NetworkPolicy;
+  createdAt?: Date;
+  startedAt?: Date;
+  pausedAt?: Date;
+  endedAt?: Date;
+  leaseEndsAt?: Date;
+  retentionEndsAt?: Date;
+  /** Once ended: `stopped`, `lease_ended`, `out_of_memory`, `spending_limit`, ... */
+  endReason?: SandboxWire["end_reason"];
+  endMessage?: string;
+  /** Cost so far (the final cost once ended), in USD millionths. */
+  costMicros: number;
+  /** `seconds` running, `cpu_seconds` consumed, `memory_gib_seconds`. */
+  usage: { seconds: number; cpuSeconds: number; memoryGibSeconds: number };
+  raw: SandboxWire;
+}
+
+/** One connection or DNS query of a sandbox (the API's EgressEvent). */
+export interface EgressEvent {
+  time?: Date;
+  /** `dns`, `tcp`, `tls`, `http`, ... */
+  kind: string;
+  verdict: EgressWire["verdict"];
+  name: string;
+  address: string;
+  port: number;
+  reason: string;
+}
+
+export function sandboxInfoOf(d: SandboxWire): SandboxInfo {
+  return {
+    id: String(d?.id ?? ""),
+    state: d?.state,
+    image: d?.image ?? "",
+    vcpus: d?.vcpus ?? 0,
+    memoryMib: d?.memory_mib ?? 0,
+    diskGib: d?.disk_gib ?? 0,
+    onLeaseEnd: d?.on_lease_end,
+    metadata: { ...(d?.metadata ?? {}) },
+    network: { internet: Boolean(d?.network?.internet), allow: [...(d?.network?.allow ?? [])] },
+    createdAt: parseTime(d?.created_at),
+    startedAt: parseTime(d?.started_at),
+    pausedAt: parseTime(d?.paused_at),
+    endedAt: parseTime(d?.ended_at),
+    leaseEndsAt: parseTime(d?.lease_ends_at),
+    retentionEndsAt: parseTime(d?.retention_ends_at),
+    endReason: d?.end_reason || undefined,
+    endMessage: d?.end_message || undefined,
+    costMicros: d?.cost_micros ?? 0,
+    usage: {
+      seconds: d?.usage?.seconds ?? 0,
+      cpuSeconds: d?.usage?.cpu_seconds ?? 0,
+      memoryGibSeconds: d?.usage?.memory_gib_seconds ?? 0,
+    },
+    raw: d,
+  };
+}
+
+/** Options of Sandbox.create: only those given are sent, the server's
+ * defaults apply to the rest (2 vCPU, 4 GiB, a 10 GiB disk, a 300 s lease,
+ * no network). */
+export interface CreateOptions extends ClientOptions {
+  vcpus?: number;
+  memoryMib?: number;
+  /** The root disk's size (the server's limits apply, invalid_request otherwise). */
+  diskGib?: number;
+  /** The lease, in seconds. */
+  timeoutSeconds?: number;
+  /** What the lease's end does: `stop` or `pause`. */
+  onLeaseEnd?: "stop" | "pause";
+  env?: Record<string, string>;
+  metadata?: Record<string, string>;
+  image?: string;
+  network?: NetworkPolicy;
+  /** Refuse the create (max_cost_exceeded) if its first lease could cost more, in USD millionths. */
+  maxCostMicros?: number;
+}
+
+/** Filters of Sandbox.list. */
+export interface ListOptions extends ClientOptions {
+  state?: string | string[];
+  /** Only sandboxes whose metadata has every one of these pairs. */
+  metadata?: Record<string, string>;
+  /** Every sandbox, not only those not ended or ended in the last 24 hours. */
+  all?: boolean;
+}
+
+/**
+ * A sandbox: a disposable, isolated Linux machine. Make one with
+ * `Sandbox.create` (with `await using`, it is stopped when the block ends,
+ * error or not) or attach to an existing one with `Sandbox.connect`.
+ */
+export class Sandbox {
+  readonly id: string;
+  /** File operations: read, write, list, stat, mkdir, remove, upload, download. */
+  readonly files: Files;
+  readonly #t: Transport;
+  #info: SandboxInfo | undefined;
+  #stopped = false;
+
+  /** Use Sandbox.create or Sandbox.connect; this makes a handle without asking the server. */
+  constructor(id: string, opts: ClientOptions & { transport?: Transport; info?: SandboxInfo } = {}) {
+    if (!id) throw new TypeError("sandbox id is empty");
+    this.id = id;
+    this.#t = opts.transport ?? new Transport(opts);
+    this.#info = opts.info;
+    this.files = new Files(this.#t, id);
+  }
+
+  /** Create a sandbox and wait until it runs. `apiKey` and `baseUrl` default
+   * to WITHRUNTIME_API_KEY and WITHRUNTIME_BASE_URL (then http://127.0.0.1:7878). */
+  static async create(opts: CreateOptions = {}): Promise<Sandbox> {
+    const body: components["schemas"]["CreateSandboxRequest"] = {};
+    if (opts.image !== undefined) body.image = opts.image;
+    if (opts.vcpus !== undefined) body.vcpus = opts.vcpus;
+    if (opts.memoryMib !== undefined) body.memory_mib = opts.memoryMib;
+    if (opts.diskGib !== undefined) body.disk_gib = opts.diskGib;
+    if (opts.timeoutSeconds !== undefined) body.timeout_seconds = opts.timeoutSeconds;
+    if (opts.onLeaseEnd !== undefined) body.on_lease_end = opts.onLeaseEnd;
+    if (opts.maxCostMicros !== undefined) body.max_cost_micros = opts.maxCostMicros;
+    if (opts.env !== undefined) body.env = stringMap(opts.env);
+    if (opts.metadata !== undefined) body.metadata = stringMap(opts.metadata);
+    if (opts.network !== undefined) body.network = networkBody(opts.network);
+    const t = new Transport(opts);
+    const info = sandboxInfoOf(await t.json<SandboxWire>("POST", "/sandboxes", { json: body }));
+    return new Sandbox(info.id, { transport: t, info });
+  }
+
+  /** Attach to an existing sandbox (APIError not_found if there is none). */
+  static async connect(id: string, opts: ClientOptions = {}): Promise<Sandbox> {
+    const sbx = new Sandbox(id, opts);
+    await sbx.info();
+    return sbx;
+  }
+
+  /** The sandboxes this key's account can see, newest first: those not
+   * ended and those ended in the last 24 hours (`all: true`: every one),
+   * only in the given state or states, and only those whose metadata has
+   * every given pair. Every page is fetched. */
+  static async list(opts: ListOptions = {}): Promise<SandboxInfo[]> {
+    const params: Array<[string, string]> = [];
+    if (opts.state && opts.state.length) {
+      params.push(["state", typeof opts.state === "string" ? opts.state : opts.state.join(",")]);
+    }
+    for (const [k, v] of Object.entries(opts.metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      params.push(["metadata", `${k}=${v}`]);
+    }
+    if (opts.all) params.push(["all", "true"]);
+    const t = new Transport(opts);
+    const out: SandboxInfo[] = [];
+    let token = "";
+    for (;;) {
+      const q: Array<[string, string]> = token ? [...params, ["page_token", token]] : params;
+      const d = await t.json<components["schemas"]["SandboxList"]>("GET", "/sandboxes", { query: q });
+      out.push(...(d?.sandboxes ?? []).map(sandboxInfoOf));
+      token = d?.next_page_token ?? "";
+      if (!token) return out;
+    }
+  }
+
+  async #call(method: string, suffix = "", json?: unknown): Promise<SandboxInfo> {
+    const d = await this.#t.json<SandboxWire>(method, `/sandboxes/${this.id}${suffix}`, { json });
+    this.#info = sandboxInfoOf(d);
+    return this.#info;
+  }
+
+  /** The sandbox's current state, lease deadline, end reason, ... */
+  info(): Promise<SandboxInfo> {
+    return this.#call("GET");
+  }
+
+  /** Make the lease last at least timeoutSeconds from now; never shortens it. */
+  extend(timeoutSeconds: number): Promise<SandboxInfo> {
+    return this.#call("POST", "/extend", { timeout_seconds: Math.floor(timeoutSeconds) });
+  }
+
+  /** Stop the sandbox for good (end reason `stopped`); removes a paused one. */
+  async stop(): Promise<SandboxInfo> {
+    const info = await this.#call("POST", "/stop");
+    this.#stopped = true;
+    return info;
+  }
+
+  /** Checkpoint disk, memory and processes; `resume` continues. */
+  pause(): Promise<SandboxInfo> {
+    return this.#call("POST", "/pause");
+  }
+
+  /** Resume a paused sandbox. */
+  resume(): Promise<SandboxInfo> {
+    return this.#call("POST", "/resume");
+  }
+
+  /** Stops the sandbox at the end of an `await using` block, error or not
+   * (one that already ended is fine). */
+  async [asyncDispose](): Promise<void> {
+    if (this.#stopped) return;
+    try {
+      await this.stop();
+    } catch (e) {
+      if (e instanceof APIError && ALREADY_GONE.has(e.code)) return;
+      throw e;
+    } finally {
+      this.#t.close();
+    }
+  }
+
+  /** The egress policy: `{ internet, allow }`. */
+  async network(): Promise<NetworkPolicy> {
+    const d = await this.#t.json<components["schemas"]["Network"]>("GET", `/sandboxes/${this.id}/network`);
+    return { internet: Boolean(d?.internet), allow: [...(d?.allow ?? [])] };
+  }
+
+  /** Replace the egress policy of a running or paused sandbox; new
+   * connections and DNS queries follow it at once (open ones are not cut). */
+  setNetwork(policy: NetworkPolicy): Promise<SandboxInfo> {
+    return this.#call("PUT", "/network", networkBody(policy));
+  }
+
+  /** The egress log: allowed and refused connections and DNS queries, the newest last. */
+  async egress(): Promise<EgressEvent[]> {
+    const d = await this.#t.json<components["schemas"]["EgressLog"]>("GET", `/sandboxes/${this.id}/egress`);
+    return (d?.events ?? []).map((e) => ({
+      time: parseTime(e.time),
+      kind: e.kind ?? "",
+      verdict: e.verdict,
+      name: e.name ?? "",
+      address: e.address ?? "",
+      port: e.port ?? 0,
+      reason: e.reason ?? "",
+    }));
+  }
+
+  /**
+   * Run a command: a string runs under `/bin/sh -c`, an array is an argv.
+   * Output is streamed to `onStdout` / `onStderr` as it is produced (each
+   * call awaited, in order, before the result resolves). A non-zero exit is
+   * returned, not thrown, unless `check: true` (then CommandError).
+   * `timeoutMs` bounds the command (default: only the lease). With
+   * `text: false` output is the exact bytes. With `background: true`,
+   * resolves to a Process at once (pid, wait(), kill(), output()).
+   */
+  exec(cmd: Command, opts?: ExecOptions & { background?: false; text?: true }): Promise<ExecResult<string>>;
+  exec(cmd: Command, opts: ExecOptions & { background?: false; text: false }): Promise<ExecResult<Uint8Array>>;
+  exec(cmd: Command, opts: ExecOptions & { background: true; text?: true }): Promise<Process<string>>;
+  exec(cmd: Command, opts: ExecOptions & { background: true; text: false }): Promise<Process<Uint8Array>>;
+  async exec(cmd: Command, opts: ExecOptions = {}): Promise<ExecResult | Process<string | Uint8Array>> {
+    const body = buildExecBody(cmd, opts);
+    if (opts.background) {
+      if (opts.onStdout || opts.onStderr) {
+        throw new TypeError("onStdout/onStderr are not used with background: true: read process.output()");
+      }
+      const d = await this.#t.json<components["schemas"]["Process"]>("POST", `/sandboxes/${this.id}/exec`, { json: body });
+      return new Process<string | Uint8Array>(this.#t, this.id, d, { check: opts.check, text: opts.text });
+    }
+    const r = await runStream(this.#t, this.id, body, opts);
+    return opts.check ? checkResult(r) : r;
+  }
+
+  /** A handle on a background process by its pid. */
+  async process(pid: number, opts: { text?: boolean } = {}): Promise<Process<string | Uint8Array>> {
+    const d = await this.#t.json<components["schemas"]["Process"]>("GET", `/sandboxes/${this.id}/processes/${Math.floor(pid)}`);
+    return new Process(this.#t, this.id, d, opts);
+  }
+
+  /** The sandbox's background processes. */
+  async processes(opts: { text?: boolean } = {}): Promise<Array<Process<string | Uint8Array>>> {
+    const d = await this.#t.json<components["schemas"]["ProcessList"]>("GET", `/sandboxes/${this.id}/processes`);
+    return (d?.processes ?? []).map((p) => new Process(this.#t, this.id, p, opts));
+  }
+
+  /** The info last fetched (no request made). */
+  get lastInfo(): SandboxInfo | undefined {
+    return this.#info;
+  }
+
+  toString(): string {
+    return `Sandbox(${this.id})`;
+  }
+}
+
+function stringMap(m: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, String(v)]));
+}
+
+function networkBody(p: NetworkPolicy): components["schemas"]["Network"] {
+  if (typeof p.allow === "string") throw new TypeError("allow is an array of host names, not a string");
+  const body: components["schemas"]["Network"] = { internet: Boolean(p.internet) };
+  if (p.allow?.length) body.allow = p.allow.map(String);
+  return body;
+}
+
