@@ -1,8 +1,11 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import { APIError, Sandbox, TransportError, WithruntimeError } from "../src/index.js";
 import { SMALL, small } from "./helpers.js";
+import { packageRoot } from "./server.js";
 
 describe("lifecycle", () => {
   let sbx: Sandbox;
@@ -156,5 +159,26 @@ describe("errors", () => {
       assert.match(e.message, /connection refused/);
       return true;
     });
+  });
+});
+
+describe("a plain script", () => {
+  test("imports the built package and ends once its work is done (idle connections hold nothing)", () => {
+    const entry = join(packageRoot, "dist", "index.js");
+    const script = `
+      import { Sandbox } from ${JSON.stringify(entry)};
+      const sbx = await Sandbox.create({ vcpus: 1, memoryMib: 1024 });
+      try {
+        const r = await sbx.exec(["sh", "-c", "echo $((6 * 7))"]);
+        process.stdout.write(r.stdout);
+      } finally {
+        await sbx.stop();
+      }
+      await Sandbox.list();
+    `;
+    // A script that never ended would be killed here and fail the test.
+    const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 120_000 });
+    assert.equal(r.status, 0, `exit ${r.status} (${r.signal}): ${r.stderr}`);
+    assert.equal(r.stdout, "42\n");
   });
 });
