@@ -1,6 +1,7 @@
 package npm_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,6 +115,56 @@ func TestInstalledPackageAgainstAServer(t *testing.T) {
 		_, stderr, code := npx(t, proj, env, "", "sandbox", "run", "--", "sh", "-c", "exit 3")
 		if code != 3 {
 			t.Errorf("exit code: got %d, want 3 (stderr %q)", code, stderr)
+		}
+	})
+
+	// Ctrl-C in a terminal signals the whole foreground group: npm, the
+	// launcher (to which npm forwards it once more) and, unless it has its
+	// own group, the CLI. Here stdin is no terminal, so the CLI has its own
+	// group and only the launcher's forwarding reaches it: it must stop its
+	// sandbox and exit 130. (Whether a duplicate signal would cut its
+	// clean-up short is a race this test cannot see.)
+	t.Run("Ctrl-C stops the sandbox", func(t *testing.T) {
+		cmd := exec.CommandContext(hangGuard(t), "npx", "--no", "withruntime", "sandbox", "run", "--metadata", "test=ctrl-c",
+			"--", "sh", "-c", "echo started; sleep 1000")
+		cmd.Dir, cmd.Env = proj, env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stdout)
+		if !sc.Scan() || sc.Text() != "started" {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Fatalf("first line: got %q, want started (stderr %q)", sc.Text(), stderr.String())
+		}
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		for sc.Scan() {
+		}
+		cmd.Wait()
+		// npm, signaled itself, dies of SIGINT once the launcher has exited
+		// 130 (as it does for any command): a shell shows 130 either way.
+		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if !(ws.Signaled() && ws.Signal() == syscall.SIGINT) && ws.ExitStatus() != 130 {
+			t.Errorf("npx ended with %v, want exit 130 or death by SIGINT", cmd.ProcessState)
+		}
+		if got, want := stderr.String(), "error: canceled: interrupt signal received\n"; got != want {
+			t.Errorf("stderr: got %q, want %q", got, want)
+		}
+		ls, lsErr, code := npx(t, proj, env, "", "sandbox", "ls", "--all", "--metadata", "test=ctrl-c", "--json")
+		var list struct {
+			Sandboxes []struct {
+				EndReason string `json:"end_reason"`
+			}
+		}
+		err = json.Unmarshal([]byte(ls), &list)
+		if code != 0 || err != nil || len(list.Sandboxes) != 1 || list.Sandboxes[0].EndReason != "stopped" {
+			t.Errorf("sandbox ls: got %q (exit %d, stderr %q), want the one sandbox, stopped", ls, code, lsErr)
 		}
 	})
 
