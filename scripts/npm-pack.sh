@@ -30,7 +30,9 @@ license=$(field license)
 echo "==> withruntime $version into $out"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/withruntime-npm-pack.XXXXXX")
-trap 'rm -rf "$work"' EXIT INT TERM
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 echo "==> TypeScript: npm ci && npm run build"
 mkdir -p "$work/withruntime"
