@@ -38,21 +38,19 @@ echo "==> TypeScript: npm ci && npm run build"
 mkdir -p "$work/withruntime"
 (cd "$sdk" && tar -cf - --exclude=./node_modules --exclude=./dist --exclude=./dist-test \
   --exclude='./*.tgz' --exclude='*.tsbuildinfo' .) | (cd "$work/withruntime" && tar -xf -)
-# The platform packages of a new version are not published yet, so the lock
-# file cannot hold them and npm ci would refuse the optionalDependencies:
-# the build installs without them, and the package keeps them.
-cp "$work/withruntime/package.json" "$work/package.json"
+(cd "$work/withruntime" && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npm run --silent build)
+rm -rf "$work/withruntime/node_modules"
+# The checkout's package.json names no platform package: those of a new
+# version are not published yet, so its lock file could not hold them and
+# npm ci would refuse them. The packed package gets one optional dependency
+# per platform here, at the same version.
 node -e '
   const fs = require("fs");
-  for (const f of process.argv.slice(1)) {
-    const j = JSON.parse(fs.readFileSync(f, "utf8"));
-    delete j.optionalDependencies;
-    if (j.packages && j.packages[""]) delete j.packages[""].optionalDependencies;
-    fs.writeFileSync(f, JSON.stringify(j, null, 2) + "\n");
-  }' "$work/withruntime/package.json" "$work/withruntime/package-lock.json"
-(cd "$work/withruntime" && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npm run --silent build)
-cp "$work/package.json" "$work/withruntime/package.json"
-rm -rf "$work/withruntime/node_modules"
+  const [file, version, ...names] = process.argv.slice(1);
+  const j = JSON.parse(fs.readFileSync(file, "utf8"));
+  j.optionalDependencies = Object.fromEntries(names.map((n) => ["@withruntime/cli-" + n, version]));
+  fs.writeFileSync(file, JSON.stringify(j, null, 2) + "\n");
+' "$work/withruntime/package.json" "$version" $(for p in $platforms; do printf '%s ' "${p%%:*}"; done)
 
 echo "==> Go CLI for each platform"
 failed=""

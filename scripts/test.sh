@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs the whole test suite: the host set-up first (as scripts/up.sh does),
-# then every Go package and the Python SDK against a real server.
+# then every Go package, and the Python and TypeScript SDKs against a real
+# server.
 # Run as root from the project's checkout; CI calls exactly this.
 set -eu
 cd "$(dirname "$0")/.."
@@ -35,3 +36,10 @@ echo "==> fuzz (seconds per target; the committed corpora also ran in go test)"
 echo "==> Python SDK"
 # The session starts its own server (the withruntime that up.sh installed).
 /usr/bin/python3 -m pytest -q sdk/python/tests
+
+echo "==> TypeScript SDK and agent tools (node --test against a real server)"
+if ! command -v npm >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+(cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && WITHRUNTIME_CLI="$(command -v withruntime)" CI=true npm test)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,12 +76,26 @@ func TestInstalledPackageAgainstAServer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("reading %s: %v", tgz, err)
 		}
-		var m struct{ Scripts map[string]string }
+		var m struct {
+			Scripts              map[string]string
+			OptionalDependencies map[string]string
+		}
 		json.Unmarshal(b, &m)
 		for _, s := range []string{"preinstall", "install", "postinstall"} {
 			if m.Scripts[s] != "" {
 				t.Errorf("%s has a %s script: %q", filepath.Base(tgz), s, m.Scripts[s])
 			}
+		}
+		if tgz != main {
+			continue
+		}
+		// One optional dependency per platform, at the package's version.
+		want := map[string]string{}
+		for _, p := range []string{"linux-x64", "linux-arm64", "darwin-x64", "darwin-arm64", "win32-x64"} {
+			want["@withruntime/cli-"+p] = version
+		}
+		if !maps.Equal(m.OptionalDependencies, want) {
+			t.Errorf("the package's optional dependencies: got %v, want %v", m.OptionalDependencies, want)
 		}
 	}
 
