@@ -208,9 +208,11 @@ func hostOnly(h string) string {
 	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 	// An IPv6 zone names one of the sender's interfaces: the request as
 	// the relay forwards it (Request.Write) has none, so neither has the
-	// host the policy decides on.
+	// host the policy decides on. The zone starts at the first '%' (a
+	// zone may hold more: Request.Write cuts at the last one, and what it
+	// leaves is cut here again on the way out).
 	if a, err := netip.ParseAddr(h); err == nil && a.Zone() != "" {
-		h = h[:strings.LastIndexByte(h, '%')]
+		h = h[:strings.IndexByte(h, '%')]
 	}
 	return normalize(h)
 }
