@@ -317,11 +317,33 @@ func headHosts(head []byte) ([]string, error) {
 // requestHost is a request's host, normalized, without port: the
 // absolute-form target's host or the Host header, which must agree when
 // both are given.
+// bracketsWhole reports whether the brackets of a Host value, if any,
+// enclose its whole host: "[addr]" or "[addr]:port", one pair. Anything
+// else ("[::%1a]]x") reads one way here and another once Request.Write
+// has cut its zone.
+func bracketsWhole(h string) bool {
+	if !strings.ContainsAny(h, "[]") {
+		return true
+	}
+	end := strings.IndexByte(h, ']')
+	if h[0] != '[' || end < 0 || strings.ContainsAny(h[1:end], "[]") {
+		return false
+	}
+	rest := h[end+1:]
+	return rest == "" || rest[0] == ':' && strings.Trim(rest[1:], "0123456789") == ""
+}
+
 func requestHost(hosts []string, req *http.Request) (string, error) {
 	// As for the first request (sniff.go): a Host net/http would not
 	// forward as it is gets no decision.
-	if !validHost(req.Host) {
+	if !validHost(req.Host) || !bracketsWhole(req.Host) {
 		return "", errors.New("malformed Host")
+	}
+	// Only a target that Request.Write sends on as it came: an opaque URL
+	// or another scheme ("a:a://name") would be rewritten into a target
+	// that names a host the policy never saw.
+	if u := req.URL; u.Opaque != "" || u.Scheme != "" && u.Scheme != "http" && u.Scheme != "https" {
+		return "", errors.New("malformed request target")
 	}
 	host := hostOnly(req.Host)
 	if len(hosts) == 1 && hostOnly(hosts[0]) != host {

@@ -66,6 +66,13 @@ func TestClassify(t *testing.T) {
 		{in: "GET / HTTP/1.1\r\nHost: [::1%\"]\r\n\r\n", proto: httpProto, done: true, err: true},
 		{in: "GET / HTTP/1.1\r\nHost: a.test/x\r\n\r\n", proto: httpProto, done: true, err: true},
 		{in: "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", proto: httpProto, done: true, err: true},
+		// A zone ends at its first '%'; brackets enclose the whole host; a
+		// target is a path, "*" or an http(s) URL (found by FuzzHTTPHost).
+		{in: "GET / HTTP/1.1\r\nHost: [fe10::1%25eth0e10::1%2]\r\n\r\n", proto: httpProto, done: true, name: "fe10::1"},
+		{in: "A * HTTP/1.0\r\nHost:[::%10a]]]]]aaa\r\n\r\n", proto: httpProto, done: true, err: true},
+		{in: "GET / HTTP/1.1\r\nHost: x[::1]\r\n\r\n", proto: httpProto, done: true, err: true},
+		{in: "A a:a://other.test HTTP/1.0\r\nHost:\r\n\r\n", proto: httpProto, done: true, err: true},
+		{in: "GET ftp://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", proto: httpProto, done: true, err: true},
 		{in: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", proto: opaque, done: true},
 		{in: "SSH-2.0-OpenSSH\r\n", proto: opaque, done: true},
 		{in: "PING\r\n", proto: opaque, done: true},
