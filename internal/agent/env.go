@@ -9,9 +9,10 @@ import (
 	"strings"
 )
 
-// maxEnvBody bounds a PUT /env body: far more than any environment needs,
-// and small enough to hold in memory at once.
-const maxEnvBody = 1 << 20
+// maxEnvBody bounds a PUT /env body: the host's largest environment (256
+// values of 32 KiB, each byte a control character JSON writes as \u00XX:
+// about 50 MB) fits, so that no create the API accepts fails here.
+const maxEnvBody = 64 << 20
 
 // envRequest is the body of PUT /env.
 type envRequest struct {

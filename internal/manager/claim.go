@@ -39,6 +39,16 @@ func (m *Manager) claimPool(ctx context.Context, account, keyID string, concurre
 	}
 }
 
+// stopping reports whether Close has begun.
+func (m *Manager) stopping() bool {
+	select {
+	case <-m.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 func isDone(inst sandbox.Instance) bool {
 	select {
 	case <-inst.Done():
@@ -53,7 +63,11 @@ func isDone(inst sandbox.Instance) bool {
 // used is the member's, not the account's.
 func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, account, keyID string, concurrency int, spec sandbox.Spec) (*sandbox.Record, bool, error) {
 	if err := m.reassign(e, account, concurrency); err != nil {
-		m.pools.putBack(mem)
+		// Back to its pool, unless the filler has replaced it already or
+		// the server is stopping (Close has taken the members).
+		if m.stopping() || !m.pools.putBack(mem) {
+			m.destroyLocked(e, "not needed back in its pool", false)
+		}
 		return nil, true, err
 	}
 	fail := func(what string, err error) (*sandbox.Record, bool, error) {
@@ -61,14 +75,20 @@ func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, account, 
 		m.destroyLocked(e, what, true)
 		return nil, false, nil
 	}
-	if err := m.applySpec(ctx, e, spec); err != nil {
+	// Not the request's context: a client that goes away mid-claim would
+	// otherwise cost a member.
+	if err := m.applySpec(context.WithoutCancel(ctx), e, spec); err != nil {
 		return fail("giving a pool member its settings", err)
 	}
+	// The boot's CPU is nobody's: without the counter's value now, the
+	// first sample would bill all of it to the account.
 	var counter int64
 	if meter, ok := m.cfg.Backend.(sandbox.Meter); ok {
-		if cpu, err := meter.CPUTime(e.id); err == nil {
-			counter = int64(cpu)
+		cpu, err := meter.CPUTime(e.id)
+		if err != nil {
+			return fail("reading a pool member's CPU counter", err)
 		}
+		counter = int64(cpu)
 	}
 	now := m.now()
 	rec := &sandbox.Record{
@@ -109,13 +129,15 @@ func (m *Manager) reassign(e *entry, account string, concurrency int) error {
 // (online when the policy has internet; the allow list is the manager's,
 // indexed once the record exists).
 func (m *Manager) applySpec(ctx context.Context, e *entry, spec sandbox.Spec) error {
-	if len(spec.Env) > 0 {
-		if err := m.putEnv(ctx, e, spec.Env); err != nil {
+	// The priority first: at the lowest, the agent's answer below would
+	// wait behind every busy sandbox on the host.
+	if w, ok := m.cfg.Backend.(sandbox.Warmer); ok {
+		if err := w.Claim(ctx, e.id); err != nil {
 			return err
 		}
 	}
-	if w, ok := m.cfg.Backend.(sandbox.Warmer); ok {
-		if err := w.Claim(ctx, e.id); err != nil {
+	if len(spec.Env) > 0 {
+		if err := m.putEnv(ctx, e, spec.Env); err != nil {
 			return err
 		}
 	}
@@ -136,10 +158,13 @@ const envTimeout = 5 * time.Second
 
 // putEnv sets the sandbox's environment in its agent.
 func (m *Manager) putEnv(ctx context.Context, e *entry, env map[string]string) error {
-	body, err := json.Marshal(map[string]map[string]string{"env": env})
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // "<" as itself, not six bytes: see the agent's maxEnvBody
+	if err := enc.Encode(map[string]map[string]string{"env": env}); err != nil {
 		return err
 	}
+	body := buf.Bytes()
 	ctx, cancel := context.WithTimeout(ctx, envTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://agent/env", bytes.NewReader(body))

@@ -26,6 +26,7 @@ type fakeBackend struct {
 	destroyed map[string]int // Destroy calls that found a running or paused box
 	calls     map[string]int // "start", "pause", "resume", "destroy" -> count
 	cpu       map[string]time.Duration
+	warm      map[string]bool // started warm and not claimed yet
 	// delay is how long Start, Pause and Resume take: it widens the
 	// windows in which unserialized calls would overlap.
 	delay time.Duration
@@ -48,7 +49,7 @@ type fakeInstance struct {
 }
 
 func newFakeBackend() *fakeBackend {
-	return &fakeBackend{boxes: map[string]*fakeBox{}, destroyed: map[string]int{}, calls: map[string]int{}, cpu: map[string]time.Duration{}}
+	return &fakeBackend{boxes: map[string]*fakeBox{}, destroyed: map[string]int{}, calls: map[string]int{}, cpu: map[string]time.Duration{}, warm: map[string]bool{}}
 }
 
 func newFakeInstance() *fakeInstance { return &fakeInstance{done: make(chan struct{})} }
@@ -183,6 +184,39 @@ func (b *fakeBackend) Sweep(ctx context.Context, keep func(id string) bool) erro
 	return nil
 }
 
+// StartWarm implements sandbox.Warmer: a start the fake remembers as
+// warm, at the lowest priority until Claim.
+func (b *fakeBackend) StartWarm(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
+	inst, err := b.Start(ctx, id, spec)
+	if err == nil {
+		b.mu.Lock()
+		b.warm[id] = true
+		b.mu.Unlock()
+	}
+	return inst, err
+}
+
+// Claim implements sandbox.Warmer.
+func (b *fakeBackend) Claim(ctx context.Context, id string) error {
+	if err := b.begin("claim", id); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.boxes[id] == nil {
+		return fmt.Errorf("sandbox %s is gone", id)
+	}
+	b.warm[id] = false
+	return nil
+}
+
+// lowPriority reports whether a box runs at the warm priority still.
+func (b *fakeBackend) lowPriority(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.warm[id]
+}
+
 // ids lists the boxes the backend holds.
 func (b *fakeBackend) ids() []string {
 	b.mu.Lock()
@@ -196,6 +230,14 @@ func (b *fakeBackend) ids() []string {
 
 // CPUTime implements sandbox.Meter.
 func (b *fakeBackend) CPUTime(id string) (time.Duration, error) {
+	b.mu.Lock()
+	fail := b.fail
+	b.mu.Unlock()
+	if fail != nil {
+		if err := fail("cputime", id); err != nil {
+			return 0, err
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if box := b.boxes[id]; box == nil || box.state != sandbox.StateRunning {

@@ -85,8 +85,16 @@ func (m *Manager) fillOne() bool {
 		m.pools.setBlocked(key, true)
 		return false
 	}
+	// A boot Close need not wait for.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	go func() {
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	began := time.Now()
 	var inst sandbox.Instance
 	var err error

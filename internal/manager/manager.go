@@ -140,6 +140,10 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 		m.cfg.EgressState.Release(e.id)
 	}
 	if getErr != nil {
+		// No record: a pool member died, and its room is free for the
+		// filler to replace it.
+		m.pools.unblockAll()
+		m.pools.kick()
 		return nil, fmt.Errorf("reading %s to record its end: %w", e.id, getErr)
 	}
 	if rec.State == sandbox.StateEnded {

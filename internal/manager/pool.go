@@ -90,11 +90,17 @@ func (p *pools) take(key poolKey) *member {
 	return mem
 }
 
-// putBack returns a member a claim could not use to the front.
-func (p *pools) putBack(mem *member) {
+// putBack returns a member a claim could not use to the front of its
+// pool, unless the pool is full again (the filler replaced it); it
+// reports whether it did.
+func (p *pools) putBack(mem *member) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.ready[mem.key]) >= p.target[mem.key] {
+		return false
+	}
 	p.ready[mem.key] = append([]*member{mem}, p.ready[mem.key]...)
+	return true
 }
 
 func (p *pools) add(mem *member) {

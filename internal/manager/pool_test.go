@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -316,4 +317,56 @@ func TestPoolMemberThatDiedIsNotHandedOut(t *testing.T) {
 		t.Fatalf("create got %s, a member that died", id)
 	}
 	r.consistent(rec.ID)
+}
+
+func TestPoolClaimRestoresPriority(t *testing.T) {
+	r := poolRig(t, []Pool{{2, 4096, 2}}, nil)
+	r.waitPool(defaultKey, 2)
+	for id := range r.members(defaultKey) {
+		if !r.be.lowPriority(id) {
+			t.Errorf("member %s was not started warm", id)
+		}
+	}
+	rec := r.create(api.CreateSandboxRequest{})
+	if r.be.lowPriority(rec.ID) {
+		t.Errorf("claimed %s still runs at the warm priority", rec.ID)
+	}
+}
+
+func TestPoolFailedClaimStartsCold(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   string // the backend call that fails during the claim
+	}{{"priority", "claim"}, {"cpu counter", "cputime"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := poolRig(t, []Pool{{2, 4096, 1}}, nil)
+			r.waitPool(defaultKey, 1)
+			var warm string
+			for warm = range r.members(defaultKey) {
+			}
+			r.be.mu.Lock()
+			r.be.fail = func(op, id string) error {
+				if op == tc.op && id == warm {
+					return errors.New("injected")
+				}
+				return nil
+			}
+			r.be.mu.Unlock()
+			rec := r.create(api.CreateSandboxRequest{})
+			if rec.ID == warm {
+				t.Fatalf("create got %s, the member whose claim failed", warm)
+			}
+			r.consistent(rec.ID)
+			r.settled(warm)
+			if r.be.state(warm) != "" {
+				t.Errorf("the member whose claim failed is still on the backend")
+			}
+			if admitted, _ := r.live(warm); admitted {
+				t.Errorf("the member whose claim failed still holds room")
+			}
+			if _, err := r.st.GetSandbox(t.Context(), warm); err == nil {
+				t.Errorf("the member whose claim failed has a record")
+			}
+		})
+	}
 }
