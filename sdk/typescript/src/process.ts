@@ -41,7 +41,8 @@ export interface ExecOptions {
   /** Working directory; a relative one is under /workspace. */
   cwd?: string;
   env?: Record<string, string>;
-  /** Text given to the command on its standard input. */
+  /** Text given to the command on its standard input; a Uint8Array must be
+   * UTF-8 (TypeError otherwise): stdin carries text, not arbitrary bytes. */
   stdin?: string | Uint8Array;
   /** Bound on the command's run time (default: only the lease). */
   timeoutMs?: number;
@@ -125,6 +126,20 @@ export function outputOf(d: ProcessWire, name: "stdout" | "stderr", text: boolea
   return fromBase64(b64, `process ${d.pid}: ${name}_b64`);
 }
 
+// stdin travels as JSON text: bytes must be UTF-8 (kept exactly, a BOM
+// too), else refused, as the Python SDK refuses them.
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+function stdinText(stdin: string | Uint8Array): string {
+  if (typeof stdin === "string") return stdin;
+  if (!(stdin instanceof Uint8Array)) throw new TypeError("stdin must be a string or a Uint8Array");
+  try {
+    return strictUtf8.decode(stdin);
+  } catch {
+    throw new TypeError("stdin must be text: the bytes given are not valid UTF-8");
+  }
+}
+
 /** The JSON body of POST /exec, with only what was given. */
 export function buildExecBody(cmd: Command, opts: ExecOptions): components["schemas"]["ExecRequest"] {
   let body: components["schemas"]["ExecRequest"];
@@ -143,7 +158,7 @@ export function buildExecBody(cmd: Command, opts: ExecOptions): components["sche
   if (opts.env && Object.keys(opts.env).length) {
     body.env = Object.fromEntries(Object.entries(opts.env).map(([k, v]) => [k, String(v)]));
   }
-  if (opts.stdin !== undefined) body.stdin = typeof opts.stdin === "string" ? opts.stdin : decoder.decode(opts.stdin);
+  if (opts.stdin !== undefined) body.stdin = stdinText(opts.stdin);
   if (opts.timeoutMs !== undefined) {
     if (!(opts.timeoutMs >= 0)) throw new RangeError("timeoutMs must be positive");
     if (opts.timeoutMs > 0) body.timeout_ms = Math.floor(opts.timeoutMs);
@@ -152,10 +167,20 @@ export function buildExecBody(cmd: Command, opts: ExecOptions): components["sche
   return body;
 }
 
+// What a user's callback threw (or rejected with): passed on as it was,
+// never mistaken for a broken stream.
+class CallbackError {
+  constructor(readonly error: unknown) {}
+}
+
 async function call(cb: OutputCallback<any> | undefined, data: string | Uint8Array): Promise<void> {
   if (!cb || !data.length) return;
-  const r = cb(data) as { then?: unknown } | undefined;
-  if (r && typeof r.then === "function") await r;
+  try {
+    const r = cb(data) as { then?: unknown } | undefined;
+    if (r && typeof r.then === "function") await r;
+  } catch (e) {
+    throw new CallbackError(e);
+  }
 }
 
 /** POST an exec request and follow its ndjson event stream to the end. */
@@ -230,7 +255,9 @@ export async function runStream(
       }
     }
   } catch (e) {
+    // Closing the connection ends the command, as any client leaving does.
     resp.destroy();
+    if (e instanceof CallbackError) throw e.error;
     if (e instanceof WithruntimeError) throw e;
     const m = (e as Error)?.message ?? String(e);
     throw new TransportError(`${where}: the event stream broke: ${m}`, { cause: e });

@@ -58,6 +58,46 @@ describe("exec", () => {
     assert.equal(seen.join(""), "1\n2\n3\n");
   });
 
+  test("an error a callback throws reaches the caller as it was, and the command is killed", async () => {
+    class Stop extends Error {}
+    for (const name of ["throws", "rejects"]) {
+      const boom = new Stop("enough");
+      const mark = `cb-${name}`;
+      const cmd = `echo $$ > ${mark}.pid; echo go; exec sleep 300`;
+      const onStdout =
+        name === "throws"
+          ? (): never => {
+              throw boom;
+            }
+          : (): Promise<never> => Promise.reject(boom);
+      await assert.rejects(sbx.exec(["sh", "-c", cmd], { onStdout }), (e: unknown) => {
+        assert.equal(e, boom, `${name}: got ${e}, want the very error the callback threw`);
+        assert.ok(e instanceof Stop);
+        return true;
+      });
+      // The connection was closed, so the server ends the command.
+      const pid = (await sbx.files.read(`${mark}.pid`)).trim();
+      let alive = true;
+      for (let i = 0; i < 300 && alive; i++) {
+        alive = (await sbx.exec(`kill -0 ${pid} 2>/dev/null`)).exitCode === 0;
+        if (alive) await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.equal(alive, false, `${name}: the command (pid ${pid}) still runs after the callback failed`);
+    }
+  });
+
+  test("stdin as bytes must be UTF-8", async () => {
+    const r = await sbx.exec("cat", { stdin: new Uint8Array([0xef, 0xbb, 0xbf, 0xc3, 0xa9, 0x0a]) });
+    assert.deepEqual([...Buffer.from(r.stdout)], [0xef, 0xbb, 0xbf, 0xc3, 0xa9, 0x0a]);
+    for (const bad of [[0xff], [0xc3], [0x61, 0xed, 0xa0, 0x80]]) {
+      await assert.rejects(sbx.exec("cat", { stdin: new Uint8Array(bad) }), (e: unknown) => {
+        assert.ok(e instanceof TypeError, `stdin ${JSON.stringify(bad)}: got ${e}, want TypeError`);
+        assert.match((e as Error).message, /not valid UTF-8/);
+        return true;
+      });
+    }
+  });
+
   test("cwd, env, stdin and a string command", async () => {
     await sbx.files.mkdir("sub");
     const r = await sbx.exec("pwd; echo $A-$B; cat", { cwd: "sub", env: { A: "x", B: "y" }, stdin: "from stdin" });
