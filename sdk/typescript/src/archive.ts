@@ -20,6 +20,9 @@ import { WithruntimeError } from "./errors.js";
 export const CHUNK = 1 << 20; // bytes of file data read at a time
 const FLUSH = 256 << 10; // small entries are batched into chunks of about this size
 const BLOCK = 512;
+// PAX and GNU long-name headers are held whole: refused above this size, as
+// Go's archive/tar refuses them.
+const MAX_EXTENDED = 1 << 20;
 const WINDOWS = process.platform === "win32";
 // A new file only, never through a link that appeared meanwhile.
 const CREATE_FLAGS = C.O_WRONLY | C.O_CREAT | C.O_EXCL | (C.O_NOFOLLOW ?? 0);
@@ -178,23 +181,47 @@ export async function* singleFileTar(path: string, name: string, st: Stats): Asy
 /** Reads exact byte counts from a stream of chunks. */
 class Reader {
   #it: AsyncIterator<Uint8Array>;
-  #buf: Buffer = Buffer.alloc(0);
+  // Chunks received and not yet read, the first one possibly in part: each
+  // byte is copied at most once, when a read spans chunks.
+  #chunks: Buffer[] = [];
+  #held = 0;
   #done = false;
 
   constructor(src: AsyncIterable<Uint8Array>) {
     this.#it = src[Symbol.asyncIterator]();
   }
 
-  /** Up to n bytes (fewer only at the end of the stream); at most `max`
-   * bytes held at once when `partial` (for file data). */
+  /** Up to n bytes (fewer only at the end of the stream); with `partial`,
+   * whatever is held once anything is (for file data, at most n). */
   async read(n: number, partial = false): Promise<Buffer> {
-    while (this.#buf.length < n && !this.#done && !(partial && this.#buf.length)) {
+    while (this.#held < n && !this.#done && !(partial && this.#held)) {
       const r = await this.#it.next();
       if (r.done) this.#done = true;
-      else this.#buf = this.#buf.length ? Buffer.concat([this.#buf, r.value]) : Buffer.from(r.value);
+      else if (r.value.length) {
+        this.#chunks.push(Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength));
+        this.#held += r.value.length;
+      }
     }
-    const out = this.#buf.subarray(0, n);
-    this.#buf = this.#buf.subarray(out.length);
+    const want = Math.min(n, this.#held);
+    const first = this.#chunks[0];
+    if (first && (first.length >= want || partial)) {
+      const out = first.subarray(0, want);
+      if (out.length === first.length) this.#chunks.shift();
+      else this.#chunks[0] = first.subarray(out.length);
+      this.#held -= out.length;
+      return out;
+    }
+    const out = Buffer.allocUnsafe(want);
+    let off = 0;
+    while (off < want) {
+      const c = this.#chunks[0]!;
+      const take = Math.min(c.length, want - off);
+      c.copy(out, off, 0, take);
+      off += take;
+      if (take === c.length) this.#chunks.shift();
+      else this.#chunks[0] = c.subarray(take);
+    }
+    this.#held -= want;
     return out;
   }
 
@@ -284,6 +311,9 @@ async function* members(reader: Reader): AsyncGenerator<Member> {
     const size = num(h, 124, 12);
     const padded = size + ((BLOCK - (size % BLOCK)) % BLOCK);
     if (type === "x" || type === "g" || type === "L" || type === "K") {
+      if (size > MAX_EXTENDED) {
+        throw new TarError(`an extended header of ${size} bytes is over the ${MAX_EXTENDED}-byte limit`);
+      }
       const data = await reader.exact(padded, "an extended header");
       if (type === "x") pax = { ...pax, ...parsePax(data.subarray(0, size)) };
       else if (type === "L") longName = cstr(data, 0, size);

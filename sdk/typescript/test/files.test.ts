@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import { APIError, type Sandbox, UnsafeArchiveError } from "../src/index.js";
-import { entryHeader, extract } from "../src/archive.js";
+import { TarError, entryHeader, extract } from "../src/archive.js";
 import { small, tempDir } from "./helpers.js";
 
 /** Every entry under root: relative name -> file bytes (hex), link target, or "dir". */
@@ -148,4 +148,84 @@ describe("safe extraction", () => {
       assert.equal(existsSync("/tmp/through.txt") || existsSync("/tmp/withruntime-never"), false);
     });
   }
+});
+
+describe("extended tar headers", () => {
+  /** A header block of `type` for `size` bytes of data, checksum fixed. */
+  function typed(type: string, size: number): Buffer {
+    const h = Buffer.from(entryHeader({ name: "ext", type: "0", mode: 0o644, mtime: 0, size }));
+    h.write(type, 156, 1, "ascii");
+    h.fill(0x20, 148, 156);
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.write(sum.toString(8).padStart(6, "0") + "\0 ", 148, 8, "ascii");
+    return h;
+  }
+  const pad = (n: number): Buffer => Buffer.alloc((512 - (n % 512)) % 512);
+  function paxRecord(key: string, value: string): Buffer {
+    const body = ` ${key}=${value}\n`;
+    let len = body.length + String(body.length).length;
+    if (String(len).length !== String(len - body.length).length) len = body.length + String(len).length;
+    return Buffer.from(`${len}${body}`);
+  }
+  /** A whole tar: an extended header of `type` with `data`, then file f. */
+  function archive(type: string, data: Buffer): Buffer {
+    const file = Buffer.from("hello");
+    return Buffer.concat([
+      typed(type, data.length), data, pad(data.length),
+      entryHeader({ name: "f", type: "0", mode: 0o644, mtime: 0, size: file.length }), file, pad(file.length),
+      Buffer.alloc(1024),
+    ]);
+  }
+  /** `tar` in chunks of `size` bytes, counting what was taken. */
+  function chunks(tar: Buffer, size: number, taken: { bytes: number }): AsyncGenerator<Uint8Array> {
+    return (async function* () {
+      for (let i = 0; i < tar.length; i += size) {
+        const c = tar.subarray(i, i + size);
+        taken.bytes += c.length;
+        yield c;
+      }
+    })();
+  }
+
+  const big = 2 << 20;
+  for (const [type, data] of [
+    ["x", paxRecord("comment", "c".repeat(big))],
+    ["g", paxRecord("comment", "c".repeat(big))],
+    ["L", Buffer.from("n".repeat(big) + "\0")],
+    ["K", Buffer.from("k".repeat(big) + "\0")],
+  ] as const) {
+    test(`a ${data.length}-byte '${type}' header is refused before it is read`, async () => {
+      const dest = tempDir();
+      const taken = { bytes: 0 };
+      await assert.rejects(extract(chunks(archive(type, data), 512, taken), dest), (e: unknown) => {
+        assert.ok(e instanceof TarError, `got ${String(e).slice(0, 200)}, want TarError`);
+        assert.match((e as Error).message, /extended header of \d+ bytes is over the 1048576-byte limit/);
+        return true;
+      });
+      assert.equal(taken.bytes, 512, "more than the header block was read");
+      assert.deepEqual(readdirSync(dest), []);
+    });
+  }
+
+  test("a PAX name up to the limit, the stream cut at every few bytes", async () => {
+    const name = "d/" + "p".repeat(200);
+    const pax = paxRecord("path", name);
+    const tar = Buffer.concat([
+      typed("x", pax.length), pax, pad(pax.length),
+      entryHeader({ name: "short", type: "0", mode: 0o644, mtime: 0, size: 5 }), Buffer.from("hello"), pad(5),
+      Buffer.alloc(1024),
+    ]);
+    for (const size of [7, 512, 100_000]) {
+      const dest = tempDir();
+      const got = await extract(chunks(tar, size, { bytes: 0 }), dest);
+      assert.deepEqual(got, { files: 1, bytes: 5 }, `chunks of ${size}`);
+      assert.equal(readFileSync(join(dest, name), "utf8"), "hello", `chunks of ${size}`);
+    }
+    const atLimit = paxRecord("comment", "c".repeat((1 << 20) - 20));
+    assert.ok(atLimit.length <= 1 << 20);
+    const dest = tempDir();
+    assert.deepEqual(await extract(chunks(archive("x", atLimit), 4096, { bytes: 0 }), dest), { files: 1, bytes: 5 });
+    assert.equal(readFileSync(join(dest, "f"), "utf8"), "hello");
+  });
 });
