@@ -12,14 +12,14 @@
 
 import { jsonSchema, tool, type Tool } from "ai";
 
-import { sandboxTools, type SandboxToolsOptions, type ToolSandbox } from "./tools.js";
+import { sandboxTools as neutralTools, type SandboxToolsOptions, type ToolSandbox } from "./tools.js";
 
 export type { SandboxToolsOptions, ToolSandbox } from "./tools.js";
 
 /** The four tools bound to `sbx`, as an AI SDK tool set. */
 export function aiTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}): Record<string, Tool> {
   const out: Record<string, Tool> = {};
-  for (const t of sandboxTools(sbx, options)) {
+  for (const t of neutralTools(sbx, options)) {
     const execute = t.execute as (args: unknown) => Promise<unknown>;
     out[t.name] = tool({
       description: t.description,
@@ -30,3 +30,7 @@ export function aiTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}): Re
   }
   return out;
 }
+
+/** The same as aiTools, under the name every adapter shares (as in Python,
+ * `withruntime.langchain.sandbox_tools(sbx)`). */
+export const sandboxTools = aiTools;

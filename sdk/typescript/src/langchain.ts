@@ -15,13 +15,13 @@
 
 import { DynamicStructuredTool } from "@langchain/core/tools";
 
-import { sandboxTools, type SandboxToolsOptions, type ToolSandbox } from "./tools.js";
+import { sandboxTools as neutralTools, type SandboxToolsOptions, type ToolSandbox } from "./tools.js";
 
 export type { SandboxToolsOptions, ToolSandbox } from "./tools.js";
 
 /** The four tools bound to `sbx`, as LangChain structured tools. */
 export function langchainTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}): DynamicStructuredTool[] {
-  return sandboxTools(sbx, options).map((t) => {
+  return neutralTools(sbx, options).map((t) => {
     const execute = t.execute as (args: unknown) => Promise<unknown>;
     return new DynamicStructuredTool({
       name: t.name,
@@ -34,3 +34,7 @@ export function langchainTools(sbx: ToolSandbox, options: SandboxToolsOptions = 
     }) as unknown as DynamicStructuredTool;
   });
 }
+
+/** The same as langchainTools, under the name every adapter shares (as in Python,
+ * `withruntime.langchain.sandbox_tools(sbx)`). */
+export const sandboxTools = langchainTools;

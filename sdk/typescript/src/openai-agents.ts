@@ -17,7 +17,7 @@
 
 import { tool, type FunctionTool } from "@openai/agents";
 
-import { sandboxTools, type SandboxToolsOptions, type ToolParameters, type ToolSandbox } from "./tools.js";
+import { sandboxTools as neutralTools, type SandboxToolsOptions, type ToolParameters, type ToolSandbox } from "./tools.js";
 
 export type { SandboxToolsOptions, ToolSandbox } from "./tools.js";
 
@@ -28,7 +28,7 @@ export function strictParameters(p: ToolParameters): ToolParameters {
 
 /** The four tools bound to `sbx`, as OpenAI Agents function tools. */
 export function openaiAgentsTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}): FunctionTool[] {
-  return sandboxTools(sbx, options).map((t) => {
+  return neutralTools(sbx, options).map((t) => {
     const execute = t.execute as (args: unknown) => Promise<unknown>;
     return tool({
       name: t.name,
@@ -42,3 +42,7 @@ export function openaiAgentsTools(sbx: ToolSandbox, options: SandboxToolsOptions
     }) as unknown as FunctionTool;
   });
 }
+
+/** The same as openaiAgentsTools, under the name every adapter shares (as in Python,
+ * `withruntime.langchain.sandbox_tools(sbx)`). */
+export const sandboxTools = openaiAgentsTools;
