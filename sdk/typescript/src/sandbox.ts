@@ -291,6 +291,11 @@ export class Sandbox {
   exec(cmd: Command, opts: ExecOptions & { background?: false; text: false }): Promise<ExecResult<Uint8Array>>;
   exec(cmd: Command, opts: ExecOptions & { background: true; text?: true }): Promise<Process<string>>;
   exec(cmd: Command, opts: ExecOptions & { background: true; text: false }): Promise<Process<Uint8Array>>;
+  // Options only known at run time (`text: flag`, `background: flag`): the
+  // result is typed as either.
+  exec(cmd: Command, opts: ExecOptions & { background?: false }): Promise<ExecResult<string | Uint8Array>>;
+  exec(cmd: Command, opts: ExecOptions & { background: true }): Promise<Process<string | Uint8Array>>;
+  exec(cmd: Command, opts?: ExecOptions): Promise<ExecResult<string | Uint8Array> | Process<string | Uint8Array>>;
   async exec(cmd: Command, opts: ExecOptions = {}): Promise<ExecResult | Process<string | Uint8Array>> {
     const body = buildExecBody(cmd, opts);
     if (opts.background) {
