@@ -16,11 +16,24 @@ import (
 // missing from the free space, and it cannot grow while they are paused; a
 // resume is admitted again, quota and all.
 func (m *Manager) admit(e *entry, account string, concurrency int, spec sandbox.Spec) error {
+	return m.fit(e, account, concurrency, spec, false)
+}
+
+// fit is admit; withoutIdle only asks whether spec would fit once every
+// idle pool member is gone, and reserves nothing.
+func (m *Manager) fit(e *entry, account string, concurrency int, spec sandbox.Spec, withoutIdle bool) error {
 	free, freeErr := m.diskFree()
+	var idle map[string]bool
+	if withoutIdle {
+		idle = m.pools.idleIDs()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var cpus, mem, disk, running int
 	for _, o := range m.live {
+		if idle[o.id] {
+			continue
+		}
 		cpus += o.vcpus
 		mem += o.memoryMiB
 		disk += o.diskMiB
@@ -48,17 +61,21 @@ func (m *Manager) admit(e *entry, account string, concurrency int, spec sandbox.
 				disk, spec.DiskMiB, maxDisk, free>>20, m.cfg.Overcommit)
 		}
 	}
+	if withoutIdle {
+		return nil
+	}
 	e.account, e.vcpus, e.memoryMiB, e.diskMiB = account, spec.VCPUs, spec.MemoryMiB, spec.DiskMiB
 	m.live[e.id] = e
 	return nil
 }
 
 // admitOrEvict is admit that, when the host is full, destroys idle pool
-// members one by one to make room before it refuses.
+// members one by one to make room before it refuses, but none when even
+// all of them would not make enough.
 func (m *Manager) admitOrEvict(e *entry, account string, concurrency int, spec sandbox.Spec) error {
 	for {
 		err := m.admit(e, account, concurrency, spec)
-		if sandbox.KindOf(err) != sandbox.KindCapacityExhausted || !m.evictIdle() {
+		if sandbox.KindOf(err) != sandbox.KindCapacityExhausted || m.fit(e, account, concurrency, spec, true) != nil || !m.evictIdle() {
 			return err
 		}
 	}

@@ -189,6 +189,19 @@ func (p *pools) unblockAll() {
 	clear(p.blocked)
 }
 
+// idleIDs is the set of ready members' ids.
+func (p *pools) idleIDs() map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := map[string]bool{}
+	for _, list := range p.ready {
+		for _, mem := range list {
+			ids[mem.id] = true
+		}
+	}
+	return ids
+}
+
 // counts is the number of ready members per pool (tests, logs).
 func (p *pools) counts() map[poolKey]int {
 	p.mu.Lock()

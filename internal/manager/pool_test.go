@@ -370,3 +370,17 @@ func TestPoolFailedClaimStartsCold(t *testing.T) {
 		})
 	}
 }
+
+func TestPoolNotEvictedForACreateThatCannotFit(t *testing.T) {
+	// 8 vCPUs of room: a user's 4 and two idle members' 4. A create of
+	// 8 cannot fit even with both members gone: they stay.
+	r := poolRig(t, []Pool{{2, 4096, 2}}, func(c *Config) { c.HostCPUs, c.Overcommit = 2, 4 })
+	r.waitPool(defaultKey, 2)
+	r.create(api.CreateSandboxRequest{VCPUs: 4, MemoryMiB: 1024})
+	if _, err := r.m.Create(t.Context(), "acct", "", api.CreateSandboxRequest{VCPUs: 8, MemoryMiB: 1024}); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
+		t.Fatalf("a create that cannot fit: got %v, want capacity_exhausted", err)
+	}
+	if n := r.m.pools.counts()[defaultKey]; n != 2 {
+		t.Errorf("%d members after a create that could not fit, want 2 (none evicted for nothing)", n)
+	}
+}
