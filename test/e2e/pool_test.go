@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -33,6 +34,19 @@ func poolMembers(t *testing.T, s *testenv.Server, n int) []string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// cpuPriority reads a sandbox's CPU priority from its cgroup: cpu.shares
+// on v1 hierarchies, cpu.weight on a unified one.
+func cpuPriority(t *testing.T, id string) string {
+	t.Helper()
+	for _, f := range []string{"/sys/fs/cgroup/cpu/withruntime/" + id + "/cpu.shares", "/sys/fs/cgroup/withruntime/" + id + "/cpu.weight"} {
+		if b, err := os.ReadFile(f); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Fatalf("no CPU cgroup for %s", id)
+	return ""
 }
 
 // TestPool runs warm pools on gVisor: what a claimed sandbox is given,
@@ -86,6 +100,12 @@ func TestPool(t *testing.T) {
 		t.Errorf("claimed sandbox: %+v", second)
 	}
 
+	// A claimed member runs at the normal CPU priority, the members still
+	// waiting at the lowest (cgroup v1 cpu.shares, or v2 cpu.weight).
+	if got := cpuPriority(t, second.ID); got != "1024" && got != "100" {
+		t.Errorf("claimed sandbox's CPU priority %q, want the default (1024 shares or weight 100)", got)
+	}
+
 	// Pause and resume keep what the claim gave.
 	if st, data := call(t, s, s.Key, "POST", "/v1/sandboxes/"+second.ID+"/pause", nil); st != 200 {
 		t.Fatalf("pause: %d %s", st, data)
@@ -96,9 +116,17 @@ func TestPool(t *testing.T) {
 	if got := b.sh(t, "echo $GREETING").Out; got != "hello pool\n" {
 		t.Errorf("env after resume: %q", got)
 	}
+	if got := cpuPriority(t, second.ID); got != "1024" && got != "100" {
+		t.Errorf("CPU priority after resume %q, want the default", got)
+	}
 
 	// Members are nobody's: the listing shows only what was created.
 	refilled := poolMembers(t, s, 4)[2:]
+	for _, id := range refilled {
+		if got := cpuPriority(t, id); got != "2" && got != "1" {
+			t.Errorf("waiting member %s at CPU priority %q, want the lowest (2 shares or weight 1)", id, got)
+		}
+	}
 	st, data = call(t, s, s.Key, "GET", "/v1/sandboxes?all=true", nil)
 	var list api.SandboxList
 	if st != 200 || json.Unmarshal(data, &list) != nil {
