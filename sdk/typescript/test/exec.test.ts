@@ -151,7 +151,8 @@ describe("background processes", () => {
     const p = await sbx.exec("echo ready; echo warn >&2; sleep 300", { background: true });
     assert.ok(p.pid > 0);
     let out = await p.output();
-    for (let i = 0; i < 100 && !out.stdout.includes("ready"); i++) {
+    // The two streams are read apart: wait for both.
+    for (let i = 0; i < 100 && !(out.stdout.includes("ready") && out.stderr.includes("warn")); i++) {
       await new Promise((r) => setTimeout(r, 100));
       out = await p.output();
     }
