@@ -29,7 +29,10 @@ func (m *Manager) fit(e *entry, account string, concurrency int, spec sandbox.Sp
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var cpus, mem, disk, running int
+	if err := m.concurrencyLocked(account, concurrency); err != nil {
+		return err
+	}
+	var cpus, mem, disk int
 	for _, o := range m.live {
 		if idle[o.id] {
 			continue
@@ -37,12 +40,6 @@ func (m *Manager) fit(e *entry, account string, concurrency int, spec sandbox.Sp
 		cpus += o.vcpus
 		mem += o.memoryMiB
 		disk += o.diskMiB
-		if o.account == account {
-			running++
-		}
-	}
-	if concurrency > 0 && running >= concurrency {
-		return sandbox.Errorf(sandbox.KindConcurrency, "account %s runs %d sandboxes, its limit", account, running)
 	}
 	maxCPU := float64(m.cfg.HostCPUs) * m.cfg.Overcommit
 	maxMem := float64(m.cfg.HostMemoryMiB) * m.cfg.Overcommit
@@ -66,6 +63,24 @@ func (m *Manager) fit(e *entry, account string, concurrency int, spec sandbox.Sp
 	}
 	e.account, e.vcpus, e.memoryMiB, e.diskMiB = account, spec.VCPUs, spec.MemoryMiB, spec.DiskMiB
 	m.live[e.id] = e
+	return nil
+}
+
+// concurrencyLocked refuses when the account runs concurrency sandboxes
+// already (0: no limit); the caller holds m.mu.
+func (m *Manager) concurrencyLocked(account string, concurrency int) error {
+	if concurrency <= 0 {
+		return nil
+	}
+	running := 0
+	for _, o := range m.live {
+		if o.account == account {
+			running++
+		}
+	}
+	if running >= concurrency {
+		return sandbox.Errorf(sandbox.KindConcurrency, "account %s runs %d sandboxes, its limit", account, running)
+	}
 	return nil
 }
 

@@ -111,14 +111,8 @@ func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, account, 
 func (m *Manager) reassign(e *entry, account string, concurrency int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	running := 0
-	for _, o := range m.live {
-		if o.account == account {
-			running++
-		}
-	}
-	if concurrency > 0 && running >= concurrency {
-		return sandbox.Errorf(sandbox.KindConcurrency, "account %s runs %d sandboxes, its limit", account, running)
+	if err := m.concurrencyLocked(account, concurrency); err != nil {
+		return err
 	}
 	e.account = account
 	return nil
