@@ -44,13 +44,8 @@ const nameLen = 3
 
 // Validate checks c after defaults are applied.
 func (c Config) Validate() error {
-	if len(c.Name) != nameLen {
-		return fmt.Errorf("network name %q: want exactly %d characters", c.Name, nameLen)
-	}
-	for _, r := range c.Name {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z') {
-			return fmt.Errorf("network name %q: want only 0-9 and a-z", c.Name)
-		}
+	if err := validName(c.Name); err != nil {
+		return err
 	}
 	for _, p := range []struct {
 		what string
@@ -107,4 +102,18 @@ func (c Config) hostIf(id string) (string, error) {
 	}
 	tail := id[max(0, len(id)-(maxIfName-len(c.ifPrefix()))):]
 	return c.ifPrefix() + tail, nil
+}
+
+// validName checks a server's network name: it goes into nft scripts and
+// interface names.
+func validName(name string) error {
+	if len(name) != nameLen {
+		return fmt.Errorf("network name %q: want exactly %d characters", name, nameLen)
+	}
+	for _, r := range name {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z') {
+			return fmt.Errorf("network name %q: want only 0-9 and a-z", name)
+		}
+	}
+	return nil
 }

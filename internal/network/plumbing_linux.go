@@ -144,10 +144,10 @@ func nft(script string) error {
 // table, without installing anything: for a server whose data dir is
 // gone, so that no server of it will ever come back.
 func Remove(name string) error {
-	cfg := Config{Name: name, ProxyPort: 1, DNSPort: 2} // ports only to validate the name
-	if err := cfg.Validate(); err != nil {
+	if err := validName(name); err != nil {
 		return err
 	}
+	cfg := Config{Name: name}
 	cfg.Pool = cfg.pool()
 	p := &Plumbing{cfg: cfg, slots: newSlots(cfg.Pool)}
 	return p.Uninstall()
