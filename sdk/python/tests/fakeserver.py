@@ -57,6 +57,9 @@ class FakeState:
     # (method, last path segment or "create") -> (status, body bytes, content type)
     fail: dict[tuple[str, str], tuple[int, bytes, str]] = field(default_factory=dict)
     exec_handler: Callable[[dict[str, Any]], list[Any]] | None = None
+    # The events of POST code (default: the code's text as a main result).
+    code_handler: Callable[[dict[str, Any]], list[Any]] | None = None
+    contexts: dict[str, dict[str, Any]] = field(default_factory=dict)
     archive_override: bytes | None = None
     polls_until_exit: int = 2
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -124,6 +127,14 @@ def default_exec(req: dict[str, Any]) -> list[Any]:
         {"type": "start", "pid": 42},
         {"type": "stdout", "data": out},
         {"type": "exit", "exit_code": 0, "duration_ms": 3},
+    ]
+
+
+def default_code(req: dict[str, Any]) -> list[Any]:
+    """Events for a cell: its code comes back as the main result's text."""
+    return [
+        {"type": "result", "result": {"text": req["code"], "is_main_result": True}},
+        {"type": "end", "execution_count": 1},
     ]
 
 
@@ -246,6 +257,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._exec(json.loads(body))
         if sub and sub[0] == "processes":
             return self._process(method, sub[1:], q)
+        if key == ("POST", "code"):
+            return self._stream((st.code_handler or default_code)(json.loads(body)))
+        if sub and sub[0] == "contexts":
+            return self._contexts(method, sub[1:], body)
         if sub and sub[0] in ("files", "archive"):
             return self._files(method, "/".join(sub), q, body)
         return self._error(404, "not_found", f"no route {method} {'/'.join(sub)}")
@@ -269,7 +284,11 @@ class _Handler(BaseHTTPRequestHandler):
             }
             st.processes[pid] = proc
             return self._json(201, _public(proc))
-        events = (st.exec_handler or default_exec)(req)
+        self._stream((st.exec_handler or default_exec)(req))
+
+    def _stream(self, events: list[Any]) -> None:
+        """Send events as a chunked ndjson stream; ("sleep", s) pauses and
+        ("cut",) drops the connection."""
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson")
         self.send_header("Transfer-Encoding", "chunked")
@@ -289,6 +308,28 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
+
+    def _contexts(self, method: str, sub: list[str], body: bytes) -> None:
+        st = self.server.state
+        if not sub and method == "POST":
+            req = json.loads(body or b"{}")
+            with st.lock:
+                cid = f"ctx_{st.next_id:016x}"
+                st.next_id += 1
+            cwd = req.get("cwd") or "/workspace"
+            st.contexts[cid] = {"id": cid, "language": "python", "cwd": _abs(cwd)}
+            return self._json(201, st.contexts[cid])
+        if not sub and method == "GET":
+            return self._json(200, {"contexts": list(st.contexts.values())})
+        ctx = st.contexts.get(sub[0]) if sub else None
+        if ctx is None:
+            return self._error(404, "not_found", f"no context {sub[0] if sub else ''}")
+        if method == "POST" and sub[1:] == ["restart"]:
+            return self._json(200, ctx)
+        if method == "DELETE" and not sub[1:]:
+            del st.contexts[sub[0]]
+            return self._send(204, b"")
+        return self._error(404, "not_found", f"no route {method} contexts/{'/'.join(sub)}")
 
     def _process(self, method: str, sub: list[str], q: dict[str, str]) -> None:
         st = self.server.state

@@ -5,15 +5,18 @@
     with Sandbox.create(timeout_seconds=600) as sbx:
         sbx.files.write("hello.py", "print('hi')")
         print(sbx.exec("python3 hello.py", check=True).stdout)
+        print(sbx.run_code("x = 6 * 7\nx").text)
 
 Configuration comes from WITHRUNTIME_API_KEY and WITHRUNTIME_BASE_URL, or from
 the api_key= and base_url= arguments. Secrets, keys, usage and accounts:
-withruntime.Client. Agent tools: withruntime.tools.
+withruntime.Client. Agent tools: withruntime.tools; a smolagents CodeAgent
+executor: withruntime.smolagents.
 Standard library only; Python 3.10 or later.
 """
 
 from ._version import __version__
 from .admin import Account, Client, Key, SecretInfo, Trial, Usage, UsageRow
+from .code import Context, Contexts, Execution, ExecutionError, Logs, Result
 from .errors import APIError, CommandError, Error, TransportError
 from .files import FileInfo, Files, TransferResult
 from .network import EgressEvent, Network
@@ -26,6 +29,12 @@ __all__ = [
     "SandboxInfo",
     "ExecResult",
     "Process",
+    "Execution",
+    "Result",
+    "Logs",
+    "ExecutionError",
+    "Context",
+    "Contexts",
     "Files",
     "FileInfo",
     "TransferResult",

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import http.client
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AnyStr, Generic, Union
 
-from .errors import CommandError, TransportError, api_error_from_detail
+from ._stream import events
+from .errors import CommandError, TransportError
 
 if TYPE_CHECKING:
     from ._transport import Transport
@@ -21,6 +20,9 @@ __all__ = ["ExecResult", "Process", "OUTPUT_LIMIT"]
 # At most this many characters (bytes with text=False) of each stream are
 # kept in an ExecResult (the last ones); the callbacks still see everything.
 OUTPUT_LIMIT = 16 * 1024 * 1024
+
+# The event that ends an exec stream.
+_EXEC_END = frozenset({"exit"})
 
 # One long-poll of a background process waits at most this long on the server.
 _WAIT_SLICE_MS = 30_000
@@ -182,65 +184,36 @@ def run_stream(
     read_timeout = None if not timeout_ms else timeout_ms / 1000 + 120
     where = f"exec in sandbox {sandbox_id}"
     path = f"/sandboxes/{sandbox_id}/exec"
-
-    with transport.stream("POST", path, json_body=body, timeout=read_timeout) as resp:
-        if resp.status != 200:
-            raise TransportError(f"{where}: expected a 200 event stream, got status {resp.status}")
-        while True:
-            try:
-                line = resp.readline()
-            except (OSError, http.client.HTTPException) as e:
-                raise TransportError(f"{where}: the event stream broke: {type(e).__name__}: {e}") from e
-            if not line:
-                raise TransportError(f"{where}: the event stream ended without an exit event")
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                ev = json.loads(line)
-            except ValueError as e:
-                raise TransportError(f"{where}: malformed event {line[:200]!r}") from e
-            if not isinstance(ev, dict):
-                raise TransportError(f"{where}: malformed event {line[:200]!r}")
-            kind = ev.get("type")
-            if kind == "stdout":
-                data = _chunk(ev, text, where)
-                out.add(data)
-                if on_stdout is not None and data:
-                    on_stdout(data)
-            elif kind == "stderr":
-                data = _chunk(ev, text, where)
-                err.add(data)
-                if on_stderr is not None and data:
-                    on_stderr(data)
-            elif kind == "start":
-                pid = ev.get("pid")
-            elif kind == "exit":
-                code = ev.get("exit_code")
-                result = ExecResult(
-                    exit_code=-1 if code is None else int(code),
-                    stdout=out.text(),
-                    stderr=err.text(),
-                    timed_out=bool(ev.get("timed_out")),
-                    stdout_truncated=out.truncated,
-                    stderr_truncated=err.truncated,
-                    pid=pid,
-                    duration_ms=ev.get("duration_ms"),
-                )
-                _drain(resp)
-                return result
-            elif kind == "error":
-                raise api_error_from_detail(ev.get("error"))
-            # Unknown event types are skipped: newer servers may add some.
-
-
-def _drain(resp: http.client.HTTPResponse) -> None:
-    """Read what follows the exit event (nothing, normally) so the connection
-    can be reused; a failure here does not matter, the result is complete."""
-    try:
-        resp.read()
-    except (OSError, http.client.HTTPException):
-        pass
+    result: ExecResult[Any] | None = None
+    for ev in events(transport, path, body, terminal=_EXEC_END, where=where, read_timeout=read_timeout):
+        kind = ev.get("type")
+        if kind == "stdout":
+            data = _chunk(ev, text, where)
+            out.add(data)
+            if on_stdout is not None and data:
+                on_stdout(data)
+        elif kind == "stderr":
+            data = _chunk(ev, text, where)
+            err.add(data)
+            if on_stderr is not None and data:
+                on_stderr(data)
+        elif kind == "start":
+            pid = ev.get("pid")
+        elif kind == "exit":
+            code = ev.get("exit_code")
+            result = ExecResult(
+                exit_code=-1 if code is None else int(code),
+                stdout=out.text(),
+                stderr=err.text(),
+                timed_out=bool(ev.get("timed_out")),
+                stdout_truncated=out.truncated,
+                stderr_truncated=err.truncated,
+                pid=pid,
+                duration_ms=ev.get("duration_ms"),
+            )
+        # Unknown event types are skipped: newer servers may add some.
+    assert result is not None  # events() ends only after the exit event
+    return result
 
 
 class Process:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
@@ -12,6 +12,7 @@ from typing import Any, List, Literal, overload
 
 from ._time import parse_time
 from ._transport import Transport
+from .code import ContextArg, Contexts, Execution, Result, build_code_body, run_code
 from .errors import APIError
 from .files import Files
 from .network import EgressEvent, Network, network_body
@@ -109,6 +110,7 @@ class Sandbox:
         self._stopped = False
         self.files = Files(self._t, id)
         """File operations: read, write, list, stat, mkdir, remove, upload, download."""
+        self._contexts = Contexts(self._t, id)
 
     # -- construction ------------------------------------------------------
 
@@ -384,6 +386,42 @@ class Sandbox:
         bytes)."""
         d = self._t.json("GET", f"/sandboxes/{self._id}/processes") or {}
         return [Process(self._t, self._id, p, text=text) for p in d.get("processes") or []]
+
+    # -- code --------------------------------------------------------------
+
+    def run_code(
+        self,
+        code: str,
+        context: ContextArg | None = None,
+        timeout_ms: int | None = None,
+        on_stdout: OutputCallback | None = None,
+        on_stderr: OutputCallback | None = None,
+        on_result: Callable[[Result], object] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Execution:
+        """Run a cell of Python in a persistent kernel in the sandbox.
+
+        IPython semantics: variables survive between calls in the same
+        context, the last expression is the result, ``!cmd`` and ``%magics``
+        work, ``display()`` and matplotlib figures come back as rich results.
+        ``context`` is a Context (or its id) from ``sbx.contexts.create()``;
+        None is the default context, made on first use (with ``env`` added
+        to its environment, which only that first call uses). Output is
+        streamed to ``on_stdout`` / ``on_stderr``, results to ``on_result``.
+
+        Never raises for the code's own failures: an exception is
+        ``execution.error``; a cell over ``timeout_ms`` is interrupted and
+        returns an error named ``TimeoutError`` (the context keeps its
+        state); a kernel that died is ``DeadKernelError`` (restarted, state
+        lost). Platform failures raise APIError / TransportError.
+        """
+        body = build_code_body(code, context, timeout_ms, env)
+        return run_code(self._t, self._id, body, on_stdout, on_stderr, on_result)
+
+    @property
+    def contexts(self) -> Contexts:
+        """Code contexts (kernels of their own): create, list, restart, remove."""
+        return self._contexts
 
 
 def _note(exc: BaseException, text: str) -> None:
