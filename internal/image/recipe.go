@@ -17,7 +17,8 @@ type Recipe struct {
 
 // Default is the recipe of the default image: Debian 13 with Python, pip,
 // venv, sudo, git and curl, the tools to build software (Node.js and npm,
-// Go, gcc and make, sqlite3, unzip, jq, less), and an unprivileged user
+// Go, gcc and make, sqlite3, unzip, jq, less), an IPython kernel with
+// numpy, pandas and matplotlib for the code interpreter, and an unprivileged user
 // "user" (uid 1000) who owns /workspace and may sudo without a password.
 var Default = Recipe{
 	Suite:   "trixie",
@@ -29,6 +30,10 @@ var Default = Recipe{
 		// sqlite3 work out of the box.
 		"nodejs", "npm", "golang-go", "build-essential", "sqlite3",
 		"unzip", "jq", "less",
+		// The code interpreter (run_code) runs an IPython kernel, and data
+		// agents expect the usual libraries to be there.
+		"python3-ipykernel", "python3-jupyter-client", "python3-numpy",
+		"python3-pandas", "python3-matplotlib",
 	},
 	Hooks: []string{
 		`chroot "$1" useradd --create-home --uid 1000 --shell /bin/bash user`,
