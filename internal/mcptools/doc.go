@@ -1,0 +1,18 @@
+// Package mcptools is the withruntime MCP server: an *mcp.Server (the
+// official Go SDK) whose tools create, list, drive and stop sandboxes
+// through the public Go client (package client). "withruntime mcp" serves
+// it over stdio; the API server serves it at /v1/mcp, with a client that
+// acts as the caller's key.
+//
+// The tools are the agent tools of the Python SDK (withruntime.tools) made
+// explicit about their sandbox: every tool but sandbox_create and
+// sandbox_list takes a sandbox_id, so there is no hidden "current sandbox"
+// and several agents can share one server. Exec and file tools keep the
+// agent tools' parameters, caps and results (see caps.go). A platform
+// error comes back as a tool error (IsError) whose text starts with the
+// error's stable code, such as "not_found: ...".
+//
+// It imports only the client, the wire contract and the MCP SDK: it must
+// build for every platform the CLI ships for, and must not import the
+// server's packages.
+package mcptools

@@ -1,0 +1,67 @@
+package mcptools
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
+)
+
+// ExecInput is sandbox_exec's arguments: runtime_exec's, with the sandbox.
+type ExecInput struct {
+	SandboxID      string `json:"sandbox_id" jsonschema:"The sandbox to run in, as sandbox_create returned it."`
+	Command        string `json:"command" jsonschema:"The shell command to run, for example \"python3 main.py\" or \"pip install requests\"."`
+	Cwd            string `json:"cwd,omitempty" jsonschema:"The directory to run in, absolute or relative to /workspace; absent means /workspace."`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"Seconds after which the command is killed; absent or 0 means 120 seconds."`
+}
+
+// ExecOutput is runtime_exec's result.
+type ExecOutput struct {
+	ExitCode int    `json:"exit_code" jsonschema:"The command's exit code; -1 when it has none (killed)."`
+	Stdout   string `json:"stdout" jsonschema:"The last 20000 characters of stdout, with a note when cut."`
+	Stderr   string `json:"stderr" jsonschema:"The last 20000 characters of stderr, with a note when cut."`
+	TimedOut bool   `json:"timed_out" jsonschema:"Whether timeout_seconds killed the command."`
+}
+
+const execDescription = "Run a shell command in the sandbox, a Linux machine with Python 3, pip, git and curl, and return its exit code, stdout, stderr and whether it timed out. " +
+	"Files, installed packages and started servers persist between calls. A failing command is reported through a non-zero exit_code, not as an error. " +
+	"Long output keeps only its end. The call waits for the command to end, so a command that does not end by itself (a server, a watcher) is killed at its timeout " +
+	"and returns timed_out true; start such a command in the background instead, for example \"nohup python3 -m http.server 8000 > server.log 2>&1 &\", " +
+	"then read server.log or query it in later calls."
+
+func (t tools) addExecTools(s *mcp.Server) {
+	add(s, t, &mcp.Tool{Name: "sandbox_exec", Description: execDescription}, runExec)
+}
+
+func runExec(ctx context.Context, c *client.Client, in ExecInput) (ExecOutput, error) {
+	if err := needID(in.SandboxID); err != nil {
+		return ExecOutput{}, err
+	}
+	if in.Command == "" {
+		return ExecOutput{}, invalid("command is empty")
+	}
+	timeout := in.TimeoutSeconds
+	switch {
+	case timeout < 0:
+		return ExecOutput{}, invalid("timeout_seconds must be positive")
+	case timeout == 0:
+		timeout = DefaultTimeoutSeconds
+	}
+	var stdout, stderr tailWriter
+	res, err := c.Exec(ctx, in.SandboxID, api.ExecRequest{
+		Cmd:       api.Command{Shell: in.Command},
+		Cwd:       in.Cwd,
+		TimeoutMs: int64(timeout) * 1000,
+	}, client.ExecOptions{Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		return ExecOutput{}, err
+	}
+	return ExecOutput{
+		ExitCode: res.ExitCode,
+		Stdout:   keepTail(string(stdout.buf), stdout.cut, OutputCap, "stdout"),
+		Stderr:   keepTail(string(stderr.buf), stderr.cut, OutputCap, "stderr"),
+		TimedOut: res.TimedOut,
+	}, nil
+}

@@ -1,0 +1,101 @@
+package mcptools
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
+)
+
+// CreateInput is sandbox_create's arguments: a size, a lease and a
+// network policy, each taking the server's default when absent.
+type CreateInput struct {
+	VCPUs          int           `json:"vcpus,omitempty" jsonschema:"Virtual CPUs; absent means the server's default."`
+	MemoryMiB      int           `json:"memory_mib,omitempty" jsonschema:"Memory in MiB; absent means the server's default."`
+	DiskGiB        int           `json:"disk_gib,omitempty" jsonschema:"Disk in GiB; absent means the server's default."`
+	TimeoutSeconds int           `json:"timeout_seconds,omitempty" jsonschema:"The lease in seconds: the sandbox stops by itself when it ends; absent means the server's default."`
+	Network        *NetworkInput `json:"network,omitempty" jsonschema:"The network; absent means no network at all."`
+}
+
+// NetworkInput is a sandbox's network policy.
+type NetworkInput struct {
+	Internet bool     `json:"internet" jsonschema:"Whether the sandbox may reach the internet."`
+	Allow    []string `json:"allow,omitempty" jsonschema:"With internet, the only hosts it may reach: exact names or *.example.org wildcards; absent means any host."`
+}
+
+// CreateOutput is the new sandbox.
+type CreateOutput struct {
+	ID      string      `json:"id" jsonschema:"The new sandbox's id: pass it as sandbox_id to the other tools."`
+	Sandbox api.Sandbox `json:"sandbox"`
+}
+
+// ListInput is sandbox_list's arguments: none.
+type ListInput struct{}
+
+// ListOutput is the caller's sandboxes that have not ended.
+type ListOutput struct {
+	Sandboxes []api.Sandbox `json:"sandboxes"`
+}
+
+// StopInput is sandbox_stop's arguments.
+type StopInput struct {
+	SandboxID string `json:"sandbox_id" jsonschema:"The sandbox to stop, as sandbox_create returned it."`
+}
+
+// StopOutput is the stopped sandbox.
+type StopOutput struct {
+	Sandbox api.Sandbox `json:"sandbox"`
+}
+
+func (t tools) addSandboxTools(s *mcp.Server) {
+	add(s, t, &mcp.Tool{Name: "sandbox_create", Description: "Create a sandbox, an isolated Linux machine with Python 3, pip, git and curl, and return its id. " +
+		"Its network is off unless network.internet is true; network.allow then limits it to those hosts. It stops by itself when its lease (timeout_seconds) ends."},
+		create)
+	add(s, t, &mcp.Tool{Name: "sandbox_list", Description: "List the sandboxes of this key's account that have not ended, with their ids and states.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, list)
+	add(s, t, &mcp.Tool{Name: "sandbox_stop", Description: "Stop a sandbox and remove it: its files and processes are gone.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}}, stop)
+}
+
+func create(ctx context.Context, c *client.Client, in CreateInput) (CreateOutput, error) {
+	req := api.CreateSandboxRequest{VCPUs: in.VCPUs, MemoryMiB: in.MemoryMiB, TimeoutSeconds: in.TimeoutSeconds}
+	if in.DiskGiB != 0 {
+		req.DiskGiB = &in.DiskGiB
+	}
+	if in.Network != nil {
+		req.Network = &api.Network{Internet: in.Network.Internet, Allow: in.Network.Allow}
+	}
+	// Not canceled with the call: a create cut short could leave a
+	// sandbox nobody knows the id of (its lease still ends it).
+	sbx, err := c.CreateSandbox(context.WithoutCancel(ctx), req)
+	if err != nil {
+		return CreateOutput{}, err
+	}
+	return CreateOutput{ID: sbx.ID, Sandbox: *sbx}, nil
+}
+
+func list(ctx context.Context, c *client.Client, _ ListInput) (ListOutput, error) {
+	l, err := c.ListSandboxes(ctx)
+	if err != nil {
+		return ListOutput{}, err
+	}
+	if l == nil {
+		l = []api.Sandbox{}
+	}
+	return ListOutput{Sandboxes: l}, nil
+}
+
+func stop(ctx context.Context, c *client.Client, in StopInput) (StopOutput, error) {
+	if err := needID(in.SandboxID); err != nil {
+		return StopOutput{}, err
+	}
+	sbx, err := c.StopSandbox(ctx, in.SandboxID)
+	if err != nil {
+		return StopOutput{}, err
+	}
+	return StopOutput{Sandbox: *sbx}, nil
+}
+
+func ptr[T any](v T) *T { return &v }

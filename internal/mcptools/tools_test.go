@@ -1,0 +1,341 @@
+package mcptools
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
+)
+
+// fakeAPI is just enough of the API for the tools: one sandbox, sbx-1,
+// whose exec prints a lot, whose files are a map, and which knows the key
+// "good".
+type fakeAPI struct {
+	mu    sync.Mutex
+	files map[string]string
+	execs []api.ExecRequest
+}
+
+func (f *fakeAPI) handler() http.Handler {
+	mux := http.NewServeMux()
+	fail := func(w http.ResponseWriter, status int, code, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: msg}})
+	}
+	sbx := api.Sandbox{ID: "sbx-1", State: "running", VCPUs: 1, MemoryMiB: 512, CreatedAt: time.Now(), LeaseEndsAt: time.Now().Add(time.Hour)}
+	mux.HandleFunc("POST /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+		var req api.CreateSandboxRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		s := sbx
+		s.VCPUs = req.VCPUs
+		if req.Network != nil {
+			s.Network = *req.Network
+		}
+		w.WriteHeader(http.StatusCreated)
+		json.NewEncoder(w).Encode(s)
+	})
+	mux.HandleFunc("GET /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(api.SandboxList{Sandboxes: []api.Sandbox{sbx}})
+	})
+	mux.HandleFunc("POST /v1/sandboxes/sbx-1/exec", func(w http.ResponseWriter, r *http.Request) {
+		var req api.ExecRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		f.execs = append(f.execs, req)
+		f.mu.Unlock()
+		enc := json.NewEncoder(w)
+		enc.Encode(api.ExecEvent{Type: api.EventStart, Pid: 7})
+		// 30000 characters of stdout in chunks, ending in "END".
+		for i := 0; i < 300; i++ {
+			enc.Encode(api.OutputEvent(api.EventStdout, []byte(strings.Repeat("é", 99)+"\n")))
+		}
+		enc.Encode(api.OutputEvent(api.EventStdout, []byte("END")))
+		enc.Encode(api.OutputEvent(api.EventStderr, []byte("oops\n")))
+		code := 3
+		enc.Encode(api.ExecEvent{Type: api.EventExit, ExitCode: &code})
+	})
+	mux.HandleFunc("GET /v1/sandboxes/sbx-1/files", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		data, ok := f.files[r.URL.Query().Get("path")]
+		f.mu.Unlock()
+		if !ok {
+			fail(w, 404, "not_found", "no such file")
+			return
+		}
+		io.WriteString(w, data)
+	})
+	mux.HandleFunc("GET /v1/sandboxes/sbx-1/files/stat", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		data := f.files[r.URL.Query().Get("path")]
+		f.mu.Unlock()
+		json.NewEncoder(w).Encode(api.FileInfo{Path: r.URL.Query().Get("path"), Size: int64(len(data))})
+	})
+	mux.HandleFunc("PUT /v1/sandboxes/sbx-1/files", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		p := r.URL.Query().Get("path")
+		f.mu.Lock()
+		f.files[p] = string(b)
+		f.mu.Unlock()
+		json.NewEncoder(w).Encode(api.FileInfo{Path: "/workspace/" + p, Size: int64(len(b)), Type: "file"})
+	})
+	mux.HandleFunc("GET /v1/sandboxes/sbx-1/files/list", func(w http.ResponseWriter, r *http.Request) {
+		var l api.FileList
+		for i := range 450 {
+			l.Entries = append(l.Entries, api.FileInfo{Name: fmt.Sprintf("f%03d", 449-i), Type: "file", Size: int64(i)})
+		}
+		json.NewEncoder(w).Encode(l)
+	})
+	mux.HandleFunc("DELETE /v1/sandboxes/sbx-1", func(w http.ResponseWriter, r *http.Request) {
+		s := sbx
+		s.State = "ended"
+		json.NewEncoder(w).Encode(s)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer good" {
+			fail(w, 401, "unauthorized", "unknown API key")
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/v1/sandboxes/") && !strings.HasPrefix(r.URL.Path, "/v1/sandboxes/sbx-1") {
+			fail(w, 404, "not_found", "no sandbox "+strings.TrimPrefix(r.URL.Path, "/v1/sandboxes/"))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// connect serves the tools over an in-memory transport, acting through a
+// client of srv with key.
+func connect(t *testing.T, srv *httptest.Server, key string) *mcp.ClientSession {
+	t.Helper()
+	c, err := client.New(client.WithBaseURL(srv.URL), client.WithAPIKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := NewServer(c, Options{Version: "test"}).Connect(t.Context(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, out any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if out != nil && !res.IsError {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: structured content %s: %v", name, b, err)
+		}
+	}
+	return res
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestToolsAndSchemas(t *testing.T) {
+	srv := httptest.NewServer((&fakeAPI{files: map[string]string{}}).handler())
+	defer srv.Close()
+	cs := connect(t, srv, "good")
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"sandbox_create":     nil,
+		"sandbox_list":       nil,
+		"sandbox_exec":       {"command", "sandbox_id"},
+		"sandbox_read_file":  {"path", "sandbox_id"},
+		"sandbox_write_file": {"content", "path", "sandbox_id"},
+		"sandbox_list_files": {"sandbox_id"},
+		"sandbox_stop":       {"sandbox_id"},
+	}
+	got := map[string][]string{}
+	for _, tool := range res.Tools {
+		b, _ := json.Marshal(tool.InputSchema)
+		var schema struct {
+			Type     string         `json:"type"`
+			Required []string       `json:"required"`
+			Props    map[string]any `json:"properties"`
+		}
+		json.Unmarshal(b, &schema)
+		if schema.Type != "object" {
+			t.Errorf("%s: input schema type got %q, want object", tool.Name, schema.Type)
+		}
+		slices.Sort(schema.Required)
+		got[tool.Name] = schema.Required
+		if tool.OutputSchema == nil {
+			t.Errorf("%s: no output schema", tool.Name)
+		}
+		if tool.Description == "" {
+			t.Errorf("%s: no description", tool.Name)
+		}
+		if tool.Name == "sandbox_exec" {
+			for _, p := range []string{"command", "cwd", "timeout_seconds", "sandbox_id"} {
+				if _, ok := schema.Props[p]; !ok {
+					t.Errorf("sandbox_exec: no parameter %s in %s", p, b)
+				}
+			}
+		}
+	}
+	for name, req := range want {
+		g, ok := got[name]
+		if !ok {
+			t.Errorf("tool %s: missing", name)
+			continue
+		}
+		if !slices.Equal(g, req) {
+			t.Errorf("%s: required got %v, want %v", name, g, req)
+		}
+	}
+}
+
+func TestExecCapsAndDefaults(t *testing.T) {
+	f := &fakeAPI{files: map[string]string{}}
+	srv := httptest.NewServer(f.handler())
+	defer srv.Close()
+	cs := connect(t, srv, "good")
+	var out ExecOutput
+	res := call(t, cs, "sandbox_exec", map[string]any{"sandbox_id": "sbx-1", "command": "make", "cwd": "src"}, &out)
+	if res.IsError {
+		t.Fatalf("exec: got error %q", text(res))
+	}
+	if out.ExitCode != 3 || out.TimedOut || out.Stderr != "oops\n" {
+		t.Errorf("exec: got exit %d timed_out %v stderr %q, want 3 false \"oops\\n\"", out.ExitCode, out.TimedOut, out.Stderr)
+	}
+	note, kept, _ := strings.Cut(out.Stdout, "\n")
+	if note != "[stdout was cut: only its last 20000 characters are shown]" {
+		t.Errorf("stdout note: got %q", note)
+	}
+	if n := len([]rune(kept)); n != OutputCap || !strings.HasSuffix(kept, "é\nEND") {
+		t.Errorf("stdout kept: got %d characters ending %q, want %d ending in END", n, kept[max(0, len(kept)-10):], OutputCap)
+	}
+	f.mu.Lock()
+	req := f.execs[0]
+	f.mu.Unlock()
+	if req.Cmd.Shell != "make" || req.Cwd != "src" || req.TimeoutMs != DefaultTimeoutSeconds*1000 {
+		t.Errorf("exec request: got %+v, want shell make, cwd src, timeout %d s", req, DefaultTimeoutSeconds)
+	}
+	res = call(t, cs, "sandbox_exec", map[string]any{"sandbox_id": "sbx-1", "command": "x", "timeout_seconds": -1}, nil)
+	if !res.IsError || !strings.HasPrefix(text(res), "invalid_request: ") {
+		t.Errorf("negative timeout: got %v %q, want an invalid_request tool error", res.IsError, text(res))
+	}
+}
+
+func TestFileTools(t *testing.T) {
+	long := strings.Repeat("a", OutputCap+5)
+	f := &fakeAPI{files: map[string]string{"long.txt": long, "bin": "\x7fELF\x00\x01"}}
+	srv := httptest.NewServer(f.handler())
+	defer srv.Close()
+	cs := connect(t, srv, "good")
+
+	var w WriteFileOutput
+	call(t, cs, "sandbox_write_file", map[string]any{"sandbox_id": "sbx-1", "path": "a.txt", "content": "héllo"}, &w)
+	if w.Message != "wrote 6 bytes to /workspace/a.txt" || w.Size != 6 {
+		t.Errorf("write: got %+v, want 6 bytes to /workspace/a.txt", w)
+	}
+	tests := []struct {
+		path string
+		want string
+	}{
+		{"a.txt", "héllo"},
+		{"long.txt", long[:OutputCap] + fmt.Sprintf("\n[cut: only the first %d bytes of long.txt are shown (%d bytes in all); use sandbox_exec with tail or sed -n to read the rest]", OutputCap, OutputCap+5)},
+		{"bin", "[bin is a binary file (6 bytes); use sandbox_exec with file, xxd or python3 to inspect it]"},
+	}
+	for _, tt := range tests {
+		var r ReadFileOutput
+		res := call(t, cs, "sandbox_read_file", map[string]any{"sandbox_id": "sbx-1", "path": tt.path}, &r)
+		if res.IsError || r.Content != tt.want {
+			t.Errorf("read %s: got %v %.80q, want %.80q", tt.path, res.IsError, r.Content, tt.want)
+		}
+	}
+	res := call(t, cs, "sandbox_read_file", map[string]any{"sandbox_id": "sbx-1", "path": "nope"}, nil)
+	if !res.IsError || text(res) != "not_found: no such file" {
+		t.Errorf("missing file: got %v %q, want the tool error \"not_found: no such file\"", res.IsError, text(res))
+	}
+
+	var l ListFilesOutput
+	call(t, cs, "sandbox_list_files", map[string]any{"sandbox_id": "sbx-1"}, &l)
+	if len(l.Entries) != ListCap+1 || l.Entries[0].Name != "f000" || l.Entries[ListCap] != (Entry{Name: "[50 more entries not shown]", Type: "note"}) {
+		t.Errorf("list: got %d entries, first %+v, last %+v; want %d sorted, then a note of 50 more", len(l.Entries), l.Entries[0], l.Entries[len(l.Entries)-1], ListCap)
+	}
+}
+
+func TestPlatformErrors(t *testing.T) {
+	srv := httptest.NewServer((&fakeAPI{files: map[string]string{}}).handler())
+	defer srv.Close()
+	cs := connect(t, srv, "good")
+	tests := []struct {
+		name string
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"unknown sandbox", "sandbox_exec", map[string]any{"sandbox_id": "sbx-gone", "command": "true"}, "not_found: no sandbox sbx-gone/exec"},
+		{"empty id", "sandbox_stop", map[string]any{"sandbox_id": ""}, "invalid_request: sandbox_id is empty"},
+		{"missing argument", "sandbox_exec", map[string]any{"sandbox_id": "sbx-1"}, "validating \"arguments\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := call(t, cs, tt.tool, tt.args, nil)
+			if !res.IsError || !strings.HasPrefix(text(res), tt.want) {
+				t.Errorf("got IsError %v %q, want a tool error starting %q", res.IsError, text(res), tt.want)
+			}
+		})
+	}
+	bad := connect(t, srv, "bad")
+	res := call(t, bad, "sandbox_list", nil, nil)
+	if !res.IsError || text(res) != "unauthorized: unknown API key" {
+		t.Errorf("bad key: got %v %q, want the tool error \"unauthorized: unknown API key\"", res.IsError, text(res))
+	}
+}
+
+func TestCreateListStop(t *testing.T) {
+	srv := httptest.NewServer((&fakeAPI{files: map[string]string{}}).handler())
+	defer srv.Close()
+	cs := connect(t, srv, "good")
+	var c CreateOutput
+	res := call(t, cs, "sandbox_create", map[string]any{"vcpus": 2, "network": map[string]any{"internet": true, "allow": []string{"pypi.example"}}}, &c)
+	if res.IsError || c.ID != "sbx-1" || c.Sandbox.VCPUs != 2 || !c.Sandbox.Network.Internet || !slices.Equal(c.Sandbox.Network.Allow, []string{"pypi.example"}) {
+		t.Errorf("create: got %v %q %+v, want sbx-1 with 2 vcpus and the allow list", res.IsError, text(res), c)
+	}
+	var l ListOutput
+	res = call(t, cs, "sandbox_list", map[string]any{}, &l)
+	if res.IsError || len(l.Sandboxes) != 1 || l.Sandboxes[0].ID != "sbx-1" {
+		t.Errorf("list: got %+v, want sbx-1", l)
+	}
+	var s StopOutput
+	res = call(t, cs, "sandbox_stop", map[string]any{"sandbox_id": "sbx-1"}, &s)
+	if res.IsError || s.Sandbox.State != "ended" {
+		t.Errorf("stop: got %v %q state %q, want ended", res.IsError, text(res), s.Sandbox.State)
+	}
+}
