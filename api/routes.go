@@ -2,7 +2,8 @@ package api
 
 // The routes of the public API. Every route needs "Authorization: Bearer
 // KEY" except GET /v1/health. {id} is a sandbox id, {pid} a process id
-// inside it. Query parameter "path" names a file inside the sandbox:
+// inside it, {cid} a code context's id ("default" or "ctx_" and 16 hex
+// digits). Query parameter "path" names a file inside the sandbox:
 // relative paths are under /workspace.
 //
 //	GET    /v1/health                            -> {"status":"ok"}
@@ -26,6 +27,11 @@ package api
 //	POST   /v1/sandboxes/{id}/files/mkdir        ?path= -> FileInfo (parents are made)
 //	GET    /v1/sandboxes/{id}/archive            ?path= -> application/x-tar stream of the file or directory
 //	PUT    /v1/sandboxes/{id}/archive            ?path= body application/x-tar -> ArchiveResult (extracted into directory path)
+//	POST   /v1/sandboxes/{id}/code               CodeRequest -> 200 ndjson CodeEvent stream
+//	POST   /v1/sandboxes/{id}/contexts           CreateContextRequest -> 201 CodeContext
+//	GET    /v1/sandboxes/{id}/contexts           -> CodeContextList
+//	POST   /v1/sandboxes/{id}/contexts/{cid}/restart -> CodeContext (a new kernel: state lost)
+//	DELETE /v1/sandboxes/{id}/contexts/{cid}     -> 204 (kills the kernel)
 //	GET    /v1/sandboxes/{id}/network            -> Network
 //	PUT    /v1/sandboxes/{id}/network            Network -> Sandbox (the new policy applies to new connections at once)
 //	GET    /v1/sandboxes/{id}/egress             -> EgressLog

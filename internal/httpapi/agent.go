@@ -1,11 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -40,16 +37,7 @@ func (s *server) exec(w http.ResponseWriter, r *http.Request, c caller) error {
 		return err
 	}
 	req.Env = env
-	body, err := json.Marshal(req)
-	if err != nil {
-		return fmt.Errorf("encoding exec request: %w", err)
-	}
-	// The body was read to check it: the agent gets the checked value.
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.TransferEncoding = nil
-	r.Header.Set("Content-Type", "application/json")
-	return s.proxy(w, r, c, "/exec")
+	return s.forwardChecked(w, r, c, "/exec", req)
 }
 
 // forward passes a request on to the agent's route at suffix, its body
@@ -68,8 +56,10 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, c caller, suffi
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, n)
 	}
-	// checkRequest made sure pid is digits only: it needs no escaping.
-	return s.proxy(w, r, c, strings.Replace(suffix, "{pid}", r.PathValue("pid"), 1))
+	// checkRequest made sure pid is digits only and cid a context id: they
+	// need no escaping.
+	path := strings.Replace(suffix, "{pid}", r.PathValue("pid"), 1)
+	return s.proxy(w, r, c, strings.Replace(path, "{cid}", r.PathValue("cid"), 1))
 }
 
 // proxy streams the request to the sandbox's agent at agentPath and the
@@ -100,8 +90,8 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, c caller, agentPa
 			// rules on the API's origin), and the answer carries the
 			// server's request id only.
 			keepAgentHeaders(resp.Header)
-			if agentPath == "/exec" {
-				s.guardExecStream(r, c, resp)
+			if k, ok := guardedStreams[agentPath]; ok {
+				s.guardStream(r, c, resp, k)
 			}
 			return nil
 		},

@@ -184,13 +184,16 @@ func checkQuery(r *http.Request) error {
 // checkRequest refuses path values and query strings that no route
 // accepts, before anything acts on them.
 func checkRequest(r *http.Request) error {
-	for _, name := range []string{"id", "pid", "kid", "name"} {
+	for _, name := range []string{"id", "pid", "kid", "name", "cid"} {
 		if v := r.PathValue(name); strings.IndexByte(v, 0) >= 0 {
 			return sandbox.Errorf(sandbox.KindInvalid, "%s contains a NUL byte", name)
 		}
 	}
 	if pid := r.PathValue("pid"); pid != "" && !positiveInt(pid) {
 		return sandbox.Errorf(sandbox.KindInvalid, "pid must be a positive integer, not %q", pid)
+	}
+	if cid := r.PathValue("cid"); cid != "" && !validContextID(cid) {
+		return sandbox.Errorf(sandbox.KindInvalid, `context id must be "default" or "ctx_" and 16 hex digits, not %q`, cid)
 	}
 	return checkQuery(r)
 }

@@ -166,6 +166,7 @@ func concrete(pattern string) string {
 	p = strings.ReplaceAll(p, "{pid}", "42")
 	p = strings.ReplaceAll(p, "{kid}", spareKeyID)
 	p = strings.ReplaceAll(p, "{name}", testSecretName)
+	p = strings.ReplaceAll(p, "{cid}", "default")
 	if strings.Contains(p, "/files") || strings.Contains(p, "/archive") {
 		p += "?path=a.txt"
 	}
@@ -177,6 +178,8 @@ func bodyFor(rt Route) io.Reader {
 	switch {
 	case strings.HasSuffix(rt.Pattern, "/exec"):
 		return strings.NewReader(`{"cmd":["true"]}`)
+	case strings.HasSuffix(rt.Pattern, "/code"):
+		return strings.NewReader(`{"code":"1"}`)
 	case strings.HasSuffix(rt.Pattern, "/extend"):
 		return strings.NewReader(`{"timeout_seconds":60}`)
 	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/sandboxes":
@@ -253,6 +256,7 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 	a := &fakeAgent{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /exec", a.exec)
+	mux.HandleFunc("POST /code", a.code)
 	mux.HandleFunc("GET /files", a.readFile)
 	mux.HandleFunc("PUT /files", a.writeFile)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -300,6 +304,26 @@ func (a *fakeAgent) exec(w http.ResponseWriter, r *http.Request) {
 	code := 0
 	enc.Encode(api.ExecEvent{Type: api.EventStdout, Data: "hi\n"})
 	enc.Encode(api.ExecEvent{Type: api.EventExit, ExitCode: &code, DurationMs: 1})
+}
+
+// code answers a cell by its code: "break" breaks the stream off after
+// some output, "big" sends a result longer than an exec line may be, and
+// anything else prints and ends.
+func (a *fakeAgent) code(w http.ResponseWriter, r *http.Request) {
+	a.record(r, true)
+	var req api.CodeRequest
+	json.Unmarshal(a.requests()[len(a.requests())-1].Body, &req)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w)
+	enc.Encode(api.CodeEvent{Type: api.CodeEventStdout, Text: "hi\n"})
+	w.(http.Flusher).Flush()
+	switch req.Code {
+	case "break":
+		panic(http.ErrAbortHandler)
+	case "big":
+		enc.Encode(api.CodeEvent{Type: api.CodeEventResult, Result: &api.CodeResult{PNG: strings.Repeat("A", 1<<20)}})
+	}
+	enc.Encode(api.CodeEvent{Type: api.CodeEventEnd, ExecutionCount: 1})
 }
 
 // readFile serves ?size=N bytes, or with ?broken=1 breaks off mid-stream.

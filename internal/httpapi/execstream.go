@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,44 +16,68 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// settleWait bounds how long a broken exec stream waits for the sandbox's
-// new state: a lease that ends under a command tears the sandbox down
-// before its record says so.
+// settleWait bounds how long a broken stream waits for the sandbox's new
+// state: a lease that ends under a command tears the sandbox down before
+// its record says so.
 const settleWait = 3 * time.Second
 
-// guardExecStream makes sure an exec stream ends with exactly one "exit" or
-// "error" event, as the contract promises: when the agent's stream breaks
-// (the sandbox was stopped, paused or ran out of lease under the command)
-// the client reads an "error" event with the reason's stable code instead
-// of a cut connection.
-func (s *server) guardExecStream(r *http.Request, c caller, resp *http.Response) {
+// streamKind describes one kind of ndjson stream the agent answers with,
+// for its guard.
+type streamKind struct {
+	what     string   // what runs while the stream lasts: "command", "cell"
+	end      string   // the event that ends it well: "exit", "end"
+	terminal []string // the event types that may end it, end among them
+	// maxLine bounds one line: the agent's lines have bounds of their own
+	// and a longer one comes from something else answering in the agent's
+	// place, which ends the stream.
+	maxLine int
+}
+
+var (
+	// execStream: an exec stream's lines carry at most 32 KiB of output
+	// each (at most 192 KiB once JSON-escaped).
+	execStream = streamKind{what: "command", end: api.EventExit, terminal: []string{api.EventExit, api.EventError}, maxLine: 256 << 10}
+	// codeStream: a code stream's results carry fields of up to 4 MiB each.
+	codeStream = streamKind{what: "cell", end: api.CodeEventEnd, terminal: []string{api.CodeEventEnd, api.CodeEventError}, maxLine: 8 << 20}
+)
+
+// guardedStreams are the agent's routes whose streams are guarded.
+var guardedStreams = map[string]streamKind{"/exec": execStream, "/code": codeStream}
+
+// guardStream makes sure a stream of kind k ends with exactly one of its
+// terminal events, as the contract promises: when the agent's stream
+// breaks (the sandbox was stopped, paused or ran out of lease under the
+// command or cell) the client reads an "error" event with the reason's
+// stable code instead of a cut connection.
+func (s *server) guardStream(r *http.Request, c caller, resp *http.Response, k streamKind) {
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson") {
 		return
 	}
-	resp.Body = &execGuard{body: resp.Body, reason: func(cause error) error {
-		return s.streamBreak(r.Context(), c, r.PathValue("id"), cause)
+	resp.Body = &streamGuard{kind: k, body: resp.Body, reason: func(cause error) error {
+		return s.streamBreak(r.Context(), c, r.PathValue("id"), k.what, cause)
 	}}
 }
 
-// streamBreak says why an exec stream broke, once the sandbox's state has
-// settled.
-func (s *server) streamBreak(ctx context.Context, c caller, id string, cause error) error {
+// streamBreak says why a stream broke under what ran, once the sandbox's
+// state has settled.
+func (s *server) streamBreak(ctx context.Context, c caller, id, what string, cause error) error {
+	broke := fmt.Sprintf("the %s's output stream broke", what)
 	deadline := time.Now().Add(settleWait)
 	for {
 		rec, err := s.cfg.Sandboxes.Get(ctx, c.account, id)
 		switch {
 		case err != nil:
-			return sandbox.Wrap(sandbox.KindInternal, cause, "the command's output stream broke")
+			return sandbox.Wrap(sandbox.KindInternal, cause, broke)
 		case rec.State == sandbox.StateEnded && rec.EndReason == sandbox.EndLeaseEnded:
-			return sandbox.Wrap(sandbox.KindLeaseEnded, cause, fmt.Sprintf("sandbox %s ended under the command: its lease ran out", id))
+			return sandbox.Wrap(sandbox.KindLeaseEnded, cause, fmt.Sprintf("sandbox %s ended under the %s: its lease ran out", id, what))
 		case rec.State != sandbox.StateRunning:
-			msg := fmt.Sprintf("sandbox %s is %s: the command did not finish", id, rec.State)
+			msg := fmt.Sprintf("sandbox %s is %s: the %s did not finish", id, rec.State, what)
 			if rec.EndReason != "" {
-				msg = fmt.Sprintf("sandbox %s ended under the command (%s)", id, rec.EndReason)
+				msg = fmt.Sprintf("sandbox %s ended under the %s (%s)", id, what, rec.EndReason)
 			}
 			return sandbox.Wrap(sandbox.KindConflict, cause, msg)
 		case time.Now().After(deadline), ctx.Err() != nil:
-			return sandbox.Wrap(sandbox.KindInternal, cause, "the command's output stream broke")
+			return sandbox.Wrap(sandbox.KindInternal, cause, broke)
 		}
 		select {
 		case <-ctx.Done():
@@ -61,77 +86,80 @@ func (s *server) streamBreak(ctx context.Context, c caller, id string, cause err
 	}
 }
 
-// maxExecLine bounds one line of an exec stream. The agent's lines carry
-// at most 32 KiB of output each (at most 192 KiB once JSON-escaped); a
-// longer one comes from something else answering in the agent's place, and
-// ends the stream.
-const maxExecLine = 256 << 10
+// maxTerminalLine bounds what the guard keeps of a line: terminal events
+// are small (a type, an exit code, an error detail), so a longer line is
+// not one, and a stream of long results costs no copy of each.
+const maxTerminalLine = 64 << 10
 
-// errLineTooLong ends a stream whose line passed maxExecLine.
-var errLineTooLong = sandbox.Errorf(sandbox.KindInternal, "the sandbox's agent sent a line longer than %d bytes: the stream was cut", maxExecLine)
-
-// execGuard passes an ndjson stream through and, when it ends without a
-// last "exit" or "error" event, adds an "error" event. What it keeps of a
-// line is bounded by maxExecLine: the agent is untrusted input.
-type execGuard struct {
+// streamGuard passes an ndjson stream through and, when it ends without a
+// last terminal event, adds an "error" event. It cuts the stream at a line
+// longer than its kind's maxLine: the agent is untrusted input.
+type streamGuard struct {
+	kind   streamKind
 	body   io.ReadCloser
 	reason func(cause error) error
 
-	last    []byte // the last complete line
-	cur     []byte // the line being read
+	last    []byte // the last complete line, if it was short enough to keep
+	cur     []byte // what is kept of the line being read
+	curLen  int    // the length of the line being read
 	partial bool   // the stream is inside a line
 	tail    *bytes.Reader
 }
 
-func (g *execGuard) Read(p []byte) (int, error) {
+func (g *streamGuard) Read(p []byte) (int, error) {
 	if g.tail != nil {
 		return g.tail.Read(p)
 	}
 	n, err := g.body.Read(p)
 	if !g.track(p[:n]) {
 		g.body.Close()
-		g.tail = bytes.NewReader(g.errorEvent(errLineTooLong))
+		g.tail = bytes.NewReader(g.errorEvent(sandbox.Errorf(sandbox.KindInternal,
+			"the sandbox's agent sent a line longer than %d bytes: the stream was cut", g.kind.maxLine)))
 		return n, nil
 	}
 	if err == nil {
 		return n, nil
 	}
-	if errors.Is(err, io.EOF) && !g.partial && terminal(g.last) {
+	if errors.Is(err, io.EOF) && !g.partial && g.terminal(g.last) {
 		return n, io.EOF
 	}
 	cause := err
 	if errors.Is(err, io.EOF) {
-		cause = errors.New("exec stream ended without an exit event")
+		cause = fmt.Errorf("the stream ended without an %s event", g.kind.end)
 	}
 	g.tail = bytes.NewReader(g.errorEvent(g.reason(cause)))
 	return n, nil
 }
 
-func (g *execGuard) Close() error { return g.body.Close() }
+func (g *streamGuard) Close() error { return g.body.Close() }
 
 // track follows line boundaries. It reports false when a line is longer
-// than maxExecLine.
-func (g *execGuard) track(b []byte) bool {
+// than the kind's maxLine.
+func (g *streamGuard) track(b []byte) bool {
 	for len(b) > 0 {
 		if !g.partial {
-			g.cur = g.cur[:0]
+			g.cur, g.curLen = g.cur[:0], 0
 		}
 		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			if len(g.cur)+len(b) > maxExecLine {
-				g.partial = true
-				return false
-			}
-			g.cur = append(g.cur, b...)
-			g.partial = true
-			return true
+		seg := b
+		if i >= 0 {
+			seg = b[:i]
 		}
-		if len(g.cur)+i > maxExecLine {
-			g.partial = true
+		g.partial = true
+		if g.curLen+len(seg) > g.kind.maxLine {
 			return false
 		}
-		g.cur = append(g.cur, b[:i]...)
-		g.last = append(g.last[:0], g.cur...)
+		g.curLen += len(seg)
+		if keep := maxTerminalLine - len(g.cur); keep > 0 {
+			g.cur = append(g.cur, seg[:min(keep, len(seg))]...)
+		}
+		if i < 0 {
+			return true
+		}
+		g.last = g.last[:0]
+		if g.curLen <= maxTerminalLine {
+			g.last = append(g.last, g.cur...)
+		}
 		g.partial = false
 		b = b[i+1:]
 	}
@@ -139,8 +167,8 @@ func (g *execGuard) track(b []byte) bool {
 }
 
 // errorEvent is the final event for err, after a newline that ends a cut
-// line.
-func (g *execGuard) errorEvent(err error) []byte {
+// line. Exec and code streams share the shape of their "error" event.
+func (g *streamGuard) errorEvent(err error) []byte {
 	d := ErrorDetail(err)
 	line, _ := json.Marshal(api.ExecEvent{Type: api.EventError, Error: &d})
 	if g.partial {
@@ -149,13 +177,14 @@ func (g *execGuard) errorEvent(err error) []byte {
 	return append(line, '\n')
 }
 
-// terminal reports whether an ndjson line is an "exit" or "error" event.
-func terminal(line []byte) bool {
+// terminal reports whether an ndjson line is one of the kind's terminal
+// events.
+func (g *streamGuard) terminal(line []byte) bool {
 	var ev struct {
 		Type string `json:"type"`
 	}
-	if json.Unmarshal(line, &ev) != nil {
+	if len(line) == 0 || json.Unmarshal(line, &ev) != nil {
 		return false
 	}
-	return ev.Type == api.EventExit || ev.Type == api.EventError
+	return slices.Contains(g.kind.terminal, ev.Type)
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"strings"
@@ -26,22 +25,31 @@ func (c *cutReader) Read(p []byte) (int, error) {
 
 func (c *cutReader) Close() error { return nil }
 
-func TestExecGuard(t *testing.T) {
+func TestStreamGuard(t *testing.T) {
 	leaseEnded := sandbox.Errorf(sandbox.KindLeaseEnded, "lease over")
+	// A result line longer than an exec line may be, as a plot makes.
+	bigResult := "{\"type\":\"result\",\"result\":{\"png\":\"" + strings.Repeat("A", 1<<20) + "\"}}\n"
 	tests := []struct {
 		name, stream string
+		kind         streamKind
 		err          error
 		wantLast     string // "" means the stream is passed as it is
 	}{
-		{"complete stream", "{\"type\":\"start\"}\n{\"type\":\"exit\",\"exit_code\":0}\n", io.EOF, ""},
-		{"ends with an error event", "{\"type\":\"start\"}\n{\"type\":\"error\"}\n", io.EOF, ""},
-		{"cut between lines", "{\"type\":\"start\"}\n{\"type\":\"stdout\",\"data\":\"x\"}\n", io.ErrUnexpectedEOF, "lease_ended"},
-		{"cut inside a line", "{\"type\":\"start\"}\n{\"type\":\"stdo", io.ErrUnexpectedEOF, "lease_ended"},
-		{"clean end without exit", "{\"type\":\"start\"}\n", io.EOF, "lease_ended"},
+		{"complete stream", "{\"type\":\"start\"}\n{\"type\":\"exit\",\"exit_code\":0}\n", execStream, io.EOF, ""},
+		{"ends with an error event", "{\"type\":\"start\"}\n{\"type\":\"error\"}\n", execStream, io.EOF, ""},
+		{"cut between lines", "{\"type\":\"start\"}\n{\"type\":\"stdout\",\"data\":\"x\"}\n", execStream, io.ErrUnexpectedEOF, "lease_ended"},
+		{"cut inside a line", "{\"type\":\"start\"}\n{\"type\":\"stdo", execStream, io.ErrUnexpectedEOF, "lease_ended"},
+		{"clean end without exit", "{\"type\":\"start\"}\n", execStream, io.EOF, "lease_ended"},
+		{"exec stream ending with a code end", "{\"type\":\"start\"}\n{\"type\":\"end\"}\n", execStream, io.EOF, "lease_ended"},
+		{"complete cell", "{\"type\":\"stdout\",\"text\":\"x\"}\n" + bigResult + "{\"type\":\"end\",\"execution_count\":2}\n", codeStream, io.EOF, ""},
+		{"cell ending with an error event", "{\"type\":\"error\",\"error\":{\"code\":\"internal\"}}\n", codeStream, io.EOF, ""},
+		{"cell cut after a result", "{\"type\":\"stdout\",\"text\":\"x\"}\n" + bigResult, codeStream, io.EOF, "lease_ended"},
+		{"cell cut inside a result", bigResult[:len(bigResult)/2], codeStream, io.ErrUnexpectedEOF, "lease_ended"},
+		{"code stream ending with an exec exit", "{\"type\":\"exit\",\"exit_code\":0}\n", codeStream, io.EOF, "lease_ended"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &execGuard{body: &cutReader{strings.NewReader(tt.stream), tt.err}, reason: func(error) error { return leaseEnded }}
+			g := &streamGuard{kind: tt.kind, body: &cutReader{strings.NewReader(tt.stream), tt.err}, reason: func(error) error { return leaseEnded }}
 			// Small reads, as a network would deliver them.
 			var out strings.Builder
 			buf := make([]byte, 7)
@@ -61,17 +69,16 @@ func TestExecGuard(t *testing.T) {
 				}
 				return
 			}
-			var lines []string
-			sc := bufio.NewScanner(strings.NewReader(out.String()))
-			for sc.Scan() {
-				lines = append(lines, sc.Text())
-			}
+			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 			last := lines[len(lines)-1]
 			if !strings.Contains(last, `"type":"error"`) || !strings.Contains(last, tt.wantLast) {
-				t.Fatalf("last line %q, want an error event with %s (whole: %q)", last, tt.wantLast, out.String())
+				t.Fatalf("last line %.200q, want an error event with %s", last, tt.wantLast)
+			}
+			if n := strings.Count(out.String(), `"type":"error"`); n != 1 {
+				t.Fatalf("got %d error events, want 1", n)
 			}
 			if !strings.HasPrefix(out.String(), tt.stream) {
-				t.Fatalf("the original stream was changed: %q", out.String())
+				t.Fatalf("the original stream was changed: %.200q", out.String())
 			}
 		})
 	}
@@ -89,23 +96,31 @@ func (e *endless) Read(p []byte) (int, error) {
 
 func (e *endless) Close() error { e.closed = true; return nil }
 
-// TestExecGuardBoundsALine: what passes the guard of an endless line is
-// bounded, ends with an error event, and the agent's stream is closed.
-func TestExecGuardBoundsALine(t *testing.T) {
-	body := &endless{}
-	g := &execGuard{body: body, reason: func(error) error { return nil }}
-	out, err := io.ReadAll(io.LimitReader(g, 8*maxExecLine))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(out) > maxExecLine+512<<10 { // one read past the bound at most
-		t.Fatalf("passed %d bytes of one line, want at most about %d", len(out), maxExecLine)
-	}
-	if !body.closed {
-		t.Fatal("the agent's stream was left open")
-	}
-	last := out[strings.LastIndexByte(string(out[:len(out)-1]), '\n')+1:]
-	if !strings.Contains(string(last), `"type":"error"`) || !strings.Contains(string(last), "internal") {
-		t.Fatalf("last line %q, want an internal error event", last)
+// TestStreamGuardBoundsALine: what passes the guard of an endless line is
+// bounded by the stream's kind, ends with an error event, and the agent's
+// stream is closed.
+func TestStreamGuardBoundsALine(t *testing.T) {
+	for _, k := range []streamKind{execStream, codeStream} {
+		t.Run(k.what, func(t *testing.T) {
+			body := &endless{}
+			g := &streamGuard{kind: k, body: body, reason: func(error) error { return nil }}
+			out, err := io.ReadAll(io.LimitReader(g, int64(8*k.maxLine)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) > k.maxLine+512<<10 { // one read past the bound at most
+				t.Fatalf("passed %d bytes of one line, want at most about %d", len(out), k.maxLine)
+			}
+			if len(out) < k.maxLine {
+				t.Fatalf("passed %d bytes of one line, want all of the first %d", len(out), k.maxLine)
+			}
+			if !body.closed {
+				t.Fatal("the agent's stream was left open")
+			}
+			last := out[strings.LastIndexByte(string(out[:len(out)-1]), '\n')+1:]
+			if !strings.Contains(string(last), `"type":"error"`) || !strings.Contains(string(last), "internal") {
+				t.Fatalf("last line %q, want an internal error event", last)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"maps"
 	"net/http"
 	"os"
@@ -193,6 +194,10 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if s := exec.Responses["201"].Content["application/json"].Schema; s == nil || s.Ref != "#/components/schemas/Process" {
 		t.Errorf("exec 201: want a Process")
 	}
+	code := documented[http.MethodPost+" "+api.Version+"/sandboxes/{id}/code"]
+	if s := code.Responses["200"].Content["application/x-ndjson"].Schema; s == nil || s.Ref != "#/components/schemas/CodeEvent" {
+		t.Errorf("code 200: want an application/x-ndjson stream of CodeEvent")
+	}
 	for name, r := range doc.Components.Responses {
 		if s := r.Content["application/json"].Schema; s == nil || s.Ref != "#/components/schemas/ErrorBody" {
 			t.Errorf("components.responses.%s: want an ErrorBody", name)
@@ -232,6 +237,13 @@ var schemaTypes = map[string]any{
 	"SecretInfo":           api.SecretInfo{},
 	"SetSecretRequest":     api.SetSecretRequest{},
 	"SecretList":           api.SecretList{},
+	"CodeRequest":          api.CodeRequest{},
+	"CreateContextRequest": api.CreateContextRequest{},
+	"CodeContext":          api.CodeContext{},
+	"CodeContextList":      api.CodeContextList{},
+	"CodeEvent":            api.CodeEvent{},
+	"CodeResult":           api.CodeResult{},
+	"CodeException":        api.CodeException{},
 }
 
 // schemasWithoutType are described in openapi.yaml with no struct of their
@@ -300,8 +312,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 }
 
 var (
-	timeType   = reflect.TypeOf(time.Time{})
-	apiPkgPath = reflect.TypeOf(api.Sandbox{}).PkgPath()
+	timeType    = reflect.TypeOf(time.Time{})
+	rawJSONType = reflect.TypeOf(json.RawMessage{})
+	apiPkgPath  = reflect.TypeOf(api.Sandbox{}).PkgPath()
 )
 
 // checkSchemaType checks that schema s describes Go type t as encoding/json
@@ -319,6 +332,8 @@ func checkSchemaType(t *testing.T, where string, typ reflect.Type, s *oaSchema) 
 	switch {
 	case typ == timeType:
 		want("string", "date-time")
+	case typ == rawJSONType:
+		want("", "") // any JSON value
 	case typ.PkgPath() == apiPkgPath && typ.Kind() == reflect.Struct:
 		if ref := "#/components/schemas/" + typ.Name(); s.Ref != ref {
 			t.Errorf("%s: got $ref %q, want %q", where, s.Ref, ref)
@@ -375,6 +390,7 @@ func TestOpenAPIEnums(t *testing.T) {
 		{"Sandbox", "on_lease_end", []string{"stop", "pause"}},
 		{"CreateSandboxRequest", "on_lease_end", []string{"stop", "pause"}},
 		{"ExecEvent", "type", []string{api.EventStart, api.EventStdout, api.EventStderr, api.EventExit, api.EventError}},
+		{"CodeEvent", "type", []string{api.CodeEventStdout, api.CodeEventStderr, api.CodeEventResult, api.CodeEventException, api.CodeEventEnd, api.CodeEventError}},
 		{"FileInfo", "type", []string{api.FileTypeFile, api.FileTypeDir, api.FileTypeSymlink, api.FileTypeOther}},
 		{"Key", "kind", []string{string(store.KeyAdmin), string(store.KeyFull), string(store.KeyReadOnly)}},
 		{"CreateKeyRequest", "kind", []string{string(store.KeyAdmin), string(store.KeyFull), string(store.KeyReadOnly)}},
