@@ -152,6 +152,7 @@ Server:
   setup                                    prepare this machine to run sandboxes
   daemon status                            whether the local daemon runs (pid, address, data dir, log)
   daemon stop                              stop the local daemon
+  mcp                                      serve the sandbox tools to an MCP client over stdio
 
   version                                  print the version
   completion bash|zsh|fish|powershell      print a shell completion script

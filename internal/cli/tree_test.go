@@ -44,7 +44,7 @@ func TestTreeHelp(t *testing.T) {
 		" sandbox pause", " sandbox resume", " sandbox extend", " sandbox cp", " sandbox egress", " sandbox get",
 		" secrets", " secrets set", " secrets ls", " secrets rm", " keys", " keys create", " keys ls", " keys rm",
 		" accounts", " accounts create", " accounts ls", " usage", " setup", " serve", " daemon", " daemon status",
-		" daemon stop", " version", " completion", " completion bash", " completion zsh", " completion fish",
+		" daemon stop", " mcp", " version", " completion", " completion bash", " completion zsh", " completion fish",
 	}
 	for _, p := range want {
 		if tree[p] == nil {
