@@ -62,6 +62,7 @@ type Server struct {
 	mux    *http.ServeMux
 	procs  *procTable
 	reaper *orphanReaper // nil unless ReapOrphans was called
+	code   *codeTable
 
 	envMu  sync.RWMutex
 	ownEnv map[string]string // set by PUT /env, over cfg.BaseEnv
@@ -72,7 +73,7 @@ var _ http.Handler = (*Server)(nil)
 // New returns a Server for cfg. Call cfg.Validate first.
 func New(cfg Config) *Server {
 	cfg.Workspace = filepath.Clean(cfg.Workspace)
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), procs: newProcTable(maxProcs)}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), procs: newProcTable(maxProcs), code: newCodeTable()}
 	s.routes()
 	return s
 }
@@ -95,6 +96,11 @@ func (s *Server) routes() {
 	s.handle("GET /archive", s.handleArchiveGet)
 	s.handle("PUT /archive", s.handleArchivePut)
 	s.handle("PUT /env", s.handleEnvPut)
+	s.handle("POST /code", s.handleCode)
+	s.handle("POST /contexts", s.handleContextCreate)
+	s.handle("GET /contexts", s.handleContextList)
+	s.handle("POST /contexts/{cid}/restart", s.handleContextRestart)
+	s.handle("DELETE /contexts/{cid}", s.handleContextRemove)
 	s.handle("/", func(w http.ResponseWriter, r *http.Request) error {
 		return notFoundf("no route %s %s", r.Method, r.URL.Path)
 	})
@@ -117,9 +123,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Close kills every running background process and its descendants, and
-// waits (a few seconds at most) until they have ended.
+// Close kills every running background process and its descendants and
+// every code kernel, and waits (a few seconds at most) until they have
+// ended.
 func (s *Server) Close() {
+	s.closeCode()
 	procs := s.procs.list()
 	for _, p := range procs {
 		p.kill()

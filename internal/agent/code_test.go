@@ -1,0 +1,444 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+)
+
+// cellRun is one code stream, summed up.
+type cellRun struct {
+	events []api.CodeEvent
+	stdout string
+	last   api.CodeEvent
+}
+
+func (c cellRun) exceptions() []api.CodeException {
+	var out []api.CodeException
+	for _, ev := range c.events {
+		if ev.Type == api.CodeEventException {
+			out = append(out, *ev.Exception)
+		}
+	}
+	return out
+}
+
+// code runs a cell and reads its whole stream, checking that exactly one
+// terminal event comes, last.
+func (a *testAgent) code(req api.CodeRequest) cellRun {
+	a.t.Helper()
+	return a.codeCtx(a.t.Context(), req, nil)
+}
+
+// codeCtx is code with ctx, handing each event to fn (when not nil) as
+// it arrives.
+func (a *testAgent) codeCtx(ctx context.Context, req api.CodeRequest, fn func(api.CodeEvent)) cellRun {
+	a.t.Helper()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url+"/code", jsonBody(a.t, req))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		a.t.Fatalf("POST /code: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		a.t.Fatalf("POST /code %q: got status %d, want 200 (body %s)", req.Code, resp.StatusCode, b)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		a.t.Fatalf("got Content-Type %q, want application/x-ndjson", ct)
+	}
+	var run cellRun
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var ev api.CodeEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			a.t.Fatalf("decoding event %.200q: %v", sc.Bytes(), err)
+		}
+		if n := len(run.events); n > 0 && isTerminal(run.events[n-1]) {
+			a.t.Fatalf("cell %q: got %+v after the terminal %+v", req.Code, ev, run.events[n-1])
+		}
+		run.events = append(run.events, ev)
+		if ev.Type == api.CodeEventStdout {
+			run.stdout += ev.Text
+		}
+		if fn != nil {
+			fn(ev)
+		}
+	}
+	if ctx.Err() != nil {
+		return run
+	}
+	if len(run.events) == 0 || !isTerminal(run.events[len(run.events)-1]) {
+		a.t.Fatalf("cell %q: stream ended without end or error: %+v", req.Code, run.events)
+	}
+	run.last = run.events[len(run.events)-1]
+	return run
+}
+
+func isTerminal(ev api.CodeEvent) bool {
+	return ev.Type == api.CodeEventEnd || ev.Type == api.CodeEventError
+}
+
+func standInAgent(t *testing.T) *testAgent {
+	a := newTestAgent(t)
+	a.useStandIn()
+	return a
+}
+
+func TestCodeStream(t *testing.T) {
+	a := standInAgent(t)
+	run := a.code(api.CodeRequest{Code: "print hello"})
+	if run.stdout != "hello" || run.last.Type != api.CodeEventEnd || run.last.ExecutionCount != 1 {
+		t.Fatalf("got %+v, want stdout hello, then end with execution_count 1", run.events)
+	}
+	run = a.code(api.CodeRequest{Code: "result"})
+	if len(run.events) != 2 || run.events[0].Result == nil || !run.events[0].Result.IsMainResult || run.events[0].Result.Text != "42" || run.events[0].Result.HTML != "<b>42</b>" {
+		t.Fatalf("got %+v, want the main result 42 (text and html), then end", run.events)
+	}
+	run = a.code(api.CodeRequest{Code: "raise"})
+	types := []string{}
+	for _, ev := range run.events {
+		types = append(types, ev.Type)
+	}
+	if got, want := strings.Join(types, ","), "stderr,exception,end"; got != want {
+		t.Fatalf("got events %s, want %s", got, want)
+	}
+	if x := run.exceptions()[0]; x.Name != "ValueError" || x.Value != "bad" || !strings.Contains(x.Traceback, "ValueError: bad") {
+		t.Fatalf("got exception %+v, want ValueError bad with its traceback", x)
+	}
+	// The default context appeared on first use, once.
+	var list api.CodeContextList
+	a.doJSON("GET", "/contexts", nil, http.StatusOK, &list)
+	if len(list.Contexts) != 1 || list.Contexts[0] != (api.CodeContext{ID: "default", Language: "python", Cwd: a.cfg.Workspace}) {
+		t.Fatalf("got contexts %+v, want the default one in %s", list.Contexts, a.cfg.Workspace)
+	}
+}
+
+func TestCodeSplitsOutput(t *testing.T) {
+	a := standInAgent(t)
+	run := a.code(api.CodeRequest{Code: "big 200000"})
+	if want := strings.Repeat("é", 100000); run.stdout != want {
+		t.Fatalf("got %d bytes of stdout, want %d", len(run.stdout), len(want))
+	}
+	for _, ev := range run.events {
+		if len(ev.Text) > maxEventText {
+			t.Fatalf("got an event of %d bytes, want at most %d", len(ev.Text), maxEventText)
+		}
+	}
+	if len(run.events) < 200000/maxEventText+1 {
+		t.Fatalf("got %d events, want the output split", len(run.events))
+	}
+}
+
+func TestCodeBoundsResult(t *testing.T) {
+	a := standInAgent(t)
+	run := a.code(api.CodeRequest{Code: "hugeresult"})
+	r := run.events[0].Result
+	if r == nil || r.PNG != "" || r.Text != fmt.Sprintf("[result of %d bytes omitted: larger than 4 MiB]", 5<<20) {
+		t.Fatalf("got %.300v, want the png dropped and said so", run.events[0])
+	}
+}
+
+func TestBoundResult(t *testing.T) {
+	big := strings.Repeat("x", maxResultItem+1)
+	under := strings.Repeat("y", maxResultItem-10)
+	for _, tc := range []struct {
+		name    string
+		in      api.CodeResult
+		wantPNG bool
+		dropped int
+	}{
+		{"small", api.CodeResult{Text: "1", PNG: "AAAA"}, true, 0},
+		{"one field too big", api.CodeResult{Text: "1", HTML: big, PNG: "AAAA"}, true, len(big)},
+		{"fields too big together", api.CodeResult{HTML: under, SVG: under, PNG: "AAAA"}, true, len(under)},
+	} {
+		got := boundResult(tc.in)
+		if got.Text == "" || (tc.dropped > 0) != strings.Contains(got.Text, "omitted") {
+			t.Errorf("%s: got text %.80q, want a note only when something was dropped", tc.name, got.Text)
+		}
+		if tc.dropped > 0 && got.Text != fmt.Sprintf("[result of %d bytes omitted: larger than 4 MiB]", tc.dropped) {
+			t.Errorf("%s: got text %q, want %d bytes omitted", tc.name, got.Text, tc.dropped)
+		}
+		if (got.PNG != "") != tc.wantPNG {
+			t.Errorf("%s: got png %q, want kept %v", tc.name, got.PNG, tc.wantPNG)
+		}
+		if n := encodedLen(got); n > maxResultLine {
+			t.Errorf("%s: got a line of %d bytes, want at most %d", tc.name, n, maxResultLine)
+		}
+	}
+}
+
+func TestCodeTimeoutKeepsState(t *testing.T) {
+	a := standInAgent(t)
+	a.code(api.CodeRequest{Code: "print warm"})
+	run := a.code(api.CodeRequest{Code: "sleep", TimeoutMs: 100})
+	xs := run.exceptions()
+	want := "the cell ran longer than timeout_ms=100 and was interrupted; the context keeps its state"
+	if len(xs) != 1 || xs[0].Name != "TimeoutError" || xs[0].Value != want || !strings.Contains(xs[0].Traceback, "in sleep") || run.last.Type != api.CodeEventEnd {
+		t.Fatalf("got %+v, want one TimeoutError %q with the interrupt's traceback, then end", run.events, want)
+	}
+	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=3 interrupts=1" {
+		t.Fatalf("got %q, want the same kernel (3 cells, 1 interrupt)", run.stdout)
+	}
+}
+
+func TestCodeTimeoutEscalates(t *testing.T) {
+	a := standInAgent(t)
+	run := a.code(api.CodeRequest{Code: "stubborn", TimeoutMs: 100})
+	xs := run.exceptions()
+	if len(xs) != 1 || xs[0].Name != "TimeoutError" || !strings.Contains(xs[0].Value, "state was lost") || run.last.Type != api.CodeEventEnd {
+		t.Fatalf("got %+v, want TimeoutError saying the state was lost, then end", run.events)
+	}
+	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=1 interrupts=0" {
+		t.Fatalf("got %q, want a new kernel", run.stdout)
+	}
+}
+
+func TestCodeDeadKernel(t *testing.T) {
+	a := standInAgent(t)
+	a.code(api.CodeRequest{Code: "print warm"})
+	run := a.code(api.CodeRequest{Code: "dead"})
+	xs := run.exceptions()
+	if len(xs) != 1 || xs[0].Name != "DeadKernelError" || !strings.Contains(xs[0].Value, "restarted") || run.last.Type != api.CodeEventEnd {
+		t.Fatalf("got %+v, want DeadKernelError, then end", run.events)
+	}
+	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=1 interrupts=0" {
+		t.Fatalf("got %q, want a new kernel", run.stdout)
+	}
+}
+
+// TestCodeDriverDiedIdle: a driver gone between cells is a dead kernel
+// found before the cell, which does not run.
+func TestCodeDriverDiedIdle(t *testing.T) {
+	a := standInAgent(t)
+	pid, _ := strconv.Atoi(a.code(api.CodeRequest{Code: "pid"}).stdout)
+	if err := syscallKill(pid); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid, 10e9)
+	run := a.code(api.CodeRequest{Code: "print ran"})
+	xs := run.exceptions()
+	if len(xs) != 1 || xs[0].Name != "DeadKernelError" || run.stdout != "" || run.last.Type != api.CodeEventEnd {
+		t.Fatalf("got %+v, want DeadKernelError and the cell not run", run.events)
+	}
+	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=1 interrupts=0" {
+		t.Fatalf("got %q, want a new kernel", run.stdout)
+	}
+}
+
+func TestCodeMisbehavingDriver(t *testing.T) {
+	for _, cell := range []string{"exit", "garbage", "hugeline"} {
+		t.Run(cell, func(t *testing.T) {
+			a := standInAgent(t)
+			run := a.code(api.CodeRequest{Code: cell})
+			if run.last.Type != api.CodeEventError || run.last.Error == nil || run.last.Error.Code != "internal" {
+				t.Fatalf("got %+v, want an internal error last", run.events)
+			}
+			if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=1 interrupts=0" || run.last.Type != api.CodeEventEnd {
+				t.Fatalf("got %+v, want a new driver", run.events)
+			}
+		})
+	}
+}
+
+func TestCodeDisconnectInterrupts(t *testing.T) {
+	a := standInAgent(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	a.codeCtx(ctx, api.CodeRequest{Code: "sleep"}, func(ev api.CodeEvent) {
+		if ev.Text == "sleeping\n" {
+			cancel()
+		}
+	})
+	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=2 interrupts=1" {
+		t.Fatalf("got %q, want the left cell interrupted in the same kernel", run.stdout)
+	}
+}
+
+func TestCodeOneCellAtATime(t *testing.T) {
+	a := standInAgent(t)
+	flag := filepath.Join(a.cfg.Workspace, "go")
+	waiting := make(chan struct{})
+	first := make(chan cellRun, 1)
+	go func() {
+		first <- a.codeCtx(t.Context(), api.CodeRequest{Code: "waitfile " + flag}, func(ev api.CodeEvent) {
+			if ev.Text == "waiting" {
+				close(waiting)
+			}
+		})
+	}()
+	<-waiting
+	// A second cell waits for its turn: not even its header comes while
+	// the first runs.
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.Post(a.url+"/code", "application/json", strings.NewReader(`{"code":"count"}`))
+		if err != nil {
+			t.Error(err)
+			close(answered)
+			return
+		}
+		answered <- resp
+	}()
+	select {
+	case resp := <-answered:
+		t.Fatalf("got an answer %v while the first cell ran, want the second to wait", resp)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if run := <-first; run.stdout != "waitingfound" {
+		t.Fatalf("got %+v, want waiting, found", run.events)
+	}
+	resp := <-answered
+	if resp == nil {
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), "cells=2 interrupts=0") {
+		t.Fatalf("got %s, want the second cell run after the first", b)
+	}
+}
+
+func TestCodeContexts(t *testing.T) {
+	a := standInAgent(t)
+	if err := os.Mkdir(filepath.Join(a.cfg.Workspace, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a.doJSON("PUT", "/env", jsonBody(t, map[string]any{"env": map[string]string{"SANDBOX_VAR": "s"}}), http.StatusNoContent, nil)
+	var cx api.CodeContext
+	a.doJSON("POST", "/contexts", jsonBody(t, api.CreateContextRequest{Cwd: "sub", Env: map[string]string{"CTX_VAR": "c"}}), http.StatusCreated, &cx)
+	if !strings.HasPrefix(cx.ID, "ctx_") || len(cx.ID) != 20 || cx.Language != "python" || cx.Cwd != filepath.Join(a.cfg.Workspace, "sub") {
+		t.Fatalf("got %+v, want a ctx_ id, python, cwd sub", cx)
+	}
+	for cell, want := range map[string]string{"cwd": cx.Cwd, "env CTX_VAR": "c", "env SANDBOX_VAR": "s", "env HOME": a.cfg.Home} {
+		if got := a.code(api.CodeRequest{Code: cell, ContextID: cx.ID}).stdout; got != want {
+			t.Errorf("%s: got %q, want %q", cell, got, want)
+		}
+	}
+	a.doJSON("POST", "/contexts/"+cx.ID+"/restart", nil, http.StatusOK, &cx)
+	if got := a.code(api.CodeRequest{Code: "count", ContextID: cx.ID}).stdout; got != "cells=1 interrupts=0" {
+		t.Fatalf("after restart: got %q, want a new kernel", got)
+	}
+	a.wantError("POST", "/contexts/ctx_0000000000000000/restart", nil, http.StatusNotFound, "not_found")
+	a.wantError("POST", "/code", jsonBody(t, api.CodeRequest{Code: "1", ContextID: "nope"}), http.StatusNotFound, "not_found")
+	a.doJSON("DELETE", "/contexts/"+cx.ID, nil, http.StatusNoContent, nil)
+	a.wantError("DELETE", "/contexts/"+cx.ID, nil, http.StatusNotFound, "not_found")
+	a.wantError("POST", "/code", jsonBody(t, api.CodeRequest{Code: "1", ContextID: cx.ID}), http.StatusNotFound, "not_found")
+
+	for i := 0; i < maxContexts; i++ {
+		a.doJSON("POST", "/contexts", jsonBody(t, api.CreateContextRequest{}), http.StatusCreated, nil)
+	}
+	msg := a.wantError("POST", "/contexts", jsonBody(t, api.CreateContextRequest{}), http.StatusConflict, "conflict")
+	if !strings.Contains(msg, "16") {
+		t.Fatalf("got %q, want the limit named", msg)
+	}
+	// The default context counts too: it cannot be made now.
+	a.wantError("POST", "/code", jsonBody(t, api.CodeRequest{Code: "1"}), http.StatusConflict, "conflict")
+}
+
+func TestCodeRestartUnderACell(t *testing.T) {
+	a := standInAgent(t)
+	done := make(chan cellRun, 1)
+	running := make(chan struct{})
+	go func() {
+		done <- a.codeCtx(t.Context(), api.CodeRequest{Code: "stubborn"}, func(ev api.CodeEvent) {
+			if ev.Type == api.CodeEventStdout {
+				close(running)
+			}
+		})
+	}()
+	<-running
+	a.doJSON("POST", "/contexts/default/restart", nil, http.StatusOK, nil)
+	run := <-done
+	if xs := run.exceptions(); len(xs) != 1 || xs[0].Name != "DeadKernelError" || !strings.Contains(xs[0].Value, "restarted") || run.last.Type != api.CodeEventEnd {
+		t.Fatalf("got %+v, want DeadKernelError naming the restart, then end", run.events)
+	}
+}
+
+func TestCodeBadRequests(t *testing.T) {
+	a := standInAgent(t)
+	for _, tc := range []struct{ name, body string }{
+		{"code missing", `{}`},
+		{"language", `{"code":"1","language":"r"}`},
+		{"timeout", `{"code":"1","timeout_ms":-1}`},
+		{"unknown field", `{"code":"1","nope":1}`},
+		{"env name", `{"code":"1","env":{"A=B":"x"}}`},
+		{"env value", `{"code":"1","env":{"A":"` + strings.Repeat("x", maxEnvString) + `"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a.wantError("POST", "/code", strings.NewReader(tc.body), http.StatusBadRequest, "invalid_request")
+		})
+	}
+	a.wantError("POST", "/contexts", strings.NewReader(`{"cwd":"missing"}`), http.StatusBadRequest, "invalid_request")
+	a.wantError("POST", "/contexts", strings.NewReader(`{"cwd":"/etc/../x\u0000"}`), http.StatusBadRequest, "invalid_request")
+	a.wantError("POST", "/contexts", strings.NewReader(`{"language":"js"}`), http.StatusBadRequest, "invalid_request")
+	// An empty cell is a cell.
+	if run := a.code(api.CodeRequest{Code: ""}); run.last.Type != api.CodeEventEnd {
+		t.Fatalf("got %+v, want end", run.events)
+	}
+}
+
+func TestCodeStartFailure(t *testing.T) {
+	a := standInAgent(t)
+	env := map[string]string{"STANDIN_FATAL": "ModuleNotFoundError: no kernel"}
+	msg := a.wantError("POST", "/code", jsonBody(t, api.CodeRequest{Code: "1", Env: env}), http.StatusInternalServerError, "internal")
+	if !strings.Contains(msg, "no kernel") || !strings.Contains(msg, "about to fail") {
+		t.Fatalf("got %q, want the driver's message and its stderr", msg)
+	}
+	// Each later cell tries again (and here fails again).
+	a.wantError("POST", "/code", jsonBody(t, api.CodeRequest{Code: "1"}), http.StatusInternalServerError, "internal")
+}
+
+func TestCodeCloseStopsKernels(t *testing.T) {
+	a := standInAgent(t)
+	pid, err := strconv.Atoi(a.code(api.CodeRequest{Code: "pid"}).stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.srv.Close()
+	waitGone(t, pid, 10e9)
+}
+
+// TestCodeRealDriver runs the embedded driver with the host's python3. A
+// host with jupyter_client runs a real cell; one without (the usual host:
+// the image has it) gets the driver's own start-up failure, which proves
+// its framing: the message comes through the protocol, not a crash.
+func TestCodeRealDriver(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatal("python3 is needed: the real driver is a Python script")
+	}
+	a := newTestAgent(t)
+	hasKernel := exec.Command("python3", "-c", "import jupyter_client, ipykernel").Run() == nil
+	if !hasKernel {
+		msg := a.wantError("POST", "/code", jsonBody(t, api.CodeRequest{Code: "1+1"}), http.StatusInternalServerError, "internal")
+		if !strings.Contains(msg, "jupyter_client") {
+			t.Fatalf("got %q, want the driver's ModuleNotFoundError naming jupyter_client", msg)
+		}
+		return
+	}
+	run := a.code(api.CodeRequest{Code: "1+1"})
+	if r := run.events[0].Result; r == nil || r.Text != "2" || !r.IsMainResult {
+		t.Fatalf("got %+v, want the main result 2", run.events)
+	}
+}
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
