@@ -30,6 +30,9 @@ type handlerFunc func(s *server, w http.ResponseWriter, r *http.Request, c calle
 
 const sandboxPrefix = api.Version + "/sandboxes/{id}"
 
+// MCPPattern is the MCP endpoint (mcp.go).
+const MCPPattern = api.Version + "/mcp"
+
 // Routes returns the server's route table, in the order of api/routes.go.
 func Routes() []Route {
 	return []Route{
@@ -76,6 +79,10 @@ func Routes() []Route {
 		{Method: http.MethodDelete, Pattern: api.Version + "/keys/{kid}", Mutating: true, handler: (*server).deleteKey},
 		{Method: http.MethodGet, Pattern: api.Version + "/usage", handler: (*server).usage},
 		{Method: http.MethodPost, Pattern: api.Version + "/trial", Public: true, Mutating: true, handler: (*server).trial},
+
+		// Not mutating: its tools call the routes above in-process, with
+		// the caller's key, and those refuse what the key may not do.
+		{Method: http.MethodPost, Pattern: MCPPattern, handler: (*server).serveMCP},
 	}
 }
 

@@ -98,6 +98,10 @@ type server struct {
 	accountsMu sync.Mutex
 	// keysMu makes counting admin keys and removing one a single step.
 	keysMu sync.Mutex
+
+	// mcp serves /v1/mcp (mcp.go), made on first use.
+	mcpOnce sync.Once
+	mcp     http.Handler
 }
 
 // NewServer returns the HTTP handler of the API. It panics when cfg does
