@@ -1,24 +1,30 @@
-"""Agent tools over a sandbox: ``sandbox_tools(sbx)``.
+"""Agent tools over a sandbox: ``sandbox_tools(sbx)`` and ``code_tools(sbx)``.
 
-Returns four plain functions, in this order: ``runtime_exec``,
-``runtime_read_file``, ``runtime_write_file``, ``runtime_list_files``.
-smolagents' ``tool`` wraps each as it is::
+``sandbox_tools`` returns four plain functions, in this order:
+``runtime_exec``, ``runtime_read_file``, ``runtime_write_file``,
+``runtime_list_files``. ``code_tools`` returns one more, ``runtime_run_code``
+(Python in the sandbox's persistent kernel, ``sbx.run_code``), for agents
+whose tools are their only way to run code. smolagents' ``tool`` wraps each
+as it is::
 
     from smolagents import tool
     tools = [tool(f) for f in sandbox_tools(sbx)]
 
-and each is callable directly. They follow smolagents' rules for tool
+and each is callable directly. The LangChain, OpenAI Agents and MCP
+adapters are built from these same functions. They follow smolagents' rules for tool
 functions: nested ``def`` closures whose source ``inspect.getsource`` reads;
 a description before ``Args:``; every parameter documented on one line as
 ``name: text``; type hints from str, int, bool, list, dict and ``X | None``;
 ``None`` for an optional argument means its default; safe to call from
 parallel threads (they share nothing but the thread-safe sandbox client);
 and what they return is capped (the last 20,000 characters of stdout and of
-stderr, the first 20,000 bytes of a file, 400 directory entries), with a
+stderr, the first 20,000 bytes of a file, 400 directory entries, the first
+20,000 characters of run_code's results), with a
 note saying what was cut, because the model receives ``str(result)`` whole.
 
 Failures: ``runtime_exec`` returns a non-zero exit code or a timeout as
-data, never as an exception, so the model sees a failed command as a
+data, never as an exception, and ``runtime_run_code`` an exception in the
+code (or a cell interrupted at its timeout) as its ``error``, so the model sees a failed command as a
 failure it can act on. A failure of the platform itself (sandbox gone,
 lease ended, server unreachable) or a bad path (``not_found``) raises the
 SDK's exception (``withruntime.APIError`` / ``TransportError``); agent
@@ -34,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable, List
 if TYPE_CHECKING:
     from .sandbox import Sandbox
 
-__all__ = ["sandbox_tools", "OUTPUT_CAP", "LIST_CAP", "TIMEOUT_SECONDS"]
+__all__ = ["sandbox_tools", "code_tools", "OUTPUT_CAP", "LIST_CAP", "TIMEOUT_SECONDS"]
 
 # Characters of stdout and of stderr (and bytes of a file) a tool returns.
 OUTPUT_CAP = 20_000
@@ -44,12 +50,25 @@ LIST_CAP = 400
 # started in the foreground then costs the agent two minutes, not the lease.
 TIMEOUT_SECONDS = 120
 
-# The line of runtime_exec's docstring that states its default timeout, as
-# written for TIMEOUT_SECONDS; sandbox_tools rewrites it for another
-# default, so the model reads the one that applies.
-_TIMEOUT_ARG_DOC = "timeout_seconds: Seconds after which the command is killed; None means 120 seconds."
+# The formats of a rich result other than text, as runtime_run_code names them.
+_RICH_FORMATS = ("html", "markdown", "svg", "png", "jpeg", "latex", "javascript", "json")
 
 _UNSET: Any = object()
+
+
+def _check_timeout(timeout_seconds: int | None, default_timeout_seconds: Any) -> int | None:
+    default_timeout = timeout_seconds if default_timeout_seconds is _UNSET else default_timeout_seconds
+    if default_timeout is not None and default_timeout <= 0:
+        raise ValueError("timeout_seconds must be positive or None")
+    return default_timeout
+
+
+def _say_default_timeout(fn: Callable[..., Any], default_timeout: int | None) -> None:
+    """Rewrites the timeout line of fn's docstring for a default other than 120 s."""
+    if default_timeout == TIMEOUT_SECONDS:
+        return
+    said = "no limit but the sandbox's lease" if default_timeout is None else f"{int(default_timeout)} seconds"
+    fn.__doc__ = (fn.__doc__ or "").replace("None means 120 seconds.", f"None means {said}.")
 
 
 def _keep_tail(text: str, already_cut: bool, cap: int, stream: str) -> str:
@@ -77,9 +96,7 @@ def sandbox_tools(
     sandbox, the model only chooses commands and paths.
     """
     cap = int(output_cap)
-    default_timeout = timeout_seconds if default_timeout_seconds is _UNSET else default_timeout_seconds
-    if default_timeout is not None and default_timeout <= 0:
-        raise ValueError("timeout_seconds must be positive or None")
+    default_timeout = _check_timeout(timeout_seconds, default_timeout_seconds)
 
     def runtime_exec(command: str, cwd: str | None = None, timeout_seconds: int | None = None) -> dict:
         """Run a shell command in the sandbox, a Linux machine with Python 3, pip, git and curl, and return its exit code, stdout, stderr and whether it timed out.
@@ -102,11 +119,7 @@ def sandbox_tools(
             "timed_out": result.timed_out,
         }
 
-    if default_timeout != TIMEOUT_SECONDS:
-        said = "no limit but the sandbox's lease" if default_timeout is None else f"{int(default_timeout)} seconds"
-        runtime_exec.__doc__ = (runtime_exec.__doc__ or "").replace(
-            _TIMEOUT_ARG_DOC, _TIMEOUT_ARG_DOC.replace("None means 120 seconds.", f"None means {said}.")
-        )
+    _say_default_timeout(runtime_exec, default_timeout)
 
     def runtime_read_file(path: str) -> str:
         """Read a text file in the sandbox and return its content.
@@ -151,3 +164,65 @@ def sandbox_tools(
         return out
 
     return [runtime_exec, runtime_read_file, runtime_write_file, runtime_list_files]
+
+
+def code_tools(
+    sbx: "Sandbox",
+    *,
+    timeout_seconds: int | None = TIMEOUT_SECONDS,
+    output_cap: int = OUTPUT_CAP,
+) -> List[Callable[..., Any]]:
+    """The code tool bound to one sandbox: ``[runtime_run_code]``.
+
+    ``runtime_run_code`` runs Python in the sandbox's default code context
+    (``sbx.run_code``), so state persists between its calls and is shared
+    with other callers of that context, not with ``runtime_exec``'s shell.
+    ``timeout_seconds`` and ``output_cap`` mean what they mean for
+    ``sandbox_tools``; the function follows the same rules (see the module
+    doc).
+    """
+    cap = int(output_cap)
+    default_timeout = _check_timeout(timeout_seconds, _UNSET)
+
+    def runtime_run_code(code: str, timeout_seconds: int | None = None) -> dict:
+        """Run Python code in the sandbox like a notebook cell, in a persistent IPython kernel, and return its results, stdout, stderr and error.
+
+        Variables, imports and functions stay defined between calls. The value of the last expression comes back in results as text, and so do displayed objects and matplotlib figures, each saying in which other formats (png, html and so on) it exists. Lines such as "!ls" or "%pip install requests" work as in a notebook. An exception in the code is returned in error with its name, value and traceback, not raised; a cell still running at its timeout is interrupted with the error name TimeoutError and the kernel keeps its state. Long output keeps only its end.
+
+        Args:
+            code: The Python code to run, for example "import pandas as pd" followed by lines that use it.
+            timeout_seconds: Seconds after which the cell is interrupted; None means 120 seconds.
+        """
+        timeout = timeout_seconds if timeout_seconds is not None else default_timeout
+        if timeout is not None and timeout < 0:
+            raise ValueError("timeout_seconds must be positive")
+        run = sbx.run_code(code, timeout_ms=int(timeout * 1000) if timeout else None)
+        results, budget = [], cap
+        for i, r in enumerate(run.results):
+            if budget <= 0:
+                results.append(f"[{len(run.results) - i} more results not shown]")
+                break
+            text = r.text or ""
+            if len(text) > budget:
+                text = text[:budget] + f"\n[result cut: only its first {budget} of {len(text)} characters are shown]"
+            budget -= len(text)
+            formats = [f for f in _RICH_FORMATS if getattr(r, f, None) not in (None, "")]
+            if formats:
+                text += ("\n" if text else "") + f"[also as {', '.join(formats)}]"
+            results.append(text)
+        error = None
+        if run.error is not None:
+            error = {
+                "name": run.error.name,
+                "value": run.error.value,
+                "traceback": _keep_tail(run.error.traceback or "", False, cap, "traceback"),
+            }
+        return {
+            "results": results,
+            "stdout": _keep_tail("".join(run.logs.stdout), False, cap, "stdout"),
+            "stderr": _keep_tail("".join(run.logs.stderr), False, cap, "stderr"),
+            "error": error,
+        }
+
+    _say_default_timeout(runtime_run_code, default_timeout)
+    return [runtime_run_code]
