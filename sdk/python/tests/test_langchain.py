@@ -145,6 +145,7 @@ def test_scripted_agent_runs_code_with_state(live_sbx: Sandbox) -> None:
         AIMessage("", tool_calls=[call("runtime_run_code", 1, code="x = 6 * 7\nprint('set')")]),
         AIMessage("", tool_calls=[call("runtime_run_code", 2, code="x")]),
         AIMessage("", tool_calls=[call("runtime_run_code", 3, code="1 / 0")]),
+        AIMessage("", tool_calls=[call("runtime_run_code", 4, code="from IPython.display import HTML, display\ndisplay(HTML('<b>hi</b>'))")]),
         AIMessage("42"),
     ])
     out = tool_messages(run_agent(model, sandbox_tools(live_sbx), "What is six times seven?"))
@@ -155,3 +156,6 @@ def test_scripted_agent_runs_code_with_state(live_sbx: Sandbox) -> None:
     assert err["name"] == "ZeroDivisionError", err
     assert "division by zero" in err["value"]
     assert "ZeroDivisionError" in err["traceback"]
+    # A rich result says which formats it has besides its text.
+    shown = ok(out["call_4"])["results"]
+    assert len(shown) == 1 and shown[0].endswith("[also as html]"), shown

@@ -158,3 +158,19 @@ def test_scripted_agent_runs_code_with_state(live_sbx: Sandbox) -> None:
     assert err["name"] == "ZeroDivisionError", out["call_3"]
     assert "division by zero" in err["value"]
     assert "ZeroDivisionError" in err["traceback"]
+
+
+@pytest.mark.skipif(not HAS_RUN_CODE, reason="this SDK has no Sandbox.run_code yet")
+def test_run_code_timeout_keeps_the_kernel(live_sbx: Sandbox) -> None:
+    model = ScriptedModel([
+        [call("runtime_run_code", 1, code="kept = 'still here'", timeout_seconds=None)],
+        [call("runtime_run_code", 2, code="while True: pass", timeout_seconds=2)],
+        [call("runtime_run_code", 3, code="kept", timeout_seconds=None)],
+        [say("done")],
+    ])
+    run_agent(model, sandbox_tools(live_sbx), "loop")
+    out = outputs(model)
+    stopped = ok(out["call_2"])["error"]
+    assert stopped["name"] == "TimeoutError", out["call_2"]
+    assert "keeps its state" in stopped["value"], stopped
+    assert ok(out["call_3"])["results"] == ["'still here'"], out["call_3"]
