@@ -4,6 +4,9 @@ the fake server; test_code_live.py runs the same against real kernels)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -180,3 +183,10 @@ def test_contexts_resource(fake, sbx: Sandbox) -> None:
     assert e.value.code == "not_found"
     with pytest.raises(ValueError):
         sbx.contexts.remove("")
+
+
+def test_importing_withruntime_imports_no_framework() -> None:
+    code = "import sys, withruntime, withruntime.tools, withruntime.code; print(sorted({'smolagents', 'langchain_core', 'agents', 'mcp'} & set(sys.modules)))"
+    sdk = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=sdk)
+    assert out.stdout.strip() == "[]"

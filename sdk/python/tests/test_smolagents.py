@@ -1,0 +1,160 @@
+"""withruntime.smolagents.WithruntimeExecutor: a real smolagents CodeAgent,
+driven by a scripted model (no network), runs its code steps in a live
+sandbox (marked `live`; needs smolagents, which scripts/pyenv.sh installs:
+run with that environment's python)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from typing import Any
+
+import pytest
+
+import withruntime
+
+try:
+    import smolagents
+    from smolagents import CodeAgent, tool
+    from smolagents.models import ChatMessage, MessageRole, Model
+except ImportError as e:  # pragma: no cover - depends on the environment
+    pytest.skip(
+        f"smolagents is not importable ({e}): run with the environment scripts/pyenv.sh makes",
+        allow_module_level=True,
+    )
+
+from withruntime.smolagents import WithruntimeExecutor  # noqa: E402
+from withruntime.tools import sandbox_tools  # noqa: E402
+
+from conftest import SMALL  # noqa: E402
+
+class ScriptedModel(Model):
+    """Answers each call with the next code step, as an LLM would."""
+
+    def __init__(self, steps: list[str]) -> None:
+        super().__init__(model_id="scripted")
+        self.steps = list(steps)
+        self.calls = 0
+
+    def generate(self, messages: Any, stop_sequences: Any = None, **kwargs: Any) -> ChatMessage:
+        step = self.steps[self.calls]
+        self.calls += 1
+        return ChatMessage(role=MessageRole.ASSISTANT, content=f"Thought: step {self.calls}.\n<code>\n{step}\n</code>")
+
+
+@tool
+def leave_note(text: str) -> str:
+    """Writes a note into /workspace/note.txt and says so.
+
+    Args:
+        text: The note to write.
+    """
+    with open("/workspace/note.txt", "w") as f:
+        f.write(text)
+    return "noted " + text
+
+
+def observations(agent: CodeAgent) -> list[str]:
+    return [s.observations or "" for s in agent.memory.steps if hasattr(s, "observations") and hasattr(s, "code_action")]
+
+
+def test_smolagents_is_the_pinned_version() -> None:
+    assert smolagents.__version__ == "1.26.0"
+
+
+@pytest.mark.live
+def test_code_agent_runs_its_steps_in_one_sandbox(live_server: dict[str, str]) -> None:
+    steps = [
+        'x = 21\nprint("x is", x)',
+        'y = x * 2\nprint("y is", y)\ny',
+        'r = leave_note(text=f"y={y}")\nprint("tool said:", r)',
+        'out = runtime_exec(command="cat /workspace/note.txt; echo; id -u; pwd")\n'
+        'print(out["stdout"])\nprint("exit", out["exit_code"])',
+        'final_answer(f"{y}:{runtime_read_file(path=\'note.txt\')}")',
+    ]
+    model = ScriptedModel(steps)
+    # The issue's snippet, with the scripted model in place of a real one.
+    agent = CodeAgent(tools=[leave_note], model=model, executor=WithruntimeExecutor(timeout_seconds=900))
+    sbx = agent.python_executor.sandbox
+    try:
+        info = sbx.info()
+        assert info.state == "running"
+        assert info.metadata == {"created_by": "withruntime.smolagents"}
+        answer = agent.run("Double 21, note it, and check the note from a shell.")
+        obs = observations(agent)
+        note = sbx.files.read("note.txt")
+    finally:
+        agent.cleanup()
+
+    assert answer == "42:y=42"
+    # The tool ran in the sandbox: the note is there.
+    assert note == "y=42"
+    assert model.calls == len(steps)
+    assert len(obs) == len(steps), obs
+    assert "x is 21" in obs[0]
+    # The variable of step 1 lived on in the kernel; the cell's value is the step's output.
+    assert "y is 42" in obs[1] and obs[1].rstrip().endswith("Last output from code snippet:\n42")
+    assert "tool said: noted y=42" in obs[2]
+    # runtime_exec ran in the sandbox, as the sandbox user, where the tool wrote.
+    assert "y=42\n1000\n/workspace\n" in obs[3] and "exit 0" in obs[3]
+    # Cleanup stopped the sandbox the executor made.
+    ended = withruntime.Sandbox(sbx.id, **live_server).info()
+    assert (ended.state, ended.end_reason) == ("ended", "stopped")
+
+
+def _wheel(name: str, version: str, code: str) -> bytes:
+    """A minimal pure-Python wheel, built here: sandboxes have no internet."""
+    dist = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": code,
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{dist}/RECORD"] = "".join(f"{p},,\n" for p in files) + f"{dist}/RECORD,,\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for p, text in files.items():
+            z.writestr(p, text)
+    return buf.getvalue()
+
+
+@pytest.mark.live
+def test_a_passed_sandbox_gets_packages_errors_and_is_left_running(live_server: dict[str, str]) -> None:
+    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/workspace/wheels"}
+    with withruntime.Sandbox.create(timeout_seconds=600, env=env, metadata={"test": "sdk-python"}, **SMALL) as sbx:
+        sbx.files.write("wheels/wrtinypkg-1.0-py3-none-any.whl", _wheel("wrtinypkg", "1.0", "ANSWER = 7\n"))
+        ex = WithruntimeExecutor(additional_imports=["wrtinypkg", "json.*", "numpy", "*"], sandbox=sbx)
+        assert ex.installed_packages == ["wrtinypkg", "json.*", "numpy", "*"]
+        before = {c.id for c in sbx.contexts.list()}
+        assert ex.context.id in before
+        steps = [
+            "import wrtinypkg\nbad = 1 / 0",
+            "import numpy\nprint(int(numpy.arange(4).sum()) + wrtinypkg.ANSWER)",
+            "final_answer({'n': wrtinypkg.ANSWER, 'ok': True})",
+        ]
+        agent = CodeAgent(tools=[], model=ScriptedModel(steps), executor=ex, max_steps=5)
+        try:
+            answer = agent.run("Use the package.")
+            obs = observations(agent)
+            errors = [str(s.error) for s in agent.memory.steps if getattr(s, "error", None) is not None]
+        finally:
+            agent.cleanup()
+        assert answer == {"n": 7, "ok": True}
+        assert any("ZeroDivisionError" in e and "division by zero" in e for e in errors), errors
+        assert "13" in obs[1]
+        # A sandbox passed in is not stopped; only the executor's context goes.
+        assert sbx.info().state == "running"
+        assert ex.context.id not in {c.id for c in sbx.contexts.list()}
+        # A runtime_* tool given to the agent is served by the kernel's own function.
+        ex2 = WithruntimeExecutor(sandbox=sbx)
+        tools = [tool(f) for f in sandbox_tools(sbx)]
+        agent2 = CodeAgent(
+            tools=tools,
+            model=ScriptedModel(['final_answer(runtime_exec(command="echo $((6*7))")["stdout"].strip())']),
+            executor=ex2,
+        )
+        try:
+            assert agent2.run("Multiply in a shell.") == "42"
+        finally:
+            agent2.cleanup()
+
