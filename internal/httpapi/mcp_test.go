@@ -67,7 +67,7 @@ func TestMCPActsAsTheCaller(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 	}
-	for _, want := range []string{"sandbox_create", "sandbox_list", "sandbox_exec", "sandbox_read_file", "sandbox_write_file", "sandbox_list_files", "sandbox_stop"} {
+	for _, want := range []string{"sandbox_create", "sandbox_list", "sandbox_exec", "sandbox_run_code", "sandbox_read_file", "sandbox_write_file", "sandbox_list_files", "sandbox_stop"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("tools: got %v, want %s among them", names, want)
 		}

@@ -8,7 +8,8 @@
 // explicit about their sandbox: every tool but sandbox_create and
 // sandbox_list takes a sandbox_id, so there is no hidden "current sandbox"
 // and several agents can share one server. Exec and file tools keep the
-// agent tools' parameters, caps and results (see caps.go). A platform
+// agent tools' parameters, caps and results (see caps.go), and
+// sandbox_run_code runs a notebook cell as runtime_run_code does. A platform
 // error comes back as a tool error (IsError) whose text starts with the
 // error's stable code, such as "not_found: ...".
 //

@@ -41,6 +41,7 @@ func NewServerFor(clients ClientFunc, o Options) *mcp.Server {
 	t.addSandboxTools(s)
 	t.addExecTools(s)
 	t.addFileTools(s)
+	t.addCodeTools(s)
 	return s
 }
 

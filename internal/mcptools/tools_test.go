@@ -66,6 +66,17 @@ func (f *fakeAPI) handler() http.Handler {
 		code := 3
 		enc.Encode(api.ExecEvent{Type: api.EventExit, ExitCode: &code})
 	})
+	mux.HandleFunc("POST /v1/sandboxes/sbx-1/code", func(w http.ResponseWriter, r *http.Request) {
+		var req api.CodeRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		enc := json.NewEncoder(w)
+		enc.Encode(api.CodeEvent{Type: api.CodeEventStdout, Text: "ran " + req.Code + "\n"})
+		enc.Encode(api.CodeEvent{Type: api.CodeEventStdout, Text: fmt.Sprintf("timeout_ms=%d\n", req.TimeoutMs)})
+		enc.Encode(api.CodeEvent{Type: api.CodeEventResult, Result: &api.CodeResult{Text: "<Figure>", PNG: "iVBORw0KGgo="}})
+		enc.Encode(api.CodeEvent{Type: api.CodeEventResult, Result: &api.CodeResult{Text: "3", IsMainResult: true}})
+		enc.Encode(api.CodeEvent{Type: api.CodeEventException, Exception: &api.CodeException{Name: "ZeroDivisionError", Value: "division by zero", Traceback: "Traceback..."}})
+		enc.Encode(api.CodeEvent{Type: api.CodeEventEnd, ExecutionCount: 1})
+	})
 	mux.HandleFunc("GET /v1/sandboxes/sbx-1/files", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		data, ok := f.files[r.URL.Query().Get("path")]
@@ -174,6 +185,7 @@ func TestToolsAndSchemas(t *testing.T) {
 		"sandbox_create":     nil,
 		"sandbox_list":       nil,
 		"sandbox_exec":       {"command", "sandbox_id"},
+		"sandbox_run_code":   {"code", "sandbox_id"},
 		"sandbox_read_file":  {"path", "sandbox_id"},
 		"sandbox_write_file": {"content", "path", "sandbox_id"},
 		"sandbox_list_files": {"sandbox_id"},
@@ -337,5 +349,37 @@ func TestCreateListStop(t *testing.T) {
 	res = call(t, cs, "sandbox_stop", map[string]any{"sandbox_id": "sbx-1"}, &s)
 	if res.IsError || s.Sandbox.State != "ended" {
 		t.Errorf("stop: got %v %q state %q, want ended", res.IsError, text(res), s.Sandbox.State)
+	}
+}
+
+func TestRunCode(t *testing.T) {
+	srv := httptest.NewServer((&fakeAPI{files: map[string]string{}}).handler())
+	defer srv.Close()
+	cs := connect(t, srv, "good")
+	var out RunCodeOutput
+	res := call(t, cs, "sandbox_run_code", map[string]any{"sandbox_id": "sbx-1", "code": "1/0"}, &out)
+	if res.IsError {
+		t.Fatalf("run_code: got the tool error %q", text(res))
+	}
+	want := RunCodeOutput{
+		Results: []string{"<Figure>\n[also as png]", "3"},
+		Stdout:  "ran 1/0\ntimeout_ms=120000\n",
+		Stderr:  "",
+		Error:   &CodeError{Name: "ZeroDivisionError", Value: "division by zero", Traceback: "Traceback..."},
+	}
+	if !slices.Equal(out.Results, want.Results) || out.Stdout != want.Stdout || out.Stderr != "" || out.Error == nil || *out.Error != *want.Error {
+		t.Errorf("run_code: got %+v %+v, want %+v %+v", out, out.Error, want, want.Error)
+	}
+	var images int
+	for _, c := range res.Content {
+		if im, ok := c.(*mcp.ImageContent); ok {
+			images++
+			if im.MIMEType != "image/png" || string(im.Data[:4]) != "\x89PNG" {
+				t.Errorf("image: got %s %q, want the PNG's bytes", im.MIMEType, im.Data[:4])
+			}
+		}
+	}
+	if images != 1 {
+		t.Errorf("images: got %d, want 1", images)
 	}
 }

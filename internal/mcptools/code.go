@@ -1,0 +1,145 @@
+package mcptools
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
+)
+
+// RunCodeInput is sandbox_run_code's arguments: runtime_run_code's, with
+// the sandbox.
+type RunCodeInput struct {
+	SandboxID      string `json:"sandbox_id" jsonschema:"The sandbox to run in, as sandbox_create returned it."`
+	Code           string `json:"code" jsonschema:"The Python code to run, for example \"import pandas as pd\" followed by lines that use it."`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"Seconds after which the cell is interrupted; absent or 0 means 120 seconds."`
+}
+
+// RunCodeOutput is runtime_run_code's result.
+type RunCodeOutput struct {
+	Results []string   `json:"results" jsonschema:"The cell's value and what it displayed, as text, each saying in which other formats it exists; PNG and JPEG images also come as image content."`
+	Stdout  string     `json:"stdout" jsonschema:"The last 20000 characters of stdout, with a note when cut."`
+	Stderr  string     `json:"stderr" jsonschema:"The last 20000 characters of stderr, with a note when cut."`
+	Error   *CodeError `json:"error" jsonschema:"The exception the cell ended with (TimeoutError when interrupted at its timeout), or null."`
+}
+
+// CodeError is a cell's exception.
+type CodeError struct {
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	Traceback string `json:"traceback"`
+}
+
+// maxImages bounds the images one answer carries: each may be megabytes.
+const maxImages = 4
+
+const runCodeDescription = "Run Python code in the sandbox like a notebook cell, in a persistent IPython kernel, and return its results, stdout, stderr and error. " +
+	"Variables, imports and functions stay defined between calls. The value of the last expression comes back in results as text, and so do displayed objects " +
+	"and matplotlib figures, each saying in which other formats (png, html and so on) it exists. Lines such as \"!ls\" or \"%pip install requests\" work as in a notebook. " +
+	"An exception in the code is returned in error with its name, value and traceback, not as an error; a cell still running at its timeout is interrupted " +
+	"with the error name TimeoutError and the kernel keeps its state. Long output keeps only its end."
+
+func (t tools) addCodeTools(s *mcp.Server) {
+	mcp.AddTool(s, &mcp.Tool{Name: "sandbox_run_code", Description: runCodeDescription},
+		func(ctx context.Context, req *mcp.CallToolRequest, in RunCodeInput) (*mcp.CallToolResult, RunCodeOutput, error) {
+			c, err := t.clients(ctx, req)
+			if err != nil {
+				return toolError(err), RunCodeOutput{}, nil
+			}
+			out, images, err := runCode(ctx, c, in)
+			if err != nil {
+				return toolError(err), RunCodeOutput{}, nil
+			}
+			// The structured result as text first, as for the other tools,
+			// then the images, which a client can show.
+			b, err := json.Marshal(out)
+			if err != nil {
+				return nil, RunCodeOutput{}, err
+			}
+			res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}
+			for _, im := range images {
+				res.Content = append(res.Content, im)
+			}
+			return res, out, nil
+		})
+}
+
+func runCode(ctx context.Context, c *client.Client, in RunCodeInput) (RunCodeOutput, []*mcp.ImageContent, error) {
+	if err := needID(in.SandboxID); err != nil {
+		return RunCodeOutput{}, nil, err
+	}
+	timeout := in.TimeoutSeconds
+	switch {
+	case timeout < 0:
+		return RunCodeOutput{}, nil, invalid("timeout_seconds must be positive")
+	case timeout == 0:
+		timeout = DefaultTimeoutSeconds
+	}
+	run, err := c.RunCode(ctx, in.SandboxID, api.CodeRequest{Code: in.Code, TimeoutMs: int64(timeout) * 1000}, client.CodeOptions{})
+	if err != nil {
+		return RunCodeOutput{}, nil, err
+	}
+	out := RunCodeOutput{
+		Results: []string{},
+		Stdout:  keepTail(strings.Join(run.Stdout, ""), false, OutputCap, "stdout"),
+		Stderr:  keepTail(strings.Join(run.Stderr, ""), false, OutputCap, "stderr"),
+	}
+	var images []*mcp.ImageContent
+	budget := OutputCap
+	for i, r := range run.Results {
+		if budget <= 0 {
+			out.Results = append(out.Results, fmt.Sprintf("[%d more results not shown]", len(run.Results)-i))
+			break
+		}
+		text := []rune(strings.ToValidUTF8(r.Text, "\uFFFD"))
+		s := string(text)
+		if len(text) > budget {
+			s = string(text[:budget]) + fmt.Sprintf("\n[result cut: only its first %d of %d characters are shown]", budget, len(text))
+			text = text[:budget]
+		}
+		budget -= len(text)
+		if formats := richFormats(r); len(formats) > 0 {
+			if s != "" {
+				s += "\n"
+			}
+			s += "[also as " + strings.Join(formats, ", ") + "]"
+		}
+		out.Results = append(out.Results, s)
+		for _, im := range []struct{ data, mime string }{{r.PNG, "image/png"}, {r.JPEG, "image/jpeg"}} {
+			if im.data == "" || len(images) == maxImages {
+				continue
+			}
+			if b, err := base64.StdEncoding.DecodeString(im.data); err == nil {
+				images = append(images, &mcp.ImageContent{Data: b, MIMEType: im.mime})
+			}
+		}
+	}
+	if e := run.Error; e != nil {
+		out.Error = &CodeError{Name: e.Name, Value: e.Value, Traceback: keepTail(e.Traceback, false, OutputCap, "traceback")}
+	}
+	return out, images, nil
+}
+
+// richFormats names the formats a result has besides text, in the order
+// the Python tool names them.
+func richFormats(r api.CodeResult) []string {
+	var f []string
+	for _, x := range []struct {
+		name string
+		set  bool
+	}{
+		{"html", r.HTML != ""}, {"markdown", r.Markdown != ""}, {"svg", r.SVG != ""}, {"png", r.PNG != ""},
+		{"jpeg", r.JPEG != ""}, {"latex", r.LaTeX != ""}, {"javascript", r.JavaScript != ""}, {"json", len(r.JSON) > 0},
+	} {
+		if x.set {
+			f = append(f, x.name)
+		}
+	}
+	return f
+}
