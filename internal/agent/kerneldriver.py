@@ -28,7 +28,7 @@ os.dup2(_null, 0)
 os.close(_null)
 sys.stdout = sys.stderr
 
-TEXT_CHARS = 8192  # at most 32 KiB of UTF-8 an event
+TEXT_MAX = 32 << 10  # bytes of UTF-8 an event
 FIELD_MAX = 4 << 20
 LINE_BUDGET = 7 << 20
 TRACEBACK_MAX = 512 << 10
@@ -91,6 +91,17 @@ def result(data, main):
     return r
 
 
+def split_text(text):
+    """Cuts text into parts of at most TEXT_MAX bytes of UTF-8."""
+    b = text.encode("utf-8", "surrogatepass")
+    while b:
+        cut = min(len(b), TEXT_MAX)
+        while cut < len(b) and cut > 0 and (b[cut] & 0xC0) == 0x80:
+            cut -= 1  # not inside a character
+        yield b[:cut].decode("utf-8", "surrogatepass")
+        b = b[cut:]
+
+
 def clip(s, n, keep_end=False):
     if len(s) <= n:
         return s
@@ -120,9 +131,22 @@ def read_ops():
     ops.put(None)
 
 
+def user_site():
+    """Makes the user's site-packages exist before the kernel starts: Python
+    puts it on sys.path only if it exists then, and `!pip install --user`
+    must be importable in the same kernel."""
+    import site
+
+    try:
+        os.makedirs(site.getusersitepackages(), exist_ok=True)
+    except OSError as e:
+        print("driver: user site: %s" % e, file=sys.stderr)
+
+
 def start():
     from jupyter_client import KernelManager
 
+    user_site()
     env = dict(os.environ)
     env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     km = KernelManager(kernel_name="python3")
@@ -144,8 +168,8 @@ def run(km, kc, cell_id, code):
         except queue.Empty:
             break
     msg_id = kc.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
-    count, idle = 0, False
-    while not idle:
+    cell = {"count": 0, "idle": False}
+    while not cell["idle"]:
         while True:
             try:
                 op = ops.get_nowait()
@@ -162,33 +186,44 @@ def run(km, kc, cell_id, code):
             msg = kc.get_iopub_msg(timeout=0.1)
         except queue.Empty:
             if not km.is_alive():
+                # What it sent before it died still counts.
+                while True:
+                    try:
+                        msg = kc.get_iopub_msg(timeout=0.2)
+                    except queue.Empty:
+                        break
+                    handle(msg, msg_id, cell)
                 emit({"type": "dead"})
                 return False
             continue
-        if msg.get("parent_header", {}).get("msg_id") != msg_id:
-            continue
-        t, c = msg.get("msg_type"), msg.get("content", {})
-        if t == "stream":
-            text = str(c.get("text", ""))
-            kind = "stderr" if c.get("name") == "stderr" else "stdout"
-            for i in range(0, len(text), TEXT_CHARS):
-                emit({"type": kind, "text": text[i : i + TEXT_CHARS]})
-        elif t in ("execute_result", "display_data", "update_display_data"):
-            emit({"type": "result", "result": result(c.get("data") or {}, t == "execute_result")})
-        elif t == "error":
-            emit({"type": "exception", "exception": exception(c)})
-        elif t == "execute_input":
-            count = c.get("execution_count") or count
-        elif t == "status" and c.get("execution_state") == "idle":
-            idle = True
+        handle(msg, msg_id, cell)
     try:
         reply = kc.get_shell_msg(timeout=2)
         if reply.get("parent_header", {}).get("msg_id") == msg_id:
-            count = reply.get("content", {}).get("execution_count") or count
+            cell["count"] = reply.get("content", {}).get("execution_count") or cell["count"]
     except queue.Empty:
         pass
-    emit({"type": "end", "execution_count": count})
+    emit({"type": "end", "execution_count": cell["count"]})
     return True
+
+
+def handle(msg, msg_id, cell):
+    """Passes on one iopub message of the cell msg_id."""
+    if msg.get("parent_header", {}).get("msg_id") != msg_id:
+        return
+    t, c = msg.get("msg_type"), msg.get("content", {})
+    if t == "stream":
+        kind = "stderr" if c.get("name") == "stderr" else "stdout"
+        for part in split_text(str(c.get("text", ""))):
+            emit({"type": kind, "text": part})
+    elif t in ("execute_result", "display_data", "update_display_data"):
+        emit({"type": "result", "result": result(c.get("data") or {}, t == "execute_result")})
+    elif t == "error":
+        emit({"type": "exception", "exception": exception(c)})
+    elif t == "execute_input":
+        cell["count"] = c.get("execution_count") or cell["count"]
+    elif t == "status" and c.get("execution_state") == "idle":
+        cell["idle"] = True
 
 
 def main():
