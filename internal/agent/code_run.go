@@ -47,7 +47,7 @@ func (s *Server) runCell(w http.ResponseWriter, r *http.Request, cx *codeContext
 	cs.begin()
 	if !d.alive() {
 		// It died since its last cell: so did the state.
-		s.restartAfterDeath(cx, d)
+		s.replaceDriver(cx, d)
 		cs.send(deadEvent("the kernel had died and was restarted before the cell ran: the context's state was lost; the cell did not run"))
 		cs.send(api.CodeEvent{Type: api.CodeEventEnd})
 		return nil
@@ -143,7 +143,7 @@ func (c *cell) loop(ctx context.Context) {
 			c.interrupt()
 		case <-c.escalate:
 			// The kernel ignores the interrupt: a new one, state lost.
-			_ = c.s.restart(c.cx, "")
+			c.s.replaceDriver(c.cx, c.d)
 			if c.timedOut {
 				c.cs.send(c.timeoutEvent("", false))
 			}
@@ -193,7 +193,7 @@ func (c *cell) event(ev driverEvent) bool {
 		c.cs.send(api.CodeEvent{Type: api.CodeEventEnd, ExecutionCount: max(ev.ExecutionCount, 0)})
 		return true
 	case "dead":
-		c.s.restartAfterDeath(c.cx, c.d)
+		c.s.replaceDriver(c.cx, c.d)
 		c.cs.send(deadEvent("the kernel died and was restarted: the context's state was lost"))
 		c.cs.send(api.CodeEvent{Type: api.CodeEventEnd})
 		return true
@@ -230,9 +230,9 @@ func (c *cell) timeoutEvent(traceback string, kept bool) api.CodeEvent {
 	return api.CodeEvent{Type: api.CodeEventException, Exception: &api.CodeException{Name: "TimeoutError", Value: v, Traceback: traceback}}
 }
 
-// restartAfterDeath replaces d, whose kernel died, unless that happened
-// already (a restart raced it).
-func (s *Server) restartAfterDeath(cx *codeContext, d *driver) {
+// replaceDriver replaces d (its kernel died or will not stop) with a new
+// driver, unless that happened already: a restart raced it.
+func (s *Server) replaceDriver(cx *codeContext, d *driver) {
 	cx.mu.Lock()
 	current := cx.drv == d
 	cx.mu.Unlock()
