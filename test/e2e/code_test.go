@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/withruntime/withruntime/api"
@@ -280,6 +281,31 @@ func TestCodeInterpreter(t *testing.T) {
 		}
 		if got := value(t, "", "x"); got != "7" {
 			t.Errorf("x after the read-only key's tries: got %s, want 7", got)
+		}
+	})
+
+	// Last: it ends the sandbox.
+	t.Run("a sandbox stopped under a cell ends its stream with an error event", func(t *testing.T) {
+		started := make(chan struct{})
+		var once sync.Once
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.RunCode(ctx, sb.ID, api.CodeRequest{Code: "import time\nprint('started', flush=True)\ntime.sleep(600)"},
+				client.CodeOptions{Stdout: func(string) { once.Do(func() { close(started) }) }})
+			done <- err
+		}()
+		select {
+		case <-started:
+		case err := <-done:
+			t.Fatalf("the cell ended before it was stopped: %v", err)
+		}
+		if _, err := c.StopSandbox(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		err := <-done
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Code != "conflict" || !strings.Contains(ae.Message, "cell") {
+			t.Fatalf("got %T %v, want a conflict error event naming the cell", err, err)
 		}
 	})
 }
