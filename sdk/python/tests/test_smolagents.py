@@ -24,7 +24,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     )
 
 from withruntime.smolagents import WithruntimeExecutor  # noqa: E402
-from withruntime.tools import sandbox_tools  # noqa: E402
+from withruntime.tools import code_tools, sandbox_tools  # noqa: E402
 
 from conftest import SMALL  # noqa: E402
 
@@ -80,6 +80,9 @@ def test_code_agent_runs_its_steps_in_one_sandbox(live_server: dict[str, str]) -
         info = sbx.info()
         assert info.state == "running"
         assert info.metadata == {"created_by": "withruntime.smolagents"}
+        # timeout_seconds is the new sandbox's lease (renewed before each step).
+        assert info.lease_ends_at and info.created_at
+        assert 800 < (info.lease_ends_at - info.created_at).total_seconds() <= 960
         answer = agent.run("Double 21, note it, and check the note from a shell.")
         obs = observations(agent)
         note = sbx.files.read("note.txt")
@@ -157,4 +160,13 @@ def test_a_passed_sandbox_gets_packages_errors_and_is_left_running(live_server: 
             assert agent2.run("Multiply in a shell.") == "42"
         finally:
             agent2.cleanup()
+        # runtime_run_code is for tool-calling agents: refused, with the reason.
+        ex3 = WithruntimeExecutor(sandbox=sbx)
+        agent3 = CodeAgent(tools=[tool(f) for f in code_tools(sbx)], model=ScriptedModel([]), executor=ex3)
+        try:
+            with pytest.raises(ValueError, match="a CodeAgent's own code already runs in the sandbox"):
+                agent3.run("Anything.")
+        finally:
+            agent3.cleanup()
+        assert sbx.info().state == "running"
 

@@ -167,6 +167,11 @@ class WithruntimeExecutor(RemotePythonExecutor):
         # The runtime_* tools are closures over a client: the kernel's own
         # definitions (the same functions, bound to the sandbox itself)
         # serve those names instead.
+        if "runtime_run_code" in tools:
+            raise ValueError(
+                "runtime_run_code is for agents that run code only through tools: a CodeAgent's own "
+                "code already runs in the sandbox's kernel (use sandbox_tools, not code_tools)"
+            )
         super().send_tools({n: t for n, t in tools.items() if n not in RUNTIME_TOOL_NAMES})
 
     def install_packages(self, additional_imports: list[str]) -> list[str]:
