@@ -45,6 +45,7 @@ package api
 //	DELETE /v1/keys/{kid}                        -> 204 (the key stops working at once)
 //	GET    /v1/usage                             ?account= (admin) &key=&from=&to= -> Usage
 //	POST   /v1/trial                             no key; only with serve --allow-trial; rate-limited per client address -> 201 Trial
+//	POST   /v1/mcp                               MCP's streamable HTTP transport (stateless): the tools of "withruntime mcp", acting as the key
 //
 // The in-sandbox agent serves the same routes from /exec on, without the
 // "/v1/sandboxes/{id}" prefix, plus GET /healthz. The server checks auth and
