@@ -59,6 +59,10 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 func TestMCPActsAsTheCaller(t *testing.T) {
 	e := newEnv(t, nil)
 	cs := e.mcpSession(e.keys[store.KeyFull])
+	// The newest revision the SDK speaks, as it negotiated it.
+	if got, want := cs.InitializeResult().ProtocolVersion, mcp.SupportedProtocolVersions()[0]; got != want {
+		t.Errorf("protocol version: got %s, want %s", got, want)
+	}
 	tools, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
