@@ -25,7 +25,6 @@ from withruntime.langchain import sandbox_tools  # noqa: E402
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live_server")]
 
 FIB = "a, b = 0, 1\nfor _ in range(90):\n    a, b = b, a + b\nprint(a)\n"
-HAS_RUN_CODE = hasattr(Sandbox, "run_code")
 
 
 class ScriptedChatModel(FakeMessagesListChatModel):
@@ -139,7 +138,6 @@ def test_exec_timeout_and_output_cap(live_sbx: Sandbox) -> None:
     assert slow["timed_out"] is True, slow
 
 
-@pytest.mark.skipif(not HAS_RUN_CODE, reason="this SDK has no Sandbox.run_code yet")
 def test_scripted_agent_runs_code_with_state(live_sbx: Sandbox) -> None:
     model = ScriptedChatModel(responses=[
         AIMessage("", tool_calls=[call("runtime_run_code", 1, code="x = 6 * 7\nprint('set')")]),

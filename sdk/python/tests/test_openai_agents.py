@@ -27,7 +27,6 @@ from withruntime.openai_agents import sandbox_tools  # noqa: E402
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live_server")]
 
 FIB = "a, b = 0, 1\nfor _ in range(90):\n    a, b = b, a + b\nprint(a)\n"
-HAS_RUN_CODE = hasattr(Sandbox, "run_code")
 
 
 def call(name: str, n: int, **args: Any) -> ResponseFunctionToolCall:
@@ -141,7 +140,6 @@ def test_exec_timeout_and_output_cap(live_sbx: Sandbox) -> None:
     assert ok(out["call_2"])["timed_out"] is True, out["call_2"]
 
 
-@pytest.mark.skipif(not HAS_RUN_CODE, reason="this SDK has no Sandbox.run_code yet")
 def test_scripted_agent_runs_code_with_state(live_sbx: Sandbox) -> None:
     model = ScriptedModel([
         [call("runtime_run_code", 1, code="y = 6 * 7\nprint('set')", timeout_seconds=None)],
@@ -160,7 +158,6 @@ def test_scripted_agent_runs_code_with_state(live_sbx: Sandbox) -> None:
     assert "ZeroDivisionError" in err["traceback"]
 
 
-@pytest.mark.skipif(not HAS_RUN_CODE, reason="this SDK has no Sandbox.run_code yet")
 def test_run_code_timeout_keeps_the_kernel(live_sbx: Sandbox) -> None:
     model = ScriptedModel([
         [call("runtime_run_code", 1, code="kept = 'still here'", timeout_seconds=None)],
