@@ -14,6 +14,8 @@ export { Sandbox, sandboxInfoOf } from "./sandbox.js";
 export type { CreateOptions, EgressEvent, ListOptions, NetworkPolicy, SandboxInfo } from "./sandbox.js";
 export { Process, WaitTimeoutError, OUTPUT_LIMIT } from "./process.js";
 export type { Command, ExecOptions, ExecResult, OutputCallback, ProcessOutput } from "./process.js";
+export { Contexts, Execution, resultFormats } from "./code.js";
+export type { Context, ContextArg, ExecutionError, Logs, Result, RunCodeOptions } from "./code.js";
 export { Files } from "./files.js";
 export type { FileInfo, TransferResult } from "./files.js";
 export { UnsafeArchiveError } from "./archive.js";

@@ -1,7 +1,8 @@
 /** Running commands: the exec stream, its result, and background processes. */
 
 import type { components } from "./generated/openapi.js";
-import { CommandError, TransportError, WithruntimeError, apiErrorFromDetail } from "./errors.js";
+import { CommandError, TransportError, WithruntimeError } from "./errors.js";
+import { callUser, followStream } from "./stream.js";
 import type { Transport } from "./transport.js";
 
 type ExecEvent = components["schemas"]["ExecEvent"];
@@ -167,21 +168,11 @@ export function buildExecBody(cmd: Command, opts: ExecOptions): components["sche
   return body;
 }
 
-// What a user's callback threw (or rejected with): passed on as it was,
-// never mistaken for a broken stream.
-class CallbackError {
-  constructor(readonly error: unknown) {}
+async function call(cb: OutputCallback<any> | undefined, data: string | Uint8Array): Promise<void> {
+  if (data.length) await callUser(cb, data);
 }
 
-async function call(cb: OutputCallback<any> | undefined, data: string | Uint8Array): Promise<void> {
-  if (!cb || !data.length) return;
-  try {
-    const r = cb(data) as { then?: unknown } | undefined;
-    if (r && typeof r.then === "function") await r;
-  } catch (e) {
-    throw new CallbackError(e);
-  }
-}
+const EXEC_END: ReadonlySet<string> = new Set(["exit"]);
 
 /** POST an exec request and follow its ndjson event stream to the end. */
 export async function runStream(
@@ -198,71 +189,37 @@ export async function runStream(
   // With a timeout of its own the command ends by then; without one, only
   // the lease bounds it, so reading waits as long as the stream is alive.
   const timeoutMs = body.timeout_ms ? body.timeout_ms + 120_000 : null;
-  const resp = await t.open("POST", `/sandboxes/${sandboxId}/exec`, { json: body, timeoutMs });
-  if (resp.statusCode !== 200) {
-    resp.destroy();
-    throw new TransportError(`${where}: expected a 200 event stream, got status ${resp.statusCode}`);
-  }
-  let buf = "";
-  const lines = new TextDecoder();
-  try {
-    for await (const piece of resp as AsyncIterable<Buffer>) {
-      buf += lines.decode(piece, { stream: true });
-      let nl: number;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl).trim();
-        buf = buf.slice(nl + 1);
-        if (!line) continue;
-        let ev: ExecEvent;
-        try {
-          ev = JSON.parse(line) as ExecEvent;
-        } catch {
-          throw new TransportError(`${where}: malformed event ${line.slice(0, 200)}`);
-        }
-        if (!ev || typeof ev !== "object") throw new TransportError(`${where}: malformed event ${line.slice(0, 200)}`);
-        switch (ev.type) {
-          case "stdout": {
-            const data = chunk(ev, text, where);
-            out.add(data);
-            await call(opts.onStdout, data);
-            break;
-          }
-          case "stderr": {
-            const data = chunk(ev, text, where);
-            err.add(data);
-            await call(opts.onStderr, data);
-            break;
-          }
-          case "start":
-            pid = ev.pid;
-            break;
-          case "exit":
-            resp.resume(); // what follows (nothing, normally) is drained
-            return result({
-              exitCode: ev.exit_code ?? -1,
-              stdout: out.value(),
-              stderr: err.value(),
-              timedOut: Boolean(ev.timed_out),
-              stdoutTruncated: out.truncated,
-              stderrTruncated: err.truncated,
-              pid,
-              durationMs: ev.duration_ms,
-            });
-          case "error":
-            throw apiErrorFromDetail(ev.error);
-          // Unknown event types are skipped: newer servers may add some.
-        }
+  const path = `/sandboxes/${sandboxId}/exec`;
+  const end = await followStream<ExecEvent>(t, path, body, { terminal: EXEC_END, where, timeoutMs }, async (ev) => {
+    switch (ev.type) {
+      case "stdout": {
+        const data = chunk(ev, text, where);
+        out.add(data);
+        await call(opts.onStdout, data);
+        break;
       }
+      case "stderr": {
+        const data = chunk(ev, text, where);
+        err.add(data);
+        await call(opts.onStderr, data);
+        break;
+      }
+      case "start":
+        pid = ev.pid;
+        break;
+      // Unknown event types are skipped: newer servers may add some.
     }
-  } catch (e) {
-    // Closing the connection ends the command, as any client leaving does.
-    resp.destroy();
-    if (e instanceof CallbackError) throw e.error;
-    if (e instanceof WithruntimeError) throw e;
-    const m = (e as Error)?.message ?? String(e);
-    throw new TransportError(`${where}: the event stream broke: ${m}`, { cause: e });
-  }
-  throw new TransportError(`${where}: the event stream ended without an exit event`);
+  });
+  return result({
+    exitCode: end.exit_code ?? -1,
+    stdout: out.value(),
+    stderr: err.value(),
+    timedOut: Boolean(end.timed_out),
+    stdoutTruncated: out.truncated,
+    stderrTruncated: err.truncated,
+    pid,
+    durationMs: end.duration_ms,
+  });
 }
 
 /** What a background process has written so far, and whether it still runs. */

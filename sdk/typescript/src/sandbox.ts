@@ -1,5 +1,6 @@
 /** Sandboxes: create, connect, list, lease, lifecycle, network and exec. */
 
+import { Contexts, type Execution, type RunCodeOptions, buildCodeBody, runCodeStream } from "./code.js";
 import { APIError } from "./errors.js";
 import { Files, parseTime } from "./files.js";
 import type { components } from "./generated/openapi.js";
@@ -141,6 +142,8 @@ export class Sandbox {
   readonly id: string;
   /** File operations: read, write, list, stat, mkdir, remove, upload, download. */
   readonly files: Files;
+  /** Code contexts (kernels of their own): create, list, restart, remove. */
+  readonly contexts: Contexts;
   readonly #t: Transport;
   #info: SandboxInfo | undefined;
   #stopped = false;
@@ -152,6 +155,7 @@ export class Sandbox {
     this.#t = opts.transport ?? new Transport(opts);
     this.#info = opts.info;
     this.files = new Files(this.#t, id);
+    this.contexts = new Contexts(this.#t, id);
   }
 
   /** Create a sandbox and wait until it runs. `apiKey` and `baseUrl` default
@@ -307,6 +311,22 @@ export class Sandbox {
     }
     const r = await runStream(this.#t, this.id, body, opts);
     return opts.check ? checkResult(r) : r;
+  }
+
+  /**
+   * Run a cell of Python in a persistent kernel (the default context, or
+   * `context`), like a notebook: variables and imports stay between calls.
+   * Resolves to an Execution with the cell's results (its value, displays,
+   * figures), stdout and stderr, and the exception it raised as data: an
+   * exception in the code, or a cell interrupted at `timeoutMs`
+   * (`error.name` "TimeoutError", the state kept), never rejects. A
+   * platform failure rejects (APIError, e.g. not_found for an unknown
+   * context; TransportError for a broken stream). The callbacks get output
+   * and results as they come, each awaited, in order.
+   */
+  async runCode(code: string, opts: RunCodeOptions = {}): Promise<Execution> {
+    const body = buildCodeBody(code, opts);
+    return runCodeStream(this.#t, this.id, body, opts);
   }
 
   /** A handle on a background process by its pid. */

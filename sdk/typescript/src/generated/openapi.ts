@@ -308,6 +308,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/code": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a cell of Python in a context's kernel.
+         * @description The cell runs in a persistent IPython kernel inside the sandbox:
+         *     variables survive between calls, the last expression is the
+         *     result, `!cmd` and `%magics` work. The answer is 200 with an
+         *     application/x-ndjson stream: one CodeEvent a line, sent as it
+         *     happens: "stdout", "stderr", "result" and "exception" in the order
+         *     produced, then exactly one "end" (the cell finished, with or
+         *     without an exception) or "error" (the platform failed) last. A
+         *     stream that ends without one of those broke. A cell over
+         *     timeout_ms is interrupted: an "exception" event named TimeoutError,
+         *     then "end"; the context keeps its state. A kernel that died under
+         *     the cell (or before it) gives an "exception" named
+         *     DeadKernelError; the context has a new kernel and is usable at
+         *     once. Cells of one context run one at a time; a client that
+         *     disconnects interrupts its cell.
+         */
+        post: operations["runCode"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/contexts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The sandbox's contexts (the default one once it is made). */
+        get: operations["listContexts"];
+        put?: never;
+        /**
+         * Make a new context, a kernel with its own state.
+         * @description At most 16 contexts a sandbox (the default one counts); more is 409 conflict.
+         */
+        post: operations["createContext"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/contexts/{cid}/restart": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Give a context a new kernel; its state is lost, its id, cwd and env stay. */
+        post: operations["restartContext"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/contexts/{cid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a context and kill its kernel. */
+        delete: operations["removeContext"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/network": {
         parameters: {
             query?: never;
@@ -505,6 +593,38 @@ export interface paths {
          *     The body, if any, is {}.
          */
         post: operations["createTrial"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * MCP's streamable HTTP transport, serving the sandbox tools of withruntime mcp.
+         * @description One JSON-RPC message (or batch) of the Model Context Protocol per
+         *     request, stateless: no Mcp-Session-Id is issued, and GET and DELETE
+         *     are not served. The request needs Content-Type application/json and
+         *     an Accept of both application/json and text/event-stream; the
+         *     answer is an event stream (or 202 for a notification). Tools:
+         *     sandbox_create, sandbox_list, sandbox_exec, sandbox_run_code,
+         *     sandbox_read_file, sandbox_write_file, sandbox_list_files,
+         *     sandbox_stop. They act as the caller's key, through the routes
+         *     above: a read-only key lists and reads, and a tool it may not use
+         *     answers a tool error whose text starts with the code (forbidden:
+         *     ...), as every platform error does (not_found: ...). Protocol
+         *     errors (a bad message, an unsupported MCP-Protocol-Version) are
+         *     the MCP SDK's plain-text 4xx answers.
+         */
+        post: operations["mcp"];
         delete?: never;
         options?: never;
         head?: never;
@@ -735,6 +855,88 @@ export interface components {
         };
         ProcessList: {
             processes: components["schemas"]["Process"][];
+        };
+        CodeRequest: {
+            /** @description The cell; it may be empty. */
+            code: string;
+            /** @description The context to run in; absent means "default", made on first use. */
+            context_id?: string;
+            /** @enum {string} */
+            language?: "python";
+            /**
+             * Format: int64
+             * @description 0 means none of its own; the lease bounds it. A cell over it is interrupted and its context keeps its state.
+             */
+            timeout_ms?: number;
+            /** @description Used only when this call makes the default context. */
+            env?: {
+                [key: string]: string;
+            };
+        };
+        CreateContextRequest: {
+            /** @description Default /workspace; relative paths are under it. */
+            cwd?: string;
+            /** @enum {string} */
+            language?: "python";
+            env?: {
+                [key: string]: string;
+            };
+        };
+        CodeContext: {
+            /** @description "default" or "ctx_" and 16 hex digits. */
+            id: string;
+            /** @enum {string} */
+            language: "python";
+            cwd: string;
+        };
+        CodeContextList: {
+            contexts: components["schemas"]["CodeContext"][];
+        };
+        /**
+         * @description One line of a code stream. "stdout" and "stderr" carry text (at
+         *     most 32 KiB an event: longer output is split), "result" a
+         *     CodeResult, "exception" a CodeException, "end" the kernel's
+         *     execution_count, "error" the platform's ErrorDetail.
+         */
+        CodeEvent: {
+            /** @enum {string} */
+            type: "stdout" | "stderr" | "result" | "exception" | "end" | "error";
+            text?: string;
+            result?: components["schemas"]["CodeResult"];
+            exception?: components["schemas"]["CodeException"];
+            execution_count?: number;
+            error?: components["schemas"]["ErrorDetail"];
+        };
+        /**
+         * @description One rich result: the cell's value (is_main_result) or a display
+         *     (display(), a matplotlib figure). Each field is one MIME type of
+         *     it. A field over 4 MiB is dropped and text says so.
+         */
+        CodeResult: {
+            /** @description text/plain */
+            text?: string;
+            html?: string;
+            markdown?: string;
+            svg?: string;
+            /** @description image/png, base64 */
+            png?: string;
+            /** @description image/jpeg, base64 */
+            jpeg?: string;
+            latex?: string;
+            javascript?: string;
+            /** @description application/json, any JSON value */
+            json?: unknown;
+            is_main_result?: boolean;
+        };
+        /**
+         * @description An exception the cell raised; TimeoutError when timeout_ms
+         *     interrupted it, DeadKernelError when its kernel died.
+         */
+        CodeException: {
+            name: string;
+            value: string;
+            /** @description Plain text, without ANSI colour. */
+            traceback: string;
         };
         FileInfo: {
             name: string;
@@ -981,6 +1183,8 @@ export interface components {
         SecretName: string;
         /** @description A path inside the sandbox; relative paths are under /workspace. */
         Path: string;
+        /** @description A code context's id, "default" or "ctx_" and 16 hex digits. */
+        ContextID: string;
     };
     requestBodies: never;
     headers: never;
@@ -1627,6 +1831,156 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    runCode: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CodeRequest"];
+            };
+        };
+        responses: {
+            /** @description The cell's events, one JSON object a line. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": components["schemas"]["CodeEvent"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listContexts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The contexts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CodeContextList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            default: components["responses"]["Error"];
+        };
+    };
+    createContext: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CreateContextRequest"];
+            };
+        };
+        responses: {
+            /** @description The new context. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CodeContext"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            default: components["responses"]["Error"];
+        };
+    };
+    restartContext: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A code context's id, "default" or "ctx_" and 16 hex digits. */
+                cid: components["parameters"]["ContextID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The context. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CodeContext"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            default: components["responses"]["Error"];
+        };
+    };
+    removeContext: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A code context's id, "default" or "ctx_" and 16 hex digits. */
+                cid: components["parameters"]["ContextID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            default: components["responses"]["Error"];
+        };
+    };
     getNetwork: {
         parameters: {
             query?: never;
@@ -1993,6 +2347,39 @@ export interface operations {
             400: components["responses"]["InvalidRequest"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["Error"];
+        };
+    };
+    mcp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The JSON-RPC answer, as server-sent events. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description A notification or response was accepted. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
             default: components["responses"]["Error"];
         };
     };
