@@ -9,6 +9,8 @@ import json
 
 import pytest
 
+import readme
+
 import withruntime
 from withruntime import APIError, Execution, Sandbox
 
@@ -106,17 +108,9 @@ def test_dead_kernel_is_reported(live_sbx: Sandbox) -> None:
 
 def test_readme_snippet(live_server: dict[str, str]) -> None:
     # The README's "Code agents" snippet, as written there.
-    from withruntime import Sandbox
-
-    with Sandbox.create() as sbx:
-        run = sbx.run_code("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})\ndf")
-        print(run.text)  # the DataFrame as text; run.results[0].html has it as HTML
-        sbx.run_code("total = int(df['a'].sum())")
-        print(sbx.run_code("total").text)  # 3: variables survive between calls
-        slow = sbx.run_code("while True: pass", timeout_ms=2000)
-        print(slow.error.name)  # TimeoutError; the kernel keeps df and total
-        ctx = sbx.contexts.create()  # a second kernel with a state of its own
-        print(sbx.run_code("'df' in dir()", context=ctx).text)  # False
+    ns: dict[str, object] = {"__name__": "__readme__"}
+    exec(compile(readme.blocks("Code agents")[0], "README.md", "exec"), ns)
+    run, slow, sbx = ns["run"], ns["slow"], ns["sbx"]
     assert run.text is not None and "a" in run.text and run.results[0].html
     assert slow.error.name == "TimeoutError"
     assert withruntime.Sandbox(sbx.id, **live_server).info().state == "ended"

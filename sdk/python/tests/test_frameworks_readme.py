@@ -4,50 +4,21 @@ model lookup is replaced by a scripted model (no network); the snippet's
 text is untouched. Each test skips when its framework is not installed
 (scripts/pyenv.sh's environment has them all).
 
-Keep each snippet identical to its README block.
+The snippets are read from README.md itself (tests/readme.py).
 """
 
 from __future__ import annotations
 
 import json
-import textwrap
 from typing import Any
 
 import pytest
 
+import readme
+
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live_server")]
 
-SMOLAGENTS_TOOLS = textwrap.dedent('''\
-    from smolagents import tool
-    from withruntime import Sandbox
-    from withruntime.tools import code_tools, sandbox_tools
-
-    with Sandbox.create(timeout_seconds=600) as sbx:
-        run, read, write, ls, code = (tool(f) for f in sandbox_tools(sbx) + code_tools(sbx))
-        print(run(command="python3 -c 'print(6 * 7)'"))  # {'exit_code': 0, 'stdout': '42\\n', 'stderr': '', 'timed_out': False}
-        print(code(code="x = 6 * 7\\nx"))                 # {'results': ['42'], 'stdout': '', 'stderr': '', 'error': None}
-''')
-
-LANGCHAIN = textwrap.dedent('''\
-    from withruntime import Sandbox
-    from withruntime.langchain import sandbox_tools
-
-    with Sandbox.create(timeout_seconds=600) as sbx:
-        tools = sandbox_tools(sbx)  # LangChain StructuredTools; give them to model.bind_tools(tools) or an agent
-        print([t.name for t in tools])
-        print(tools[0].invoke({"command": "python3 -c 'print(6 * 7)'"}))  # {"exit_code": 0, "stdout": "42\\n", ...}
-''')
-
-OPENAI_AGENTS = textwrap.dedent('''\
-    from agents import Agent, Runner
-    from withruntime import Sandbox
-    from withruntime.openai_agents import sandbox_tools
-
-    with Sandbox.create(timeout_seconds=600) as sbx:
-        agent = Agent(name="coder", instructions="Answer by running code in the sandbox.", tools=sandbox_tools(sbx))
-        result = Runner.run_sync(agent, "What is 6 * 7? Compute it in the sandbox.")
-        print(result.final_output)  # 42
-''')
+SMOLAGENTS_TOOLS, LANGCHAIN, OPENAI_AGENTS = readme.blocks("Frameworks")
 
 FIVE = ["runtime_exec", "runtime_read_file", "runtime_write_file", "runtime_list_files", "runtime_run_code"]
 

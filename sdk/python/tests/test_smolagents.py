@@ -27,6 +27,7 @@ from withruntime.smolagents import WithruntimeExecutor  # noqa: E402
 from withruntime.tools import code_tools, sandbox_tools  # noqa: E402
 
 from conftest import SMALL  # noqa: E402
+import readme  # noqa: E402
 
 class ScriptedModel(Model):
     """Answers each call with the next code step, as an LLM would."""
@@ -102,6 +103,23 @@ def test_code_agent_runs_its_steps_in_one_sandbox(live_server: dict[str, str]) -
     assert "y=42\n1000\n/workspace\n" in obs[3] and "exit 0" in obs[3]
     # Cleanup stopped the sandbox the executor made.
     ended = withruntime.Sandbox(sbx.id, **live_server).info()
+    assert (ended.state, ended.end_reason) == ("ended", "stopped")
+
+
+@pytest.mark.live
+def test_readme_snippet(live_server: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The README's executor snippet as written there; only the model it
+    # imports from smolagents is a scripted one (the tests have no network).
+    model = ScriptedModel(["a, b = 0, 1\nfor _ in range(20):\n    a, b = b, a + b\nprint('fib', a)", "final_answer(a)"])
+    monkeypatch.setattr(smolagents, "InferenceClientModel", lambda: model)
+    ns: dict[str, Any] = {"__name__": "__readme__"}
+    exec(compile(readme.blocks("smolagents CodeAgent")[0], "README.md", "exec"), ns)
+    agent = ns["agent"]
+    assert model.calls == 2
+    assert "fib 6765" in observations(agent)[0]
+    final = agent.memory.steps[-1]
+    assert getattr(final, "is_final_answer", False) and final.action_output == 6765
+    ended = withruntime.Sandbox(agent.python_executor.sandbox.id, **live_server).info()
     assert (ended.state, ended.end_reason) == ("ended", "stopped")
 
 
