@@ -6,20 +6,22 @@
  *     const { text } = await generateText({ model, tools: aiTools(sbx), stopWhen: stepCountIs(10), prompt });
  *
  * A record keyed by tool name (runtime_exec, runtime_read_file,
- * runtime_write_file, runtime_list_files), each made with the SDK's `tool()`
+ * runtime_write_file, runtime_list_files; runtime_run_code with
+ * `runCode: true`), each made with the SDK's `tool()`
  * and a `jsonSchema()` input schema; `ai` is an optional peer dependency.
  */
 
 import { jsonSchema, tool, type Tool } from "ai";
 
-import { sandboxTools as neutralTools, type SandboxToolsOptions, type ToolSandbox } from "./tools.js";
+import { type AdapterToolsOptions, adapterTools, type ToolSandbox } from "./tools.js";
 
-export type { SandboxToolsOptions, ToolSandbox } from "./tools.js";
+export type { AdapterToolsOptions, SandboxToolsOptions, ToolSandbox } from "./tools.js";
 
-/** The four tools bound to `sbx`, as an AI SDK tool set. */
-export function aiTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}): Record<string, Tool> {
+/** The four tools bound to `sbx` (with `runCode: true`, runtime_run_code
+ * fifth, codeTools' tool), as an AI SDK tool set. */
+export function aiTools(sbx: ToolSandbox, options: AdapterToolsOptions = {}): Record<string, Tool> {
   const out: Record<string, Tool> = {};
-  for (const t of neutralTools(sbx, options)) {
+  for (const t of adapterTools(sbx, options)) {
     const execute = t.execute as (args: unknown) => Promise<unknown>;
     out[t.name] = tool({
       description: t.description,

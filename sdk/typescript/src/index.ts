@@ -27,7 +27,16 @@ export { DEFAULT_BASE_URL } from "./local.js";
 export type { ClientOptions } from "./transport.js";
 export { VERSION } from "./version.js";
 export type { components as WireTypes, paths as WirePaths } from "./generated/openapi.js";
-// The four agent tools, framework-neutral (adapters: withruntime/ai,
-// withruntime/openai-agents, withruntime/langchain).
-export { sandboxTools } from "./tools.js";
-export type { SandboxTool, SandboxTools, SandboxToolsOptions, ToolSandbox } from "./tools.js";
+// The four agent tools and the code tool, framework-neutral (adapters:
+// withruntime/ai, withruntime/openai-agents, withruntime/langchain).
+export { codeTools, sandboxTools } from "./tools.js";
+export type {
+  AdapterToolsOptions,
+  CodeToolSandbox,
+  CodeTools,
+  RunCodeToolResult,
+  SandboxTool,
+  SandboxTools,
+  SandboxToolsOptions,
+  ToolSandbox,
+} from "./tools.js";

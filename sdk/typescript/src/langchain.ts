@@ -15,13 +15,14 @@
 
 import { DynamicStructuredTool } from "@langchain/core/tools";
 
-import { sandboxTools as neutralTools, type SandboxToolsOptions, type ToolSandbox } from "./tools.js";
+import { type AdapterToolsOptions, adapterTools, type ToolSandbox } from "./tools.js";
 
-export type { SandboxToolsOptions, ToolSandbox } from "./tools.js";
+export type { AdapterToolsOptions, SandboxToolsOptions, ToolSandbox } from "./tools.js";
 
-/** The four tools bound to `sbx`, as LangChain structured tools. */
-export function langchainTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}): DynamicStructuredTool[] {
-  return neutralTools(sbx, options).map((t) => {
+/** The four tools bound to `sbx` (with `runCode: true`, runtime_run_code
+ * fifth, codeTools' tool), as LangChain structured tools. */
+export function langchainTools(sbx: ToolSandbox, options: AdapterToolsOptions = {}): DynamicStructuredTool[] {
+  return adapterTools(sbx, options).map((t) => {
     const execute = t.execute as (args: unknown) => Promise<unknown>;
     return new DynamicStructuredTool({
       name: t.name,

@@ -17,18 +17,19 @@
 
 import { tool, type FunctionTool } from "@openai/agents";
 
-import { sandboxTools as neutralTools, type SandboxToolsOptions, type ToolParameters, type ToolSandbox } from "./tools.js";
+import { type AdapterToolsOptions, adapterTools, type ToolParameters, type ToolSandbox } from "./tools.js";
 
-export type { SandboxToolsOptions, ToolSandbox } from "./tools.js";
+export type { AdapterToolsOptions, SandboxToolsOptions, ToolSandbox } from "./tools.js";
 
 /** The schema as strict mode wants it: every property required. */
 export function strictParameters(p: ToolParameters): ToolParameters {
   return { ...p, required: Object.keys(p.properties) };
 }
 
-/** The four tools bound to `sbx`, as OpenAI Agents function tools. */
-export function openaiAgentsTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}): FunctionTool[] {
-  return neutralTools(sbx, options).map((t) => {
+/** The four tools bound to `sbx` (with `runCode: true`, runtime_run_code
+ * fifth, codeTools' tool), as OpenAI Agents function tools. */
+export function openaiAgentsTools(sbx: ToolSandbox, options: AdapterToolsOptions = {}): FunctionTool[] {
+  return adapterTools(sbx, options).map((t) => {
     const execute = t.execute as (args: unknown) => Promise<unknown>;
     return tool({
       name: t.name,

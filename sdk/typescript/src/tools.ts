@@ -1,22 +1,26 @@
 /**
- * Agent tools over a sandbox: `sandboxTools(sbx)`.
+ * Agent tools over a sandbox: `sandboxTools(sbx)` and `codeTools(sbx)`.
  *
  * The same four tools as the Python SDK's `withruntime.tools.sandbox_tools`,
  * in the same order, with the same inputs, results, caps and timeout
  * default: `runtime_exec`, `runtime_read_file`, `runtime_write_file`,
- * `runtime_list_files`. Each is framework-neutral, `{ name, description,
+ * `runtime_list_files`; `codeTools` returns one more, `runtime_run_code`
+ * (Python in the sandbox's persistent kernel, `sbx.runCode`), as Python's
+ * `code_tools`. Each is framework-neutral, `{ name, description,
  * parameters, execute }` with `parameters` a JSON Schema object; the
  * adapters (`withruntime/ai`, `withruntime/openai-agents`,
- * `withruntime/langchain`) wrap them for each framework.
+ * `withruntime/langchain`) wrap them for each framework, the code tool
+ * too with `runCode: true`.
  *
  * What they return is capped (the last 20,000 characters of stdout and of
- * stderr, the first 20,000 bytes of a file, 400 directory entries), with a
- * note saying what was cut, because frameworks hand the result to the model
- * whole.
+ * stderr, the first 20,000 bytes of a file, 400 directory entries, the
+ * first 20,000 characters of run_code's results), with a note saying what
+ * was cut, because frameworks hand the result to the model whole.
  *
  * Failures: `runtime_exec` returns a non-zero exit code or a timeout as data,
- * never as an error, so the model sees a failed command as a failure it can
- * act on. A failure of the platform itself (sandbox gone, lease ended,
+ * never as an error, and `runtime_run_code` an exception in the code (or a
+ * cell interrupted at its timeout) as its `error`, so the model sees a
+ * failed command as a failure it can act on. A failure of the platform itself (sandbox gone, lease ended,
  * server unreachable) or a bad path (`not_found`) rejects with the SDK's
  * error (APIError / TransportError); the frameworks show that error to the
  * model as the tool's answer, and programs calling `execute` directly get a
@@ -302,4 +306,171 @@ export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}
   };
 
   return [exec, read, write, list];
+}
+
+/** What runtime_run_code needs of a cell's outcome (the SDK's Execution has it). */
+export interface ToolCodeExecution {
+  results: ReadonlyArray<{
+    text?: string;
+    html?: string;
+    markdown?: string;
+    svg?: string;
+    png?: string;
+    jpeg?: string;
+    latex?: string;
+    javascript?: string;
+    json?: unknown;
+  }>;
+  logs: { stdout: readonly string[]; stderr: readonly string[] };
+  error: { name: string; value: string; traceback: string } | null;
+}
+
+/** The part of a sandbox runtime_run_code uses; the SDK's Sandbox satisfies it. */
+export interface CodeToolSandbox {
+  runCode(code: string, options: { timeoutMs?: number }): Promise<ToolCodeExecution>;
+}
+
+export interface RunCodeArgs {
+  code: string;
+  timeout_seconds?: number | null;
+}
+
+/** runtime_run_code's result, with Python's field names: each result as
+ * text saying in which other formats it exists, the cell's output, and the
+ * exception it raised (or null). */
+export interface RunCodeToolResult {
+  results: string[];
+  stdout: string;
+  stderr: string;
+  error: { name: string; value: string; traceback: string } | null;
+}
+
+/** The code tool, alone in its list (as Python's code_tools). */
+export type CodeTools = [SandboxTool<RunCodeArgs, RunCodeToolResult>];
+
+// The formats of a rich result other than text, as runtime_run_code names them.
+const RICH_FORMATS = ["html", "markdown", "svg", "png", "jpeg", "latex", "javascript", "json"] as const;
+
+const RUN_CODE_DESCRIPTION =
+  "Run Python code in the sandbox like a notebook cell, in a persistent IPython kernel, and return its results, stdout, stderr and error.\n\n" +
+  "Variables, imports and functions stay defined between calls. The value of the last expression comes back in results as text, and so do displayed objects and matplotlib figures, each saying in which other formats (png, html and so on) it exists. " +
+  'Lines such as "!ls" or "%pip install requests" work as in a notebook. An exception in the code is returned in error with its name, value and traceback, not raised; ' +
+  "a cell still running at its timeout is interrupted with the error name TimeoutError and the kernel keeps its state. Long output keeps only its end.";
+
+// Lengths and cuts in code points, as Python counts characters.
+function codePoints(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+    }
+    n++;
+  }
+  return n;
+}
+
+function headCodePoints(s: string, n: number): string {
+  let i = 0;
+  for (let kept = 0; i < s.length && kept < n; kept++) {
+    const c = s.charCodeAt(i);
+    const d = i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
+    i += c >= 0xd800 && c <= 0xdbff && d >= 0xdc00 && d <= 0xdfff ? 2 : 1;
+  }
+  return s.slice(0, i);
+}
+
+/**
+ * The code tool bound to one sandbox: `[runtime_run_code]`. It runs Python
+ * in the sandbox's default code context (`sbx.runCode`), so state persists
+ * between its calls and is shared with other callers of that context, not
+ * with runtime_exec's shell. The options mean what they mean for
+ * sandboxTools: `timeoutSeconds` is the cell's timeout when the model gives
+ * none (default 120; null: only the lease), `outputCap` bounds the
+ * results' text (all together), stdout, stderr and the traceback.
+ */
+export function codeTools(sbx: CodeToolSandbox, options: SandboxToolsOptions = {}): CodeTools {
+  const cap = Math.trunc(options.outputCap ?? OUTPUT_CAP);
+  const defaultTimeout = options.timeoutSeconds === undefined ? TIMEOUT_SECONDS : options.timeoutSeconds;
+  if (defaultTimeout !== null && !(defaultTimeout > 0)) {
+    throw new RangeError("timeoutSeconds must be positive or null");
+  }
+  const said =
+    defaultTimeout === null ? "no limit but the sandbox's lease" : `${Math.trunc(defaultTimeout)} seconds`;
+
+  const runCode: SandboxTool<RunCodeArgs, RunCodeToolResult> = {
+    name: "runtime_run_code",
+    description: RUN_CODE_DESCRIPTION,
+    parameters: {
+      type: "object",
+      properties: {
+        code: {
+          type: "string",
+          description: 'The Python code to run, for example "import pandas as pd" followed by lines that use it.',
+        },
+        timeout_seconds: {
+          type: ["integer", "null"],
+          description: `Seconds after which the cell is interrupted; null means ${said}.`,
+        },
+      },
+      required: ["code"],
+      additionalProperties: false,
+    },
+    async execute(args) {
+      const code = requireString("runtime_run_code", "code", args?.code);
+      const given = args.timeout_seconds;
+      if (given !== undefined && given !== null && typeof given !== "number") {
+        throw new TypeError(`runtime_run_code: timeout_seconds must be a number, got ${typeof given}`);
+      }
+      const timeout = given ?? defaultTimeout;
+      if (timeout !== null && (timeout < 0 || Number.isNaN(timeout))) {
+        throw new RangeError("timeout_seconds must be positive");
+      }
+      const run = await sbx.runCode(code, { timeoutMs: timeout ? Math.trunc(timeout * 1000) : undefined });
+      const results: string[] = [];
+      let budget = cap;
+      for (const [i, r] of run.results.entries()) {
+        if (budget <= 0) {
+          results.push(`[${run.results.length - i} more results not shown]`);
+          break;
+        }
+        let text = r.text ?? "";
+        const size = codePoints(text);
+        if (size > budget) {
+          text = headCodePoints(text, budget) + `\n[result cut: only its first ${budget} of ${size} characters are shown]`;
+        }
+        budget -= codePoints(text);
+        const formats = RICH_FORMATS.filter((f) => r[f] !== undefined && r[f] !== null && r[f] !== "");
+        if (formats.length) text += (text ? "\n" : "") + `[also as ${formats.join(", ")}]`;
+        results.push(text);
+      }
+      const e = run.error;
+      return {
+        results,
+        stdout: keepTail(run.logs.stdout.join(""), false, cap, "stdout"),
+        stderr: keepTail(run.logs.stderr.join(""), false, cap, "stderr"),
+        error: e ? { name: e.name, value: e.value, traceback: keepTail(e.traceback ?? "", false, cap, "traceback") } : null,
+      };
+    },
+  };
+  return [runCode];
+}
+
+/** The adapters' options: sandboxTools' and `runCode: true` to add
+ * runtime_run_code (codeTools) after the four. */
+export interface AdapterToolsOptions extends SandboxToolsOptions {
+  runCode?: boolean;
+}
+
+/** The tools an adapter wraps: the four, then runtime_run_code if asked. */
+export function adapterTools(sbx: ToolSandbox, options: AdapterToolsOptions = {}): SandboxTool<any, unknown>[] {
+  const { runCode, ...rest } = options;
+  const tools: SandboxTool<any, unknown>[] = [...sandboxTools(sbx, rest)];
+  if (runCode) {
+    const code = sbx as ToolSandbox & Partial<CodeToolSandbox>;
+    if (typeof code.runCode !== "function") throw new TypeError("runCode: true needs a sandbox with runCode");
+    tools.push(...codeTools(code as CodeToolSandbox, rest));
+  }
+  return tools;
 }
