@@ -12,9 +12,12 @@ import asyncio
 import json
 import os
 import shutil
+import urllib.parse
 from typing import Any
 
 import pytest
+
+import readme
 
 pytest.importorskip("mcp", reason="mcp is not installed: run the tests in scripts/pyenv.sh's environment")
 
@@ -78,9 +81,13 @@ def test_mcp_over_stdio(live_server: dict[str, str]) -> None:
     binary = os.environ.get("WITHRUNTIME_BIN") or shutil.which("withruntime")
     if not binary:
         pytest.skip("no withruntime binary on PATH (or WITHRUNTIME_BIN) to run `withruntime mcp` with")
+    # The README's client configuration, with this session's server and key
+    # in its variables.
+    conf = json.loads(readme.blocks("MCP", "json")[0])["mcpServers"]["withruntime"]
+    assert conf["command"] == "withruntime" and set(conf["env"]) == {"WITHRUNTIME_BASE_URL", "WITHRUNTIME_API_KEY"}
     params = StdioServerParameters(
         command=binary,
-        args=["mcp"],
+        args=conf["args"],
         env={"WITHRUNTIME_BASE_URL": live_server["base_url"], "WITHRUNTIME_API_KEY": live_server["api_key"]},
     )
 
@@ -92,10 +99,16 @@ def test_mcp_over_stdio(live_server: dict[str, str]) -> None:
 
 
 def test_mcp_over_http(live_server: dict[str, str]) -> None:
+    # The README's HTTP configuration, pointed at this session's server.
+    conf = json.loads(readme.blocks("MCP", "json")[1])["mcpServers"]["withruntime"]
+    path = urllib.parse.urlsplit(conf["url"]).path
+    scheme, _ = conf["headers"]["Authorization"].split(" ", 1)
+    assert (conf["type"], path, scheme) == ("http", "/v1/mcp", "Bearer"), conf
+
     async def main() -> None:
-        http = create_mcp_http_client(headers={"Authorization": "Bearer " + live_server["api_key"]})
+        http = create_mcp_http_client(headers={"Authorization": f"{scheme} {live_server['api_key']}"})
         async with http:
-            async with Client(streamable_http_client(live_server["base_url"] + "/v1/mcp", http_client=http)) as client:
+            async with Client(streamable_http_client(live_server["base_url"] + path, http_client=http)) as client:
                 await _exercise(client)
 
     asyncio.run(main())
