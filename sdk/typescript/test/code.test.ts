@@ -137,6 +137,28 @@ describe("runCode", () => {
   });
 });
 
+test("the README's Code snippet, as written there (console.log kept as a record)", async () => {
+  const said: unknown[] = [];
+  const console = { log: (v: unknown) => void said.push(v) };
+  let id = "";
+  {
+    await using sbx = await small();
+    id = sbx.id;
+    const run = await sbx.runCode("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})\ndf");
+    console.log(run.text); // the DataFrame as text; run.results[0].html has it as HTML
+    await sbx.runCode("total = int(df['a'].sum())");
+    console.log((await sbx.runCode("total")).text); // 3: variables survive between calls
+    const slow = await sbx.runCode("while True: pass", { timeoutMs: 2000 });
+    console.log(slow.error?.name); // TimeoutError; the kernel keeps df and total
+    const ctx = await sbx.contexts.create(); // a second kernel with a state of its own
+    console.log((await sbx.runCode("'df' in dir()", { context: ctx })).text); // False
+    assert.match(run.results[0]?.html ?? "", /<table/);
+  }
+  assert.match(String(said[0]), /a/);
+  assert.deepEqual(said.slice(1), ["3", "TimeoutError", "False"]);
+  assert.equal((await Sandbox.connect(id)).lastInfo?.state, "ended");
+});
+
 describe("runCode's stream from a loopback server", () => {
   // Lines the fake answer sends, then it either ends or cuts the connection.
   let lines: string[] = [];
