@@ -2,16 +2,13 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net/http"
-	"strconv"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/withruntime/withruntime/client"
 	"github.com/withruntime/withruntime/internal/mcptools"
+	"github.com/withruntime/withruntime/internal/selfcall"
 )
 
 // /v1/mcp serves the MCP tools of "withruntime mcp" over MCP's streamable
@@ -67,102 +64,19 @@ func (s *server) mcpClient(_ context.Context, req *mcp.CallToolRequest) (*client
 		return nil, &client.APIError{Code: client.CodeUnauthorized, Status: http.StatusUnauthorized, Message: "missing API key"}
 	}
 	return client.New(client.WithBaseURL(mcpBaseURL), client.WithAPIKey(key),
-		client.WithHTTPClient(&http.Client{Transport: selfTransport{s}}), client.WithUserAgent("withruntime-mcp"))
+		client.WithHTTPClient(&http.Client{Transport: selfTransport(s)}), client.WithUserAgent("withruntime-mcp"))
 }
 
-// selfTransport serves a request with h in-process. The answer streams:
-// RoundTrip returns once the handler has written its header, and the body
-// is what it writes after, as it writes it (exec and code streams pass
-// through); closing the body early ends the handler's context.
-type selfTransport struct{ h http.Handler }
-
-func (t selfTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(req.Context())
-	// The request has no connection of its own: a typed nil hides the
-	// caller's, which its own request already holds and watches.
-	ctx = context.WithValue(ctx, connKey{}, (*conn)(nil))
-	in := req.Clone(ctx)
-	in.RequestURI = req.URL.RequestURI()
-	in.RemoteAddr = "in-process"
-	if in.Body == nil {
-		in.Body = http.NoBody
-	}
-	pr, pw := io.Pipe()
-	w := &pipeResponse{header: http.Header{}, body: pw, ready: make(chan struct{})}
-	go func() {
-		defer cancel()
-		defer func() {
-			p := recover()
-			w.WriteHeader(http.StatusInternalServerError) // when nothing was written
-			if p != nil {
-				pw.CloseWithError(fmt.Errorf("in-process handler: %v", p))
-			} else {
-				pw.Close()
-			}
-			if req.Body != nil {
-				req.Body.Close()
-			}
-		}()
-		t.h.ServeHTTP(w, in)
-		w.WriteHeader(http.StatusOK) // a handler that wrote nothing answered 200
-	}()
-	<-w.ready
-	resp := &http.Response{
-		Status:        strconv.Itoa(w.status) + " " + http.StatusText(w.status),
-		StatusCode:    w.status,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        w.sent,
-		Body:          &pipeBody{PipeReader: pr, cancel: cancel},
-		ContentLength: -1,
-		Request:       req,
-	}
-	if n, err := strconv.ParseInt(w.sent.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
-		resp.ContentLength = n
-	}
-	return resp, nil
+// selfTransport serves a request with h in-process (package selfcall).
+func selfTransport(h http.Handler) http.RoundTripper {
+	return selfcall.Transport{Handler: InProcess(h)}
 }
 
-// pipeResponse is the handler's side of selfTransport: the header is sent
-// once, the body written into a pipe.
-type pipeResponse struct {
-	header http.Header
-	body   *io.PipeWriter
-	once   sync.Once
-	ready  chan struct{} // closed once status and sent are set
-	status int
-	sent   http.Header
-}
-
-func (w *pipeResponse) Header() http.Header { return w.header }
-
-func (w *pipeResponse) WriteHeader(code int) {
-	if code < 200 {
-		return // informational: the final header follows
-	}
-	w.once.Do(func() {
-		w.status, w.sent = code, w.header.Clone()
-		close(w.ready)
+// InProcess is h for requests made in-process (selfcall): the request has
+// no connection of its own, and a typed nil hides the caller's, which the
+// caller's own request already holds and watches.
+func InProcess(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), connKey{}, (*conn)(nil))))
 	})
-}
-
-func (w *pipeResponse) Write(b []byte) (int, error) {
-	w.WriteHeader(http.StatusOK)
-	return w.body.Write(b)
-}
-
-// Flush does nothing: every Write reaches the reader at once.
-func (w *pipeResponse) Flush() {}
-
-// pipeBody is the client's side: closing it ends the handler's writes and
-// its context.
-type pipeBody struct {
-	*io.PipeReader
-	cancel context.CancelFunc
-}
-
-func (b *pipeBody) Close() error {
-	b.cancel()
-	return b.PipeReader.CloseWithError(io.ErrClosedPipe)
 }

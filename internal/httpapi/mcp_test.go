@@ -171,7 +171,7 @@ func TestSelfTransportStreams(t *testing.T) {
 	e.agent.execGate = gate
 	e.agent.mu.Unlock()
 	s := NewServer(Config{Sandboxes: e.fake, Store: e.store})
-	hc := &http.Client{Transport: selfTransport{s}}
+	hc := &http.Client{Transport: selfTransport(s)}
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, mcpBaseURL+"/v1/sandboxes/sbx-1/exec", strings.NewReader(`{"cmd":"sleep"}`))
 	req.Header.Set("Authorization", "Bearer "+e.keys[store.KeyFull])
 	req.Header.Set("Content-Type", "application/json")
