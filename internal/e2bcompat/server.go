@@ -1,0 +1,184 @@
+package e2bcompat
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/withruntime/withruntime/client"
+	"github.com/withruntime/withruntime/internal/selfcall"
+)
+
+// The ports E2B clients address inside a sandbox.
+const (
+	EnvdPort        = "49983"
+	InterpreterPort = "49999"
+)
+
+// The headers that route a request to a sandbox.
+const (
+	headerSandboxID   = "E2b-Sandbox-Id"
+	headerSandboxPort = "E2b-Sandbox-Port"
+)
+
+// baseURL is the address the in-process clients believe they talk to;
+// nothing is dialed.
+const baseURL = "http://withruntime.in-process"
+
+// Config is what a Server translates to.
+type Config struct {
+	// API is withruntime's own API handler, called in-process. It must
+	// not depend on the connection of the request it serves (wrap it with
+	// httpapi.InProcess).
+	API http.Handler
+	// Secret (32 bytes) seals access tokens.
+	Secret []byte
+	// Domain, when set, routes Host "<port>-<id>.<Domain>" to sandboxes
+	// and is returned to clients as the sandboxes' domain.
+	Domain string
+	Log    *slog.Logger
+}
+
+// Server serves the E2B API.
+type Server struct {
+	cfg         Config
+	tokens      *tokens
+	hc          *http.Client
+	control     *http.ServeMux
+	envd        *http.ServeMux
+	interpreter *http.ServeMux
+	log         *slog.Logger
+	// unguarded are sandbox-side paths whose handlers check access
+	// themselves (signed URLs): ServeHTTP does not resolve the sandbox
+	// before them.
+	unguarded map[string]bool
+}
+
+// Each feature file appends its registrar in init(), so that no file
+// lists another's routes.
+var envdRoutes, interpreterRoutes, controlRoutes []func(s *Server, mux *http.ServeMux)
+
+// New makes a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.API == nil {
+		return nil, errors.New("e2bcompat: no API handler")
+	}
+	t, err := newTokens(cfg.Secret)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Domain = strings.TrimSuffix(strings.ToLower(cfg.Domain), ".")
+	s := &Server{
+		cfg: cfg, tokens: t, log: cfg.Log,
+		hc:      &http.Client{Transport: selfcall.Transport{Handler: cfg.API}},
+		control: http.NewServeMux(), envd: http.NewServeMux(), interpreter: http.NewServeMux(),
+		unguarded: map[string]bool{},
+	}
+	for _, reg := range controlRoutes {
+		reg(s, s.control)
+	}
+	for _, reg := range envdRoutes {
+		reg(s, s.envd)
+	}
+	for _, reg := range interpreterRoutes {
+		reg(s, s.interpreter)
+	}
+	s.control.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeE2BError(w, http.StatusNotImplemented, "withruntime's E2B API does not support "+r.Method+" "+r.URL.Path)
+	})
+	return s, nil
+}
+
+// unguard exempts a sandbox-side path (a mux pattern's path) from the
+// sandbox check ServeHTTP makes: its handler checks access itself.
+func (s *Server) unguard(path string) { s.unguarded[path] = true }
+
+// ServeHTTP routes a request to a sandbox's port or to the control plane.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id, port, ok := s.route(r)
+	if !ok {
+		s.control.ServeHTTP(w, r)
+		return
+	}
+	var mux *http.ServeMux
+	switch port {
+	case EnvdPort:
+		mux = s.envd
+	case InterpreterPort:
+		mux = s.interpreter
+	default:
+		writeE2BError(w, http.StatusBadGateway, "The sandbox "+id+": port is not open ("+port+"; withruntime serves "+EnvdPort+" and "+InterpreterPort+")")
+		return
+	}
+	r.Header.Set(headerSandboxID, id) // the host form carries it in the name
+	h, pattern := mux.Handler(r)
+	if !s.unguarded[patternPath(pattern)] {
+		sbx, err := s.sandbox(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		r = r.WithContext(withSandbox(r.Context(), sbx))
+	}
+	h.ServeHTTP(w, r)
+}
+
+// patternPath is the path of a mux pattern ("POST /files" -> "/files").
+func patternPath(p string) string {
+	if _, path, ok := strings.Cut(p, " "); ok {
+		p = path
+	}
+	if i := strings.IndexByte(p, '/'); i > 0 {
+		p = p[i:] // a host in the pattern
+	}
+	return p
+}
+
+// route says whether r is for a sandbox, and which sandbox and port: by
+// the E2b-Sandbox-Id header, else by Host "<port>-<id>.<Domain>".
+func (s *Server) route(r *http.Request) (id, port string, ok bool) {
+	if id = r.Header.Get(headerSandboxID); id != "" {
+		port = r.Header.Get(headerSandboxPort)
+		if port == "" {
+			port = EnvdPort
+		}
+		return id, port, true
+	}
+	if s.cfg.Domain == "" {
+		return "", "", false
+	}
+	host := strings.ToLower(r.Host)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	label, ok := strings.CutSuffix(host, "."+s.cfg.Domain)
+	if !ok || strings.Contains(label, ".") {
+		return "", "", false
+	}
+	port, id, ok = strings.Cut(label, "-")
+	if !ok || port == "" || id == "" {
+		return "", "", false
+	}
+	return id, port, true
+}
+
+// client is a withruntime client acting with key, in-process.
+func (s *Server) client(key string) *client.Client {
+	c, err := client.New(client.WithBaseURL(baseURL), client.WithAPIKey(key),
+		client.WithHTTPClient(s.hc), client.WithUserAgent("withruntime-e2b"))
+	if err != nil {
+		panic(err) // the base URL is a constant
+	}
+	return c
+}
+
+// apiKey is the withruntime key an E2B key names: E2B keys are prefixed
+// "e2b_", which some clients check for.
+func apiKey(k string) string {
+	return strings.TrimPrefix(strings.TrimSpace(k), "e2b_")
+}
