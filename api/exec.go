@@ -50,6 +50,9 @@ func (c Command) Empty() bool {
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec (and of the
 // agent's POST /exec). Relative cwd is under /workspace; the default cwd is
 // /workspace. TimeoutMs 0 means no timeout of its own (the lease bounds it).
+// User is UserDefault ("" means it) or UserRoot. KeepStdin, for a
+// background process only, keeps its stdin open for POST
+// .../processes/{pid}/stdin; it excludes Stdin.
 type ExecRequest struct {
 	Cmd        Command           `json:"cmd"`
 	Cwd        string            `json:"cwd,omitempty"`
@@ -57,7 +60,28 @@ type ExecRequest struct {
 	Stdin      string            `json:"stdin,omitempty"`
 	TimeoutMs  int64             `json:"timeout_ms,omitempty"`
 	Background bool              `json:"background,omitempty"`
+	User       string            `json:"user,omitempty"`
+	KeepStdin  bool              `json:"keep_stdin,omitempty"`
 }
+
+// The users a command runs as and files are made by: the sandbox user
+// (uid 1000, HOME /home/user) or root (uid 0, HOME /root).
+const (
+	UserDefault = "user"
+	UserRoot    = "root"
+)
+
+// CheckUser refuses a user other than "", UserDefault and UserRoot.
+func CheckUser(u string) error {
+	switch u {
+	case "", UserDefault, UserRoot:
+		return nil
+	}
+	return errors.New(`user must be "user" or "root"`)
+}
+
+// MaxStdinBody bounds one POST .../processes/{pid}/stdin body.
+const MaxStdinBody = 1 << 20
 
 // Event types of an exec stream. A foreground exec answers 200 with
 // Content-Type application/x-ndjson: one ExecEvent a line, "start" first,
@@ -112,10 +136,14 @@ func (ev ExecEvent) Output() (string, error) {
 // older output was dropped). Stdout and Stderr are text: bytes that are
 // not UTF-8 show as U+FFFD. When the output is not valid UTF-8,
 // StdoutB64/StderrB64 hold its exact bytes too (base64); SetOutput writes
-// both forms and ExactOutput reads them back.
+// both forms and ExactOutput reads them back. Cwd and User are where and as
+// whom it runs; StdinOpen says POST .../stdin still reaches it.
 type Process struct {
 	Pid             int        `json:"pid"`
 	Cmd             Command    `json:"cmd"`
+	Cwd             string     `json:"cwd,omitempty"`
+	User            string     `json:"user,omitempty"`
+	StdinOpen       bool       `json:"stdin_open,omitempty"`
 	Running         bool       `json:"running"`
 	ExitCode        *int       `json:"exit_code,omitempty"`
 	TimedOut        bool       `json:"timed_out,omitempty"`

@@ -4,7 +4,8 @@ package api
 // KEY" except GET /v1/health. {id} is a sandbox id, {pid} a process id
 // inside it, {cid} a code context's id ("default" or "ctx_" and 16 hex
 // digits). Query parameter "path" names a file inside the sandbox:
-// relative paths are under /workspace.
+// relative paths are under /workspace. Every files route takes "user"
+// ("user", the default, or "root"): what it makes belongs to that user.
 //
 //	GET    /v1/health                            -> {"status":"ok"}
 //	POST   /v1/sandboxes                         CreateSandboxRequest -> 201 Sandbox (state running)
@@ -19,8 +20,10 @@ package api
 //	GET    /v1/sandboxes/{id}/processes          -> ProcessList
 //	GET    /v1/sandboxes/{id}/processes/{pid}    ?wait=true&timeout_ms=N -> Process
 //	POST   /v1/sandboxes/{id}/processes/{pid}/kill -> Process
-//	GET    /v1/sandboxes/{id}/files              ?path= -> file bytes (application/octet-stream)
-//	PUT    /v1/sandboxes/{id}/files              ?path=&mode=0644 body bytes -> FileInfo (parents are made)
+//	POST   /v1/sandboxes/{id}/processes/{pid}/stdin ?close=true body bytes -> 204 (keep_stdin processes; at most MaxStdinBody bytes)
+//	GET    /v1/sandboxes/{id}/processes/{pid}/stream ?stdout_offset=&stderr_offset= -> 200 ndjson ExecEvent stream (start, output from the offsets, exit)
+//	GET    /v1/sandboxes/{id}/files              ?path=&user=root -> file bytes (application/octet-stream)
+//	PUT    /v1/sandboxes/{id}/files              ?path=&mode=0644&user=root body bytes -> FileInfo (parents are made; user=root: owned by root)
 //	DELETE /v1/sandboxes/{id}/files              ?path=&recursive=true -> 204
 //	GET    /v1/sandboxes/{id}/files/list         ?path= -> FileList
 //	GET    /v1/sandboxes/{id}/files/stat         ?path= -> FileInfo

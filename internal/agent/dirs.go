@@ -56,13 +56,18 @@ func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleMkdir makes a directory and its parents; one that exists is fine.
+// handleMkdir makes a directory and its parents, owned by ?user=; one
+// that exists is fine.
 func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 	path, err := s.pathParam(r)
 	if err != nil {
 		return err
 	}
-	if err := s.mkdirs(path); err != nil {
+	user, err := s.userParam(r)
+	if err != nil {
+		return err
+	}
+	if err := mkdirsOwned(path, user.uid, user.gid); err != nil {
 		return err
 	}
 	info, err := statInfo(path)

@@ -32,6 +32,10 @@ type launch struct {
 	tag     string // tagVar=id
 	stdin   string
 	timeout time.Duration
+	user    identity
+	// keepStdin gives the process a pipe for stdin that stays open for
+	// later writes (background processes only).
+	keepStdin bool
 	// notRunnable says why the command cannot start; it is reported like a
 	// shell would, as an exit code and a line on stderr.
 	notRunnable *notRunnable
@@ -81,6 +85,16 @@ func (s *Server) prepare(req api.ExecRequest) (*launch, error) {
 	if err := checkEnv(req.Env); err != nil {
 		return nil, err
 	}
+	user, err := s.identity(req.User)
+	if err != nil {
+		return nil, err
+	}
+	if req.KeepStdin && !req.Background {
+		return nil, invalidf("keep_stdin needs background: a foreground command takes its stdin from the request")
+	}
+	if req.KeepStdin && req.Stdin != "" {
+		return nil, invalidf("stdin and keep_stdin exclude each other: send the data with POST .../stdin")
+	}
 	// Stdin is data for a pipe, never a C string: NUL bytes are fine there.
 	dir, err := s.workdir(req.Cwd)
 	if err != nil {
@@ -97,12 +111,15 @@ func (s *Server) prepare(req api.ExecRequest) (*launch, error) {
 		tag:     tag,
 		stdin:   req.Stdin,
 		timeout: millis(req.TimeoutMs),
+		user:    user,
+
+		keepStdin: req.KeepStdin,
 	}
 	if req.Cmd.Argv == nil {
 		l.argv = []string{"/bin/sh", "-c", req.Cmd.Shell}
 	}
 	var pathEnv string
-	l.env, pathEnv = s.environ(req.Env, tag)
+	l.env, pathEnv = s.environAs(user.userEnv(), req.Env, tag)
 	l.path, err = findExecutable(l.argv[0], pathEnv, dir)
 	if err != nil {
 		var nr *notRunnable
@@ -135,15 +152,22 @@ func (s *Server) workdir(cwd string) (string, error) {
 	return dir, nil
 }
 
-// environ merges HOME, the base environment, the sandbox's own (PUT /env)
-// and the request's, in that order, then adds the tag, which a request
-// cannot override. It also returns the PATH the command is looked up in.
+// environ is environAs for the sandbox user.
 func (s *Server) environ(extra map[string]string, tag string) ([]string, string) {
+	return s.environAs(nil, extra, tag)
+}
+
+// environAs merges HOME, the base environment, the user's (root's HOME and
+// USER), the sandbox's own (PUT /env) and the request's, in that order,
+// then adds the tag, which a request cannot override. It also returns the
+// PATH the command is looked up in.
+func (s *Server) environAs(user, extra map[string]string, tag string) ([]string, string) {
 	m := map[string]string{}
 	if s.cfg.Home != "" {
 		m["HOME"] = s.cfg.Home
 	}
 	maps.Copy(m, s.cfg.BaseEnv)
+	maps.Copy(m, user)
 	maps.Copy(m, s.sandboxEnv())
 	maps.Copy(m, extra)
 	delete(m, tagVar)

@@ -20,16 +20,20 @@ import (
 const maxEntrySize = 16 << 30
 
 // handleArchivePut extracts a tar stream into the directory path (made if
-// missing). See extractor for what it refuses.
+// missing), owned by ?user=. See extractor for what it refuses.
 func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) error {
 	dest, err := s.pathParam(r)
 	if err != nil {
 		return err
 	}
-	if err := s.mkdirs(dest); err != nil {
+	user, err := s.userParam(r)
+	if err != nil {
 		return err
 	}
-	x := &extractor{dest: dest, uid: s.cfg.UID, gid: s.cfg.GID}
+	if err := mkdirsOwned(dest, user.uid, user.gid); err != nil {
+		return err
+	}
+	x := &extractor{dest: dest, uid: user.uid, gid: user.gid}
 	if err := x.extract(r.Body); err != nil {
 		return err
 	}

@@ -45,8 +45,9 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 
 // handleWrite writes the body to a temporary file beside path and renames
 // it over path. A symlink at path is replaced, never written through. A new
-// file belongs to the sandbox user; one that replaces a regular file keeps
-// that file's owner.
+// file, and each parent made for it, belongs to ?user= (the sandbox user
+// by default, or root); one that replaces a regular file keeps that file's
+// owner.
 func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) (retErr error) {
 	path, err := s.pathParam(r)
 	if err != nil {
@@ -59,7 +60,11 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) (retErr err
 	if r.ContentLength > api.MaxFileBody {
 		return &http.MaxBytesError{Limit: api.MaxFileBody}
 	}
-	uid, gid := s.cfg.UID, s.cfg.GID
+	user, err := s.userParam(r)
+	if err != nil {
+		return err
+	}
+	uid, gid := user.uid, user.gid
 	fi, err := os.Lstat(path)
 	switch {
 	case err == nil && fi.IsDir():
@@ -72,7 +77,7 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) (retErr err
 		return err
 	}
 	dir := filepath.Dir(path)
-	if err := s.mkdirs(dir); err != nil {
+	if err := mkdirsOwned(dir, user.uid, user.gid); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(dir, ".withruntime-upload-*")

@@ -48,3 +48,54 @@ func (t *tail) snapshot() (string, bool) {
 	}
 	return string(b), truncated
 }
+
+// from returns up to max kept bytes from absolute offset off (counted
+// from the stream's first byte) and the offset after them. Bytes before
+// the oldest kept one are gone: reading starts there instead. A cut at max
+// does not split a UTF-8 sequence when it can help it.
+func (t *tail) from(off int64, max int) ([]byte, int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	first := t.total - int64(len(t.buf))
+	if off < first {
+		off = first
+	}
+	if off >= t.total {
+		return nil, t.total
+	}
+	b := t.buf[off-first:]
+	if len(b) > max {
+		b = b[:max]
+		if cut := completeUTF8(b); cut > 0 {
+			b = b[:cut]
+		}
+	}
+	return append([]byte(nil), b...), off + int64(len(b))
+}
+
+// bell wakes everyone waiting on it at its next ring.
+type bell struct {
+	mu sync.Mutex // guards ch
+	ch chan struct{}
+}
+
+// ring wakes the current waiters.
+func (b *bell) ring() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
+}
+
+// wait returns a channel closed at the next ring. Take it before looking
+// at what the ring announces, so that no ring goes unseen.
+func (b *bell) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}

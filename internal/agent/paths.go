@@ -33,13 +33,24 @@ func (s *Server) resolve(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
+// pathParam resolves ?path= and checks ?user=, which every files route
+// takes.
 func (s *Server) pathParam(r *http.Request) (string, error) {
+	if _, err := s.userParam(r); err != nil {
+		return "", err
+	}
 	return s.resolve(r.URL.Query().Get("path"))
 }
 
 // mkdirs makes dir and its missing parents, giving the ones it makes to
 // the sandbox user.
 func (s *Server) mkdirs(dir string) error {
+	return mkdirsOwned(dir, s.cfg.UID, s.cfg.GID)
+}
+
+// mkdirsOwned makes dir and its missing parents, giving the ones it makes
+// to uid and gid.
+func mkdirsOwned(dir string, uid, gid int) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case err == nil && fi.IsDir():
@@ -50,17 +61,17 @@ func (s *Server) mkdirs(dir string) error {
 		return err
 	}
 	if parent := filepath.Dir(dir); parent != dir {
-		if err := s.mkdirs(parent); err != nil {
+		if err := mkdirsOwned(parent, uid, gid); err != nil {
 			return err
 		}
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return s.mkdirs(dir) // made meanwhile, or a file: look again
+			return mkdirsOwned(dir, uid, gid) // made meanwhile, or a file: look again
 		}
 		return err
 	}
-	return os.Lchown(dir, s.cfg.UID, s.cfg.GID)
+	return os.Lchown(dir, uid, gid)
 }
 
 // statInfo describes path without following a final symlink.

@@ -30,6 +30,12 @@ type proc struct {
 	timer    *time.Timer // the timeout, if any
 
 	stdout, stderr *tail // nil for a foreground command
+	bell           bell  // rung after each chunk of output and at the end
+	cwd, user      string
+
+	writeMu sync.Mutex // held across a write to stdin, so writes never interleave
+	stdinMu sync.Mutex // guards stdin, never held across a write
+	stdin   *os.File   // the write end of a keep_stdin pipe; nil once closed
 
 	mu       sync.Mutex // guards exitCode and ended
 	exitCode *int
@@ -60,7 +66,7 @@ func (s *Server) start(l *launch, onStart func(pid int), onOut, onErr func([]byt
 		Env:         l.env,
 		Stdout:      outW,
 		Stderr:      errW,
-		SysProcAttr: s.sysProcAttr(),
+		SysProcAttr: s.sysProcAttrAs(l.user.uid, l.user.gid),
 		// Bounds how long Wait lets the stdin copy block once the command
 		// has exited (a descendant may hold stdin and never read it).
 		WaitDelay: time.Second,
@@ -68,12 +74,30 @@ func (s *Server) start(l *launch, onStart func(pid int), onOut, onErr func([]byt
 	if l.stdin != "" {
 		c.Stdin = strings.NewReader(l.stdin)
 	}
+	var inW *os.File
+	if l.keepStdin {
+		// An *os.File as Stdin goes to the child as it is: no copying
+		// goroutine that Wait would wait for.
+		var inR *os.File
+		if inR, inW, err = os.Pipe(); err != nil {
+			outR.Close()
+			errR.Close()
+			outW.Close()
+			errW.Close()
+			return nil, err
+		}
+		c.Stdin = inR
+		defer inR.Close()
+	}
 	err = s.reaper.start(c)
 	outW.Close()
 	errW.Close()
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		if inW != nil {
+			inW.Close()
+		}
 		return nil, startFailure(l.argv[0], err)
 	}
 	p := &proc{
@@ -83,6 +107,9 @@ func (s *Server) start(l *launch, onStart func(pid int), onOut, onErr func([]byt
 		started: time.Now().UTC(),
 		exited:  make(chan struct{}),
 		done:    make(chan struct{}),
+		cwd:     l.dir,
+		user:    l.user.name,
+		stdin:   inW,
 	}
 	if l.timeout > 0 {
 		p.timer = time.AfterFunc(l.timeout, p.expire)
@@ -90,18 +117,30 @@ func (s *Server) start(l *launch, onStart func(pid int), onOut, onErr func([]byt
 	if onStart != nil {
 		onStart(p.pid)
 	}
-	go p.wait(c, outR, errR, onOut, onErr, s.reaper)
+	go p.wait(c, outR, errR, p.ringing(onOut), p.ringing(onErr), s.reaper)
 	return p, nil
 }
 
+// ringing is emit, then a ring of p's bell for those following p's output.
+func (p *proc) ringing(emit func([]byte)) func([]byte) {
+	return func(b []byte) {
+		emit(b)
+		p.bell.ring()
+	}
+}
+
 func (s *Server) sysProcAttr() *syscall.SysProcAttr {
+	return s.sysProcAttrAs(s.cfg.UID, s.cfg.GID)
+}
+
+func (s *Server) sysProcAttrAs(uid, gid int) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true}
 	// Only root can switch users; a test running as someone else runs
 	// commands as itself.
-	if os.Getuid() == 0 || s.cfg.UID != os.Getuid() || s.cfg.GID != os.Getgid() {
+	if os.Getuid() == 0 || uid != os.Getuid() || gid != os.Getgid() {
 		a.Credential = &syscall.Credential{
-			Uid:    uint32(s.cfg.UID),
-			Gid:    uint32(s.cfg.GID),
+			Uid:    uint32(uid),
+			Gid:    uint32(gid),
 			Groups: []uint32{},
 		}
 	}
@@ -125,12 +164,14 @@ func (p *proc) wait(c *exec.Cmd, outR, errR *os.File, onOut, onErr func([]byte),
 	wg.Wait()
 	outR.Close()
 	errR.Close()
+	p.closeStdin()
 	code := exitCode(c.ProcessState)
 	p.mu.Lock()
 	p.exitCode = &code
 	p.ended = time.Now().UTC()
 	p.mu.Unlock()
 	close(p.done)
+	p.bell.ring()
 }
 
 // expire is the timeout: it kills the tree unless the command has ended.
@@ -216,6 +257,9 @@ func (p *proc) info() api.Process {
 		Running:   p.exitCode == nil,
 		TimedOut:  p.timedOut.Load(),
 		StartedAt: p.started,
+		Cwd:       p.cwd,
+		User:      p.user,
+		StdinOpen: p.stdinOpen(),
 	}
 	if p.exitCode != nil {
 		code := *p.exitCode

@@ -87,6 +87,8 @@ func (s *Server) routes() {
 	s.handle("GET /processes", s.handleProcessList)
 	s.handle("GET /processes/{pid}", s.handleProcessGet)
 	s.handle("POST /processes/{pid}/kill", s.handleProcessKill)
+	s.handle("POST /processes/{pid}/stdin", s.handleProcessStdin)
+	s.handle("GET /processes/{pid}/stream", s.handleProcessStream)
 	s.handle("GET /files", s.handleRead)
 	s.handle("PUT /files", s.handleWrite)
 	s.handle("DELETE /files", s.handleRemove)
