@@ -32,6 +32,15 @@ func (s *server) exec(w http.ResponseWriter, r *http.Request, c caller) error {
 	if req.TimeoutMs < 0 {
 		return sandbox.Errorf(sandbox.KindInvalid, "timeout_ms must not be negative")
 	}
+	if err := api.CheckUser(req.User); err != nil {
+		return sandbox.Errorf(sandbox.KindInvalid, "%v, not %q", err, req.User)
+	}
+	if req.KeepStdin && !req.Background {
+		return sandbox.Errorf(sandbox.KindInvalid, "keep_stdin needs background: a foreground command takes its stdin from the request")
+	}
+	if req.KeepStdin && req.Stdin != "" {
+		return sandbox.Errorf(sandbox.KindInvalid, "stdin and keep_stdin exclude each other: send the data with POST .../processes/{pid}/stdin")
+	}
 	env, err := s.addPlaceholders(r.Context(), c.account, req.Env)
 	if err != nil {
 		return err
@@ -49,6 +58,13 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, c caller, suffi
 		n = s.cfg.MaxBodyBytes
 	case bodyFile:
 		n = s.cfg.MaxFileBytes
+	case bodyStdin:
+		n = api.MaxStdinBody
+	}
+	if strings.HasPrefix(suffix, "/files") || strings.HasPrefix(suffix, "/archive") {
+		if u := r.URL.Query().Get("user"); api.CheckUser(u) != nil {
+			return sandbox.Errorf(sandbox.KindInvalid, "query parameter user must be \"user\" or \"root\", not %q", u)
+		}
 	}
 	if n >= 0 {
 		if r.ContentLength > n {
@@ -90,7 +106,7 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, c caller, agentPa
 			// rules on the API's origin), and the answer carries the
 			// server's request id only.
 			keepAgentHeaders(resp.Header)
-			if k, ok := guardedStreams[agentPath]; ok {
+			if k, ok := guardedStream(agentPath); ok {
 				s.guardStream(r, c, resp, k)
 			}
 			return nil

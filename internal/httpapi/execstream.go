@@ -41,8 +41,21 @@ var (
 	codeStream = streamKind{what: "cell", end: api.CodeEventEnd, terminal: []string{api.CodeEventEnd, api.CodeEventError}, maxLine: 8 << 20}
 )
 
+// followStream: a background process's follow stream has the lines of an
+// exec stream.
+var followStream = streamKind{what: "process", end: api.EventExit, terminal: execStream.terminal, maxLine: execStream.maxLine}
+
 // guardedStreams are the agent's routes whose streams are guarded.
 var guardedStreams = map[string]streamKind{"/exec": execStream, "/code": codeStream}
+
+// guardedStream is the kind of agentPath's stream, if it is guarded.
+func guardedStream(agentPath string) (streamKind, bool) {
+	if strings.HasPrefix(agentPath, "/processes/") && strings.HasSuffix(agentPath, "/stream") {
+		return followStream, true
+	}
+	k, ok := guardedStreams[agentPath]
+	return k, ok
+}
 
 // guardStream makes sure a stream of kind k ends with exactly one of its
 // terminal events, as the contract promises: when the agent's stream

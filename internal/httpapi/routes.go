@@ -51,6 +51,8 @@ func Routes() []Route {
 		agentRoute(http.MethodGet, "/processes", bodyJSON),
 		agentRoute(http.MethodGet, "/processes/{pid}", bodyJSON),
 		agentRoute(http.MethodPost, "/processes/{pid}/kill", bodyJSON),
+		agentRoute(http.MethodPost, "/processes/{pid}/stdin", bodyStdin),
+		agentRoute(http.MethodGet, "/processes/{pid}/stream", bodyJSON),
 		agentRoute(http.MethodGet, "/files", bodyJSON),
 		agentRoute(http.MethodPut, "/files", bodyFile),
 		agentRoute(http.MethodDelete, "/files", bodyJSON),
@@ -93,6 +95,7 @@ const (
 	bodyJSON    bodyLimit = iota // Config.MaxBodyBytes
 	bodyFile                     // Config.MaxFileBytes, checked before forwarding
 	bodyArchive                  // none here: the sandbox's disk bounds it
+	bodyStdin                    // api.MaxStdinBody
 )
 
 // agentRoute is a route that the agent serves at suffix: the server checks
