@@ -25,6 +25,8 @@ var serveFlags = []flagSpec{
 	{Name: "egress-idle-timeout", Type: "duration", Usage: "close a proxied connection on which nothing moved either way for this long", DefValue: "10m0s"},
 	{Name: "egress-dns-rate", Type: "int", Usage: "DNS queries per second one sandbox may make; more are refused and logged", DefValue: "1000"},
 	{Name: "idle-exit", Type: "duration", Usage: "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)", DefValue: "0s"},
+	{Name: "e2b-listen", Type: "string", Usage: "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY"},
+	{Name: "e2b-domain", Type: "string", Usage: "route Host <port>-<id>.`DOMAIN` on --e2b-listen to sandboxes (older E2B clients; needs wildcard DNS and a wildcard TLS certificate in front)"},
 	{Name: "pool", Type: "func", Usage: "a warm pool `SIZE=N`: N started sandboxes of SIZE (VCPUSxMEMORY_MIB) kept ready for the creates of that size, e.g. 2x4096=8 (repeatable; given pools replace the default 2x4096=2; none: no pool)"},
 	{Name: "pool-max-age", Type: "duration", Usage: "replace a warm sandbox that has waited this long unclaimed", DefValue: "30m0s"},
 	{Name: "pid-file", Type: "string", Usage: "write the server's pid to `FILE` and hold a lock on it while serving (the local daemon's DATA_DIR/daemon.pid)"},

@@ -27,6 +27,9 @@ import (
 const (
 	// envDaemonIdleExit replaces the daemon's idle period (tests only).
 	envDaemonIdleExit = "WITHRUNTIME_DAEMON_IDLE_EXIT"
+	// EnvDaemonE2BListen, when set, makes the daemon also serve E2B's API
+	// there (serve --e2b-listen).
+	EnvDaemonE2BListen = "WITHRUNTIME_DAEMON_E2B_LISTEN"
 	daemonIdleExit    = 10 * time.Minute
 	// daemonStartWait bounds the wait for a daemon just started to answer
 	// (it recovers the sandboxes an earlier one left first).
@@ -180,6 +183,9 @@ func (a *App) spawnDaemon(d daemon) (chan error, error) {
 	defer devnull.Close()
 	cmd := exec.Command(exe, "serve", "--listen", d.addr, "--data-dir", d.dir,
 		"--idle-exit", idle, "--pid-file", d.pid)
+	if e2b := os.Getenv(EnvDaemonE2BListen); e2b != "" {
+		cmd.Args = append(cmd.Args, "--e2b-listen", e2b)
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
 	cmd.Dir = "/"
 	detach(cmd)

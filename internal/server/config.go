@@ -66,6 +66,12 @@ type Config struct {
 	// no sandbox alive (starting, running or paused) for this long
 	// (serve --idle-exit; 0: never). The local daemon runs with it.
 	IdleExit time.Duration
+	// E2BListen, when set, is the address E2B's protocol is served on
+	// (serve --e2b-listen: control plane and sandbox side on one address;
+	// package e2bcompat). E2BDomain routes Host "<port>-<id>.<domain>" to
+	// sandboxes there (serve --e2b-domain: needs wildcard DNS and, for
+	// TLS, a wildcard certificate in front).
+	E2BListen, E2BDomain string
 }
 
 func (c *Config) setDefaults() {
@@ -108,6 +114,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--egress-idle-timeout %v: must be at least 1s", c.EgressIdleTimeout)
 	case c.EgressDNSRate < 0:
 		return errors.New("--egress-dns-rate must not be negative")
+	case c.E2BDomain != "" && c.E2BListen == "":
+		return errors.New("--e2b-domain needs --e2b-listen")
 	case c.IdleExit < 0:
 		return errors.New("--idle-exit must not be negative")
 	}

@@ -24,12 +24,16 @@ import (
 type Server struct {
 	URL      string
 	AdminKey string
+	// E2BURL is where E2B's protocol is served ("" without
+	// Config.E2BListen).
+	E2BURL string
 
 	cfg     Config
 	store   store.Store
 	manager *manager.Manager
 	egress  *egressServices
 	http    *http.Server
+	e2b     *http.Server // nil without Config.E2BListen
 	done    chan error
 	idle    *idleWatch
 	stop    chan struct{} // closed by Close
@@ -122,21 +126,35 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		return nil, err
 	}
 	idle := newIdleWatch(cfg.IdleExit, st)
+	apiHandler := httpapi.NewServer(httpapi.Config{
+		Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault,
+		DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
+	})
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
-		cfg: cfg, store: st, manager: mgr, egress: egr, done: make(chan error, 1),
+		cfg: cfg, store: st, manager: mgr, egress: egr, done: make(chan error, 2),
 		idle: idle, stop: make(chan struct{}),
 		// Header and idle timeouts, header bound and connection limit:
 		// see httpapi.Listener.
-		http: l.HTTPServer(idle.wrap(httpapi.NewServer(httpapi.Config{
-			Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault,
-			DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
-		}))),
+		http: l.HTTPServer(idle.wrap(apiHandler)),
+	}
+	if cfg.E2BListen != "" {
+		e2b, el, err := listenE2B(cfg, dataDir, apiHandler, idle.wrap)
+		if err != nil {
+			l.Close()
+			mgr.Close()
+			return nil, err
+		}
+		s.e2b, s.E2BURL = e2b, "http://"+el.Addr().String()
+		go func() { s.done <- e2b.Serve(el) }()
 	}
 	go func() { s.done <- s.http.Serve(l) }()
 	go idle.run(s.stop)
 	s.supervise()
 	cfg.Logger.Info("serving", "url", s.URL, "data_dir", dataDir, "backend", cfg.Backend)
+	if s.e2b != nil {
+		cfg.Logger.Info("serving E2B's API", "url", s.E2BURL, "domain", cfg.E2BDomain)
+	}
 	return s, nil
 }
 
@@ -163,6 +181,9 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.http.Shutdown(ctx)
+	if s.e2b != nil && s.e2b.Shutdown(ctx) != nil {
+		s.e2b.Close() // its streams outlived the wait
+	}
 	s.manager.Close()
 	if s.egress != nil {
 		s.egress.close()
