@@ -30,7 +30,7 @@ const (
 	// EnvDaemonE2BListen, when set, makes the daemon also serve E2B's API
 	// there (serve --e2b-listen).
 	EnvDaemonE2BListen = "WITHRUNTIME_DAEMON_E2B_LISTEN"
-	daemonIdleExit    = 10 * time.Minute
+	daemonIdleExit     = 10 * time.Minute
 	// daemonStartWait bounds the wait for a daemon just started to answer
 	// (it recovers the sandboxes an earlier one left first).
 	daemonStartWait = 20 * time.Second
