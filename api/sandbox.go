@@ -67,9 +67,11 @@ type SandboxList struct {
 }
 
 // ExtendRequest is the body of POST /v1/sandboxes/{id}/extend: the lease
-// then ends TimeoutSeconds from now.
+// then ends TimeoutSeconds from now, or later if it already did; with
+// Exact, TimeoutSeconds from now even if that is sooner.
 type ExtendRequest struct {
-	TimeoutSeconds int `json:"timeout_seconds"`
+	TimeoutSeconds int  `json:"timeout_seconds"`
+	Exact          bool `json:"exact,omitempty"`
 }
 
 // ErrorBody is the body of every error response.

@@ -40,6 +40,12 @@ func (c *Client) ExtendSandbox(ctx context.Context, id string, seconds int) (*ap
 	return c.sandboxCall(ctx, http.MethodPost, id, "/extend", api.ExtendRequest{TimeoutSeconds: seconds})
 }
 
+// SetSandboxTimeout makes the lease of sandbox id end seconds from now,
+// sooner or later than it did.
+func (c *Client) SetSandboxTimeout(ctx context.Context, id string, seconds int) (*api.Sandbox, error) {
+	return c.sandboxCall(ctx, http.MethodPost, id, "/extend", api.ExtendRequest{TimeoutSeconds: seconds, Exact: true})
+}
+
 // PauseSandbox checkpoints sandbox id (disk, memory and processes) and
 // releases its memory and CPU on the host.
 func (c *Client) PauseSandbox(ctx context.Context, id string) (*api.Sandbox, error) {

@@ -136,6 +136,17 @@ func (f *fakeSandboxes) Extend(ctx context.Context, account, id string, timeout 
 	return r, nil
 }
 
+func (f *fakeSandboxes) SetLease(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, err := f.lookup("SetLease", account, id)
+	if err != nil {
+		return nil, err
+	}
+	r.LeaseEndsAt = time.Now().UTC().Add(timeout)
+	return r, nil
+}
+
 func (f *fakeSandboxes) Stop(ctx context.Context, account, id string) (*sandbox.Record, error) {
 	return f.transition("Stop", account, id, sandbox.StateEnded)
 }

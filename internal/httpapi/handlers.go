@@ -79,7 +79,11 @@ func (s *server) extend(w http.ResponseWriter, r *http.Request, c caller) error 
 	if int64(req.TimeoutSeconds) > maxTimeoutSeconds {
 		return sandbox.Errorf(sandbox.KindInvalid, "timeout_seconds is too large")
 	}
-	rec, err := s.cfg.Sandboxes.Extend(r.Context(), c.account, r.PathValue("id"), time.Duration(req.TimeoutSeconds)*time.Second)
+	move := s.cfg.Sandboxes.Extend
+	if req.Exact {
+		move = s.cfg.Sandboxes.SetLease
+	}
+	rec, err := move(r.Context(), c.account, r.PathValue("id"), time.Duration(req.TimeoutSeconds)*time.Second)
 	if err != nil {
 		return err
 	}

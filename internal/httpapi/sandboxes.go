@@ -22,6 +22,8 @@ type Sandboxes interface {
 	Get(ctx context.Context, account, id string) (*sandbox.Record, error)
 	List(ctx context.Context, account string) ([]*sandbox.Record, error)
 	Extend(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error)
+	// SetLease is Extend that may also shorten the lease (extend with exact).
+	SetLease(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error)
 	Stop(ctx context.Context, account, id string) (*sandbox.Record, error)
 	Pause(ctx context.Context, account, id string) (*sandbox.Record, error)
 	Resume(ctx context.Context, account, id string) (*sandbox.Record, error)

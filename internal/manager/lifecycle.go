@@ -85,6 +85,18 @@ func (m *Manager) List(ctx context.Context, account string) ([]*sandbox.Record, 
 // cannot cut short what another one asked for. max_cost_micros is checked
 // against the lease asked for, as before.
 func (m *Manager) Extend(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error) {
+	return m.moveLease(ctx, account, id, timeout, false)
+}
+
+// SetLease moves the lease of a running sandbox to end timeout from now,
+// sooner or later than it did (E2B's setTimeout: the caller owns the
+// sandbox's lifetime outright).
+func (m *Manager) SetLease(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error) {
+	return m.moveLease(ctx, account, id, timeout, true)
+}
+
+// moveLease is Extend, or with exact SetLease.
+func (m *Manager) moveLease(ctx context.Context, account, id string, timeout time.Duration, exact bool) (*sandbox.Record, error) {
 	if err := m.checkTimeout(int(timeout/time.Second), timeout); err != nil {
 		return nil, err
 	}
@@ -101,7 +113,7 @@ func (m *Manager) Extend(ctx context.Context, account, id string, timeout time.D
 	if err := m.checkMaxCost(rec.Spec, rec.Usage.CostNanos, timeout); err != nil {
 		return nil, err
 	}
-	if end := m.now().Add(timeout); end.After(rec.LeaseEndsAt) {
+	if end := m.now().Add(timeout); exact || end.After(rec.LeaseEndsAt) {
 		rec.LeaseEndsAt = end
 	}
 	return rec, m.cfg.Store.PutSandbox(ctx, rec)
