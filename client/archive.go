@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -39,7 +38,7 @@ func (c *Client) UploadArchive(ctx context.Context, id, path string, r io.Reader
 	req := request{
 		method:      http.MethodPut,
 		path:        p,
-		query:       url.Values{"path": {path}},
+		query:       c.pathQuery(path),
 		body:        r,
 		contentType: "application/x-tar",
 	}

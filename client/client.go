@@ -34,6 +34,7 @@ type Client struct {
 	keySet     bool // by WithAPIKey: no key discovery
 	httpClient *http.Client
 	userAgent  string
+	filesUser  string // by AsFilesUser: the ?user= of file and archive calls
 }
 
 // Option configures a Client in New.

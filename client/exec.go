@@ -71,6 +71,12 @@ func (c *Client) Exec(ctx context.Context, id string, req api.ExecRequest, opts 
 		contentType: "application/json",
 		accept:      "application/x-ndjson",
 	}
+	return c.execStream(ctx, r, opts)
+}
+
+// execStream sends r, whose answer is an exec stream, and reads that
+// stream to its end.
+func (c *Client) execStream(ctx context.Context, r request, opts ExecOptions) (*ExecResult, error) {
 	op := r.op(c.baseURL)
 	start := time.Now()
 	resp, err := c.do(ctx, r)
@@ -221,6 +227,56 @@ func (c *Client) WaitProcess(ctx context.Context, id string, pid int) (*api.Proc
 			}
 		}
 	}
+}
+
+// FollowOptions says where FollowProcess starts in each output stream:
+// byte offsets from the stream's first byte. Output older than the last
+// api.OutputCap bytes is no longer kept and is skipped.
+type FollowOptions struct {
+	StdoutOffset int64
+	StderrOffset int64
+}
+
+// FollowProcess streams the output of background process pid of sandbox
+// id, from the offsets in from, into opts' writers as it is produced, and
+// returns once the process has ended, as Exec does. Leaving (ctx ending)
+// does not touch the process: to resume after a break without a repeat,
+// pass the number of bytes already received of each stream.
+func (c *Client) FollowProcess(ctx context.Context, id string, pid int, from FollowOptions, opts ExecOptions) (*ExecResult, error) {
+	p, err := sandboxPath(id, "/processes/"+strconv.Itoa(pid)+"/stream")
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if from.StdoutOffset > 0 {
+		q.Set("stdout_offset", strconv.FormatInt(from.StdoutOffset, 10))
+	}
+	if from.StderrOffset > 0 {
+		q.Set("stderr_offset", strconv.FormatInt(from.StderrOffset, 10))
+	}
+	return c.execStream(ctx, request{method: http.MethodGet, path: p, query: q, accept: "application/x-ndjson"}, opts)
+}
+
+// WriteProcessStdin writes data to the stdin of background process pid of
+// sandbox id, started with KeepStdin; with closeStdin it then closes it.
+// One call sends at most api.MaxStdinBody bytes.
+func (c *Client) WriteProcessStdin(ctx context.Context, id string, pid int, data []byte, closeStdin bool) error {
+	p, err := sandboxPath(id, "/processes/"+strconv.Itoa(pid)+"/stdin")
+	if err != nil {
+		return err
+	}
+	var q url.Values
+	if closeStdin {
+		q = url.Values{"close": {"true"}}
+	}
+	r := request{method: http.MethodPost, path: p, query: q, body: bytes.NewReader(data), contentType: "application/octet-stream"}
+	resp, err := c.do(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	return nil
 }
 
 // KillProcess kills background process pid of sandbox id and returns it.

@@ -14,6 +14,24 @@ import (
 // Paths inside a sandbox are resolved by the sandbox: relative ones land in
 // /workspace.
 
+// AsFilesUser returns a copy of c whose file and archive calls act as user
+// (api.UserDefault or api.UserRoot): what they make belongs to that user.
+// Commands choose their user in api.ExecRequest.User instead.
+func (c *Client) AsFilesUser(user string) *Client {
+	cp := *c
+	cp.filesUser = user
+	return &cp
+}
+
+// pathQuery is the query naming path, and the files user when set.
+func (c *Client) pathQuery(path string) url.Values {
+	q := url.Values{"path": {path}}
+	if c.filesUser != "" {
+		q.Set("user", c.filesUser)
+	}
+	return q
+}
+
 // OpenFile opens the file at path in sandbox id for reading. The caller
 // closes it. A read that breaks midway returns a *TransportError.
 func (c *Client) OpenFile(ctx context.Context, id, path string) (io.ReadCloser, error) {
@@ -39,7 +57,7 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, r io.Reader, mo
 	if err != nil {
 		return nil, err
 	}
-	q := url.Values{"path": {path}}
+	q := c.pathQuery(path)
 	if mode != 0 {
 		q.Set("mode", fmt.Sprintf("%04o", uint32(mode.Perm())))
 	}
@@ -62,7 +80,7 @@ func (c *Client) ListFiles(ctx context.Context, id, path string) ([]api.FileInfo
 		return nil, err
 	}
 	var l api.FileList
-	if err := c.doJSON(ctx, http.MethodGet, p, url.Values{"path": {path}}, nil, &l); err != nil {
+	if err := c.doJSON(ctx, http.MethodGet, p, c.pathQuery(path), nil, &l); err != nil {
 		return nil, err
 	}
 	return l.Entries, nil
@@ -86,7 +104,7 @@ func (c *Client) RemoveFile(ctx context.Context, id, path string, recursive bool
 	if err != nil {
 		return err
 	}
-	q := url.Values{"path": {path}}
+	q := c.pathQuery(path)
 	if recursive {
 		q.Set("recursive", "true")
 	}
@@ -99,7 +117,7 @@ func (c *Client) fileInfoCall(ctx context.Context, method, id, suffix, path stri
 		return nil, err
 	}
 	var fi api.FileInfo
-	if err := c.doJSON(ctx, method, p, url.Values{"path": {path}}, nil, &fi); err != nil {
+	if err := c.doJSON(ctx, method, p, c.pathQuery(path), nil, &fi); err != nil {
 		return nil, err
 	}
 	return &fi, nil
@@ -112,7 +130,7 @@ func (c *Client) openStream(ctx context.Context, id, suffix, path, accept string
 	if err != nil {
 		return nil, err
 	}
-	req := request{method: http.MethodGet, path: p, query: url.Values{"path": {path}}, accept: accept}
+	req := request{method: http.MethodGet, path: p, query: c.pathQuery(path), accept: accept}
 	resp, err := c.do(ctx, req)
 	if err != nil {
 		return nil, err
