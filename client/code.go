@@ -9,16 +9,24 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"unicode/utf8"
 
 	"github.com/withruntime/withruntime/api"
 )
 
 // CodeOptions says where a cell's output goes as it is produced. Every
-// callback is optional; Execution keeps all of it either way.
+// callback is optional. Execution keeps a stream without a callback whole;
+// of a stream with a Stdout or Stderr callback it keeps only the last
+// OutputCap bytes (as Exec does), so a caller that streams a long cell
+// holds its end, not all of it; results are kept whole.
 type CodeOptions struct {
 	Stdout func(text string)
 	Stderr func(text string)
 	Result func(r api.CodeResult)
+	// Discard keeps nothing in Execution of what went to a callback: a
+	// caller that keeps what it needs itself (a bounded tail, the first
+	// results) then holds no second copy of a long cell's output.
+	Discard bool
 }
 
 // Execution is how a cell ended: its rich results (the cell's value and
@@ -80,6 +88,7 @@ func (c *Client) RunCode(ctx context.Context, id string, req api.CodeRequest, op
 	defer resp.Body.Close()
 
 	ex := &Execution{}
+	stdout, stderr := chunkTail{chunks: &ex.Stdout}, chunkTail{chunks: &ex.Stderr}
 	dec := json.NewDecoder(resp.Body)
 	for {
 		var ev api.CodeEvent
@@ -91,20 +100,16 @@ func (c *Client) RunCode(ctx context.Context, id string, req api.CodeRequest, op
 		}
 		switch ev.Type {
 		case api.CodeEventStdout:
-			ex.Stdout = append(ex.Stdout, ev.Text)
-			if opts.Stdout != nil {
-				opts.Stdout(ev.Text)
-			}
+			stdout.add(ev.Text, opts.Stdout, opts.Discard)
 		case api.CodeEventStderr:
-			ex.Stderr = append(ex.Stderr, ev.Text)
-			if opts.Stderr != nil {
-				opts.Stderr(ev.Text)
-			}
+			stderr.add(ev.Text, opts.Stderr, opts.Discard)
 		case api.CodeEventResult:
 			if ev.Result == nil {
 				continue
 			}
-			ex.Results = append(ex.Results, *ev.Result)
+			if opts.Result == nil || !opts.Discard {
+				ex.Results = append(ex.Results, *ev.Result)
+			}
 			if opts.Result != nil {
 				opts.Result(*ev.Result)
 			}
@@ -121,6 +126,51 @@ func (c *Client) RunCode(ctx context.Context, id string, req api.CodeRequest, op
 		// Event types this client does not know are skipped: the server may
 		// add some.
 	}
+}
+
+// chunkTail keeps a stream's chunks in Execution: all of them without a
+// callback; with one, the last OutputCap bytes (none with discard).
+type chunkTail struct {
+	chunks *[]string
+	n      int // bytes in *chunks
+}
+
+func (t *chunkTail) add(text string, callback func(string), discard bool) {
+	if callback != nil {
+		callback(text)
+		if discard {
+			return
+		}
+	}
+	*t.chunks = append(*t.chunks, text)
+	t.n += len(text)
+	if callback == nil {
+		return
+	}
+	c := *t.chunks
+	for t.n > OutputCap {
+		if over := t.n - OutputCap; over < len(c[0]) {
+			c[0] = cutHead(c[0], over)
+			t.n -= over
+			break
+		}
+		t.n -= len(c[0])
+		c[0] = "" // let the dropped chunk go
+		c = c[1:]
+	}
+	*t.chunks = c
+}
+
+// cutHead drops the first n bytes of s, and the rest of a UTF-8 sequence
+// cut there.
+func cutHead(s string, n int) string {
+	s = s[n:]
+	for i := 0; i < len(s) && i < utf8.UTFMax; i++ {
+		if utf8.RuneStart(s[i]) {
+			return s[i:]
+		}
+	}
+	return s
 }
 
 // CreateContext makes a new context, a kernel with its own state, in

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/withruntime/withruntime/api"
 )
@@ -205,5 +206,55 @@ func TestContextCalls(t *testing.T) {
 		"DELETE /v1/sandboxes/s/contexts/ctx_0123456789abcdef|DELETE /v1/sandboxes/s/contexts/a%2Fb"
 	if got := strings.Join(calls, "|"); got != want {
 		t.Errorf("calls: got %s, want %s", got, want)
+	}
+}
+
+// A stream with a callback is kept only as its last OutputCap bytes, and
+// with Discard not at all: a caller that streams a long cell holds no
+// second copy of it.
+func TestRunCodeBoundsStreamedOutput(t *testing.T) {
+	chunk := strings.Repeat("é", 1<<19) + "\n" // 1 MiB and a byte, two-byte runes
+	const chunks = 20
+	c := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var evs []api.CodeEvent
+		for range chunks {
+			evs = append(evs, api.CodeEvent{Type: "stdout", Text: chunk})
+		}
+		evs = append(evs, api.CodeEvent{Type: "stderr", Text: "err\n"},
+			api.CodeEvent{Type: "result", Result: &api.CodeResult{Text: "42", IsMainResult: true}},
+			api.CodeEvent{Type: "end", ExecutionCount: 1})
+		streamCode(w, evs...)
+	}))
+	for _, discard := range []bool{false, true} {
+		var streamed, results int
+		ex, err := c.RunCode(t.Context(), "s", api.CodeRequest{Code: "x"}, CodeOptions{
+			Stdout:  func(s string) { streamed += len(s) },
+			Result:  func(api.CodeResult) { results++ },
+			Discard: discard,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if streamed != chunks*len(chunk) || results != 1 {
+			t.Errorf("discard %v: callbacks got %d bytes and %d results, want %d and 1", discard, streamed, results, chunks*len(chunk))
+		}
+		// stderr had no callback: kept whole either way.
+		if got := strings.Join(ex.Stderr, ""); got != "err\n" {
+			t.Errorf("discard %v: stderr kept: got %q, want err", discard, got)
+		}
+		kept := strings.Join(ex.Stdout, "")
+		if discard {
+			if kept != "" || len(ex.Results) != 0 || ex.ExecutionCount != 1 {
+				t.Errorf("discard: got %d bytes of stdout and %d results kept, want none (count %d)", len(kept), len(ex.Results), ex.ExecutionCount)
+			}
+			continue
+		}
+		all := strings.Repeat(chunk, chunks)
+		if len(kept) > OutputCap || len(kept) < OutputCap-utf8.UTFMax || !strings.HasSuffix(all, kept) || !utf8.ValidString(kept) {
+			t.Errorf("stdout kept: got %d bytes (valid UTF-8 %v), want the last %d bytes of it", len(kept), utf8.ValidString(kept), OutputCap)
+		}
+		if ex.Text() != "42" {
+			t.Errorf("results kept: got %q, want 42", ex.Text())
+		}
 	}
 }
