@@ -95,6 +95,12 @@ func TestFilesReadWrite(t *testing.T) {
 		}
 	}
 
+	// ?username=root writes as root, relative to /root.
+	w = do("POST", "/files?path=r.txt&username=root", []byte("R"), "Content-Type", "application/octet-stream")
+	if w.Code != 200 || string(ff.files["/root/r.txt"]) != "R" || ff.users["/root/r.txt"] != "root" {
+		t.Errorf("write as root: got %d %s, user=%q", w.Code, w.Body, ff.users["/root/r.txt"])
+	}
+
 	// A good signature passes.
 	tok := mk("GET", "/", nil).Header.Get(headerAccessToken)
 	sig := fileSignature("s.txt", "read", "", tok, 0)

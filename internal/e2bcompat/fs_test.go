@@ -249,11 +249,18 @@ func TestFilesystemRPCs(t *testing.T) {
 		t.Errorf("GetWatcherEvents after remove: got %d %v, want 404 not_found", code, out)
 	}
 
-	// Root (Authorization Basic "root:") is refused clearly until the files
-	// API can act as root.
+	// As root (Authorization Basic "root:"): relative paths are under
+	// /root, and the files API is called with user=root.
 	root := "Basic " + base64.StdEncoding.EncodeToString([]byte("root:"))
-	code, out = rpc(t, s, mk, "Stat", `{"path":"a.txt"}`, "Authorization", root)
-	if code != 501 || out["code"] != "unimplemented" || !strings.Contains(out["message"].(string), "root") {
-		t.Errorf("Stat as root: got %d %v, want 501 unimplemented naming root", code, out)
+	code, out = rpc(t, s, mk, "MakeDir", `{"path":"rootdir"}`, "Authorization", root)
+	if entry, _ := out["entry"].(map[string]any); code != 200 || entry["path"] != "/root/rootdir" || entry["owner"] != "root" {
+		t.Errorf("MakeDir as root: got %d %v, want /root/rootdir owned by root", code, out)
+	}
+	if got := ff.users["/root/rootdir"]; got != "root" {
+		t.Errorf("MakeDir as root: the files API got user=%q, want root", got)
+	}
+	code, _ = rpc(t, s, mk, "Stat", `{"path":"/home/user/a.txt"}`)
+	if got := ff.users["/home/user/a.txt"]; code != 200 || got != "" {
+		t.Errorf("Stat as the default user: got %d, user=%q, want 200 and no user", code, got)
 	}
 }

@@ -11,79 +11,55 @@ import (
 	"github.com/withruntime/withruntime/client"
 )
 
-// The files calls the E2B layer makes, as the request's user. Paths are
+// The files calls the E2B layer makes, as the request's user (the files
+// API's user=root for root: what root makes is root's). Paths are
 // absolute (resolvePath) by the time they get here.
 
-// errRootFiles answers file calls as root until withruntime's files API
-// can act as root.
-var errRootFiles = &Error{Status: http.StatusNotImplemented,
-	Message: `acting as "root" on files is not supported by this server yet: omit the user (files are the sandbox user's)`}
-
-func checkFilesUser(sb *Sandbox) error {
+func filesClient(sb *Sandbox) *client.Client {
 	if sb.User == UserRoot {
-		return errRootFiles
+		return sb.C.AsFilesUser(api.UserRoot)
 	}
-	return nil
+	return sb.C
 }
 
 func statAs(ctx context.Context, sb *Sandbox, p string) (*api.FileInfo, error) {
-	if err := checkFilesUser(sb); err != nil {
-		return nil, err
-	}
-	return sb.C.StatFile(ctx, sb.ID, p)
+	return filesClient(sb).StatFile(ctx, sb.ID, p)
 }
 
 func listAs(ctx context.Context, sb *Sandbox, p string) ([]api.FileInfo, error) {
-	if err := checkFilesUser(sb); err != nil {
-		return nil, err
-	}
-	return sb.C.ListFiles(ctx, sb.ID, p)
+	return filesClient(sb).ListFiles(ctx, sb.ID, p)
 }
 
 func mkdirAs(ctx context.Context, sb *Sandbox, p string) (*api.FileInfo, error) {
-	if err := checkFilesUser(sb); err != nil {
-		return nil, err
-	}
-	return sb.C.MakeDir(ctx, sb.ID, p)
+	return filesClient(sb).MakeDir(ctx, sb.ID, p)
 }
 
 func removeAs(ctx context.Context, sb *Sandbox, p string) error {
-	if err := checkFilesUser(sb); err != nil {
-		return err
-	}
-	return sb.C.RemoveFile(ctx, sb.ID, p, true)
+	return filesClient(sb).RemoveFile(ctx, sb.ID, p, true)
 }
 
 func openAs(ctx context.Context, sb *Sandbox, p string) (io.ReadCloser, error) {
-	if err := checkFilesUser(sb); err != nil {
-		return nil, err
-	}
-	return sb.C.OpenFile(ctx, sb.ID, p)
+	return filesClient(sb).OpenFile(ctx, sb.ID, p)
 }
 
 func writeAs(ctx context.Context, sb *Sandbox, p string, r io.Reader) (*api.FileInfo, error) {
-	if err := checkFilesUser(sb); err != nil {
-		return nil, err
-	}
-	return sb.C.WriteFile(ctx, sb.ID, p, r, 0)
+	return filesClient(sb).WriteFile(ctx, sb.ID, p, r, 0)
 }
 
-// moveAs renames src to dst inside the sandbox with mv, making dst's
-// parent first, as E2B's daemon does. -T: dst is the new name even when it
-// is an existing directory (a rename, not a move into it).
+// moveAs renames src to dst inside the sandbox with mv run as the
+// request's user, making dst's parent first, as E2B's daemon does. -T:
+// dst is the new name even when it is an existing directory (a rename,
+// not a move into it).
 func moveAs(ctx context.Context, sb *Sandbox, src, dst string) error {
-	if err := checkFilesUser(sb); err != nil {
+	if _, err := statAs(ctx, sb, src); err != nil {
 		return err
 	}
-	if _, err := sb.C.StatFile(ctx, sb.ID, src); err != nil {
-		return err
-	}
-	if _, err := sb.C.MakeDir(ctx, sb.ID, path.Dir(dst)); err != nil {
+	if _, err := mkdirAs(ctx, sb, path.Dir(dst)); err != nil {
 		return err
 	}
 	var stderr limitedBuffer
-	res, err := sb.C.Exec(ctx, sb.ID, api.ExecRequest{Cmd: api.Command{Argv: []string{"mv", "-T", "--", src, dst}}},
-		client.ExecOptions{Stderr: &stderr})
+	req := api.ExecRequest{Cmd: api.Command{Argv: []string{"mv", "-T", "--", src, dst}}, User: sb.User}
+	res, err := sb.C.Exec(ctx, sb.ID, req, client.ExecOptions{Stderr: &stderr})
 	if err != nil {
 		return err
 	}

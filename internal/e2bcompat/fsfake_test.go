@@ -23,10 +23,11 @@ type fakeFiles struct {
 	mu    sync.Mutex
 	files map[string][]byte // path -> content; directories are nil
 	puts  []string
+	users map[string]string // path -> the user= of the last call naming it
 }
 
 func newFakeFiles() *fakeFiles {
-	return &fakeFiles{files: map[string][]byte{"/": nil, "/home": nil, "/home/user": nil}}
+	return &fakeFiles{files: map[string][]byte{"/": nil, "/home": nil, "/home/user": nil, "/root": nil}, users: map[string]string{}}
 }
 
 func apiError(w http.ResponseWriter, status int, code, msg string) {
@@ -85,6 +86,7 @@ func (f *fakeFiles) handler(t *testing.T) http.Handler {
 			apiError(w, 400, "invalid_request", "relative")
 			return "", false
 		}
+		f.users[p] = r.URL.Query().Get("user")
 		return p, true
 	}
 	mux.HandleFunc("GET /v1/sandboxes/{id}", guard(func(w http.ResponseWriter, r *http.Request) {
