@@ -25,8 +25,9 @@ const (
 // OutputCap characters of any UTF-8 text.
 const tailBytes = OutputCap * utf8.UTFMax
 
-// tailWriter keeps the last tailBytes bytes written to it, so that a
-// command's output costs the server little however long it is.
+// tailWriter keeps the last tailBytes bytes written to it (and at most as
+// many more), so that a command's output costs the server little however
+// long it is.
 type tailWriter struct {
 	buf []byte
 	cut bool // older bytes were dropped
@@ -34,11 +35,22 @@ type tailWriter struct {
 
 func (w *tailWriter) Write(p []byte) (int, error) {
 	w.buf = append(w.buf, p...)
-	if over := len(w.buf) - tailBytes; over > 0 {
-		w.buf = append(w.buf[:0], w.buf[over:]...)
+	w.trim()
+	return len(p), nil
+}
+
+func (w *tailWriter) WriteString(s string) {
+	w.buf = append(w.buf, s...)
+	w.trim()
+}
+
+// trim drops older bytes only past twice tailBytes, so that each byte is
+// moved a bounded number of times, not once per write.
+func (w *tailWriter) trim() {
+	if len(w.buf) > 2*tailBytes {
+		w.buf = append(w.buf[:0], w.buf[len(w.buf)-tailBytes:]...)
 		w.cut = true
 	}
-	return len(p), nil
 }
 
 // keepTail returns the last limit characters of text, led by a note when
@@ -46,14 +58,32 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 // Python tools word it.
 func keepTail(text string, alreadyCut bool, limit int, stream string) string {
 	text = strings.ToValidUTF8(text, "\uFFFD")
-	n := utf8.RuneCountInString(text)
-	if n <= limit && !alreadyCut {
+	cut := alreadyCut
+	if i := tailStart(text, limit); i > 0 {
+		text, cut = text[i:], true
+	}
+	if !cut {
 		return text
 	}
-	if n > limit {
-		r := []rune(text)
-		text = string(r[len(r)-limit:])
-		n = limit
+	return fmt.Sprintf("[%s was cut: only its last %d characters are shown]\n%s", stream, utf8.RuneCountInString(text), text)
+}
+
+// tailStart is where the last n characters of s (valid UTF-8) start.
+func tailStart(s string, n int) int {
+	i := len(s)
+	for ; n > 0 && i > 0; n-- {
+		_, size := utf8.DecodeLastRuneInString(s[:i])
+		i -= size
 	}
-	return fmt.Sprintf("[%s was cut: only its last %d characters are shown]\n%s", stream, n, text)
+	return i
+}
+
+// headEnd is where the first n characters of s (valid UTF-8) end.
+func headEnd(s string, n int) int {
+	i := 0
+	for ; n > 0 && i < len(s); n-- {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return i
 }

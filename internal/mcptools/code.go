@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -50,17 +51,17 @@ func (t tools) addCodeTools(s *mcp.Server) {
 		func(ctx context.Context, req *mcp.CallToolRequest, in RunCodeInput) (*mcp.CallToolResult, RunCodeOutput, error) {
 			c, err := t.clients(ctx, req)
 			if err != nil {
-				return toolError(err), RunCodeOutput{}, nil
+				return nil, RunCodeOutput{}, toolError(err)
 			}
 			out, images, err := runCode(ctx, c, in)
 			if err != nil {
-				return toolError(err), RunCodeOutput{}, nil
+				return nil, RunCodeOutput{}, toolError(err)
 			}
 			// The structured result as text first, as for the other tools,
 			// then the images, which a client can show.
 			b, err := json.Marshal(out)
 			if err != nil {
-				return nil, RunCodeOutput{}, err
+				return nil, RunCodeOutput{}, toolError(err)
 			}
 			res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}
 			for _, im := range images {
@@ -81,49 +82,74 @@ func runCode(ctx context.Context, c *client.Client, in RunCodeInput) (RunCodeOut
 	case timeout == 0:
 		timeout = DefaultTimeoutSeconds
 	}
-	run, err := c.RunCode(ctx, in.SandboxID, api.CodeRequest{Code: in.Code, TimeoutMs: int64(timeout) * 1000}, client.CodeOptions{})
+	// Output streams into bounded tails and results are kept as they come
+	// only within the answer's budget: a cell that prints or displays
+	// gigabytes costs the server no more than one that fits.
+	var stdout, stderr tailWriter
+	results := resultKeeper{out: []string{}, budget: OutputCap}
+	run, err := c.RunCode(ctx, in.SandboxID, api.CodeRequest{Code: in.Code, TimeoutMs: int64(timeout) * 1000}, client.CodeOptions{
+		Stdout: stdout.WriteString, Stderr: stderr.WriteString, Result: results.add, Discard: true,
+	})
 	if err != nil {
 		return RunCodeOutput{}, nil, err
 	}
 	out := RunCodeOutput{
-		Results: []string{},
-		Stdout:  keepTail(strings.Join(run.Stdout, ""), false, OutputCap, "stdout"),
-		Stderr:  keepTail(strings.Join(run.Stderr, ""), false, OutputCap, "stderr"),
-	}
-	var images []*mcp.ImageContent
-	budget := OutputCap
-	for i, r := range run.Results {
-		if budget <= 0 {
-			out.Results = append(out.Results, fmt.Sprintf("[%d more results not shown]", len(run.Results)-i))
-			break
-		}
-		text := []rune(strings.ToValidUTF8(r.Text, "\uFFFD"))
-		s := string(text)
-		if len(text) > budget {
-			s = string(text[:budget]) + fmt.Sprintf("\n[result cut: only its first %d of %d characters are shown]", budget, len(text))
-			text = text[:budget]
-		}
-		budget -= len(text)
-		if formats := richFormats(r); len(formats) > 0 {
-			if s != "" {
-				s += "\n"
-			}
-			s += "[also as " + strings.Join(formats, ", ") + "]"
-		}
-		out.Results = append(out.Results, s)
-		for _, im := range []struct{ data, mime string }{{r.PNG, "image/png"}, {r.JPEG, "image/jpeg"}} {
-			if im.data == "" || len(images) == maxImages {
-				continue
-			}
-			if b, err := base64.StdEncoding.DecodeString(im.data); err == nil {
-				images = append(images, &mcp.ImageContent{Data: b, MIMEType: im.mime})
-			}
-		}
+		Results: results.list(),
+		Stdout:  keepTail(string(stdout.buf), stdout.cut, OutputCap, "stdout"),
+		Stderr:  keepTail(string(stderr.buf), stderr.cut, OutputCap, "stderr"),
 	}
 	if e := run.Error; e != nil {
 		out.Error = &CodeError{Name: e.Name, Value: e.Value, Traceback: keepTail(e.Traceback, false, OutputCap, "traceback")}
 	}
-	return out, images, nil
+	return out, results.images, nil
+}
+
+// resultKeeper keeps a cell's results as text while their text fits the
+// budget (in characters), the first maxImages images, and a count of the
+// results past the budget.
+type resultKeeper struct {
+	out     []string
+	images  []*mcp.ImageContent
+	budget  int
+	dropped int
+}
+
+func (k *resultKeeper) add(r api.CodeResult) {
+	if k.budget <= 0 {
+		k.dropped++
+		return
+	}
+	s := strings.ToValidUTF8(r.Text, "\uFFFD")
+	if i := headEnd(s, k.budget); i < len(s) {
+		n := utf8.RuneCountInString(s)
+		s = s[:i] + fmt.Sprintf("\n[result cut: only its first %d of %d characters are shown]", k.budget, n)
+		k.budget = 0
+	} else {
+		k.budget -= utf8.RuneCountInString(s)
+	}
+	if formats := richFormats(r); len(formats) > 0 {
+		if s != "" {
+			s += "\n"
+		}
+		s += "[also as " + strings.Join(formats, ", ") + "]"
+	}
+	k.out = append(k.out, s)
+	for _, im := range []struct{ data, mime string }{{r.PNG, "image/png"}, {r.JPEG, "image/jpeg"}} {
+		if im.data == "" || len(k.images) == maxImages {
+			continue
+		}
+		if b, err := base64.StdEncoding.DecodeString(im.data); err == nil {
+			k.images = append(k.images, &mcp.ImageContent{Data: b, MIMEType: im.mime})
+		}
+	}
+}
+
+// list is the results kept, with a note of those left out.
+func (k *resultKeeper) list() []string {
+	if k.dropped > 0 {
+		return append(k.out, fmt.Sprintf("[%d more results not shown]", k.dropped))
+	}
+	return k.out
 }
 
 // richFormats names the formats a result has besides text, in the order

@@ -3,6 +3,7 @@ package mcptools
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -18,6 +19,9 @@ type Options struct {
 	// Version is the server's version in the MCP handshake ("dev" when
 	// empty).
 	Version string
+	// SchemaCache, when set, keeps the tools' schemas across servers: for
+	// a caller that makes a server per request.
+	SchemaCache *mcp.SchemaCache
 }
 
 const instructions = "Tools for withruntime sandboxes: isolated Linux machines (gVisor) with Python 3, pip, git and curl. " +
@@ -36,12 +40,13 @@ func NewServerFor(clients ClientFunc, o Options) *mcp.Server {
 		o.Version = "dev"
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "withruntime", Title: "withruntime sandboxes", Version: o.Version},
-		&mcp.ServerOptions{Instructions: instructions})
+		&mcp.ServerOptions{Instructions: instructions, SchemaCache: o.SchemaCache})
 	t := tools{clients: clients}
 	t.addSandboxTools(s)
 	t.addExecTools(s)
 	t.addFileTools(s)
 	t.addCodeTools(s)
+	s.AddReceivingMiddleware(codeArgumentErrors)
 	return s
 }
 
@@ -60,20 +65,21 @@ func add[In, Out any](s *mcp.Server, t tools, tool *mcp.Tool, h handler[In, Out]
 		var zero Out
 		c, err := t.clients(ctx, req)
 		if err != nil {
-			return toolError(err), zero, nil
+			return nil, zero, toolError(err)
 		}
 		out, err := h(ctx, c, in)
 		if err != nil {
-			return toolError(err), zero, nil
+			return nil, zero, toolError(err)
 		}
 		return nil, out, nil
 	})
 }
 
-// toolError is the tool result of a failed call: its text starts with the
-// stable code (client.APIError's text already does), so a model and a
-// program can both tell a missing sandbox from a refused key.
-func toolError(err error) *mcp.CallToolResult {
+// toolError is the error of a failed call, which the SDK sends as a
+// tool error (isError, its text, no structured content): its text starts
+// with the stable code (client.APIError's text already does), so a model
+// and a program can both tell a missing sandbox from a refused key.
+func toolError(err error) error {
 	msg := err.Error()
 	var ae *client.APIError
 	var te *client.TransportError
@@ -90,7 +96,36 @@ func toolError(err error) *mcp.CallToolResult {
 	case errors.As(err, new(*invalidInput)):
 		msg = client.CodeInvalidRequest + ": " + msg
 	}
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+	return &codedError{msg: msg, err: err}
+}
+
+// codedError is a tool's error, its text led by its stable code.
+type codedError struct {
+	msg string
+	err error
+}
+
+func (e *codedError) Error() string { return e.msg }
+func (e *codedError) Unwrap() error { return e.err }
+
+// codeArgumentErrors leads with invalid_request the tool errors the SDK
+// makes itself, before a handler runs: arguments that do not match the
+// tool's input schema or type. Every error of a handler here is a
+// codedError, so a tool error that is not one is the SDK's.
+func codeArgumentErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		r, ok := res.(*mcp.CallToolResult)
+		if err != nil || !ok || r == nil || !r.IsError || r.GetError() == nil || errors.As(r.GetError(), new(*codedError)) {
+			return res, err
+		}
+		for _, c := range r.Content {
+			if tc, ok := c.(*mcp.TextContent); ok && !strings.HasPrefix(tc.Text, client.CodeInvalidRequest+": ") {
+				tc.Text = client.CodeInvalidRequest + ": " + tc.Text
+			}
+		}
+		return res, err
+	}
 }
 
 // invalidInput is an argument the tool refuses before calling the API.

@@ -70,6 +70,19 @@ func (f *fakeAPI) handler() http.Handler {
 		var req api.CodeRequest
 		json.NewDecoder(r.Body).Decode(&req)
 		enc := json.NewEncoder(w)
+		if req.Code == "flood" {
+			// 300000 characters of stdout, then 1000 results of 100
+			// characters, each with a PNG.
+			for range 300 {
+				enc.Encode(api.CodeEvent{Type: api.CodeEventStdout, Text: strings.Repeat("x", 999) + "\n"})
+			}
+			enc.Encode(api.CodeEvent{Type: api.CodeEventStdout, Text: "END"})
+			for i := range 1000 {
+				enc.Encode(api.CodeEvent{Type: api.CodeEventResult, Result: &api.CodeResult{Text: fmt.Sprintf("%0100d", i), PNG: "iVBORw0KGgo="}})
+			}
+			enc.Encode(api.CodeEvent{Type: api.CodeEventEnd, ExecutionCount: 2})
+			return
+		}
 		enc.Encode(api.CodeEvent{Type: api.CodeEventStdout, Text: "ran " + req.Code + "\n"})
 		enc.Encode(api.CodeEvent{Type: api.CodeEventStdout, Text: fmt.Sprintf("timeout_ms=%d\n", req.TimeoutMs)})
 		enc.Encode(api.CodeEvent{Type: api.CodeEventResult, Result: &api.CodeResult{Text: "<Figure>", PNG: "iVBORw0KGgo="}})
@@ -314,7 +327,10 @@ func TestPlatformErrors(t *testing.T) {
 	}{
 		{"unknown sandbox", "sandbox_exec", map[string]any{"sandbox_id": "sbx-gone", "command": "true"}, "not_found: no sandbox sbx-gone/exec"},
 		{"empty id", "sandbox_stop", map[string]any{"sandbox_id": ""}, "invalid_request: sandbox_id is empty"},
-		{"missing argument", "sandbox_exec", map[string]any{"sandbox_id": "sbx-1"}, "validating \"arguments\""},
+		{"run_code in an unknown sandbox", "sandbox_run_code", map[string]any{"sandbox_id": "sbx-gone", "code": "1"}, "not_found: no sandbox sbx-gone/code"},
+		// The SDK's own checks of the arguments, led by the code too.
+		{"missing argument", "sandbox_exec", map[string]any{"sandbox_id": "sbx-1"}, "invalid_request: validating \"arguments\""},
+		{"argument of the wrong type", "sandbox_exec", map[string]any{"sandbox_id": "sbx-1", "command": "x", "timeout_seconds": "ten"}, "invalid_request: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -322,11 +338,15 @@ func TestPlatformErrors(t *testing.T) {
 			if !res.IsError || !strings.HasPrefix(text(res), tt.want) {
 				t.Errorf("got IsError %v %q, want a tool error starting %q", res.IsError, text(res), tt.want)
 			}
+			// A failed call has no result: no zero-valued one (exit_code 0) to misread.
+			if res.StructuredContent != nil {
+				t.Errorf("structured content: got %v, want none with the error", res.StructuredContent)
+			}
 		})
 	}
 	bad := connect(t, srv, "bad")
 	res := call(t, bad, "sandbox_list", nil, nil)
-	if !res.IsError || text(res) != "unauthorized: unknown API key" {
+	if !res.IsError || text(res) != "unauthorized: unknown API key" || res.StructuredContent != nil {
 		t.Errorf("bad key: got %v %q, want the tool error \"unauthorized: unknown API key\"", res.IsError, text(res))
 	}
 }
@@ -381,5 +401,78 @@ func TestRunCode(t *testing.T) {
 	}
 	if images != 1 {
 		t.Errorf("images: got %d, want 1", images)
+	}
+}
+
+// A cell's flood of output and results comes back within the caps: the
+// end of stdout, the results whose text fits OutputCap, maxImages images.
+func TestRunCodeFlood(t *testing.T) {
+	srv := httptest.NewServer((&fakeAPI{files: map[string]string{}}).handler())
+	defer srv.Close()
+	cs := connect(t, srv, "good")
+	var out RunCodeOutput
+	res := call(t, cs, "sandbox_run_code", map[string]any{"sandbox_id": "sbx-1", "code": "flood"}, &out)
+	if res.IsError {
+		t.Fatalf("run_code: got the tool error %q", text(res))
+	}
+	note, kept, _ := strings.Cut(out.Stdout, "\n")
+	if note != "[stdout was cut: only its last 20000 characters are shown]" || len(kept) != OutputCap || !strings.HasSuffix(kept, "x\nEND") {
+		t.Errorf("stdout: got note %q and %d characters ending %q, want the last %d", note, len(kept), kept[max(0, len(kept)-5):], OutputCap)
+	}
+	// 200 results of 100 characters fill the budget; the 800 others are counted.
+	if n := len(out.Results); n != 201 || out.Results[0] != fmt.Sprintf("%0100d", 0)+"\n[also as png]" || out.Results[200] != "[800 more results not shown]" {
+		t.Errorf("results: got %d, first %q, last %q; want 200 and a note of 800 more", n, out.Results[0], out.Results[n-1])
+	}
+	var images int
+	for _, c := range res.Content {
+		if _, ok := c.(*mcp.ImageContent); ok {
+			images++
+		}
+	}
+	if images != maxImages {
+		t.Errorf("images: got %d, want %d", images, maxImages)
+	}
+}
+
+// resultKeeper holds what fits its budget, not every result it is given.
+func TestResultKeeperIsBounded(t *testing.T) {
+	k := resultKeeper{out: []string{}, budget: 50}
+	for range 10_000 {
+		k.add(api.CodeResult{Text: "0123456789", PNG: "iVBORw0KGgo="})
+	}
+	k.add(api.CodeResult{Text: strings.Repeat("é", 100)})
+	got := k.list()
+	if len(got) != 6 || len(k.images) != maxImages || got[5] != "[9996 more results not shown]" {
+		t.Errorf("got %d results kept (last %q) and %d images, want 5, a note of 9996 more, %d images", len(got), got[len(got)-1], len(k.images), maxImages)
+	}
+	k = resultKeeper{out: []string{}, budget: 5}
+	k.add(api.CodeResult{Text: "héllo, world"})
+	if got, want := k.list(), []string{"héllo\n[result cut: only its first 5 of 12 characters are shown]"}; !slices.Equal(got, want) {
+		t.Errorf("cut result: got %q, want %q", got, want)
+	}
+}
+
+// tailWriter moves the bytes it keeps only past twice its size: a stream
+// written in small pieces is not copied whole on every write.
+func TestTailWriterTrimsRarely(t *testing.T) {
+	var w tailWriter
+	piece := make([]byte, 100)
+	written, trims, start := 0, 0, 0
+	for i := 0; written < 5*tailBytes; i++ {
+		for j := range piece {
+			piece[j] = byte(i)
+		}
+		w.Write(piece)
+		written += len(piece)
+		if s := written - len(w.buf); s != start {
+			trims, start = trims+1, s
+		}
+	}
+	// A trim per write past the cap would be thousands of them.
+	if trims > 5 {
+		t.Errorf("trims: got %d in %d writes of %d bytes, want at most one per %d bytes", trims, written/len(piece), len(piece), tailBytes)
+	}
+	if !w.cut || len(w.buf) < tailBytes || len(w.buf) > 2*tailBytes || w.buf[len(w.buf)-1] != byte(written/len(piece)-1) {
+		t.Errorf("kept: got %d bytes (cut %v), want between %d and %d ending in the last piece", len(w.buf), w.cut, tailBytes, 2*tailBytes)
 	}
 }
