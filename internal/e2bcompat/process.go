@@ -1,0 +1,233 @@
+package e2bcompat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
+	pb "github.com/withruntime/withruntime/internal/e2bcompat/proto/process"
+	"github.com/withruntime/withruntime/internal/e2bcompat/proto/process/processconnect"
+)
+
+// Bounds of the process service: a request message (a StreamInput
+// message too), and the keepalive interval a client may ask for.
+const (
+	maxProcessRequest = 1 << 20
+	procMinKeepalive  = time.Second
+	procMaxKeepalive  = 50 * time.Second
+	// procKeepalive applies when the client asks for none.
+	procKeepalive = 30 * time.Second
+)
+
+func init() { envdRoutes = append(envdRoutes, registerProcess) }
+
+func registerProcess(s *Server, mux *http.ServeMux) {
+	p, h := processconnect.NewProcessHandler(&processService{s: s}, connect.WithReadMaxBytes(maxProcessRequest))
+	mux.Handle(p, h)
+}
+
+// processService is envd's process.Process over withruntime's exec API:
+// every command is a background process, and a Start or Connect stream
+// follows its output. Leaving the stream (a disconnect, the client's
+// deadline) never ends the process, as E2B's clients expect.
+type processService struct {
+	s *Server
+}
+
+var _ processconnect.ProcessHandler = (*processService)(nil)
+
+var errPTY = connect.NewError(connect.CodeUnimplemented, errors.New("withruntime's E2B API has no PTY: run the command without pty"))
+
+func (p *processService) Start(ctx context.Context, req *connect.Request[pb.StartRequest], stream *connect.ServerStream[pb.StartResponse]) error {
+	sb, err := sandboxOf(ctx)
+	if err != nil {
+		return err
+	}
+	if req.Msg.Pty != nil {
+		return errPTY
+	}
+	er, err := execRequest(sb.User, req.Msg.GetProcess(), req.Msg.GetStdin())
+	if err != nil {
+		return err
+	}
+	proc, err := sb.C.StartProcess(ctx, sb.ID, er)
+	if err != nil {
+		return connectError(err)
+	}
+	send := func(ev *pb.ProcessEvent) error { return stream.Send(&pb.StartResponse{Event: ev}) }
+	if proc.Pid == 0 {
+		// It could not start (not found, not executable): envd's answer is
+		// an ended process with the reason on stderr.
+		return notStarted(proc, send)
+	}
+	return follow(ctx, sb, proc.Pid, procKeepaliveOf(req.Header()), send)
+}
+
+func (p *processService) Connect(ctx context.Context, req *connect.Request[pb.ConnectRequest], stream *connect.ServerStream[pb.ConnectResponse]) error {
+	sb, err := sandboxOf(ctx)
+	if err != nil {
+		return err
+	}
+	pid, err := selectedPid(req.Msg.GetProcess())
+	if err != nil {
+		return err
+	}
+	if _, err := sb.C.GetProcess(ctx, sb.ID, pid); err != nil {
+		return connectError(err)
+	}
+	send := func(ev *pb.ProcessEvent) error { return stream.Send(&pb.ConnectResponse{Event: ev}) }
+	return follow(ctx, sb, pid, procKeepaliveOf(req.Header()), send)
+}
+
+// execRequest is the background exec a ProcessConfig asks for, as user:
+// argv cmd and args, envs, cwd against the user's home (the default).
+func execRequest(user string, cfg *pb.ProcessConfig, stdin bool) (api.ExecRequest, error) {
+	if cfg == nil || cfg.Cmd == "" {
+		return api.ExecRequest{}, connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
+	}
+	return api.ExecRequest{
+		Cmd:        api.Command{Argv: append([]string{cfg.Cmd}, cfg.Args...)},
+		Cwd:        resolvePath(user, cfg.GetCwd()),
+		Env:        cfg.Envs,
+		Background: true,
+		User:       user,
+		KeepStdin:  stdin,
+	}, nil
+}
+
+// selectedPid is the pid a selector names; withruntime keeps no tags.
+func selectedPid(sel *pb.ProcessSelector) (int, error) {
+	if sel == nil {
+		return 0, connect.NewError(connect.CodeInvalidArgument, errors.New("process selector is required"))
+	}
+	if _, ok := sel.Selector.(*pb.ProcessSelector_Tag); ok {
+		return 0, connect.NewError(connect.CodeNotFound, errors.New("withruntime's E2B API keeps no process tags: select the process by pid"))
+	}
+	if sel.GetPid() == 0 {
+		return 0, connect.NewError(connect.CodeInvalidArgument, errors.New("process pid is required"))
+	}
+	return int(sel.GetPid()), nil
+}
+
+// procKeepaliveOf is the interval of keepalive events the request asks for in
+// Keepalive-Ping-Interval (seconds), within bounds.
+func procKeepaliveOf(h http.Header) time.Duration {
+	n, err := strconv.Atoi(h.Get("Keepalive-Ping-Interval"))
+	if err != nil || n <= 0 {
+		return procKeepalive
+	}
+	return min(max(time.Duration(n)*time.Second, procMinKeepalive), procMaxKeepalive)
+}
+
+// notStarted tells of a command that never started, as envd would.
+func notStarted(proc *api.Process, send func(*pb.ProcessEvent) error) error {
+	code := -1
+	if proc.ExitCode != nil {
+		code = *proc.ExitCode
+	}
+	evs := []*pb.ProcessEvent{startEvent(0)}
+	if proc.Stderr != "" {
+		evs = append(evs, dataEvent([]byte(proc.Stderr), true))
+	}
+	evs = append(evs, endEvent(code))
+	for _, ev := range evs {
+		if err := send(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// follow streams process pid's events through send: start, its output
+// (what is kept, then live), keepalives every interval, and one end.
+// It returns when the process has ended, or when the client leaves; the
+// process runs on either way.
+func follow(ctx context.Context, sb *Sandbox, pid int, interval time.Duration, send func(*pb.ProcessEvent) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu      sync.Mutex // serializes sends; guards sendErr
+		sendErr error
+	)
+	emit := func(ev *pb.ProcessEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		if sendErr != nil {
+			return
+		}
+		if sendErr = send(ev); sendErr != nil {
+			cancel() // the client is gone: stop following
+		}
+	}
+	emit(startEvent(pid))
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				emit(&pb.ProcessEvent{Event: &pb.ProcessEvent_Keepalive{Keepalive: &pb.ProcessEvent_KeepAlive{}}})
+			}
+		}
+	}()
+	res, err := sb.C.FollowProcess(ctx, sb.ID, pid, client.FollowOptions{}, client.ExecOptions{
+		Stdout: outputWriter{emit: emit},
+		Stderr: outputWriter{emit: emit, stderr: true},
+	})
+	cancel() // the keepalives stop before the end event
+	mu.Lock()
+	defer mu.Unlock()
+	if sendErr != nil {
+		return sendErr
+	}
+	if err != nil {
+		return connectError(err)
+	}
+	return send(endEvent(res.ExitCode))
+}
+
+// outputWriter sends each write as a data event of stdout or stderr.
+type outputWriter struct {
+	emit   func(*pb.ProcessEvent)
+	stderr bool
+}
+
+func (w outputWriter) Write(b []byte) (int, error) {
+	// A copy: a writer must not keep what it is passed.
+	w.emit(dataEvent(append([]byte(nil), b...), w.stderr))
+	return len(b), nil
+}
+
+func startEvent(pid int) *pb.ProcessEvent {
+	return &pb.ProcessEvent{Event: &pb.ProcessEvent_Start{Start: &pb.ProcessEvent_StartEvent{Pid: uint32(pid)}}}
+}
+
+func dataEvent(b []byte, stderr bool) *pb.ProcessEvent {
+	d := &pb.ProcessEvent_DataEvent{Output: &pb.ProcessEvent_DataEvent_Stdout{Stdout: b}}
+	if stderr {
+		d.Output = &pb.ProcessEvent_DataEvent_Stderr{Stderr: b}
+	}
+	return &pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: d}}
+}
+
+// endEvent is how a process with exit code code ended, in envd's words
+// (Go's "exit status N"). withruntime reports a death by signal n as
+// 128+n, as a shell does, and so does this.
+func endEvent(code int) *pb.ProcessEvent {
+	status := fmt.Sprintf("exit status %d", code)
+	end := &pb.ProcessEvent_EndEvent{ExitCode: int32(code), Exited: true, Status: status}
+	if code != 0 {
+		end.Error = &status
+	}
+	return &pb.ProcessEvent{Event: &pb.ProcessEvent_End{End: end}}
+}
