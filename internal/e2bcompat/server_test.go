@@ -82,8 +82,8 @@ func TestRouting(t *testing.T) {
 		{"revoked key", "localhost", "/whoami", map[string]string{headerSandboxID: "run", headerAccessToken: s.sealToken("run", "wr_gone")}, 401, "", true},
 		{"unknown sandbox", "localhost", "/whoami", map[string]string{headerSandboxID: "nope", headerAccessToken: s.sealToken("nope", "wr_good")}, 502, "The sandbox nope was not found", true},
 		{"paused sandbox", "localhost", "/whoami", map[string]string{headerSandboxID: "zzz", headerAccessToken: s.sealToken("zzz", "wr_good")}, 502, "The sandbox zzz was not found", true},
-		{"control plane", "localhost", "/templates", nil, 501, "does not support GET /templates", true},
-		{"host outside the domain", "49983-run.other.org", "/templates", nil, 501, "does not support", true},
+		{"control plane", "localhost", "/teams", nil, 501, "does not support GET /teams", true},
+		{"host outside the domain", "49983-run.other.org", "/teams", nil, 501, "does not support", true},
 	} {
 		r := httptest.NewRequest(http.MethodGet, c.path, nil)
 		r.Host = c.host

@@ -3,7 +3,8 @@ package e2bcompat
 import (
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/rand"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -24,7 +25,15 @@ var errBadToken = errors.New("invalid access token")
 // sandbox (AES-256-GCM, the sandbox id as additional data). They are
 // stateless: a token works only for its sandbox, and only as long as the
 // key it holds does (deleting the key revokes every token made from it).
-type tokens struct{ aead cipher.AEAD }
+//
+// The nonce is derived from the sandbox id and the key (keyed by a
+// second key taken from the secret), so one key's token for one sandbox is
+// always the same string: clients keep the token of their first connect,
+// and GCM never sees one nonce with two different messages.
+type tokens struct {
+	aead     cipher.AEAD
+	nonceKey []byte
+}
 
 func newTokens(secret []byte) (*tokens, error) {
 	if len(secret) != SecretSize {
@@ -38,13 +47,18 @@ func newTokens(secret []byte) (*tokens, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tokens{aead: aead}, nil
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("withruntime e2b token nonce"))
+	return &tokens{aead: aead, nonceKey: m.Sum(nil)}, nil
 }
 
 // seal returns a token for sandbox id holding key.
 func (t *tokens) seal(id, key string) string {
-	nonce := make([]byte, t.aead.NonceSize())
-	rand.Read(nonce)
+	m := hmac.New(sha256.New, t.nonceKey)
+	m.Write([]byte(id))
+	m.Write([]byte{0})
+	m.Write([]byte(key))
+	nonce := m.Sum(nil)[:t.aead.NonceSize()]
 	out := t.aead.Seal(nonce, nonce, []byte(key), []byte(id))
 	return tokenPrefix + base64.RawURLEncoding.EncodeToString(out)
 }

@@ -25,6 +25,12 @@ func TestTokenRoundTrip(t *testing.T) {
 	if err != nil || key != "wr_key" {
 		t.Fatalf("got %q, %v, want wr_key", key, err)
 	}
+	if again := tk.seal("sbx1", "wr_key"); again != tok {
+		t.Errorf("second seal: got %q, want the same token %q", again, tok)
+	}
+	if other := tk.seal("sbx2", "wr_key"); other == tok {
+		t.Errorf("another sandbox's token: got the same %q, want another", other)
+	}
 }
 
 // A token opens only for its sandbox, only under its secret, and not once

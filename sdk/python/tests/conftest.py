@@ -125,6 +125,17 @@ def _live_missing() -> list[str]:
     return [v for v in LIVE_VARS if not os.environ.get(v)]
 
 
+# Where the live server serves E2B's API (serve --e2b-listen): the session
+# server sets it; with a server of your own, set it beside LIVE_VARS.
+E2B_URL_VAR = "WITHRUNTIME_E2B_URL"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class _SessionServer:
     """A `withruntime serve` process that this test session started."""
 
@@ -144,14 +155,13 @@ class _SessionServer:
         if not binary:
             self.why_not = "no withruntime binary on PATH (or WITHRUNTIME_BIN) to start a server with"
             return
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port, e2b_port = _free_port(), _free_port()
         self.data_dir = tempfile.mkdtemp(prefix="withruntime-pytest-")
         url = f"http://127.0.0.1:{port}"
         log = open(os.path.join(self.data_dir, "server.log"), "wb")
         self.proc = subprocess.Popen(
-            [binary, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", self.data_dir],
+            [binary, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", self.data_dir,
+             "--e2b-listen", f"127.0.0.1:{e2b_port}"],
             stdout=log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
@@ -163,6 +173,7 @@ class _SessionServer:
                 with open(os.path.join(self.data_dir, "admin.key")) as f:
                     os.environ["WITHRUNTIME_API_KEY"] = f.read().strip()
                 os.environ["WITHRUNTIME_BASE_URL"] = url
+                os.environ[E2B_URL_VAR] = f"http://127.0.0.1:{e2b_port}"
                 return
             except OSError:
                 time.sleep(0.1)
@@ -179,7 +190,7 @@ class _SessionServer:
                 self.proc.kill()
                 self.proc.wait()
             self.proc = None
-            for v in LIVE_VARS:
+            for v in (*LIVE_VARS, E2B_URL_VAR):
                 os.environ.pop(v, None)
         if self.data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -254,6 +265,28 @@ def live_sbx(live_server: dict[str, str]) -> Iterator[withruntime.Sandbox]:
     """One small real sandbox per test module, stopped at the end."""
     with withruntime.Sandbox.create(timeout_seconds=900, metadata={"test": "sdk-python"}, **SMALL) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def e2b_env(live_server: dict[str, str]) -> Iterator[dict[str, str]]:
+    """E2B's client configuration for the live server: E2B_API_URL and
+    E2B_SANDBOX_URL at its --e2b-listen address, its key as E2B_API_KEY.
+    Set in the environment from the first test that asks until the session
+    ends (module fixtures use it too), and returned as a dict."""
+    url = os.environ.get(E2B_URL_VAR)
+    if not url:
+        pytest.skip(f"set {E2B_URL_VAR} to the live server's --e2b-listen address (http://HOST:PORT)")
+    env = {"E2B_API_URL": url, "E2B_SANDBOX_URL": url, "E2B_API_KEY": live_server["api_key"]}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def wait_until(predicate: Any, timeout: float = 20.0, interval: float = 0.1) -> Any:
