@@ -257,3 +257,76 @@ func TestExecuteErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestExecuteKeepalive(t *testing.T) {
+	grace, every := codeHeaderGrace, codeKeepaliveEvery
+	codeHeaderGrace, codeKeepaliveEvery = 10*time.Millisecond, 20*time.Millisecond
+	defer func() { codeHeaderGrace, codeKeepaliveEvery = grace, every }()
+	f := &codeAPI{cell: func(req api.CodeRequest) (int, []api.CodeEvent) {
+		time.Sleep(300 * time.Millisecond) // a quiet cell
+		return http.StatusOK, []api.CodeEvent{{Type: api.CodeEventStdout, Text: "late"}, {Type: api.CodeEventEnd, ExecutionCount: 2}}
+	}}
+	s, err := New(Config{API: f.handler(), Secret: bytes.Repeat([]byte{7}, SecretSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := execute(t, s, `{"code":"import time; time.sleep(0.3)","context_id":"default"}`)
+	var types []string
+	for _, l := range ndjson(t, rec.Body.Bytes()) {
+		if l["type"] != lineKeepalive {
+			types = append(types, l["type"].(string))
+		} else if len(types) > 0 {
+			t.Errorf("a keepalive line after the cell's output")
+		}
+	}
+	if !strings.Contains(rec.Body.String(), `{"type":"keepalive"}`+"\n") {
+		t.Errorf("no keepalive line in a quiet cell's stream: %s", rec.Body)
+	}
+	if got := strings.Join(types, " "); got != "stdout number_of_executions end_of_execution" {
+		t.Errorf("got lines %s, want stdout number_of_executions end_of_execution", got)
+	}
+}
+
+func TestContextRoutes(t *testing.T) {
+	created := api.CreateContextRequest{}
+	f := &codeAPI{contexts: []api.CodeContext{{ID: "default", Language: "python", Cwd: "/workspace"}}}
+	mux := http.NewServeMux()
+	mux.Handle("/", f.handler())
+	mux.HandleFunc("POST /v1/sandboxes/run/contexts", func(w http.ResponseWriter, r *http.Request) {
+		json.NewDecoder(r.Body).Decode(&created)
+		w.WriteHeader(http.StatusCreated)
+		json.NewEncoder(w).Encode(api.CodeContext{ID: "ctx_0123456789abcdef", Language: "python", Cwd: created.Cwd})
+	})
+	s, err := New(Config{API: mux, Secret: bytes.Repeat([]byte{7}, SecretSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, path, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set(headerSandboxID, "run")
+		req.Header.Set(headerSandboxPort, InterpreterPort)
+		req.Header.Set(headerTrafficToken, s.sealToken("run", "wr_good")) // what /contexts carries
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := call(http.MethodPost, "/contexts", `{"cwd":"data"}`)
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"id":"ctx_0123456789abcdef","language":"python","cwd":"/home/user/data"}` {
+		t.Errorf("create: got %d %s", rec.Code, rec.Body)
+	}
+	if created.Cwd != "/home/user/data" || created.Language != "python" {
+		t.Errorf("create asked the API for %+v, want cwd /home/user/data", created)
+	}
+	rec = call(http.MethodGet, "/contexts", "")
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `[{"id":"default","language":"python","cwd":"/home/user"}]` {
+		t.Errorf("list: got %d %s", rec.Code, rec.Body)
+	}
+	rec = call(http.MethodPost, "/contexts", `{"language":"typescript"}`)
+	if rec.Code != 404 || !strings.Contains(rec.Body.String(), "Python only") {
+		t.Errorf("create typescript: got %d %s, want 404 saying Python only", rec.Code, rec.Body)
+	}
+	rec = call(http.MethodDelete, "/contexts/bogus", "")
+	if rec.Code != 404 {
+		t.Errorf("delete an id never made: got %d %s, want 404", rec.Code, rec.Body)
+	}
+}
