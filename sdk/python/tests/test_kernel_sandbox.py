@@ -59,6 +59,28 @@ def test_exec_does_not_wait_for_a_background_child(ns, tmp_path) -> None:
     assert got == [{"exit_code": 0, "stdout": "started\n", "stderr": "", "timed_out": False}]
 
 
+def readers() -> list[threading.Thread]:
+    names = ("withruntime-exec-reader", "(_read)")  # the second: before they were named
+    return [t for t in threading.enumerate() if t.is_alive() and t.name.endswith(names)]
+
+
+def test_a_background_child_holding_the_pipes_pins_no_reader(ns, tmp_path) -> None:
+    # The child keeps stdout and stderr open, writing, until the test lets it
+    # go: once the call returned, no reader thread (and so no buffer) may
+    # still be tied to it, and the child writing on loses its pipe.
+    before = readers()
+    cmd = "(while [ ! -e go ]; do echo tick; echo tock >&2; sleep 0.05; done; touch gone) & echo started"
+    r = ns["runtime_exec"](cmd)
+    try:
+        assert r["exit_code"] == 0 and r["stdout"].startswith("started\n")
+        assert readers() == before
+        # The child's next write gets SIGPIPE: it ends without reaching "touch gone".
+        time.sleep(0.5)
+        assert not (tmp_path / "gone").exists()
+    finally:
+        (tmp_path / "go").write_text("")
+
+
 def test_files(ns, tmp_path) -> None:
     assert ns["runtime_write_file"]("a/b.txt", "x" * 30000) == f"wrote 30000 bytes to {tmp_path}/a/b.txt"
     text = ns["runtime_read_file"]("a/b.txt")

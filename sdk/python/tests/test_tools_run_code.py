@@ -74,6 +74,32 @@ def test_timeout_default_and_binding() -> None:
         code_tools(sbx, timeout_seconds=0)
 
 
+class ExecStub:
+    def __init__(self) -> None:
+        self.timeouts: list[int | None] = []
+
+    def exec(self, cmd: str, cwd: str | None = None, timeout_ms: int | None = None) -> Any:
+        self.timeouts.append(timeout_ms)
+        return type("R", (), {"exit_code": 0, "stdout": "", "stderr": "", "timed_out": False,
+                              "stdout_truncated": False, "stderr_truncated": False})()
+
+
+def test_a_timeout_of_zero_is_the_default_not_no_limit() -> None:
+    # As the MCP tools and the Go client take 0: the default, never "no limit".
+    sbx = StubSandbox(Execution())
+    code_tools(sbx)[0](code="a", timeout_seconds=0)
+    code_tools(sbx, timeout_seconds=60)[0](code="b", timeout_seconds=0)
+    code_tools(sbx, timeout_seconds=None)[0](code="c", timeout_seconds=0)
+    assert sbx.calls == [("a", 120_000), ("b", 60_000), ("c", None)]
+    ex = ExecStub()
+    sandbox_tools(ex)[0](command="true", timeout_seconds=0)  # type: ignore[arg-type]
+    sandbox_tools(ex, timeout_seconds=30)[0](command="true", timeout_seconds=0)  # type: ignore[arg-type]
+    sandbox_tools(ex)[0](command="true", timeout_seconds=None)  # type: ignore[arg-type]
+    assert ex.timeouts == [120_000, 30_000, 120_000]
+    for fn in (code_tools(sbx)[0], sandbox_tools(ex)[0]):  # type: ignore[arg-type]
+        assert "timeout_seconds of 0 is the same as None" in (fn.__doc__ or "")
+
+
 def test_caps_what_it_returns() -> None:
     big = "x" * (OUTPUT_CAP + 500)
     ex = Execution(

@@ -12,6 +12,7 @@ Python.
 """
 
 import os
+import select
 import signal
 import stat
 import subprocess
@@ -42,38 +43,55 @@ class _Entry:
 
 
 class _Tail:
-    """Reads a pipe to its end, keeping the last _KEEP bytes."""
+    """Reads a pipe, keeping the last _KEEP bytes, until its end or stop():
+    a background child may hold the pipe open for ever, and must then pin
+    neither a thread nor a buffer."""
 
     def __init__(self, pipe):
         self.data = bytearray()
         self.truncated = False
-        self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True, name="withruntime-exec-reader")
         self.thread.start()
 
     def _read(self, pipe):
         # The reader closes its pipe: closing it from another thread while a
         # read is blocked would wait for that read.
         with pipe:
-            self._read_all(pipe)
+            self._read_all(pipe.fileno())
 
-    def _read_all(self, pipe):
+    def _read_all(self, fd):
         try:
-            while True:
-                chunk = pipe.read1(65536) if hasattr(pipe, "read1") else pipe.read(65536)
+            while not self._stop.is_set():
+                ready, _, _ = select.select([fd], [], [], 0.1)
+                if not ready:
+                    continue
+                chunk = os.read(fd, 65536)
                 if not chunk:
                     return
-                self.data += chunk
-                if len(self.data) > 2 * _KEEP:
-                    del self.data[: len(self.data) - _KEEP]
-                    self.truncated = True
+                with self._lock:
+                    self.data += chunk
+                    if len(self.data) > 2 * _KEEP:
+                        del self.data[: len(self.data) - _KEEP]
+                        self.truncated = True
         except (OSError, ValueError):
             return
 
+    def finish(self, wait):
+        """Waits up to wait seconds for the pipe's end, then stops reading
+        (as the agent's exec does, one second after the command ended):
+        a child still writing to the closed pipe gets SIGPIPE."""
+        self.thread.join(timeout=wait)
+        self._stop.set()
+        self.thread.join()
+
     def text(self):
-        if len(self.data) > _KEEP:
-            del self.data[: len(self.data) - _KEEP]
-            self.truncated = True
-        return bytes(self.data).decode("utf-8", "replace")
+        with self._lock:
+            if len(self.data) > _KEEP:
+                del self.data[: len(self.data) - _KEEP]
+                self.truncated = True
+            return bytes(self.data).decode("utf-8", "replace")
 
 
 class _Files:
@@ -170,8 +188,8 @@ class KernelSandbox:
             proc.wait()
             raise
         # A background child that kept the pipes open must not hold the call.
-        for t in (out, err):
-            t.thread.join(timeout=2)
+        out.finish(1)
+        err.finish(1)
         code = proc.returncode
         code = 128 - code if code < 0 else code
         return _Result(code, out.text(), err.text(), timed_out, out.truncated, err.truncated)

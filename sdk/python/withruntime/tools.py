@@ -15,7 +15,9 @@ adapters are built from these same functions. They follow smolagents' rules for 
 functions: nested ``def`` closures whose source ``inspect.getsource`` reads;
 a description before ``Args:``; every parameter documented on one line as
 ``name: text``; type hints from str, int, bool, list, dict and ``X | None``;
-``None`` for an optional argument means its default; safe to call from
+``None`` for an optional argument means its default (and a
+``timeout_seconds`` of 0 too, as the MCP tools and the Go client take it:
+never "no limit"); safe to call from
 parallel threads (they share nothing but the thread-safe sandbox client);
 and what they return is capped (the last 20,000 characters of stdout and of
 stderr, the first 20,000 bytes of a file, 400 directory entries, the first
@@ -88,9 +90,9 @@ def sandbox_tools(
     """The four agent tools bound to one sandbox.
 
     ``sbx`` is a withruntime.Sandbox. ``timeout_seconds`` is the command
-    timeout runtime_exec uses when the model gives none (default 120; None:
-    only the lease bounds a command), and runtime_exec's description tells
-    the model which applies. ``default_timeout_seconds`` is its older name
+    timeout runtime_exec uses when the model gives none or 0 (default 120;
+    None: only the lease bounds a command), and runtime_exec's description
+    tells the model which applies. ``default_timeout_seconds`` is its older name
     and wins when given. ``output_cap`` bounds what each tool returns (see
     the module doc). The model never sees the API key: the tools hold the
     sandbox, the model only chooses commands and paths.
@@ -101,14 +103,14 @@ def sandbox_tools(
     def runtime_exec(command: str, cwd: str | None = None, timeout_seconds: int | None = None) -> dict:
         """Run a shell command in the sandbox, a Linux machine with Python 3, pip, git and curl, and return its exit code, stdout, stderr and whether it timed out.
 
-        Files, installed packages and started servers persist between calls. A failing command is reported through a non-zero exit_code, not raised. Long output keeps only its end. The call waits for the command to end, so a command that does not end by itself (a server, a watcher) is killed at its timeout and returns timed_out True; start such a command in the background instead, for example "nohup python3 -m http.server 8000 > server.log 2>&1 &", then read server.log or query it in later calls.
+        Files, installed packages and started servers persist between calls. A failing command is reported through a non-zero exit_code, not raised. Long output keeps only its end. The call waits for the command to end, so a command that does not end by itself (a server, a watcher) is killed at its timeout and returns timed_out True; start such a command in the background instead, for example "nohup python3 -m http.server 8000 > server.log 2>&1 &", then read server.log or query it in later calls. A timeout_seconds of 0 is the same as None.
 
         Args:
             command: The shell command to run, for example "python3 main.py" or "pip install requests".
             cwd: The directory to run in, absolute or relative to /workspace; None means /workspace.
             timeout_seconds: Seconds after which the command is killed; None means 120 seconds.
         """
-        timeout = timeout_seconds if timeout_seconds is not None else default_timeout
+        timeout = timeout_seconds if timeout_seconds else default_timeout
         if timeout is not None and timeout < 0:
             raise ValueError("timeout_seconds must be positive")
         result = sbx.exec(command, cwd=cwd or None, timeout_ms=int(timeout * 1000) if timeout else None)
@@ -187,13 +189,13 @@ def code_tools(
     def runtime_run_code(code: str, timeout_seconds: int | None = None) -> dict:
         """Run Python code in the sandbox like a notebook cell, in a persistent IPython kernel, and return its results, stdout, stderr and error.
 
-        Variables, imports and functions stay defined between calls. The value of the last expression comes back in results as text, and so do displayed objects and matplotlib figures, each saying in which other formats (png, html and so on) it exists. Lines such as "!ls" or "%pip install requests" work as in a notebook. An exception in the code is returned in error with its name, value and traceback, not raised; a cell still running at its timeout is interrupted with the error name TimeoutError and the kernel keeps its state. Long output keeps only its end.
+        Variables, imports and functions stay defined between calls. The value of the last expression comes back in results as text, and so do displayed objects and matplotlib figures, each saying in which other formats (png, html and so on) it exists. Lines such as "!ls" or "%pip install requests" work as in a notebook. An exception in the code is returned in error with its name, value and traceback, not raised; a cell still running at its timeout is interrupted with the error name TimeoutError and the kernel keeps its state; a timeout_seconds of 0 is the same as None. Long output keeps only its end.
 
         Args:
             code: The Python code to run, for example "import pandas as pd" followed by lines that use it.
             timeout_seconds: Seconds after which the cell is interrupted; None means 120 seconds.
         """
-        timeout = timeout_seconds if timeout_seconds is not None else default_timeout
+        timeout = timeout_seconds if timeout_seconds else default_timeout
         if timeout is not None and timeout < 0:
             raise ValueError("timeout_seconds must be positive")
         run = sbx.run_code(code, timeout_ms=int(timeout * 1000) if timeout else None)
