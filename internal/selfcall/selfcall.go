@@ -27,6 +27,12 @@ func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if in.Body == nil {
 		in.Body = http.NoBody
 	}
+	if in.ContentLength == 0 && in.Body != http.NoBody {
+		// A client's 0 with a body is "unknown" (a streamed body); a
+		// server's is -1: a handler would take 0 as empty (ReverseProxy
+		// drops such a body).
+		in.ContentLength = -1
+	}
 	pr, pw := io.Pipe()
 	w := &pipeResponse{header: http.Header{}, body: pw, ready: make(chan struct{})}
 	go func() {
