@@ -59,5 +59,7 @@ func listenE2B(cfg Config, dataDir string, api http.Handler, wrap func(http.Hand
 		max = httpapi.DefaultMaxConns
 	}
 	l := httpapi.Listen(nl, httpapi.ConnLimits{MaxConns: max, Logger: cfg.Logger})
-	return l.HTTPServer(wrap(e2b)), l, nil
+	// Started: the E2B handler is not the API's, which notes by itself that a
+	// request's headers are in (a large upload is no header).
+	return l.HTTPServer(wrap(httpapi.Started(e2b))), l, nil
 }
