@@ -1,0 +1,145 @@
+"""The unmodified e2b SDK's sandbox.files against withruntime's E2B API:
+the filesystem RPCs and /files of port 49983, over a real sandbox. What
+the E2B client writes is read back through withruntime's own SDK too, so
+the two views are of one real filesystem."""
+
+from __future__ import annotations
+
+import io
+import os
+from datetime import datetime
+from typing import Any, Iterator
+
+import pytest
+
+e2b = pytest.importorskip("e2b")
+
+import withruntime  # noqa: E402
+from e2b import FileType  # noqa: E402
+from e2b.exceptions import FileNotFoundException  # noqa: E402
+from e2b.sandbox.filesystem.filesystem import WriteEntry  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sbx(e2b_env: Any, live_server: dict[str, str]) -> Iterator[Any]:
+    """One E2B sandbox for the module, killed at the end."""
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in dict(e2b_env).items():
+            mp.setenv(k, v)
+        s = e2b.Sandbox.create(timeout=600, metadata={"test": "e2b-files"})
+        try:
+            yield s
+        finally:
+            s.kill()
+
+
+@pytest.fixture(scope="module")
+def native(sbx: Any, live_server: dict[str, str]) -> withruntime.Sandbox:
+    """The same sandbox through withruntime's own SDK."""
+    return withruntime.Sandbox.connect(sbx.sandbox_id, **live_server)
+
+
+def test_write_read_text_and_bytes(sbx: Any, native: withruntime.Sandbox) -> None:
+    info = sbx.files.write("notes/hello.txt", "héllo\n")
+    assert (info.path, info.name, info.type) == ("/home/user/notes/hello.txt", "hello.txt", FileType.FILE)
+    assert sbx.files.read("notes/hello.txt") == "héllo\n"
+    assert native.files.read("/home/user/notes/hello.txt") == "héllo\n"
+
+    raw = bytes(range(256)) * 3
+    sbx.files.write("/tmp/raw.bin", raw)
+    assert sbx.files.read("/tmp/raw.bin", format="bytes") == raw
+    assert native.files.read_bytes("/tmp/raw.bin") == raw
+    stream = sbx.files.read("/tmp/raw.bin", format="stream")
+    assert b"".join(stream) == raw
+
+
+def test_write_stream_and_iterable(sbx: Any, native: withruntime.Sandbox) -> None:
+    big = os.urandom(3 << 20)
+    info = sbx.files.write("stream.bin", io.BytesIO(big))
+    assert info.path == "/home/user/stream.bin"
+    assert native.files.read_bytes("/home/user/stream.bin") == big
+
+    sbx.files.write("chunks.txt", iter([b"one ", b"two ", b"three"]))
+    assert sbx.files.read("chunks.txt") == "one two three"
+
+    sbx.files.write("zipped.txt", "compressed on the way", gzip=True)
+    assert native.files.read("/home/user/zipped.txt") == "compressed on the way"
+
+
+def test_write_several_files(sbx: Any, native: withruntime.Sandbox) -> None:
+    infos = sbx.files.write_files(
+        [
+            WriteEntry(path="multi/a.txt", data="A"),
+            WriteEntry(path="multi/sub/b.bin", data=b"\x00B"),
+            WriteEntry(path="/tmp/multi-c.txt", data="C"),
+        ]
+    )
+    assert [i.path for i in infos] == ["/home/user/multi/a.txt", "/home/user/multi/sub/b.bin", "/tmp/multi-c.txt"]
+    assert native.files.read("/home/user/multi/a.txt") == "A"
+    assert native.files.read_bytes("/home/user/multi/sub/b.bin") == b"\x00B"
+    assert native.files.read("/tmp/multi-c.txt") == "C"
+
+
+def test_list_exists_make_dir(sbx: Any) -> None:
+    assert sbx.files.make_dir("tree/sub") is True
+    assert sbx.files.make_dir("tree/sub") is False
+    sbx.files.write("tree/top.txt", "t")
+    sbx.files.write("tree/sub/deep.txt", "d")
+
+    top = sbx.files.list("tree")
+    assert sorted((e.name, e.type) for e in top) == [("sub", FileType.DIR), ("top.txt", FileType.FILE)]
+    both = sbx.files.list("tree", depth=2)
+    assert sorted(e.path for e in both) == [
+        "/home/user/tree/sub",
+        "/home/user/tree/sub/deep.txt",
+        "/home/user/tree/top.txt",
+    ]
+
+    assert sbx.files.exists("tree/top.txt") is True
+    assert sbx.files.exists("/home/user/tree/sub") is True
+    assert sbx.files.exists("tree/none.txt") is False
+
+
+def test_get_info_rename_remove(sbx: Any, native: withruntime.Sandbox) -> None:
+    sbx.files.write("info.txt", "12345")
+    info = sbx.files.get_info("info.txt")
+    assert (info.name, info.path, info.type, info.size) == ("info.txt", "/home/user/info.txt", FileType.FILE, 5)
+    assert info.permissions == "-rw-r--r--"
+    assert info.mode & 0o777 == 0o644
+    assert isinstance(info.modified_time, datetime)
+    assert sbx.files.get_info("/home/user").type == FileType.DIR
+
+    moved = sbx.files.rename("info.txt", "moved/renamed.txt")
+    assert (moved.path, moved.name, moved.size) == ("/home/user/moved/renamed.txt", "renamed.txt", 5)
+    assert sbx.files.exists("info.txt") is False
+    assert native.files.read("/home/user/moved/renamed.txt") == "12345"
+
+    sbx.files.remove("moved")
+    assert sbx.files.exists("moved/renamed.txt") is False
+    assert not native.files.exists("/home/user/moved")
+
+
+def test_missing_paths(sbx: Any) -> None:
+    with pytest.raises(FileNotFoundException):
+        sbx.files.read("no/such/file.txt")
+    with pytest.raises(FileNotFoundException):
+        sbx.files.get_info("no/such/file.txt")
+    with pytest.raises(FileNotFoundException):
+        sbx.files.list("no/such/dir")
+    with pytest.raises(FileNotFoundException):
+        sbx.files.remove("no/such/file.txt")
+    with pytest.raises(FileNotFoundException):
+        sbx.files.rename("no/such/file.txt", "elsewhere.txt")
+
+
+def test_watch_dir(sbx: Any) -> None:
+    sbx.files.make_dir("watched")
+    watcher = sbx.files.watch_dir("watched")
+    try:
+        sbx.files.write("watched/new.txt", "n")
+        events = watcher.get_new_events()
+        assert [(e.name, e.type.name) for e in events] == [("new.txt", "CREATE")]
+        sbx.files.remove("watched/new.txt")
+        assert [(e.name, e.type.name) for e in watcher.get_new_events()] == [("new.txt", "REMOVE")]
+    finally:
+        watcher.stop()
