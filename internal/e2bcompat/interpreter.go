@@ -145,7 +145,7 @@ func (s *Server) removeContext(w http.ResponseWriter, r *http.Request) {
 		s.interpreterError(w, r, nil, err)
 		return
 	}
-	id := r.PathValue("id")
+	id := contextIDOf(r)
 	if err := checkCodeContextID(id); err != nil {
 		s.interpreterError(w, r, sbx, err)
 		return
@@ -163,7 +163,7 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 		s.interpreterError(w, r, nil, err)
 		return
 	}
-	id := r.PathValue("id")
+	id := contextIDOf(r)
 	if err := checkCodeContextID(id); err != nil {
 		s.interpreterError(w, r, sbx, err)
 		return
@@ -180,6 +180,16 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// contextIDOf is the {id} of /contexts/{id}[/restart]. Read from the path
+// itself: a handler ServeHTTP calls through mux.Handler has no path values.
+func contextIDOf(r *http.Request) string {
+	if id := r.PathValue("id"); id != "" {
+		return id
+	}
+	id := strings.TrimPrefix(r.URL.Path, "/contexts/")
+	return strings.TrimSuffix(id, "/restart")
 }
 
 func readCodeJSON(r *http.Request, v any) error {

@@ -325,6 +325,14 @@ func TestContextRoutes(t *testing.T) {
 	if rec.Code != 404 || !strings.Contains(rec.Body.String(), "Python only") {
 		t.Errorf("create typescript: got %d %s, want 404 saying Python only", rec.Code, rec.Body)
 	}
+	mux.HandleFunc("DELETE /v1/sandboxes/run/contexts/{cid}", func(w http.ResponseWriter, r *http.Request) {
+		created.Cwd = "deleted " + r.PathValue("cid")
+		w.WriteHeader(http.StatusNoContent)
+	})
+	rec = call(http.MethodDelete, "/contexts/ctx_0123456789abcdef", "")
+	if rec.Code != 204 || created.Cwd != "deleted ctx_0123456789abcdef" {
+		t.Errorf("delete: got %d %s, the API saw %q", rec.Code, rec.Body, created.Cwd)
+	}
 	rec = call(http.MethodDelete, "/contexts/bogus", "")
 	if rec.Code != 404 {
 		t.Errorf("delete an id never made: got %d %s, want 404", rec.Code, rec.Body)
