@@ -314,3 +314,31 @@ func TestProcessKeepalive(t *testing.T) {
 		t.Errorf("got events %s, want start, keepalives, end", got)
 	}
 }
+
+// TestProcessSigterm: SIGTERM reaches the process group, and the process
+// ends by it (128+15).
+func TestProcessSigterm(t *testing.T) {
+	c, _ := newProcClient(t, "")
+	ctx, cancel := context.WithCancel(t.Context())
+	st, err := c.Start(ctx, connect.NewRequest(&pb.StartRequest{Process: bashConfig("exec sleep 30")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Receive() || st.Msg().Event.GetStart() == nil {
+		t.Fatalf("no start event: %v", st.Err())
+	}
+	pid := st.Msg().Event.GetStart().Pid
+	cancel()
+	st.Close()
+	sel := &pb.ProcessSelector{Selector: &pb.ProcessSelector_Pid{Pid: pid}}
+	if _, err := c.SendSignal(t.Context(), connect.NewRequest(&pb.SendSignalRequest{Process: sel, Signal: pb.Signal_SIGNAL_SIGTERM})); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	cst, err := c.Connect(t.Context(), connect.NewRequest(&pb.ConnectRequest{Process: sel}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, end, _ := collect(t, cst, func() *pb.ProcessEvent { return cst.Msg().Event }); end == nil || end.ExitCode != 128+15 {
+		t.Errorf("got end %v, want 143 (SIGTERM)", end)
+	}
+}
