@@ -159,11 +159,13 @@ class _SessionServer:
         self.data_dir = tempfile.mkdtemp(prefix="withruntime-pytest-")
         url = f"http://127.0.0.1:{port}"
         log = open(os.path.join(self.data_dir, "server.log"), "wb")
-        self.proc = subprocess.Popen(
-            [binary, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", self.data_dir,
-             "--e2b-listen", f"127.0.0.1:{e2b_port}"],
-            stdout=log, stderr=subprocess.STDOUT,
-        )
+        args = [binary, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", self.data_dir]
+        # A binary older than --e2b-listen still serves the other tests
+        # (the E2B ones then skip, which fails a CI run).
+        e2b = "--e2b-listen" in subprocess.run([binary, "serve", "--help"], capture_output=True, text=True).stdout
+        if e2b:
+            args += ["--e2b-listen", f"127.0.0.1:{e2b_port}"]
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -173,7 +175,8 @@ class _SessionServer:
                 with open(os.path.join(self.data_dir, "admin.key")) as f:
                     os.environ["WITHRUNTIME_API_KEY"] = f.read().strip()
                 os.environ["WITHRUNTIME_BASE_URL"] = url
-                os.environ[E2B_URL_VAR] = f"http://127.0.0.1:{e2b_port}"
+                if e2b:
+                    os.environ[E2B_URL_VAR] = f"http://127.0.0.1:{e2b_port}"
                 return
             except OSError:
                 time.sleep(0.1)
