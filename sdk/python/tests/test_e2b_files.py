@@ -143,3 +143,32 @@ def test_watch_dir(sbx: Any) -> None:
         assert [(e.name, e.type.name) for e in watcher.get_new_events()] == [("new.txt", "REMOVE")]
     finally:
         watcher.stop()
+
+
+def _owner(native: withruntime.Sandbox, path: str) -> str:
+    # sudo: the sandbox user may not look into /root.
+    return native.exec(["sudo", "-n", "stat", "-c", "%U:%G", path], check=True).stdout.strip()
+
+
+def test_as_root(sbx: Any, native: withruntime.Sandbox) -> None:
+    info = sbx.files.write("root-note.txt", "only root", user="root")
+    assert info.path == "/root/root-note.txt"
+    assert _owner(native, "/root/root-note.txt") == "root:root"
+    assert sbx.files.read("/root/root-note.txt", user="root") == "only root"
+    assert sbx.files.exists("root-note.txt", user="root") is True
+    got = sbx.files.get_info("/root/root-note.txt", user="root")
+    assert (got.owner, got.size) == ("root", 9)
+    assert sbx.files.make_dir("/root/made/by/root", user="root") is True
+    assert _owner(native, "/root/made/by") == "root:root"
+    assert "made" in [e.name for e in sbx.files.list("/root", user="root")]
+
+    # The default user's files are the sandbox user's, in its home.
+    sbx.files.write("user-note.txt", "mine")
+    assert _owner(native, "/home/user/user-note.txt") == "user:user"
+
+    sbx.files.write("/tmp/root-owned/f.txt", "r", user="root")
+    assert _owner(native, "/tmp/root-owned") == "root:root"
+    sbx.files.rename("/tmp/root-owned/f.txt", "/tmp/root-owned/g.txt", user="root")
+    assert _owner(native, "/tmp/root-owned/g.txt") == "root:root"
+    sbx.files.remove("/tmp/root-owned", user="root")
+    assert sbx.files.exists("/tmp/root-owned") is False
