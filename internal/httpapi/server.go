@@ -142,6 +142,10 @@ func NewServer(cfg Config) http.Handler {
 		s.mux.Handle(rt.Method+" "+rt.Pattern, s.route(rt))
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == MCPPattern {
+			mcpMethodNotAllowed(w, r)
+			return
+		}
 		writeError(w, r, sandbox.Errorf(sandbox.KindNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	return s
