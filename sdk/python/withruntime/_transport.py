@@ -274,9 +274,14 @@ class Transport:
     @contextlib.contextmanager
     def stream(self, method: str, path: str, **kw: Any) -> Iterator[http.client.HTTPResponse]:
         """Send a request and yield the response to read incrementally. The
-        connection is kept only if the body was read to its end."""
+        connection is kept only if the body was read to its end.
+        ``body_timeout`` (default: ``timeout``) bounds each read of the body
+        once the headers are in."""
+        body_timeout = kw.pop("body_timeout", _DEFAULT)
         conn, resp = self._open(method, path, **kw)
         try:
+            if not isinstance(body_timeout, _Default) and conn.sock is not None:
+                conn.sock.settimeout(body_timeout)
             yield resp
         except BaseException:
             conn.close()

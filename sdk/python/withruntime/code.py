@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, List, Union
 
-from ._stream import events
+from ._stream import events, timeout_ms_of
 from .errors import TransportError
 
 if TYPE_CHECKING:
@@ -23,6 +23,13 @@ __all__ = ["Execution", "Result", "Logs", "ExecutionError", "Context", "Contexts
 
 # The events that end a code stream ("error" raises before it is seen).
 _CODE_END = frozenset({"end"})
+
+# The server cuts a code stream at a line over 8 MiB; a longer one is a
+# server gone wrong, refused before it fills the memory.
+_MAX_LINE = 9 * 1024 * 1024
+
+# How long past its timeout_ms a cell's stream may stay silent, in seconds.
+_READ_SLACK = 120.0
 
 # The MIME fields of a result, in the order a reader is shown them.
 _FORMATS = ("text", "html", "markdown", "svg", "png", "jpeg", "latex", "javascript", "json")
@@ -179,10 +186,10 @@ class Context:
     cwd: str = ""
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Context:
-        if not d.get("id"):
-            raise TransportError(f"a context answer has no id: {dict(d)!r:.200}")
-        return cls(id=str(d["id"]), language=str(d.get("language") or "python"), cwd=str(d.get("cwd") or ""))
+    def from_json(cls, d: Any) -> Context:
+        if not isinstance(d, dict) or not isinstance(d.get("id"), str) or not d["id"]:
+            raise TransportError(f"a context answer has no id: {d!r:.200}")
+        return cls(id=d["id"], language=str(d.get("language") or "python"), cwd=str(d.get("cwd") or ""))
 
 
 ContextArg = Union[Context, str]
@@ -218,7 +225,10 @@ class Contexts:
     def list(self) -> List[Context]:
         """The sandbox's contexts (the default one once a call has made it)."""
         d = self._t.json("GET", self._base) or {}
-        return [Context.from_json(c) for c in d.get("contexts") or []]
+        cs = d.get("contexts") if isinstance(d, dict) else None
+        if not isinstance(d, dict) or not isinstance(cs, (list, type(None))):
+            raise TransportError(f"the contexts answer is not a context list: {d!r:.200}")
+        return [Context.from_json(c) for c in cs or []]
 
     def restart(self, context: ContextArg) -> Context:
         """Give the context a new kernel: its state is lost, its id, cwd and
@@ -242,11 +252,9 @@ def build_code_body(
     body: dict[str, Any] = {"code": code}
     if context is not None:
         body["context_id"] = _context_id(context)
-    if timeout_ms is not None:
-        if timeout_ms < 0:
-            raise ValueError("timeout_ms must be positive")
-        if timeout_ms > 0:
-            body["timeout_ms"] = int(timeout_ms)
+    ms = timeout_ms_of(timeout_ms)
+    if ms:
+        body["timeout_ms"] = ms
     if env:
         body["env"] = {str(k): str(v) for k, v in env.items()}
     return body
@@ -264,12 +272,19 @@ def run_code(
     timeout_ms = body.get("timeout_ms")
     # A cell over its timeout is interrupted (and its kernel restarted after
     # 3 s if it ignores that): the stream ends soon after. Without one only
-    # the lease bounds it; TCP keepalive notices a vanished server.
-    read_timeout = None if not timeout_ms else timeout_ms / 1000 + 120
+    # the lease bounds it; TCP keepalive notices a vanished server. The
+    # wait for the headers is not bounded: the server counts timeout_ms
+    # only once the cell runs, after its context's earlier cells and the
+    # kernel's start.
+    read_timeout = None if not timeout_ms else timeout_ms / 1000 + _READ_SLACK
     where = f"run_code in sandbox {sandbox_id}"
     path = f"/sandboxes/{sandbox_id}/code"
     ex = Execution()
-    for ev in events(transport, path, body, terminal=_CODE_END, where=where, read_timeout=read_timeout):
+    stream = events(
+        transport, path, body, terminal=_CODE_END, where=where, read_timeout=read_timeout,
+        max_line=_MAX_LINE, header_timeout=None,
+    )
+    for ev in stream:
         kind = ev.get("type")
         if kind == "stdout" or kind == "stderr":
             text = str(ev.get("text") or "")
@@ -297,6 +312,11 @@ def run_code(
                 traceback=str(e.get("traceback") or ""),
             )
         elif kind == "end":
-            ex.execution_count = int(ev.get("execution_count") or 0)
+            n = ev.get("execution_count")
+            if n is None:
+                n = 0
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise TransportError(f"{where}: the end event's execution_count is not a whole number: {n!r:.50}")
+            ex.execution_count = n
         # Unknown event types are skipped: newer servers may add some.
     return ex

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AnyStr, Generic, Union
 
-from ._stream import events
+from ._stream import events, timeout_ms_of
 from .errors import CommandError, TransportError
 
 if TYPE_CHECKING:
@@ -23,6 +23,10 @@ OUTPUT_LIMIT = 16 * 1024 * 1024
 
 # The event that ends an exec stream.
 _EXEC_END = frozenset({"exit"})
+
+# The server cuts an exec stream at a line over 256 KiB; a longer one is a
+# server gone wrong, refused before it fills the memory.
+_MAX_LINE = 1024 * 1024
 
 # One long-poll of a background process waits at most this long on the server.
 _WAIT_SLICE_MS = 30_000
@@ -152,11 +156,9 @@ def build_exec_body(
         body["env"] = {str(k): str(v) for k, v in env.items()}
     if stdin is not None:
         body["stdin"] = stdin.decode("utf-8") if isinstance(stdin, (bytes, bytearray)) else stdin
-    if timeout_ms is not None:
-        if timeout_ms < 0:
-            raise ValueError("timeout_ms must be positive")
-        if timeout_ms > 0:
-            body["timeout_ms"] = int(timeout_ms)
+    ms = timeout_ms_of(timeout_ms)
+    if ms:
+        body["timeout_ms"] = ms
     if background:
         body["background"] = True
     return body
@@ -185,7 +187,10 @@ def run_stream(
     where = f"exec in sandbox {sandbox_id}"
     path = f"/sandboxes/{sandbox_id}/exec"
     result: ExecResult[Any] | None = None
-    for ev in events(transport, path, body, terminal=_EXEC_END, where=where, read_timeout=read_timeout):
+    stream = events(
+        transport, path, body, terminal=_EXEC_END, where=where, read_timeout=read_timeout, max_line=_MAX_LINE
+    )
+    for ev in stream:
         kind = ev.get("type")
         if kind == "stdout":
             data = _chunk(ev, text, where)
@@ -201,8 +206,10 @@ def run_stream(
             pid = ev.get("pid")
         elif kind == "exit":
             code = ev.get("exit_code")
+            if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+                raise TransportError(f"{where}: the exit event's exit_code is not a whole number: {code!r:.50}")
             result = ExecResult(
-                exit_code=-1 if code is None else int(code),
+                exit_code=-1 if code is None else code,
                 stdout=out.text(),
                 stderr=err.text(),
                 timed_out=bool(ev.get("timed_out")),
