@@ -8,6 +8,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,7 +59,21 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 	}
 	defer rc.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
+	// A file that fits the first read goes with its length (the JS client
+	// reads "content-length: 0" as empty); a larger one streams.
+	head := make([]byte, 32<<10)
+	n, err := io.ReadFull(rc, head)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		w.Write(head[:n])
+		return
+	}
+	if err != nil {
+		writeFilesError(w, err)
+		return
+	}
 	w.WriteHeader(http.StatusOK)
+	w.Write(head)
 	io.Copy(w, rc) // a read that breaks midway can only cut the body short
 }
 

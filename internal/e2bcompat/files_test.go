@@ -64,10 +64,21 @@ func TestFilesReadWrite(t *testing.T) {
 		t.Errorf("gzip octet-stream write: got %d %s, file %q", w.Code, w.Body, ff.files["/home/user/z.txt"])
 	}
 
-	// Read: raw bytes.
+	// Read: raw bytes, small files with their length, large ones streamed.
 	w = do("GET", "/files?path=/tmp/deep/two.bin", nil)
-	if w.Code != 200 || w.Body.String() != "\x00\xff" {
-		t.Errorf("read: got %d %q", w.Code, w.Body)
+	if w.Code != 200 || w.Body.String() != "\x00\xff" || w.Header().Get("Content-Length") != "2" {
+		t.Errorf("read: got %d %q, Content-Length %q", w.Code, w.Body, w.Header().Get("Content-Length"))
+	}
+	ff.files["/home/user/empty"] = []byte{}
+	w = do("GET", "/files?path=empty", nil)
+	if w.Code != 200 || w.Body.Len() != 0 || w.Header().Get("Content-Length") != "0" {
+		t.Errorf("read empty: got %d %q, Content-Length %q, want 0", w.Code, w.Body, w.Header().Get("Content-Length"))
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<14) // 256 KiB
+	ff.files["/home/user/big"] = big
+	w = do("GET", "/files?path=big", nil)
+	if w.Code != 200 || !bytes.Equal(w.Body.Bytes(), big) {
+		t.Errorf("read big: got %d, %d bytes, want %d", w.Code, w.Body.Len(), len(big))
 	}
 
 	// Errors: E2B's JSON with the status as code.

@@ -52,6 +52,10 @@ def test_write_read_text_and_bytes(sbx: Any, native: withruntime.Sandbox) -> Non
     stream = sbx.files.read("/tmp/raw.bin", format="stream")
     assert b"".join(stream) == raw
 
+    sbx.files.write("empty.txt", "")
+    assert sbx.files.read("empty.txt") == ""
+    assert sbx.files.get_info("empty.txt").size == 0
+
 
 def test_write_stream_and_iterable(sbx: Any, native: withruntime.Sandbox) -> None:
     big = os.urandom(3 << 20)
