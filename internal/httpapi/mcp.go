@@ -19,7 +19,7 @@ import (
 // /v1/mcp serves the MCP tools of "withruntime mcp" over MCP's streamable
 // HTTP transport, to callers with a key. The tools act as the caller: each
 // call gets a Go client whose requests carry the caller's Authorization
-// header and go to this server's own handler in-process (selfTransport),
+// header and go to this server's own handler in-process (selfcall),
 // so every check of the route table, the manager and billing applies to
 // them exactly as to the caller's own requests: a read-only key lists but
 // cannot create, another account's sandbox is not found.
