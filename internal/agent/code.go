@@ -7,9 +7,11 @@ import (
 )
 
 const (
-	// maxCodeEnv bounds a context's own environment; maxEnvString is
-	// Linux's bound on one NAME=value string of a new process.
-	maxCodeEnv   = 256
+	// maxCodeEnv bounds a context's own environment: the host allows 256
+	// entries of the request's own and adds the placeholders of up to 100
+	// secrets to them. maxEnvString is Linux's bound on one NAME=value
+	// string of a new process.
+	maxCodeEnv   = 512
 	maxEnvString = 128 << 10
 )
 

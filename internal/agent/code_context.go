@@ -98,12 +98,37 @@ func (s *Server) addContext(id, cwd string, env map[string]string) (*codeContext
 	cx := &codeContext{id: id, cwd: cwd, env: maps.Clone(env), seq: t.seq, turn: make(chan struct{}, 1)}
 	t.ctxs[id] = cx
 	t.mu.Unlock()
+	if testHookContextAdded != nil {
+		testHookContextAdded(cx)
+	}
+	// A removal or Close since the unlock marked cx removed: a driver
+	// started now would be one nothing kills, outside maxContexts.
+	cx.mu.Lock()
+	defer cx.mu.Unlock()
+	if cx.removed {
+		return nil, s.goneErr(cx.id)
+	}
 	// A driver that cannot start now is tried again by the first cell,
 	// which reports why.
-	cx.mu.Lock()
 	cx.drv, _ = s.startDriver(cx)
-	cx.mu.Unlock()
 	return cx, nil
+}
+
+// testHookContextAdded, when set, runs between a context's creation and
+// its driver's start: tests race a removal there.
+var testHookContextAdded func(*codeContext)
+
+// goneErr is the error for a context that was removed: not found, or the
+// agent shutting down.
+func (s *Server) goneErr(id string) error {
+	t := s.code
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return conflictf("the agent is shutting down")
+	}
+	return notFoundf("no code context %.80q", id)
 }
 
 func (s *Server) listContexts() []api.CodeContext {
@@ -150,7 +175,7 @@ func (s *Server) restart(cx *codeContext, why string) error {
 	cx.mu.Lock()
 	defer cx.mu.Unlock()
 	if cx.removed {
-		return notFoundf("no code context %.80q", cx.id)
+		return s.goneErr(cx.id)
 	}
 	if cx.drv != nil {
 		cx.drv.kill(why)
@@ -165,7 +190,7 @@ func (s *Server) driverOf(cx *codeContext) (*driver, error) {
 	cx.mu.Lock()
 	defer cx.mu.Unlock()
 	if cx.removed {
-		return nil, notFoundf("no code context %.80q", cx.id)
+		return nil, s.goneErr(cx.id)
 	}
 	if cx.drv == nil {
 		d, err := s.startDriver(cx)
@@ -200,7 +225,10 @@ func (s *Server) closeCode() {
 	t.mu.Unlock()
 	var drvs []*driver
 	for _, cx := range all {
+		// Removed: nothing (a cell, a restart, a racing addContext)
+		// starts a driver for it any more.
 		cx.mu.Lock()
+		cx.removed = true
 		if cx.drv != nil {
 			cx.drv.kill("the agent shut down")
 			drvs = append(drvs, cx.drv)

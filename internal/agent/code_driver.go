@@ -47,14 +47,16 @@ type driverOp struct {
 
 // driver is one running driver process and, under it, its kernel.
 type driver struct {
-	pid    int
-	tag    string
-	stdin  *os.File
-	ops    chan []byte      // lines for stdin, written in order by one goroutine
-	events chan driverEvent // closed once stdout ends or breaks
-	ready  chan struct{}    // closed on "ready"
-	exited chan struct{}    // closed once the driver itself is reaped
-	stderr *tail
+	pid     int
+	tag     string
+	stdin   *os.File
+	ops     chan []byte      // lines for stdin, written in order by one goroutine
+	events  chan driverEvent // closed once stdout ends or breaks
+	ready   chan struct{}    // closed on "ready"
+	exited  chan struct{}    // closed once the driver itself is reaped
+	killed  chan struct{}    // closed by kill: nobody reads events any more
+	readEnd chan struct{}    // closed once read has returned
+	stderr  *tail
 
 	mu      sync.Mutex // guards broken and why
 	broken  error      // why events ended, once they have
@@ -118,14 +120,16 @@ func (s *Server) startDriver(cx *codeContext) (*driver, error) {
 		return nil, fmt.Errorf("starting the code interpreter: %w", err)
 	}
 	d := &driver{
-		pid:    c.Process.Pid,
-		tag:    tag,
-		stdin:  inW,
-		ops:    make(chan []byte, 8),
-		events: make(chan driverEvent, 64),
-		ready:  make(chan struct{}),
-		exited: make(chan struct{}),
-		stderr: newTail(driverStderr),
+		pid:     c.Process.Pid,
+		tag:     tag,
+		stdin:   inW,
+		ops:     make(chan []byte, 8),
+		events:  make(chan driverEvent, 64),
+		ready:   make(chan struct{}),
+		exited:  make(chan struct{}),
+		killed:  make(chan struct{}),
+		readEnd: make(chan struct{}),
+		stderr:  newTail(driverStderr),
 	}
 	go func() {
 		_ = c.Wait()
@@ -141,6 +145,7 @@ func (s *Server) startDriver(cx *codeContext) (*driver, error) {
 // read turns the driver's stdout into events until it ends or breaks. A
 // line that is too long or not an event breaks it: the driver is killed.
 func (d *driver) read(r *os.File) {
+	defer close(d.readEnd)
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 64<<10)
 	var err error
@@ -161,7 +166,14 @@ func (d *driver) read(r *os.File) {
 			}
 			continue
 		}
-		d.events <- ev
+		// A killed driver's events have no reader left (the cell ended,
+		// the context was restarted): blocking here would keep this
+		// goroutine, the pipe and the buffered events for good.
+		select {
+		case d.events <- ev:
+		case <-d.killed:
+			err = errors.New("the driver was killed")
+		}
 	}
 	if errors.Is(err, io.EOF) {
 		err = errors.New("the driver exited")
@@ -238,6 +250,7 @@ func (d *driver) kill(why string) {
 		d.stdin.Close()
 		d.stdin = nil
 		close(d.ops)
+		close(d.killed)
 	}
 	d.mu.Unlock()
 	pgid := d.pid

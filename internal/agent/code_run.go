@@ -45,19 +45,14 @@ func (s *Server) runCell(w http.ResponseWriter, r *http.Request, cx *codeContext
 	cs := newCodeStream(w, cancel)
 	defer cs.end()
 	cs.begin()
-	if !d.alive() {
-		// It died since its last cell: so did the state.
+	// Events left over from a cell that ended badly are dropped; events
+	// that ended (the driver died, or a restart killed it, since its last
+	// cell) mean the state is gone.
+	if !d.alive() || !drainEvents(d) {
 		s.replaceDriver(cx, d)
 		cs.send(deadEvent("the kernel had died and was restarted before the cell ran: the context's state was lost; the cell did not run"))
 		cs.send(api.CodeEvent{Type: api.CodeEventEnd})
 		return nil
-	}
-	for drained := false; !drained; {
-		select {
-		case <-d.events: // left over from a cell that ended badly
-		default:
-			drained = true
-		}
 	}
 	c := &cell{s: s, cx: cx, d: d, cs: cs, id: d.nextID.Add(1), timeoutMs: req.TimeoutMs}
 	if !d.send(driverOp{Op: "execute", ID: c.id, Code: req.Code}) {
@@ -67,6 +62,20 @@ func (s *Server) runCell(w http.ResponseWriter, r *http.Request, cx *codeContext
 	}
 	c.loop(ctx)
 	return nil
+}
+
+// drainEvents drops the events waiting in d; false when they ended.
+func drainEvents(d *driver) bool {
+	for {
+		select {
+		case _, ok := <-d.events:
+			if !ok {
+				return false
+			}
+		default:
+			return true
+		}
+	}
 }
 
 // waitReady waits until d's kernel answers. A driver that fails first is
@@ -144,7 +153,7 @@ func (c *cell) loop(ctx context.Context) {
 		case <-c.escalate:
 			// The kernel ignores the interrupt: a new one, state lost.
 			c.s.replaceDriver(c.cx, c.d)
-			if c.timedOut {
+			if c.timedOut && !c.toldTimeout {
 				c.cs.send(c.timeoutEvent("", false))
 			}
 			c.cs.send(api.CodeEvent{Type: api.CodeEventEnd})
@@ -178,6 +187,11 @@ func (c *cell) event(ev driverEvent) bool {
 			break
 		}
 		x := boundException(*ev.Exception)
+		if c.interrupted {
+			// The kernel honoured the interrupt: what is left (post-execute
+			// hooks, the reply) is no reason to kill it.
+			c.escalate = nil
+		}
 		switch {
 		case c.timedOut && !c.toldTimeout:
 			// The interrupt's KeyboardInterrupt, shown as what caused it.

@@ -25,7 +25,8 @@ func (a *testAgent) useStandIn() {
 // TestStandInDriver is not a test: run with standInArg it is the stand-in
 // driver, speaking the driver's protocol. Its "kernel" knows a few cells:
 // "print TEXT", "big N" (N bytes of stdout), "result", "hugeresult",
-// "raise", "sleep" (until interrupted), "stubborn" (ignores interrupts),
+// "raise", "sleep" (until interrupted), "slowstop" (honours an interrupt,
+// then ends slowly), "stubborn" (ignores interrupts), "flood N" (N events),
 // "dead", "exit", "garbage", "hugeline", "env NAME", "cwd", "pid",
 // "waitfile PATH" and "count" (the cells run so far: its state).
 func TestStandInDriver(t *testing.T) {
@@ -96,6 +97,20 @@ func standIn() int {
 				return 0
 			}
 			emit(map[string]any{"type": "exception", "exception": map[string]any{"name": "KeyboardInterrupt", "value": "", "traceback": "in sleep\nKeyboardInterrupt"}})
+		case "flood":
+			n, _ := strconv.Atoi(arg)
+			for i := range n {
+				emit(map[string]any{"type": "stdout", "text": strconv.Itoa(i)})
+			}
+		case "slowstop":
+			// Honours the interrupt, then takes longer than the grace to
+			// end (post-execute hooks, the reply).
+			emit(map[string]any{"type": "stdout", "text": "sleeping\n"})
+			if !waitInterrupt(op.ID) {
+				return 0
+			}
+			emit(map[string]any{"type": "exception", "exception": map[string]any{"name": "KeyboardInterrupt", "value": "", "traceback": "in slowstop\nKeyboardInterrupt"}})
+			time.Sleep(interruptGrace + time.Second)
 		case "stubborn":
 			emit(map[string]any{"type": "stdout", "text": "ignoring interrupts\n"})
 			for range ops {

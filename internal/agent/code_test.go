@@ -442,3 +442,134 @@ func TestCodeRealDriver(t *testing.T) {
 }
 
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// TestCodeKilledDriverReaderEnds: a killed driver's reader ends even when
+// its events are full and nobody reads them (a cell that escalated, a
+// dropped driver): else it kept its goroutine, pipe and events for good.
+func TestCodeKilledDriverReaderEnds(t *testing.T) {
+	a := standInAgent(t)
+	cx, err := a.srv.addContext("", a.cfg.Workspace, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := a.srv.driverOf(cx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.send(driverOp{Op: "execute", ID: 1, Code: "flood 1000"}) {
+		t.Fatal("the driver took no input")
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(d.events) < cap(d.events); {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d events, want the buffer (%d) full", len(d.events), cap(d.events))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cx.dropDriver(d)
+	select {
+	case <-d.readEnd:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the killed driver's reader is still blocked on its events")
+	}
+}
+
+// TestDrainEventsEnded: draining the events of a driver that died since
+// its last cell ends, reporting them ended, instead of spinning on the
+// closed channel.
+func TestDrainEventsEnded(t *testing.T) {
+	d := &driver{events: make(chan driverEvent, 4)}
+	d.events <- driverEvent{Type: "stdout"}
+	if !drainEvents(d) || len(d.events) != 0 {
+		t.Fatalf("got %d events left, want them dropped and the events open", len(d.events))
+	}
+	d.events <- driverEvent{Type: "stdout"}
+	close(d.events)
+	done := make(chan bool, 1)
+	go func() { done <- drainEvents(d) }()
+	select {
+	case open := <-done:
+		if open {
+			t.Fatal("got the events open, want them ended")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("drainEvents spins on the closed events")
+	}
+}
+
+// TestCodeAddRacingRemove: a context removed (or the agent closed) while
+// it is being made gets no driver: nothing would kill that one, and it
+// would run outside maxContexts.
+func TestCodeAddRacingRemove(t *testing.T) {
+	for _, race := range []string{"remove", "close"} {
+		t.Run(race, func(t *testing.T) {
+			a := standInAgent(t)
+			testHookContextAdded = func(cx *codeContext) {
+				if race == "remove" {
+					if err := a.srv.removeContext(cx.id); err != nil {
+						t.Error(err)
+					}
+					return
+				}
+				a.srv.closeCode()
+			}
+			defer func() { testHookContextAdded = nil }()
+			cx, err := a.srv.addContext("", a.cfg.Workspace, nil)
+			testHookContextAdded = nil
+			if err == nil {
+				t.Fatalf("got context %s, want an error: it was removed", cx.id)
+			}
+			a.srv.code.mu.Lock()
+			var all []*codeContext
+			for _, c := range a.srv.code.ctxs {
+				all = append(all, c)
+			}
+			a.srv.code.mu.Unlock()
+			for _, c := range all {
+				c.mu.Lock()
+				drv := c.drv
+				c.mu.Unlock()
+				if drv != nil {
+					drv.kill("")
+					t.Fatalf("context %s got a driver after it was removed", c.id)
+				}
+				if _, err := a.srv.driverOf(c); err == nil {
+					t.Fatalf("context %s: driverOf started a driver after close", c.id)
+				}
+			}
+		})
+	}
+}
+
+// TestCodeHonouredInterruptKeepsKernel: a kernel that honoured the
+// timeout's interrupt but ends slowly is not restarted, and the stream
+// tells the timeout once.
+func TestCodeHonouredInterruptKeepsKernel(t *testing.T) {
+	a := standInAgent(t)
+	run := a.code(api.CodeRequest{Code: "slowstop", TimeoutMs: 100})
+	xs := run.exceptions()
+	if len(xs) != 1 || xs[0].Name != "TimeoutError" || !strings.Contains(xs[0].Value, "keeps its state") || run.last.Type != api.CodeEventEnd {
+		t.Fatalf("got %+v, want one TimeoutError keeping the state, then end", run.events)
+	}
+	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=2 interrupts=1" {
+		t.Fatalf("got %q, want the same kernel", run.stdout)
+	}
+}
+
+// TestCodeEnvCountsPlaceholders: a context takes the host's 256 entries of
+// its own plus the placeholders of 100 secrets.
+func TestCodeEnvCountsPlaceholders(t *testing.T) {
+	a := standInAgent(t)
+	env := map[string]string{}
+	for i := range 356 {
+		env[fmt.Sprintf("V%d", i)] = "x"
+	}
+	var cx api.CodeContext
+	a.doJSON("POST", "/contexts", jsonBody(t, api.CreateContextRequest{Env: env}), http.StatusCreated, &cx)
+	if got := a.code(api.CodeRequest{Code: "env V355", ContextID: cx.ID}).stdout; got != "x" {
+		t.Fatalf("got %q, want the 356th entry set", got)
+	}
+	for i := range maxCodeEnv + 1 {
+		env[fmt.Sprintf("V%d", i)] = "x"
+	}
+	a.wantError("POST", "/contexts", jsonBody(t, api.CreateContextRequest{Env: env}), http.StatusBadRequest, "invalid_request")
+}

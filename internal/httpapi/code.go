@@ -12,9 +12,15 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// maxCwd bounds a context's cwd: a path longer than PATH_MAX names
-// nothing.
-const maxCwd = 4096
+const (
+	// maxCwd bounds a context's cwd: a path longer than PATH_MAX names
+	// nothing.
+	maxCwd = 4096
+	// maxContextEnv bounds the env entries of a request's own, counted
+	// before the secrets' placeholders are added (the agent allows for
+	// both).
+	maxContextEnv = 256
+)
 
 // codeBody is a CodeRequest whose code field can be told missing from
 // empty: code is required, and "" is a cell too.
@@ -106,6 +112,9 @@ func checkLanguage(lang string) error {
 // checkContextEnv refuses names no environment can hold; decodeJSON
 // already refused NUL bytes.
 func checkContextEnv(env map[string]string) error {
+	if len(env) > maxContextEnv {
+		return sandbox.Errorf(sandbox.KindInvalid, "env has %d values, more than %d", len(env), maxContextEnv)
+	}
 	for k := range env {
 		if k == "" || strings.IndexByte(k, '=') >= 0 {
 			return sandbox.Errorf(sandbox.KindInvalid, "env name %q is not valid: it must be non-empty, without '='", k)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -26,6 +27,8 @@ func TestCodeRequestsChecked(t *testing.T) {
 		{"context id in capitals", "POST", "/code", `{"code":"1","context_id":"ctx_0123456789ABCDEF"}`, "context_id"},
 		{"env name with =", "POST", "/code", `{"code":"1","env":{"A=B":"1"}}`, "env name"},
 		{"env name empty", "POST", "/contexts", `{"env":{"":"1"}}`, "env name"},
+		{"env too long", "POST", "/code", `{"code":"1","env":` + manyEnv(maxContextEnv+1) + `}`, "env has 257 values, more than 256"},
+		{"context env too long", "POST", "/contexts", `{"env":` + manyEnv(maxContextEnv+1) + `}`, "env has 257 values, more than 256"},
 		{"unknown field", "POST", "/code", `{"code":"1","kernel":"x"}`, "kernel"},
 		{"NUL in code", "POST", "/code", `{"code":"a\u0000b"}`, "NUL"},
 		{"context of another language", "POST", "/contexts", `{"language":"javascript"}`, "language"},
@@ -48,6 +51,16 @@ func TestCodeRequestsChecked(t *testing.T) {
 	if reqs := e.agent.requests(); len(reqs) != 0 {
 		t.Errorf("the agent got %d requests, want none: each was refused on the host", len(reqs))
 	}
+}
+
+// manyEnv is a JSON env of n entries.
+func manyEnv(n int) string {
+	m := make(map[string]string, n)
+	for i := range n {
+		m[fmt.Sprintf("V%d", i)] = "x"
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
 }
 
 func TestCodeBodiesForwarded(t *testing.T) {
