@@ -188,3 +188,89 @@ def test_a_passed_sandbox_gets_packages_errors_and_is_left_running(live_server: 
             agent3.cleanup()
         assert sbx.info().state == "running"
 
+
+
+def test_executor_options_are_checked() -> None:
+    # Checked before any sandbox is made or used.
+    with pytest.raises(ValueError, match="not with sandbox="):
+        WithruntimeExecutor(sandbox=object(), timeout_seconds=600)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="shorter than the lease"):
+        WithruntimeExecutor(timeout_seconds=60, step_timeout_seconds=60)
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="step_timeout_seconds"):
+            WithruntimeExecutor(timeout_seconds=60, step_timeout_seconds=bad)
+
+
+@pytest.mark.live
+def test_step_timeout_large_answers_and_long_logs(live_server: dict[str, str]) -> None:
+    with withruntime.Sandbox.create(timeout_seconds=600, metadata={"test": "sdk-python"}, **SMALL) as sbx:
+        ex = WithruntimeExecutor(sandbox=sbx, step_timeout_seconds=3)
+        big = "z" * 1_000_000 + "end"
+        steps = [
+            "x = 5",
+            "while True:\n    pass",
+            'print("a" * 60000 + "END")',
+            f"final_answer({{'x': x, 'big': 'z' * 1_000_000 + 'end'}})",
+        ]
+        agent = CodeAgent(tools=[], model=ScriptedModel(steps), executor=ex, max_steps=6)
+        try:
+            answer = agent.run("Loop, print, answer.")
+            obs = observations(agent)
+            errors = [str(s.error) for s in agent.memory.steps if getattr(s, "error", None) is not None]
+        finally:
+            agent.cleanup()
+        # The endless step was interrupted at its timeout and the model saw
+        # the TimeoutError; the kernel kept x.
+        assert len(errors) == 1 and "TimeoutError" in errors[0], errors
+        assert "timeout_ms=3000 and was interrupted; the context keeps its state" in errors[0]
+        # A 1 MB final answer comes back whole (the kernel driver clips an
+        # exception's value at 256 KiB), and its file is gone.
+        assert answer == {"x": 5, "big": big}
+        assert ".withruntime-final-" not in sbx.exec("ls -a /tmp").stdout
+        # A step's logs keep their last 50,000 characters, as LocalPythonExecutor's.
+        assert "[logs cut: only the last 50000 of 60004 characters are shown]\n" + "a" * 49996 + "END" in obs[2]
+        assert "a" * 50000 not in obs[2]
+
+
+@pytest.mark.live
+def test_a_clipped_final_answer_is_an_error(live_server: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without the executor's own way out for large answers, the kernel
+    # driver's 256 KiB clip is detected and said, never returned as the answer.
+    import withruntime.smolagents as ws
+
+    monkeypatch.setattr(ws, "_FINAL_ANSWER_CODE", "pass")
+    with withruntime.Sandbox.create(timeout_seconds=600, metadata={"test": "sdk-python"}, **SMALL) as sbx:
+        steps = ["final_answer('z' * 1_000_000)", "final_answer('short')"]
+        agent = CodeAgent(tools=[], model=ScriptedModel(steps), executor=WithruntimeExecutor(sandbox=sbx), max_steps=3)
+        try:
+            answer = agent.run("Answer at length.")
+            errors = [str(s.error) for s in agent.memory.steps if getattr(s, "error", None) is not None]
+        finally:
+            agent.cleanup()
+        assert answer == "short"
+        assert len(errors) == 1 and "the final answer was cut to 262144 characters" in errors[0], errors
+
+
+@pytest.mark.live
+def test_a_new_kernel_gets_the_tools_and_variables_again(live_server: dict[str, str]) -> None:
+    with withruntime.Sandbox.create(timeout_seconds=600, metadata={"test": "sdk-python"}, **SMALL) as sbx:
+        ex = WithruntimeExecutor(sandbox=sbx)
+        steps = [
+            "x = 1",
+            "import os\nos._exit(1)",
+            'print(runtime_exec(command="echo alive")["stdout"])\n'
+            'final_answer(leave_note(text=f"v={v}") + ":" + str("x" in globals()))',
+        ]
+        agent = CodeAgent(tools=[leave_note], model=ScriptedModel(steps), executor=ex, max_steps=5)
+        try:
+            answer = agent.run("Die and go on.", additional_args={"v": 7})
+            obs = observations(agent)
+            errors = [str(s.error) for s in agent.memory.steps if getattr(s, "error", None) is not None]
+        finally:
+            agent.cleanup()
+        assert len(errors) == 1 and "DeadKernelError" in errors[0], errors
+        assert "the tools, the runtime_* functions and the agent's variables were defined again" in errors[0]
+        # The tool, runtime_exec, the variable v and final_answer work in the
+        # new kernel; x of the dead one is gone.
+        assert "alive" in obs[2]
+        assert answer == "noted v=7:False"

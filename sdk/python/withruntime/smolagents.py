@@ -17,6 +17,17 @@ also has ``runtime_exec``, ``runtime_read_file``, ``runtime_write_file`` and
 results and caps, acting on the sandbox itself (a tool of one of those names
 given to the agent is served by them).
 
+A step runs at most ``step_timeout_seconds`` (default 30, as smolagents'
+LocalPythonExecutor): then it is interrupted, the model sees the
+TimeoutError as it sees any other error, and the kernel keeps its state.
+A kernel that died (or ignored the interrupt) is replaced by a new one:
+the executor defines the runtime_* functions, the tools and the agent's
+variables in it again and says so in the step's error. A final answer of
+any size comes back (a large one through a file in the sandbox). A step's
+logs keep their last ``max_print_outputs_length`` characters (default
+50,000, as LocalPythonExecutor; smolagents passes the agent's setting only
+to executors it makes itself, so give it here).
+
 Needs ``smolagents`` (``pip install 'withruntime[smolagents]'``); importing
 ``withruntime`` alone never imports it.
 """
@@ -31,7 +42,7 @@ from typing import Any
 from smolagents.local_python_executor import CodeOutput
 from smolagents.monitoring import AgentLogger, LogLevel
 from smolagents.remote_executors import RemotePythonExecutor
-from smolagents.tools import Tool
+from smolagents.tools import Tool, get_tools_definition_code
 from smolagents.utils import AgentError
 
 from ._kernel_sandbox import runtime_tools_cell
@@ -43,6 +54,51 @@ __all__ = ["WithruntimeExecutor", "RUNTIME_TOOL_NAMES"]
 
 # The functions of withruntime.tools that the kernel defines for itself.
 RUNTIME_TOOL_NAMES = ("runtime_exec", "runtime_read_file", "runtime_write_file", "runtime_list_files")
+
+# Seconds a step may run, as smolagents' LocalPythonExecutor's default.
+STEP_TIMEOUT_SECONDS = 30
+# Characters of a step's logs kept (the last ones), as LocalPythonExecutor.
+MAX_PRINT_OUTPUTS_LENGTH = 50_000
+
+# The kernel driver clips an exception's value at 256 KiB (VALUE_MAX in
+# internal/agent/kerneldriver.py); a final answer larger than _FINAL_INLINE
+# travels as a file whose path follows _FINAL_FILE.
+_VALUE_MAX = 256 << 10
+_FINAL_INLINE = 64 << 10
+_FINAL_FILE = "withruntime-final-answer-file:"
+
+# What the agent says of a kernel it had to replace (DeadKernelError, or a
+# TimeoutError whose kernel ignored the interrupt).
+_STATE_LOST = "state was lost"
+
+# Wraps the kernel's final_answer (smolagents' patched tool, which raises
+# FinalAnswerException(serialized value)): a large value goes to a file
+# only the sandbox user reads and the exception carries its path.
+_FINAL_ANSWER_CODE = """
+def _wr_wrap_final_answer():
+    import os, tempfile
+    cls = type(final_answer)
+    inner = cls.forward
+    if getattr(inner, "_withruntime", False):
+        return
+    def forward(self, *args, **kwargs):
+        try:
+            return inner(self, *args, **kwargs)
+        except BaseException as e:
+            value = getattr(e, "value", None)
+            if type(e).__name__ != "FinalAnswerException" or not isinstance(value, str) or len(value) <= {inline}:
+                raise
+            fd, path = tempfile.mkstemp(prefix=".withruntime-final-", dir="/tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(value)
+            raise type(e)({prefix!r} + path) from None
+    forward._withruntime = True
+    cls.forward = forward
+_wr_wrap_final_answer()
+del _wr_wrap_final_answer
+""".format(inline=_FINAL_INLINE, prefix=_FINAL_FILE)
+
+_UNSET: Any = object()
 
 # Stopping a sandbox that already ended is not a failure of the cleanup.
 _ALREADY_GONE = frozenset({"not_found", "conflict", "lease_ended"})
@@ -81,6 +137,12 @@ class WithruntimeExecutor(RemotePythonExecutor):
     ``additional_authorized_imports`` names them: ``"numpy"``,
     ``"requests.*"``); those the sandbox lacks are pip-installed into it.
     ``logger``: a smolagents AgentLogger (default: one at INFO level).
+
+    ``step_timeout_seconds`` bounds each code step (default 30; None: only
+    the lease); it must be shorter than ``timeout_seconds``.
+    ``max_print_outputs_length``: characters of a step's logs kept, the
+    last ones (default 50,000). ``timeout_seconds`` is for a sandbox this
+    executor creates: giving it with ``sandbox`` is a ValueError.
     """
 
     def __init__(
@@ -88,14 +150,37 @@ class WithruntimeExecutor(RemotePythonExecutor):
         additional_imports: list[str] | None = None,
         logger: Any = None,
         sandbox: Sandbox | None = None,
-        timeout_seconds: int = 900,
+        timeout_seconds: int = _UNSET,
         allow_pickle: bool = False,
+        step_timeout_seconds: float | None = STEP_TIMEOUT_SECONDS,
+        max_print_outputs_length: int | None = None,
         **create_kwargs: Any,
     ) -> None:
-        super().__init__(list(additional_imports or []), logger or AgentLogger(level=LogLevel.INFO), allow_pickle)
+        if timeout_seconds is _UNSET:
+            timeout_seconds = 900
+        elif sandbox is not None:
+            raise ValueError("timeout_seconds is the lease of a sandbox the executor creates: not with sandbox=")
         if timeout_seconds is None or int(timeout_seconds) <= 0:
             raise ValueError("timeout_seconds must be positive")
+        if step_timeout_seconds is not None:
+            if not step_timeout_seconds > 0:
+                raise ValueError("step_timeout_seconds must be positive or None")
+            if sandbox is None and step_timeout_seconds >= int(timeout_seconds):
+                raise ValueError(
+                    f"step_timeout_seconds ({step_timeout_seconds}) must be shorter than the lease "
+                    f"(timeout_seconds={int(timeout_seconds)})"
+                )
+        if max_print_outputs_length is None:
+            max_print_outputs_length = MAX_PRINT_OUTPUTS_LENGTH
+        if int(max_print_outputs_length) <= 0:
+            raise ValueError("max_print_outputs_length must be positive")
+        super().__init__(list(additional_imports or []), logger or AgentLogger(level=LogLevel.INFO), allow_pickle)
         self.timeout_seconds = int(timeout_seconds)
+        self.step_timeout_seconds = step_timeout_seconds
+        self.max_print_outputs_length = int(max_print_outputs_length)
+        # What was last sent, sent again to a kernel that replaced a dead one.
+        self._sent_tools: dict[str, Tool] = {}
+        self._sent_variables: dict[str, Any] = {}
         self._owns_sandbox = sandbox is None
         self._cleaned_up = False
         if sandbox is None:
@@ -127,20 +212,69 @@ class WithruntimeExecutor(RemotePythonExecutor):
         """Run one code step in the sandbox's kernel."""
         if self._owns_sandbox:
             self.sandbox.extend(self.timeout_seconds)
-        ex = self.sandbox.run_code(code, context=self.context)
+        timeout_ms = int(self.step_timeout_seconds * 1000) if self.step_timeout_seconds else None
+        ex = self.sandbox.run_code(code, context=self.context, timeout_ms=timeout_ms)
         logs = "".join(ex.logs.stdout)
         stderr = "".join(ex.logs.stderr)
         if stderr:
             logs += ("\n" if logs and not logs.endswith("\n") else "") + stderr
+        logs = self._keep_tail(logs, "logs")
         if ex.error is not None:
             if ex.error.name == RemotePythonExecutor.FINAL_ANSWER_EXCEPTION:
-                answer = self._deserialize_final_answer(ex.error.value, self.allow_pickle)
+                answer = self._deserialize_final_answer(self._final_value(ex.error.value), self.allow_pickle)
                 return CodeOutput(output=answer, logs=logs, is_final_answer=True)
+            value = ex.error.value
+            if ex.error.name in ("DeadKernelError", "TimeoutError") and _STATE_LOST in value:
+                value += "\n" + self._restore()
             raise AgentError(
-                f"{logs}\nExecuting code yielded an error:\n{ex.error.name}\n{ex.error.value}\n{ex.error.traceback}",
+                f"{logs}\nExecuting code yielded an error:\n{ex.error.name}\n{value}\n"
+                f"{self._keep_tail(ex.error.traceback or '', 'traceback')}",
                 self.logger,
             )
         return CodeOutput(output=self._main_output(ex), logs=logs, is_final_answer=False)
+
+    def _keep_tail(self, text: str, what: str) -> str:
+        cap = self.max_print_outputs_length
+        if len(text) <= cap:
+            return text
+        return f"[{what} cut: only the last {cap} of {len(text)} characters are shown]\n{text[-cap:]}"
+
+    def _final_value(self, value: str) -> str:
+        """The serialized final answer, read back from its file when it
+        was too large for the exception's value."""
+        if value.startswith(_FINAL_FILE):
+            path = value[len(_FINAL_FILE) :]
+            text = self.sandbox.files.read(path)
+            try:
+                self.sandbox.files.remove(path)
+            except APIError:
+                pass  # a file in the sandbox's /tmp; the sandbox's end removes it
+            return text
+        if len(value) > _VALUE_MAX:
+            raise AgentError(
+                f"withruntime: the final answer was cut to {_VALUE_MAX} characters on its way out of the sandbox "
+                "(final_answer was not the executor's own): return a shorter answer or write it to a file",
+                self.logger,
+            )
+        return value
+
+    def _restore(self) -> str:
+        """Defines the runtime_* functions, tools and variables in a new
+        kernel; returns what to tell the model."""
+        try:
+            self._run(runtime_tools_cell(RUNTIME_TOOL_NAMES), "defining the runtime_* functions")
+            if self._sent_tools:
+                self._run(get_tools_definition_code(self._sent_tools), "defining the tools")
+                if "final_answer" in self._sent_tools:
+                    self._run(_FINAL_ANSWER_CODE, "wrapping final_answer")
+            if self._sent_variables:
+                super().send_variables(self._sent_variables)
+        except AgentError as e:
+            return f"[withruntime: the kernel was replaced by a new one and defining the tools in it again failed: {e}]"
+        return (
+            "[withruntime: the kernel was replaced by a new one: the variables, imports and functions of earlier "
+            "steps are gone; the tools, the runtime_* functions and the agent's variables were defined again]"
+        )
 
     @staticmethod
     def _main_output(ex: Execution) -> Any:
@@ -172,7 +306,15 @@ class WithruntimeExecutor(RemotePythonExecutor):
                 "runtime_run_code is for agents that run code only through tools: a CodeAgent's own "
                 "code already runs in the sandbox's kernel (use sandbox_tools, not code_tools)"
             )
-        super().send_tools({n: t for n, t in tools.items() if n not in RUNTIME_TOOL_NAMES})
+        tools = {n: t for n, t in tools.items() if n not in RUNTIME_TOOL_NAMES}
+        super().send_tools(tools)
+        self._sent_tools = dict(tools)
+        if "final_answer" in tools:
+            self._run(_FINAL_ANSWER_CODE, "wrapping final_answer")
+
+    def send_variables(self, variables: dict[str, Any]) -> None:
+        super().send_variables(variables)
+        self._sent_variables = dict(variables)
 
     def install_packages(self, additional_imports: list[str]) -> list[str]:
         """pip-install the modules of ``additional_imports`` that the sandbox
