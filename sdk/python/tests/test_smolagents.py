@@ -254,23 +254,27 @@ def test_a_clipped_final_answer_is_an_error(live_server: dict[str, str], monkeyp
 @pytest.mark.live
 def test_a_new_kernel_gets_the_tools_and_variables_again(live_server: dict[str, str]) -> None:
     with withruntime.Sandbox.create(timeout_seconds=600, metadata={"test": "sdk-python"}, **SMALL) as sbx:
-        ex = WithruntimeExecutor(sandbox=sbx)
+        ex = WithruntimeExecutor(sandbox=sbx, step_timeout_seconds=3)
         steps = [
             "x = 1",
             "import os\nos._exit(1)",
-            'print(runtime_exec(command="echo alive")["stdout"])\n'
-            'final_answer(leave_note(text=f"v={v}") + ":" + str("x" in globals()))',
+            'print(runtime_exec(command="echo alive")["stdout"])\ny = leave_note(text=f"v={v}")',
+            # A step that ignores the interrupt at its timeout: a new kernel too.
+            "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)",
+            'final_answer(f"{v}:" + str([n in globals() for n in ("x", "y")]))',
         ]
-        agent = CodeAgent(tools=[leave_note], model=ScriptedModel(steps), executor=ex, max_steps=5)
+        agent = CodeAgent(tools=[leave_note], model=ScriptedModel(steps), executor=ex, max_steps=7)
         try:
             answer = agent.run("Die and go on.", additional_args={"v": 7})
             obs = observations(agent)
             errors = [str(s.error) for s in agent.memory.steps if getattr(s, "error", None) is not None]
         finally:
             agent.cleanup()
-        assert len(errors) == 1 and "DeadKernelError" in errors[0], errors
-        assert "the tools, the runtime_* functions and the agent's variables were defined again" in errors[0]
-        # The tool, runtime_exec, the variable v and final_answer work in the
-        # new kernel; x of the dead one is gone.
+        assert len(errors) == 2 and "DeadKernelError" in errors[0] and "TimeoutError" in errors[1], errors
+        for e in errors:
+            assert "the tools, the runtime_* functions and the agent's variables were defined again" in e
+        # The tool, runtime_exec, the variable v and final_answer work in each
+        # new kernel; x and y of the replaced ones are gone.
         assert "alive" in obs[2]
-        assert answer == "noted v=7:False"
+        assert sbx.files.read("note.txt") == "v=7"
+        assert answer == "7:[False, False]"
