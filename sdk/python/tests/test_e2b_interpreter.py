@@ -6,6 +6,7 @@ errors, env_vars and contexts, served by withruntime's own run_code (marked
 from __future__ import annotations
 
 import base64
+import threading
 from collections.abc import Iterator
 from importlib import metadata
 
@@ -166,3 +167,28 @@ def test_a_killed_sandbox(e2b_env: dict[str, str]) -> None:
     s.kill()
     with pytest.raises(TimeoutException, match="was not found"):
         s.run_code("1 + 1")
+
+
+def test_a_cell_over_the_clients_timeout(sbx: Sandbox) -> None:
+    with pytest.raises(TimeoutException, match="Execution timed out"):
+        sbx.run_code("import time\ntime.sleep(4)\n'late'", timeout=1)
+    assert sbx.run_code("21 * 2").text == "42"
+
+
+def test_a_sandbox_killed_under_a_running_cell(e2b_env: dict[str, str]) -> None:
+    s = Sandbox.create(timeout=300)
+    assert s.run_code("1 + 1").text == "2"
+    killer: list[threading.Thread] = []
+
+    def kill_once_started(_msg: object) -> None:
+        if not killer:
+            killer.append(threading.Thread(target=s.kill))
+            killer[0].start()
+
+    try:
+        with pytest.raises(TimeoutException, match="killed while the request was in progress"):
+            s.run_code("import time\nprint('started', flush=True)\ntime.sleep(60)", on_stdout=kill_once_started, timeout=120)
+    finally:
+        for t in killer:
+            t.join()
+    assert killer, "the cell never started"

@@ -124,3 +124,30 @@ test("kill: the sandbox ends and its interpreter answers as for a gone sandbox",
     return true;
   });
 });
+
+test("a cell over the client's timeoutMs is a TimeoutError; the context goes on", async () => {
+  await assert.rejects(sbx.runCode("import time\ntime.sleep(4)\n'late'", { timeoutMs: 1_000 }), (e) => {
+    assert.ok(e instanceof TimeoutError, String(e));
+    assert.match(e.message, /Execution timed out/);
+    return true;
+  });
+  assert.equal((await sbx.runCode("21 * 2")).text, "42");
+});
+
+test("a sandbox killed under a running cell: the client says so", async () => {
+  const s = await Sandbox.create({ timeoutMs: 300_000 });
+  assert.equal((await s.runCode("1 + 1")).text, "2");
+  let started;
+  const out = new Promise((r) => (started = r));
+  const cell = s.runCode("import time\nprint('started', flush=True)\ntime.sleep(60)", {
+    timeoutMs: 120_000,
+    onStdout: () => started(),
+  });
+  await out;
+  await s.kill();
+  await assert.rejects(cell, (e) => {
+    assert.ok(e instanceof TimeoutError, String(e));
+    assert.match(e.message, /killed while the request was in progress/);
+    return true;
+  });
+});
