@@ -134,9 +134,28 @@ function stringMap(m: Record<string, string>): Record<string, string> {
 }
 
 function contextOf(d: ContextWire | undefined): Context {
-  if (!d?.id) throw new TransportError(`a context answer has no id: ${JSON.stringify(d).slice(0, 200)}`);
-  return { id: String(d.id), language: String(d.language || "python"), cwd: String(d.cwd ?? "") };
+  if (!d || typeof d !== "object" || typeof d.id !== "string" || !d.id) {
+    throw new TransportError(`a context answer has no id: ${String(JSON.stringify(d)).slice(0, 200)}`);
+  }
+  const str = (v: unknown, name: string, dflt: string): string => {
+    if (v === undefined || v === null || v === "") return dflt;
+    if (typeof v !== "string") throw new TransportError(`context ${d.id}: its ${name} is not a string`);
+    return v;
+  };
+  return { id: d.id, language: str(d.language, "language", "python"), cwd: str(d.cwd, "cwd", "") };
 }
+
+// A string field of an event: absent is "", anything but a string a server
+// gone wrong (never shown as "[object Object]").
+function textOf(v: unknown, what: string, where: string): string {
+  if (v === undefined || v === null) return "";
+  if (typeof v !== "string") throw new TransportError(`${where}: ${what} is not a string`);
+  return v;
+}
+
+// The server cuts a code stream at a line over 8 MiB; a longer one is a
+// server gone wrong, refused before it fills the memory.
+const MAX_LINE = 9 << 20;
 
 function resultOf(d: CodeResultWire): Result {
   const r: Result = { isMainResult: Boolean(d.is_main_result) };
@@ -176,8 +195,12 @@ export class Contexts {
 
   /** The sandbox's contexts (the default one once a call has made it). */
   async list(): Promise<Context[]> {
-    const d = await this.#t.json<components["schemas"]["CodeContextList"]>("GET", this.#base);
-    return (d?.contexts ?? []).map(contextOf);
+    const d = await this.#t.json<components["schemas"]["CodeContextList"] | undefined>("GET", this.#base);
+    const cs: unknown = d === undefined || d === null ? [] : typeof d === "object" ? (d.contexts ?? []) : d;
+    if (!Array.isArray(cs) || Array.isArray(d)) {
+      throw new TransportError(`the contexts answer is not a context list: ${String(JSON.stringify(d)).slice(0, 200)}`);
+    }
+    return cs.map(contextOf);
   }
 
   /** Give the context a new kernel: its state is lost, its id, cwd and env stay. */
@@ -197,14 +220,21 @@ export function buildCodeBody(code: string, opts: RunCodeOptions): components["s
   const body: components["schemas"]["CodeRequest"] = { code };
   if (opts.context !== undefined && opts.context !== null) body.context_id = contextId(opts.context);
   if (opts.timeoutMs !== undefined) {
-    if (!(opts.timeoutMs >= 0)) throw new RangeError("timeoutMs must be positive");
-    if (opts.timeoutMs > 0) body.timeout_ms = Math.max(1, Math.floor(opts.timeoutMs));
+    const ms: unknown = opts.timeoutMs;
+    if (typeof ms !== "number") throw new TypeError(`timeoutMs must be a number, not ${typeof ms}`);
+    if (!(ms >= 0) || ms === Infinity) throw new RangeError(`timeoutMs must be a positive number of ms, not ${ms}`);
+    // Rounded up: 0.5 must not become 0, which means no timeout at all.
+    if (ms > 0) body.timeout_ms = Math.ceil(ms);
   }
   if (opts.env && Object.keys(opts.env).length) body.env = stringMap(opts.env);
   return body;
 }
 
 const CODE_END: ReadonlySet<string> = new Set(["end"]);
+
+/** @internal How long past its timeout a cell's stream may stay silent, in
+ * ms (an object so that tests can shorten it). */
+export const readSlack = { ms: 120_000 };
 
 /** POST a cell and follow its event stream to the "end" event. */
 export async function runCodeStream(
@@ -216,14 +246,16 @@ export async function runCodeStream(
   const where = `runCode in sandbox ${sandboxId}`;
   // A cell over its timeout is interrupted (its kernel restarted after 3 s
   // if it ignores that): the stream ends soon after. Without one only the
-  // lease bounds it; TCP keepalive notices a vanished server.
-  const timeoutMs = body.timeout_ms ? body.timeout_ms + 120_000 : null;
+  // lease bounds it; TCP keepalive notices a vanished server. The wait for
+  // the headers is not bounded: the server counts timeout_ms only once the
+  // cell runs, after its context's earlier cells and the kernel's start.
+  const timeoutMs = body.timeout_ms ? body.timeout_ms + readSlack.ms : null;
   const ex = new Execution();
-  const end = await followStream<CodeEvent>(t, `/sandboxes/${sandboxId}/code`, body, { terminal: CODE_END, where, timeoutMs }, async (ev) => {
+  const end = await followStream<CodeEvent>(t, `/sandboxes/${sandboxId}/code`, body, { terminal: CODE_END, where, timeoutMs, untimedHeaders: true, maxLine: MAX_LINE }, async (ev) => {
     switch (ev.type) {
       case "stdout":
       case "stderr": {
-        const text = String(ev.text ?? "");
+        const text = textOf(ev.text, `a ${ev.type} event's text`, where);
         if (!text) return;
         ex.logs[ev.type].push(text);
         await callUser(ev.type === "stdout" ? opts.onStdout : opts.onStderr, text);
@@ -239,12 +271,17 @@ export async function runCodeStream(
       case "exception": {
         const e = ev.exception;
         if (!e || typeof e !== "object") throw new TransportError(`${where}: an exception event has no exception`);
-        ex.error = { name: String(e.name || "Error"), value: String(e.value ?? ""), traceback: String(e.traceback ?? "") };
+        const f = (v: unknown, name: string): string => textOf(v, `the exception's ${name}`, where);
+        ex.error = { name: f(e.name, "name") || "Error", value: f(e.value, "value"), traceback: f(e.traceback, "traceback") };
         return;
       }
       // Unknown event types are skipped: newer servers may add some.
     }
   });
-  ex.executionCount = Math.trunc(Number(end.execution_count ?? 0)) || 0;
+  const n: unknown = end.execution_count ?? 0;
+  if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 0) {
+    throw new TransportError(`${where}: the end event's execution_count is not a whole number: ${String(JSON.stringify(n)).slice(0, 50)}`);
+  }
+  ex.executionCount = n;
   return ex;
 }

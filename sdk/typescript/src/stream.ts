@@ -33,6 +33,20 @@ export interface StreamOptions {
   where: string;
   /** Inactivity bound in ms; null: none (TCP keepalive notices a vanished server). */
   timeoutMs: number | null;
+  /** Whether the wait for the answer's headers goes unbounded (timeoutMs
+   * then bounds only the silences of the body). Default false. */
+  untimedHeaders?: boolean;
+  /** The longest line taken, in bytes; default DEFAULT_MAX_LINE. */
+  maxLine?: number;
+}
+
+/** The default bound of one event line: the server cuts an exec stream at
+ * a line over 256 KiB, so a longer one is a server gone wrong, refused
+ * before it fills the memory. */
+export const DEFAULT_MAX_LINE = 1 << 20;
+
+function timedOut(): Error {
+  return Object.assign(new Error("timed out"), { code: "ETIMEDOUT" });
 }
 
 /**
@@ -52,20 +66,33 @@ export async function followStream<E extends { type?: string; error?: unknown }>
   onEvent: (ev: E) => Promise<void> | void,
 ): Promise<E> {
   const { where } = opts;
-  const resp = await t.open("POST", path, { json: body, timeoutMs: opts.timeoutMs });
+  const maxLine = opts.maxLine ?? DEFAULT_MAX_LINE;
+  const untimed = opts.untimedHeaders === true;
+  const resp = await t.open("POST", path, { json: body, timeoutMs: untimed ? null : opts.timeoutMs });
   if (resp.statusCode !== 200) {
     resp.destroy();
     throw new TransportError(`${where}: expected a 200 event stream, got status ${resp.statusCode}`);
   }
-  let buf = "";
-  const lines = new TextDecoder();
+  // With the headers untimed, the body's silences are bounded here.
+  let timer: NodeJS.Timeout | undefined;
+  if (untimed && opts.timeoutMs !== null) timer = setTimeout(() => resp.destroy(timedOut()), opts.timeoutMs);
+  // The bytes of the line being read, not yet ended by a newline (a UTF-8
+  // sequence never holds the byte 0x0a, so lines split on bytes).
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  const decoder = new TextDecoder();
   try {
-    for await (const piece of resp as AsyncIterable<Buffer>) {
-      buf += lines.decode(piece, { stream: true });
+    for await (const data of resp as AsyncIterable<Buffer>) {
+      timer?.refresh();
+      let piece = data;
       let nl: number;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl).trim();
-        buf = buf.slice(nl + 1);
+      while ((nl = piece.indexOf(10)) >= 0) {
+        if (pendingBytes + nl > maxLine) throw new TransportError(`${where}: an event line is longer than ${maxLine} bytes`);
+        const raw = pending.length ? Buffer.concat([...pending, piece.subarray(0, nl)]) : piece.subarray(0, nl);
+        pending = [];
+        pendingBytes = 0;
+        piece = piece.subarray(nl + 1);
+        const line = decoder.decode(raw).trim();
         if (!line) continue;
         let ev: E;
         try {
@@ -83,6 +110,11 @@ export async function followStream<E extends { type?: string; error?: unknown }>
           return ev;
         }
       }
+      if (piece.length) {
+        pendingBytes += piece.length;
+        if (pendingBytes > maxLine) throw new TransportError(`${where}: an event line is longer than ${maxLine} bytes`);
+        pending.push(piece);
+      }
     }
   } catch (e) {
     resp.destroy();
@@ -90,6 +122,8 @@ export async function followStream<E extends { type?: string; error?: unknown }>
     if (e instanceof WithruntimeError) throw e;
     const m = (e as Error)?.message ?? String(e);
     throw new TransportError(`${where}: the event stream broke: ${m}`, { cause: e });
+  } finally {
+    clearTimeout(timer);
   }
   const ends = [...opts.terminal].sort().join(" or ");
   throw new TransportError(`${where}: the event stream ended without an ${ends} event`);
