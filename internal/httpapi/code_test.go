@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -185,5 +187,33 @@ func TestCodeStreamGuarded(t *testing.T) {
 	}
 	if d := broken[1].Error; d == nil || d.Code != "internal" || !strings.Contains(d.Message, "cell") {
 		t.Errorf("error event: got %+v, want internal, naming the cell", d)
+	}
+}
+
+// TestCodeStreamFromABadAgent: an agent's 200 that is not an event stream,
+// or a line past the code stream's bound, reaches the Go client as an
+// internal *APIError, never as a broken stream (*TransportError).
+func TestCodeStreamFromABadAgent(t *testing.T) {
+	e := newEnv(t, nil)
+	c, err := client.New(client.WithBaseURL(e.url), client.WithAPIKey(e.keys[store.KeyFull]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []string{"notstream", "hugeline"} {
+		t.Run(code, func(t *testing.T) {
+			_, err := c.RunCode(t.Context(), "sbx-1", api.CodeRequest{Code: code}, client.CodeOptions{})
+			var ae *client.APIError
+			if !errors.As(err, &ae) || ae.Code != "internal" || !strings.Contains(ae.Message, "agent") {
+				t.Fatalf("got %T %v, want an internal *APIError naming the agent", err, err)
+			}
+		})
+	}
+	resp := e.doJSON("POST", "/v1/sandboxes/sbx-1/code", e.keys[store.KeyFull], `{"code":"notstream"}`)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("got %d %s, want 500 application/json", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if d := errorOf(t, resp); d.Code != "internal" {
+		t.Fatalf("got code %s, want internal", d.Code)
 	}
 }

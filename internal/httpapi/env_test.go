@@ -257,6 +257,7 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /exec", a.exec)
 	mux.HandleFunc("POST /code", a.code)
+	mux.HandleFunc("GET /processes/{pid}/stream", a.follow)
 	mux.HandleFunc("GET /files", a.readFile)
 	mux.HandleFunc("PUT /files", a.writeFile)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -306,14 +307,34 @@ func (a *fakeAgent) exec(w http.ResponseWriter, r *http.Request) {
 	enc.Encode(api.ExecEvent{Type: api.EventExit, ExitCode: &code, DurationMs: 1})
 }
 
+// follow answers a background process's follow stream: it has exited.
+func (a *fakeAgent) follow(w http.ResponseWriter, r *http.Request) {
+	a.record(r, false)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	code := 0
+	json.NewEncoder(w).Encode(api.ExecEvent{Type: api.EventExit, ExitCode: &code})
+}
+
 // code answers a cell by its code: "break" breaks the stream off after
-// some output, "big" sends a result longer than an exec line may be, and
-// anything else prints and ends.
+// some output, "big" sends a result longer than an exec line may be,
+// "hugeline" a line longer than a code line may be, "notstream" a 200
+// that is not ndjson, and anything else prints and ends.
 func (a *fakeAgent) code(w http.ResponseWriter, r *http.Request) {
 	a.record(r, true)
 	var req api.CodeRequest
 	json.Unmarshal(a.requests()[len(a.requests())-1].Body, &req)
+	if req.Code == "notstream" {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"type":"stdout","text":"` + strings.Repeat("x", 9<<20) + `"}` + "\n"))
+		return
+	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
+	if req.Code == "hugeline" {
+		enc := json.NewEncoder(w)
+		enc.Encode(api.CodeEvent{Type: api.CodeEventStdout, Text: "hi\n"})
+		w.Write([]byte(`{"type":"stdout","text":"` + strings.Repeat("x", 9<<20) + `"}` + "\n"))
+		return
+	}
 	enc := json.NewEncoder(w)
 	enc.Encode(api.CodeEvent{Type: api.CodeEventStdout, Text: "hi\n"})
 	w.(http.Flusher).Flush()

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,9 +63,29 @@ func guardedStream(agentPath string) (streamKind, bool) {
 // terminal events, as the contract promises: when the agent's stream
 // breaks (the sandbox was stopped, paused or ran out of lease under the
 // command or cell) the client reads an "error" event with the reason's
-// stable code instead of a cut connection.
+// stable code instead of a cut connection. A 200 that is not an ndjson
+// stream is the agent failing: it would pass unguarded.
 func (s *server) guardStream(r *http.Request, c caller, resp *http.Response, k streamKind) {
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson") {
+	if resp.StatusCode != http.StatusOK {
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != "application/x-ndjson" {
+		resp.Body.Close()
+		err := sandbox.Errorf(sandbox.KindInternal, "the sandbox's agent answered the %s with %.60q, not an event stream", k.what, resp.Header.Get("Content-Type"))
+		if info := infoFrom(r.Context()); info != nil {
+			info.err = err
+		}
+		body, _ := json.Marshal(api.ErrorBody{Error: ErrorDetail(err)}) // strings only: cannot fail
+		body = append(body, '\n')
+		resp.StatusCode = Status(sandbox.KindInternal)
+		resp.Status = fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+		clear(resp.Header)
+		resp.Header.Set("Content-Type", "application/json")
+		resp.Header.Set("X-Content-Type-Options", "nosniff")
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		resp.ContentLength = int64(len(body))
+		resp.TransferEncoding = nil
+		resp.Body = io.NopCloser(bytes.NewReader(body))
 		return
 	}
 	resp.Body = &streamGuard{kind: k, body: resp.Body, reason: func(cause error) error {
@@ -99,94 +121,121 @@ func (s *server) streamBreak(ctx context.Context, c caller, id, what string, cau
 	}
 }
 
-// maxTerminalLine bounds what the guard keeps of a line: terminal events
-// are small (a type, an exit code, an error detail), so a longer line is
-// not one, and a stream of long results costs no copy of each.
+// maxTerminalLine bounds what the guard keeps of the last line: terminal
+// events are small (a type, an exit code, an error detail), so a longer
+// line is not one.
 const maxTerminalLine = 64 << 10
 
-// streamGuard passes an ndjson stream through and, when it ends without a
-// last terminal event, adds an "error" event. It cuts the stream at a line
-// longer than its kind's maxLine: the agent is untrusted input.
+// keepBuffer is the most buffer the guard keeps between lines: a stream of
+// one long result does not hold its memory for the stream's life.
+const keepBuffer = 1 << 20
+
+// streamGuard passes an ndjson stream through a line at a time and, when
+// it ends without a last terminal event, adds an "error" event. A line is
+// held back until it ends: a line that is too long (over its kind's
+// maxLine) or not a JSON object cuts the stream there, and the client,
+// which parses lines, reads the error event instead of a broken line. The
+// agent is untrusted input.
 type streamGuard struct {
 	kind   streamKind
 	body   io.ReadCloser
 	reason func(cause error) error
 
-	last    []byte // the last complete line, if it was short enough to keep
-	cur     []byte // what is kept of the line being read
-	curLen  int    // the length of the line being read
-	partial bool   // the stream is inside a line
-	tail    *bytes.Reader
+	line  []byte // the line being read, held back
+	ready []byte // complete lines the client has yet to read, from off
+	off   int
+	last  []byte // the last complete line, if it was short enough to keep
+	ended bool   // the agent's stream ended well: io.EOF once ready is read
+	tail  *bytes.Reader
 }
 
 func (g *streamGuard) Read(p []byte) (int, error) {
-	if g.tail != nil {
-		return g.tail.Read(p)
+	for {
+		if g.off < len(g.ready) {
+			n := copy(p, g.ready[g.off:])
+			g.off += n
+			if g.off == len(g.ready) {
+				g.ready, g.off = g.ready[:0], 0
+				if cap(g.ready) > keepBuffer {
+					g.ready = nil
+				}
+			}
+			return n, nil
+		}
+		switch {
+		case g.tail != nil:
+			return g.tail.Read(p)
+		case g.ended:
+			return 0, io.EOF
+		case len(p) == 0:
+			return 0, nil
+		}
+		n, err := g.body.Read(p)
+		if bad := g.take(p[:n]); bad != nil {
+			g.body.Close()
+			g.line = nil
+			g.tail = bytes.NewReader(g.errorEvent(bad))
+			continue
+		}
+		if err == nil {
+			continue
+		}
+		// After a whole terminal line the stream is over, however the
+		// connection then ends: a second terminal event would break the
+		// contract.
+		if len(g.line) == 0 && g.terminal(g.last) {
+			g.ended = true
+			continue
+		}
+		cause := err
+		if errors.Is(err, io.EOF) {
+			cause = fmt.Errorf("the stream ended without an %s event", g.kind.end)
+		}
+		g.line = nil // a cut line is never passed on
+		g.tail = bytes.NewReader(g.errorEvent(g.reason(cause)))
 	}
-	n, err := g.body.Read(p)
-	if !g.track(p[:n]) {
-		g.body.Close()
-		g.tail = bytes.NewReader(g.errorEvent(sandbox.Errorf(sandbox.KindInternal,
-			"the sandbox's agent sent a line longer than %d bytes: the stream was cut", g.kind.maxLine)))
-		return n, nil
-	}
-	if err == nil {
-		return n, nil
-	}
-	if errors.Is(err, io.EOF) && !g.partial && g.terminal(g.last) {
-		return n, io.EOF
-	}
-	cause := err
-	if errors.Is(err, io.EOF) {
-		cause = fmt.Errorf("the stream ended without an %s event", g.kind.end)
-	}
-	g.tail = bytes.NewReader(g.errorEvent(g.reason(cause)))
-	return n, nil
 }
 
 func (g *streamGuard) Close() error { return g.body.Close() }
 
-// track follows line boundaries. It reports false when a line is longer
-// than the kind's maxLine.
-func (g *streamGuard) track(b []byte) bool {
+// take adds b to the stream, moving each line it completes to ready. It
+// returns why the stream must be cut: a line too long, or not an event.
+func (g *streamGuard) take(b []byte) error {
 	for len(b) > 0 {
-		if !g.partial {
-			g.cur, g.curLen = g.cur[:0], 0
-		}
 		i := bytes.IndexByte(b, '\n')
 		seg := b
 		if i >= 0 {
 			seg = b[:i]
 		}
-		g.partial = true
-		if g.curLen+len(seg) > g.kind.maxLine {
-			return false
+		if len(g.line)+len(seg) > g.kind.maxLine {
+			return sandbox.Errorf(sandbox.KindInternal, "the sandbox's agent sent a line longer than %d bytes: the stream was cut", g.kind.maxLine)
 		}
-		g.curLen += len(seg)
-		if keep := maxTerminalLine - len(g.cur); keep > 0 {
-			g.cur = append(g.cur, seg[:min(keep, len(seg))]...)
-		}
+		g.line = append(g.line, seg...)
 		if i < 0 {
-			return true
+			return nil
+		}
+		if t := bytes.TrimSpace(g.line); len(t) > 0 && (t[0] != '{' || !json.Valid(t)) {
+			return sandbox.Errorf(sandbox.KindInternal, "the sandbox's agent sent a line that is not an event: the stream was cut")
 		}
 		g.last = g.last[:0]
-		if g.curLen <= maxTerminalLine {
-			g.last = append(g.last, g.cur...)
+		if len(g.line) <= maxTerminalLine {
+			g.last = append(g.last, g.line...)
 		}
-		g.partial = false
+		g.ready = append(append(g.ready, g.line...), '\n')
+		g.line = g.line[:0]
+		if cap(g.line) > keepBuffer {
+			g.line = nil
+		}
 		b = b[i+1:]
 	}
-	return true
+	return nil
 }
 
-// errorEvent is the final event for err, after a newline that ends a cut
-// line. Exec and code streams share the shape of their "error" event.
+// errorEvent is the final event for err. Exec and code streams share the
+// shape of their "error" event.
 func (g *streamGuard) errorEvent(err error) []byte {
 	d := ErrorDetail(err)
 	line, _ := json.Marshal(api.ExecEvent{Type: api.EventError, Error: &d})
-	if g.partial {
-		line = append([]byte("\n"), line...)
-	}
 	return append(line, '\n')
 }
 

@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
 	"testing"
 
+	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
@@ -46,6 +48,12 @@ func TestStreamGuard(t *testing.T) {
 		{"cell cut after a result", "{\"type\":\"stdout\",\"text\":\"x\"}\n" + bigResult, codeStream, io.EOF, "lease_ended"},
 		{"cell cut inside a result", bigResult[:len(bigResult)/2], codeStream, io.ErrUnexpectedEOF, "lease_ended"},
 		{"code stream ending with an exec exit", "{\"type\":\"exit\",\"exit_code\":0}\n", codeStream, io.EOF, "lease_ended"},
+		// The connection breaks after the terminal event: the stream is
+		// whole, and a second terminal event would break the contract.
+		{"reset after the exit", "{\"type\":\"start\"}\n{\"type\":\"exit\",\"exit_code\":0}\n", execStream, io.ErrUnexpectedEOF, ""},
+		{"reset after the end", "{\"type\":\"end\",\"execution_count\":1}\n", codeStream, io.ErrUnexpectedEOF, ""},
+		{"a line that is not an event", "{\"type\":\"start\"}\nnot json\n{\"type\":\"exit\",\"exit_code\":0}\n", execStream, io.EOF, "internal"},
+		{"a line that is not an object", "{\"type\":\"start\"}\n[1]\n", execStream, io.EOF, "internal"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,8 +85,14 @@ func TestStreamGuard(t *testing.T) {
 			if n := strings.Count(out.String(), `"type":"error"`); n != 1 {
 				t.Fatalf("got %d error events, want 1", n)
 			}
-			if !strings.HasPrefix(out.String(), tt.stream) {
-				t.Fatalf("the original stream was changed: %.200q", out.String())
+			// Whole lines pass; a cut one never does, so the error event
+			// is a line of its own a client can parse.
+			whole := tt.stream[:strings.LastIndexByte(tt.stream, '\n')+1]
+			if tt.wantLast == "internal" {
+				whole = tt.stream[:strings.IndexByte(tt.stream, '\n')+1]
+			}
+			if out.String() != whole+last+"\n" {
+				t.Fatalf("got %.200q, want the whole lines of %.200q, then the error event", out.String(), tt.stream)
 			}
 		})
 	}
@@ -96,9 +110,8 @@ func (e *endless) Read(p []byte) (int, error) {
 
 func (e *endless) Close() error { e.closed = true; return nil }
 
-// TestStreamGuardBoundsALine: what passes the guard of an endless line is
-// bounded by the stream's kind, ends with an error event, and the agent's
-// stream is closed.
+// TestStreamGuardBoundsALine: an endless line is cut at the stream kind's
+// bound, the agent's stream is closed and the client reads an error event.
 func TestStreamGuardBoundsALine(t *testing.T) {
 	for _, k := range []streamKind{execStream, codeStream} {
 		t.Run(k.what, func(t *testing.T) {
@@ -108,18 +121,14 @@ func TestStreamGuardBoundsALine(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(out) > k.maxLine+512<<10 { // one read past the bound at most
-				t.Fatalf("passed %d bytes of one line, want at most about %d", len(out), k.maxLine)
-			}
-			if len(out) < k.maxLine {
-				t.Fatalf("passed %d bytes of one line, want all of the first %d", len(out), k.maxLine)
-			}
 			if !body.closed {
 				t.Fatal("the agent's stream was left open")
 			}
-			last := out[strings.LastIndexByte(string(out[:len(out)-1]), '\n')+1:]
-			if !strings.Contains(string(last), `"type":"error"`) || !strings.Contains(string(last), "internal") {
-				t.Fatalf("last line %q, want an internal error event", last)
+			// Nothing of the line passes: the client reads the error
+			// event alone, as a line it can parse.
+			var ev api.ExecEvent
+			if err := json.Unmarshal(out, &ev); err != nil || ev.Type != api.EventError || ev.Error == nil || ev.Error.Code != "internal" || strings.Count(string(out), "\n") != 1 {
+				t.Fatalf("got %.300q, want one internal error event line", out)
 			}
 		})
 	}
