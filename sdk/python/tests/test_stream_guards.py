@@ -183,3 +183,25 @@ def test_bad_timeouts_are_refused_locally(fake, sbx: Sandbox, bad) -> None:
     with pytest.raises(ValueError):
         sbx.exec("true", timeout_ms=bad)
     assert bodies(fake, "/code") == [] and bodies(fake, "/exec") == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"type": "stdout", "text": {"a": 1}},
+        {"type": "stderr", "text": 5},
+        {"type": "exception", "exception": {"name": ["x"], "value": "v"}},
+    ],
+)
+def test_event_fields_not_strings_are_transport_errors(fake, sbx: Sandbox, bad) -> None:
+    fake.state.code_handler = events(bad, {"type": "end"})
+    with pytest.raises(TransportError, match="not a string"):
+        sbx.run_code("x")
+
+
+def test_result_fields_not_strings_are_dropped(fake, sbx: Sandbox) -> None:
+    fake.state.code_handler = events(
+        {"type": "result", "result": {"text": "t", "png": {"x": 1}, "html": 5}}, {"type": "end"}
+    )
+    r = sbx.run_code("x").results[0]
+    assert (r.text, r.png, r.html) == ("t", None, None)

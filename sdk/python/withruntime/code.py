@@ -60,8 +60,9 @@ class Result:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Result:
         def s(name: str) -> str | None:
+            # A representation that is not text is dropped, as TypeScript does.
             v = d.get(name)
-            return None if v is None or v == "" else str(v)
+            return v if isinstance(v, str) and v != "" else None
 
         return cls(
             text=s("text"),
@@ -240,6 +241,16 @@ class Contexts:
         self._t.request("DELETE", self._path(context))
 
 
+def _text(v: Any, what: str, where: str) -> str:
+    """A string field of an event: absent is "", anything but a string is a
+    server gone wrong (never shown as its repr)."""
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise TransportError(f"{where}: {what} is not a string")
+    return v
+
+
 def build_code_body(
     code: str,
     context: ContextArg | None,
@@ -287,7 +298,7 @@ def run_code(
     for ev in stream:
         kind = ev.get("type")
         if kind == "stdout" or kind == "stderr":
-            text = str(ev.get("text") or "")
+            text = _text(ev.get("text"), f"a {kind} event's text", where)
             if not text:
                 continue
             (ex.logs.stdout if kind == "stdout" else ex.logs.stderr).append(text)
@@ -307,9 +318,9 @@ def run_code(
             if not isinstance(e, dict):
                 raise TransportError(f"{where}: an exception event has no exception")
             ex.error = ExecutionError(
-                name=str(e.get("name") or "Error"),
-                value=str(e.get("value") or ""),
-                traceback=str(e.get("traceback") or ""),
+                name=_text(e.get("name"), "the exception's name", where) or "Error",
+                value=_text(e.get("value"), "the exception's value", where),
+                traceback=_text(e.get("traceback"), "the exception's traceback", where),
             )
         elif kind == "end":
             n = ev.get("execution_count")
