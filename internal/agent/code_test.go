@@ -573,3 +573,18 @@ func TestCodeEnvCountsPlaceholders(t *testing.T) {
 	}
 	a.wantError("POST", "/contexts", jsonBody(t, api.CreateContextRequest{Env: env}), http.StatusBadRequest, "invalid_request")
 }
+
+// TestCwdErrorsAreInvalid: a cwd whose name is too long or loops is the
+// request's fault (400), for commands and contexts alike.
+func TestCwdErrorsAreInvalid(t *testing.T) {
+	a := standInAgent(t)
+	for _, l := range [][2]string{{"loop1", "loop2"}, {"loop2", "loop1"}} {
+		if err := os.Symlink(l[1], filepath.Join(a.cfg.Workspace, l[0])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cwd := range []string{strings.Repeat("d", 300), strings.Repeat("d/", 2100), "loop1"} {
+		a.wantError("POST", "/exec", jsonBody(t, api.ExecRequest{Cmd: api.Command{Argv: []string{"true"}}, Cwd: cwd}), http.StatusBadRequest, "invalid_request")
+		a.wantError("POST", "/contexts", jsonBody(t, api.CreateContextRequest{Cwd: cwd}), http.StatusBadRequest, "invalid_request")
+	}
+}

@@ -144,6 +144,9 @@ func (s *Server) workdir(cwd string) (string, error) {
 	switch {
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		return "", invalidf("cwd %s does not exist", dir)
+	case errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.EACCES):
+		// The request's fault, not the agent's.
+		return "", invalidf("cwd %.300s cannot be used: %v", dir, errors.Unwrap(err))
 	case err != nil:
 		return "", err
 	case !fi.IsDir():
