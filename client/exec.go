@@ -87,7 +87,7 @@ func (c *Client) execStream(ctx context.Context, r request, opts ExecOptions) (*
 
 	res := &ExecResult{ExitCode: -1}
 	var stdout, stderr tailBuffer
-	dec := json.NewDecoder(resp.Body)
+	dec := newEventDecoder(resp.Body, maxExecLine)
 	for {
 		var ev api.ExecEvent
 		if err := dec.Decode(&ev); err != nil {

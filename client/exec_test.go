@@ -122,12 +122,14 @@ func TestExecKeepsOutputWithoutWriters(t *testing.T) {
 }
 
 func TestExecOutputCap(t *testing.T) {
-	chunk := strings.Repeat("x", 1<<20)
+	// Events as big as the server passes (its lines are at most 256 KiB),
+	// 40 MiB in all.
+	chunk := strings.Repeat("x", 128<<10)
 	c := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
 		enc := json.NewEncoder(w)
 		enc.Encode(api.ExecEvent{Type: "stdout", Data: "HEAD"})
-		for range 40 {
+		for range 320 {
 			enc.Encode(api.ExecEvent{Type: "stdout", Data: chunk})
 		}
 		enc.Encode(api.ExecEvent{Type: "stdout", Data: "TAIL"})
