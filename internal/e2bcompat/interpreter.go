@@ -215,10 +215,10 @@ func writeCodeJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// interpreterError answers err before any of the body is written. An
-// error that may mean the sandbox ended under the call (sbx nil: it was
-// never found) is the 502 of a gone sandbox once the sandbox is seen not
-// to run.
+// interpreterError answers err before any of the body is written, as
+// text. An error that may mean the sandbox ended under the call becomes
+// the 502 of a gone sandbox once the sandbox is seen not to run (sbx is
+// nil when the sandbox itself could not be resolved: err says why).
 func (s *Server) interpreterError(w http.ResponseWriter, r *http.Request, sbx *Sandbox, err error) {
 	if sbx != nil && codeMayBeGone(err) && codeSandboxGone(r.Context(), sbx) {
 		err = errNotFound(sbx.ID)
@@ -251,8 +251,8 @@ func codeMayBeGone(err error) bool {
 	return errors.As(err, &tErr)
 }
 
-// codeSandboxGone says whether sbx no longer runs, asked apart from the request's
-// context (which may be what ended).
+// codeSandboxGone says whether sbx no longer runs, asked apart from the
+// request's context (which may be what ended).
 func codeSandboxGone(ctx context.Context, sbx *Sandbox) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), helperTimeout/4)
 	defer cancel()
