@@ -83,6 +83,9 @@ func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
+	if err := s.checkContextCwd(dir); err != nil {
+		return err
+	}
 	cx, err := s.addContext("", dir, req.Env)
 	if err != nil {
 		return err

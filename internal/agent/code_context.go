@@ -3,6 +3,7 @@ package agent
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"sort"
 	"sync"
@@ -74,6 +75,7 @@ func (s *Server) lookupContext(id string, makeDefault func() (*codeContext, erro
 // driver. An existing id is returned as it is.
 func (s *Server) addContext(id, cwd string, env map[string]string) (*codeContext, error) {
 	t := s.code
+	isDefault := id != ""
 	t.mu.Lock()
 	if cx := t.ctxs[id]; id != "" && cx != nil {
 		t.mu.Unlock()
@@ -108,9 +110,22 @@ func (s *Server) addContext(id, cwd string, env map[string]string) (*codeContext
 	if cx.removed {
 		return nil, s.goneErr(cx.id)
 	}
-	// A driver that cannot start now is tried again by the first cell,
-	// which reports why.
-	cx.drv, _ = s.startDriver(cx)
+	d, err := s.startDriver(cx)
+	if err != nil && !isDefault {
+		// A new context whose driver cannot start (in its cwd, say) is
+		// refused rather than made for every cell to fail.
+		cx.removed = true
+		t.mu.Lock()
+		if t.ctxs[cx.id] == cx {
+			delete(t.ctxs, cx.id)
+		}
+		t.mu.Unlock()
+		// %v: the failure is the agent's, whatever errno it carries.
+		return nil, fmt.Errorf("the context cannot be made: %v", err)
+	}
+	// The default context's driver that cannot start now is tried again
+	// by the first cell, which reports why.
+	cx.drv = d
 	return cx, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -586,5 +587,94 @@ func TestCwdErrorsAreInvalid(t *testing.T) {
 	for _, cwd := range []string{strings.Repeat("d", 300), strings.Repeat("d/", 2100), "loop1"} {
 		a.wantError("POST", "/exec", jsonBody(t, api.ExecRequest{Cmd: api.Command{Argv: []string{"true"}}, Cwd: cwd}), http.StatusBadRequest, "invalid_request")
 		a.wantError("POST", "/contexts", jsonBody(t, api.CreateContextRequest{Cwd: cwd}), http.StatusBadRequest, "invalid_request")
+	}
+}
+
+// TestCodeContextCwdAsUser: a context's cwd is checked as the sandbox
+// user, not as the agent's root: a directory the user cannot enter, on
+// the way or through a symlink, is a 400, not a context whose every cell
+// fails.
+func TestCodeContextCwdAsUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("switching users needs root")
+	}
+	const uid, gid = 4321, 4322
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The stand-in must be a program the user can run.
+	bin, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	standIn := filepath.Join(base, "standin")
+	if err := os.WriteFile(standIn, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.UID, cfg.GID = uid, gid
+	cfg.Workspace = filepath.Join(base, "ws")
+	cfg.Home = cfg.Workspace
+	mk := func(p string, mode os.FileMode, owner int) {
+		t.Helper()
+		if err := os.Mkdir(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, owner, owner+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk(cfg.Workspace, 0o755, uid)
+	mk(filepath.Join(base, "private"), 0o700, 0)
+	mk(filepath.Join(base, "private", "open"), 0o755, 0)
+	mk(filepath.Join(base, "listonly"), 0o744, 0)
+	mk(filepath.Join(cfg.Workspace, "mine"), 0o700, uid)
+	mk(filepath.Join(base, "group"), 0o070, 0)
+	if err := os.Chown(filepath.Join(base, "group"), 0, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(base, "private"), filepath.Join(cfg.Workspace, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../group", filepath.Join(cfg.Workspace, "grouplink")); err != nil {
+		t.Fatal(err)
+	}
+	s := New(cfg)
+	s.code.driverArgv = []string{standIn, "-test.run=^TestStandInDriver$", standInArg}
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() { s.Close(); ts.Close() })
+	a := &testAgent{t: t, srv: s, url: ts.URL, cfg: cfg}
+
+	for _, cwd := range []string{"/root", filepath.Join(base, "private"), filepath.Join(base, "private", "open"), filepath.Join(base, "listonly"), "link"} {
+		msg := a.wantError("POST", "/contexts", jsonBody(t, api.CreateContextRequest{Cwd: cwd}), http.StatusBadRequest, "invalid_request")
+		if !strings.Contains(msg, "permission denied") {
+			t.Errorf("cwd %s: got %q, want permission denied", cwd, msg)
+		}
+	}
+	for _, cwd := range []string{"mine", "grouplink", filepath.Join(base, "group")} {
+		var cx api.CodeContext
+		a.doJSON("POST", "/contexts", jsonBody(t, api.CreateContextRequest{Cwd: cwd}), http.StatusCreated, &cx)
+		if run := a.code(api.CodeRequest{Code: "cwd", ContextID: cx.ID}); run.stdout == "" || run.last.Type != api.CodeEventEnd {
+			t.Errorf("cwd %s: got %+v, want the cell run there", cwd, run.events)
+		}
+	}
+}
+
+// TestCodeContextDriverCannotStart: a new context whose driver cannot
+// start is refused, not made for each of its cells to fail.
+func TestCodeContextDriverCannotStart(t *testing.T) {
+	a := newTestAgent(t)
+	a.srv.code.driverArgv = []string{filepath.Join(a.cfg.Workspace, "no-such-driver")}
+	a.wantError("POST", "/contexts", jsonBody(t, api.CreateContextRequest{}), http.StatusInternalServerError, "internal")
+	var list api.CodeContextList
+	a.doJSON("GET", "/contexts", nil, http.StatusOK, &list)
+	if len(list.Contexts) != 0 {
+		t.Fatalf("got contexts %+v, want none", list.Contexts)
 	}
 }
