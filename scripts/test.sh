@@ -42,3 +42,6 @@ if ! command -v npm >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
 fi
 (cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && WITHRUNTIME_CLI="$(command -v withruntime)" CI=true npm test)
+
+echo "==> E2B's own JavaScript SDK and code interpreter, unmodified, against --e2b-listen"
+(cd test/e2b-js && npm ci --no-audit --no-fund --loglevel=error && WITHRUNTIME_CLI="$(command -v withruntime)" CI=true npm test)
