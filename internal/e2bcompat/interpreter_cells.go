@@ -47,7 +47,11 @@ const helperTimeout = 2 * time.Minute
 func runHelper(ctx context.Context, sbx *Sandbox, contextID, code string) (*api.CodeException, error) {
 	ctx, cancel := context.WithTimeout(ctx, helperTimeout)
 	defer cancel()
-	ex, err := sbx.C.RunCode(ctx, sbx.ID, api.CodeRequest{Code: code, ContextID: contextID}, client.CodeOptions{})
+	// No-op callbacks with Discard: what a helper prints is kept nowhere.
+	drop := func(string) {}
+	ex, err := sbx.C.RunCode(ctx, sbx.ID, api.CodeRequest{Code: code, ContextID: contextID}, client.CodeOptions{
+		Stdout: drop, Stderr: drop, Result: func(api.CodeResult) {}, Discard: true,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -150,7 +150,9 @@ func (st *lineStream) doRestore() {
 func (st *lineStream) run(req api.CodeRequest) {
 	ctx, cancel := context.WithCancel(st.r.Context())
 	defer cancel()
-	lines := make(chan any, 64)
+	// Two lines in flight at most: a line can be megabytes, and the caller
+	// is who should hold them, not this layer.
+	lines := make(chan any, 2)
 	send := func(v any) {
 		select {
 		case lines <- v:
@@ -165,6 +167,8 @@ func (st *lineStream) run(req api.CodeRequest) {
 			Stdout: func(t string) { send(stdoutLine(t, time.Now())) },
 			Stderr: func(t string) { send(stderrLine(t, time.Now())) },
 			Result: func(r api.CodeResult) { send(resultOf(r)) },
+			// Everything went to the caller as it came: keep no second copy.
+			Discard: true,
 		})
 	}()
 	grace := time.NewTimer(codeHeaderGrace)
