@@ -1,6 +1,7 @@
 package e2bcompat
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -78,8 +79,9 @@ var unsupportedRoutes = map[string]string{
 type controlHandler func(w http.ResponseWriter, r *http.Request, c *client.Client, key string) error
 
 // withKey checks the caller's key is there and answers a handler's error
-// in E2B's shape. Whether the key is valid, and what it may do, the API
-// decides on each call.
+// in E2B's shape. What the key may do, the API decides on each call; a
+// request with a body has its key checked by the API first, so that no
+// body is read for a caller the API does not know.
 func (s *Server) withKey(h controlHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key := apiKey(r.Header.Get("X-API-KEY"))
@@ -92,10 +94,24 @@ func (s *Server) withKey(h controlHandler) http.HandlerFunc {
 			writeE2BError(w, http.StatusUnauthorized, "missing API key: set E2B_API_KEY to a withruntime key")
 			return
 		}
-		if err := h(w, r, s.client(key), key); err != nil {
+		c := s.client(key)
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			if err := checkKey(r.Context(), c); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+		if err := h(w, r, c, key); err != nil {
 			writeError(w, err)
 		}
 	}
+}
+
+// checkKey has the API check c's key with its cheapest call for any key:
+// a one-sandbox page of its running sandboxes.
+func checkKey(ctx context.Context, c *client.Client) error {
+	_, err := c.ListSandboxesPage(ctx, client.ListOptions{States: []string{"running"}, Limit: 1})
+	return err
 }
 
 // decodeBody reads a JSON body into v; an empty body leaves v as it is.

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"strings"
+	"time"
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/client"
@@ -57,30 +59,59 @@ func moveAs(ctx context.Context, sb *Sandbox, src, dst string) error {
 	if _, err := mkdirAs(ctx, sb, path.Dir(dst)); err != nil {
 		return err
 	}
-	var stderr limitedBuffer
 	req := api.ExecRequest{Cmd: api.Command{Argv: []string{"mv", "-T", "--", src, dst}}, User: sb.User}
-	res, err := sb.C.Exec(ctx, sb.ID, req, client.ExecOptions{Stderr: &stderr})
+	res, stderr, err := runTool(ctx, sb, req, moveTimeout)
 	if err != nil {
 		return err
 	}
 	if res.ExitCode != 0 {
-		return &Error{Status: http.StatusBadRequest, Message: "move " + src + " to " + dst + ": " + stderr.String()}
+		return &Error{Status: http.StatusBadRequest, Message: "move " + src + " to " + dst + ": " + stderr}
 	}
 	return nil
 }
 
-// limitedBuffer keeps the first 4 KiB written to it: enough of a
-// command's error output for a message.
-type limitedBuffer struct{ b []byte }
+// Timeouts of the commands the layer runs for itself: a rename within one
+// filesystem is instant, across two it copies.
+const (
+	moveTimeout = 2 * time.Minute
+	killTimeout = 15 * time.Second
+)
 
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := 4096 - len(l.b); room > 0 {
-		l.b = append(l.b, p[:min(room, len(p))]...)
+// runTool runs a command of the layer's own within timeout (the command's
+// own timeout_ms and the call's), its stdout dropped and the tail of its
+// stderr returned for a message.
+func runTool(ctx context.Context, sb *Sandbox, req api.ExecRequest, timeout time.Duration) (*client.ExecResult, string, error) {
+	req.TimeoutMs = timeout.Milliseconds()
+	ctx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
+	defer cancel()
+	var stderr tailBuffer
+	res, err := sb.C.Exec(ctx, sb.ID, req, client.ExecOptions{Stdout: io.Discard, Stderr: &stderr})
+	if err != nil {
+		return nil, "", err
 	}
-	return len(p), nil
+	return res, stderr.String(), nil
 }
 
-func (l *limitedBuffer) String() string { return string(trimNewline(l.b)) }
+// tailCap is how much of a command's error output a message carries.
+const tailCap = 4 << 10
+
+// tailBuffer keeps the last tailCap bytes written to it.
+type tailBuffer struct{ b []byte }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) >= tailCap {
+		t.b = append(t.b[:0], p[len(p)-tailCap:]...)
+		return n, nil
+	}
+	if over := len(t.b) + len(p) - tailCap; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	t.b = append(t.b, p...)
+	return n, nil
+}
+
+func (t *tailBuffer) String() string { return strings.ToValidUTF8(string(trimNewline(t.b)), "") }
 
 func trimNewline(b []byte) []byte {
 	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {

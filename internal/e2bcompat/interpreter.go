@@ -32,9 +32,10 @@ func init() {
 // defaultContextID is withruntime's context for cells naming none.
 const defaultContextID = "default"
 
-// maxInterpreterBody bounds a request read here; the API checks its own
-// limit on what is forwarded.
-const maxInterpreterBody = 64 << 20
+// maxInterpreterBody bounds a request read here: the API's own bound on a
+// JSON body (httpapi.DefaultMaxBodyBytes), which a cell forwarded in it
+// could not pass anyway.
+const maxInterpreterBody = 1 << 20
 
 // e2bContext is E2B's Context: the Python client needs all three fields.
 type e2bContext struct {
@@ -193,12 +194,13 @@ func contextIDOf(r *http.Request) string {
 }
 
 func readCodeJSON(r *http.Request, v any) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxInterpreterBody+1))
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxInterpreterBody))
 	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the body is over %d bytes", maxInterpreterBody)}
+		}
 		return &Error{Status: http.StatusBadRequest, Message: "reading the body: " + err.Error()}
-	}
-	if len(b) > maxInterpreterBody {
-		return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the body is over %d bytes", maxInterpreterBody)}
 	}
 	if len(strings.TrimSpace(string(b))) == 0 {
 		return nil // JS sends no body where it has nothing to say

@@ -139,9 +139,11 @@ func (p *processService) SendSignal(ctx context.Context, req *connect.Request[pb
 	case pb.Signal_SIGNAL_SIGTERM:
 		// Every process withruntime starts leads its own process group.
 		var res *client.ExecResult
-		res, err = sb.C.Exec(ctx, sb.ID, api.ExecRequest{Cmd: api.Command{Argv: []string{"kill", "-TERM", "--", "-" + strconv.Itoa(pid)}}, User: api.UserRoot}, client.ExecOptions{})
+		var stderr string
+		req := api.ExecRequest{Cmd: api.Command{Argv: []string{"kill", "-TERM", "--", "-" + strconv.Itoa(pid)}}, User: api.UserRoot}
+		res, stderr, err = runTool(ctx, sb, req, killTimeout)
 		if err == nil && res.ExitCode != 0 {
-			err = connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d: kill -TERM failed: %s", pid, res.Stderr))
+			err = connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d: kill -TERM failed: %s", pid, stderr))
 		}
 	default:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("signal %v is not supported: send SIGKILL or SIGTERM", req.Msg.Signal))

@@ -318,7 +318,7 @@ func TestProcessKeepalive(t *testing.T) {
 // TestProcessSigterm: SIGTERM reaches the process group, and the process
 // ends by it (128+15).
 func TestProcessSigterm(t *testing.T) {
-	c, _ := newProcClient(t, "")
+	c, pa := newProcClient(t, "")
 	ctx, cancel := context.WithCancel(t.Context())
 	st, err := c.Start(ctx, connect.NewRequest(&pb.StartRequest{Process: bashConfig("exec sleep 30")}))
 	if err != nil {
@@ -333,6 +333,9 @@ func TestProcessSigterm(t *testing.T) {
 	sel := &pb.ProcessSelector{Selector: &pb.ProcessSelector_Pid{Pid: pid}}
 	if _, err := c.SendSignal(t.Context(), connect.NewRequest(&pb.SendSignalRequest{Process: sel, Signal: pb.Signal_SIGNAL_SIGTERM})); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
+	}
+	if got := pa.lastExec(); got.TimeoutMs != killTimeout.Milliseconds() {
+		t.Errorf("got kill run with timeout_ms %d, want %d", got.TimeoutMs, killTimeout.Milliseconds())
 	}
 	cst, err := c.Connect(t.Context(), connect.NewRequest(&pb.ConnectRequest{Process: sel}))
 	if err != nil {

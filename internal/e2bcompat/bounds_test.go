@@ -1,0 +1,87 @@
+package e2bcompat
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/withruntime/withruntime/api"
+)
+
+// TestExecuteBodyBound: a cell the API would refuse for its size is
+// refused here, before anything is forwarded.
+func TestExecuteBodyBound(t *testing.T) {
+	f := &codeAPI{cell: func(api.CodeRequest) (int, []api.CodeEvent) {
+		return http.StatusOK, []api.CodeEvent{{Type: api.CodeEventEnd, ExecutionCount: 1}}
+	}}
+	s, err := New(Config{API: f.handler(), Secret: make([]byte, SecretSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := execute(t, s, `{"code":"`+strings.Repeat("x", 1<<20)+`"}`)
+	if w.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("got %d for a 1 MiB cell, want 413", w.Code)
+	}
+	if len(f.cells) != 0 {
+		t.Errorf("got %d cells forwarded, want none", len(f.cells))
+	}
+}
+
+// countingBody counts what is read of it.
+type countingBody struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// TestControlKeyBeforeBody: the body of a caller the API does not know is
+// not read.
+func TestControlKeyBeforeBody(t *testing.T) {
+	s, _ := newControl(t, "")
+	for _, path := range []string{"/sandboxes", "/sandboxes/sbx0/timeout", "/sandboxes/sbx0/connect"} {
+		var n atomic.Int64
+		body := `{"templateID":"base","metadata":{"a":"` + strings.Repeat("x", 1<<19) + `"}}`
+		r := httptest.NewRequest(http.MethodPost, path, countingBody{strings.NewReader(body), &n})
+		r.ContentLength = int64(len(body))
+		r.Header.Set("X-API-KEY", "e2b_wr_bad")
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized || n.Load() != 0 {
+			t.Errorf("%s with a bad key: got %d after reading %d bytes, want 401 after none", path, w.Code, n.Load())
+		}
+	}
+	if code, _, _ := call(s, "e2b_wr_good", http.MethodPost, "/sandboxes", `{"templateID":"base","timeout":60}`); code != http.StatusCreated {
+		t.Errorf("create with a good key: got %d, want 201", code)
+	}
+}
+
+// TestRunToolBounded: the layer's own commands run with a timeout, their
+// stdout kept nowhere and only the end of their stderr in the message.
+func TestRunToolBounded(t *testing.T) {
+	pa := newProcAPI(t)
+	s, err := New(Config{API: pa.handler(), Secret: make([]byte, SecretSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbx := &Sandbox{ID: "run", C: s.client("wr_good"), User: UserDefault}
+	script := `head -c 4000000 /dev/zero; head -c 4000000 /dev/zero | tr '\0' e >&2; echo LAST >&2; exit 3`
+	res, stderr, err := runTool(t.Context(), sbx, api.ExecRequest{Cmd: api.Command{Argv: []string{"bash", "-c", script}}}, killTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 3 || res.Stdout != "" || len(stderr) > tailCap || !strings.HasSuffix(stderr, "eeeLAST") {
+		t.Errorf("got exit %d, %d bytes of stdout kept, stderr of %d bytes ending %q; want 3, none, at most %d ending eeeLAST",
+			res.ExitCode, len(res.Stdout), len(stderr), stderr[max(0, len(stderr)-10):], tailCap)
+	}
+	if got := pa.lastExec().TimeoutMs; got != killTimeout.Milliseconds() {
+		t.Errorf("got timeout_ms %d, want %d", got, killTimeout.Milliseconds())
+	}
+}
