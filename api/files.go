@@ -25,7 +25,13 @@ type FileInfo struct {
 // FileList is the body of GET /v1/sandboxes/{id}/files/list.
 type FileList struct {
 	Entries []FileInfo `json:"entries"`
+	// Truncated says the directory holds more entries than the limit
+	// asked (?limit=N): Entries are N of them, not all.
+	Truncated bool `json:"truncated,omitempty"`
 }
+
+// MaxListLimit bounds ?limit= of GET /v1/sandboxes/{id}/files/list.
+const MaxListLimit = 100000
 
 // ArchiveResult is the body answering PUT /v1/sandboxes/{id}/archive.
 type ArchiveResult struct {

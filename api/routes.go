@@ -17,7 +17,7 @@ package api
 //	POST   /v1/sandboxes/{id}/pause              -> Sandbox (paused)
 //	POST   /v1/sandboxes/{id}/resume             -> Sandbox (running)
 //	POST   /v1/sandboxes/{id}/exec               ExecRequest -> 200 ndjson ExecEvent stream, or 201 Process when background
-//	GET    /v1/sandboxes/{id}/processes          -> ProcessList
+//	GET    /v1/sandboxes/{id}/processes          ?output=false&running=true -> ProcessList
 //	GET    /v1/sandboxes/{id}/processes/{pid}    ?wait=true&timeout_ms=N -> Process
 //	POST   /v1/sandboxes/{id}/processes/{pid}/kill -> Process
 //	POST   /v1/sandboxes/{id}/processes/{pid}/stdin ?close=true body bytes -> 204 (keep_stdin processes; at most MaxStdinBody bytes)
@@ -25,7 +25,7 @@ package api
 //	GET    /v1/sandboxes/{id}/files              ?path=&user=root -> file bytes (application/octet-stream)
 //	PUT    /v1/sandboxes/{id}/files              ?path=&mode=0644&user=root body bytes -> FileInfo (parents are made; user=root: owned by root)
 //	DELETE /v1/sandboxes/{id}/files              ?path=&recursive=true -> 204
-//	GET    /v1/sandboxes/{id}/files/list         ?path= -> FileList
+//	GET    /v1/sandboxes/{id}/files/list         ?path=&limit=N -> FileList (truncated when more than N)
 //	GET    /v1/sandboxes/{id}/files/stat         ?path= -> FileInfo
 //	POST   /v1/sandboxes/{id}/files/mkdir        ?path= -> FileInfo (parents are made)
 //	GET    /v1/sandboxes/{id}/archive            ?path= -> application/x-tar stream of the file or directory

@@ -284,14 +284,38 @@ func (c *Client) KillProcess(ctx context.Context, id string, pid int) (*api.Proc
 	return c.processCall(ctx, http.MethodPost, id, pid, "/kill", nil)
 }
 
-// ListProcesses returns the background processes of sandbox id.
+// ListProcesses returns the background processes of sandbox id, each with
+// the output it kept.
 func (c *Client) ListProcesses(ctx context.Context, id string) ([]api.Process, error) {
+	return c.ListProcessesWith(ctx, id, ListProcessesOptions{})
+}
+
+// ListProcessesOptions shape a listing of background processes.
+type ListProcessesOptions struct {
+	// NoOutput leaves every process's output out (Stdout and Stderr are
+	// empty): a listing of many processes then stays small. GetProcess
+	// returns one process's output.
+	NoOutput bool
+	// Running lists only the processes still running.
+	Running bool
+}
+
+// ListProcessesWith returns the background processes of sandbox id as opts
+// ask.
+func (c *Client) ListProcessesWith(ctx context.Context, id string, opts ListProcessesOptions) ([]api.Process, error) {
 	p, err := sandboxPath(id, "/processes")
 	if err != nil {
 		return nil, err
 	}
+	q := url.Values{}
+	if opts.NoOutput {
+		q.Set("output", "false")
+	}
+	if opts.Running {
+		q.Set("running", "true")
+	}
 	var l api.ProcessList
-	if err := c.doJSON(ctx, http.MethodGet, p, nil, nil, &l); err != nil {
+	if err := c.doJSON(ctx, http.MethodGet, p, q, nil, &l); err != nil {
 		return nil, err
 	}
 	for i := range l.Processes {

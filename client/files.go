@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/withruntime/withruntime/api"
 )
@@ -75,15 +76,36 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, r io.Reader, mo
 
 // ListFiles returns the entries of directory path in sandbox id.
 func (c *Client) ListFiles(ctx context.Context, id, path string) ([]api.FileInfo, error) {
+	l, err := c.ListFilesWith(ctx, id, path, ListFilesOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Entries, nil
+}
+
+// ListFilesOptions shape a directory listing.
+type ListFilesOptions struct {
+	// Limit, from 1 to api.MaxListLimit, bounds the entries returned
+	// (0: all): the listing then says Truncated when the directory holds
+	// more.
+	Limit int
+}
+
+// ListFilesWith lists directory path in sandbox id as opts ask.
+func (c *Client) ListFilesWith(ctx context.Context, id, path string, opts ListFilesOptions) (*api.FileList, error) {
 	p, err := sandboxPath(id, "/files/list")
 	if err != nil {
 		return nil, err
 	}
+	q := c.pathQuery(path)
+	if opts.Limit != 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
 	var l api.FileList
-	if err := c.doJSON(ctx, http.MethodGet, p, c.pathQuery(path), nil, &l); err != nil {
+	if err := c.doJSON(ctx, http.MethodGet, p, q, nil, &l); err != nil {
 		return nil, err
 	}
-	return l.Entries, nil
+	return &l, nil
 }
 
 // StatFile describes path in sandbox id without following a final symbolic

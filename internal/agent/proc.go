@@ -248,7 +248,10 @@ func completeUTF8(b []byte) int {
 }
 
 // info is p as the API shows it.
-func (p *proc) info() api.Process {
+func (p *proc) info() api.Process { return p.infoWith(true) }
+
+// infoWith is info, without the output (nor a copy of it) unless output.
+func (p *proc) infoWith(output bool) api.Process {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := api.Process{
@@ -267,7 +270,7 @@ func (p *proc) info() api.Process {
 		out.ExitCode = &code
 		out.EndedAt = &ended
 	}
-	if p.stdout != nil {
+	if output && p.stdout != nil {
 		var stdout, stderr string
 		stdout, out.StdoutTruncated = p.stdout.snapshot()
 		stderr, out.StderrTruncated = p.stderr.snapshot()

@@ -75,12 +75,31 @@ func (t *procTable) list() []*proc {
 	return out
 }
 
+// handleProcessList lists the background processes, oldest first, with
+// their output unless ?output=false, and only those still running with
+// ?running=true: a caller that wants to know what runs does not get every
+// kept process's output (up to 2 * api.OutputCap each).
 func (s *Server) handleProcessList(w http.ResponseWriter, r *http.Request) error {
+	output := true
+	if r.URL.Query().Get("output") != "" {
+		var err error
+		if output, err = queryBool(r, "output"); err != nil {
+			return err
+		}
+	}
+	running, err := queryBool(r, "running")
+	if err != nil {
+		return err
+	}
 	procs := s.procs.list()
 	sort.SliceStable(procs, func(i, j int) bool { return procs[i].started.Before(procs[j].started) })
 	list := api.ProcessList{Processes: make([]api.Process, 0, len(procs))}
 	for _, p := range procs {
-		list.Processes = append(list.Processes, p.info())
+		info := p.infoWith(output)
+		if running && !info.Running {
+			continue
+		}
+		list.Processes = append(list.Processes, info)
 	}
 	writeJSON(w, http.StatusOK, list)
 	return nil

@@ -66,6 +66,9 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, c caller, suffi
 			return sandbox.Errorf(sandbox.KindInvalid, "query parameter user must be \"user\" or \"root\", not %q", u)
 		}
 	}
+	if err := checkListQuery(suffix, r.URL.Query()); err != nil {
+		return err
+	}
 	if n >= 0 {
 		if r.ContentLength > n {
 			return tooLarge(n)
