@@ -20,13 +20,15 @@ import (
 // drives E2B's own Python client, unmodified, as a subprocess.
 
 // e2bPython is the interpreter of the test environment scripts/pyenv.sh
-// makes (it has the pinned e2b package).
+// makes (it has the pinned e2b package): WITHRUNTIME_PYENV, as for the
+// script, or its default.
 func e2bPython(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("WITHRUNTIME_PYENV_PYTHON")
-	if py == "" {
-		py = filepath.Join(testenv.CacheDir(), "pyenv", "bin", "python")
+	dir := os.Getenv("WITHRUNTIME_PYENV")
+	if dir == "" {
+		dir = "/var/cache/withruntime/pyenv"
 	}
+	py := filepath.Join(dir, "bin", "python")
 	if err := exec.Command(py, "-c", "import e2b").Run(); err != nil {
 		why := py + " cannot import e2b (run scripts/pyenv.sh): " + err.Error()
 		if os.Getenv("CI") != "" {
