@@ -1,9 +1,13 @@
 package e2bcompat
 
 import (
+	"bytes"
+	"compress/gzip"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -83,5 +87,57 @@ func TestRunToolBounded(t *testing.T) {
 	}
 	if got := pa.lastExec().TimeoutMs; got != killTimeout.Milliseconds() {
 		t.Errorf("got timeout_ms %d, want %d", got, killTimeout.Milliseconds())
+	}
+}
+
+// TestConnectNoGzip: a gzip'd request is refused, not inflated; the same
+// request plain is served.
+func TestConnectNoGzip(t *testing.T) {
+	s, ff, mk := newFilesServer(t)
+	ff.files["/home/user/a.txt"] = []byte("hello")
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write([]byte(`{"path":"a.txt"}`))
+	zw.Close()
+	code, out := rpc(t, s, mk, "Stat", z.String(), "Content-Encoding", "gzip")
+	if code == http.StatusOK || out["code"] != "unimplemented" {
+		t.Errorf("gzip'd Stat: got %d %v, want unimplemented", code, out)
+	}
+	if code, out := rpc(t, s, mk, "Stat", `{"path":"a.txt"}`); code != http.StatusOK {
+		t.Errorf("plain Stat: got %d %v, want 200", code, out)
+	}
+}
+
+// TestUploadPartsBounded: parts that are not files count toward the bound
+// on parts and are bounded in size.
+func TestUploadPartsBounded(t *testing.T) {
+	s, _, mk := newFilesServer(t)
+	upload := func(fields int, field string) int {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		for range fields {
+			mw.WriteField("other", field)
+		}
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", `form-data; name="file"; filename="a.txt"`)
+		pw, _ := mw.CreatePart(h)
+		pw.Write([]byte("a"))
+		mw.Close()
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, mk("POST", "/files", buf.Bytes(), "Content-Type", mw.FormDataContentType()))
+		return w.Code
+	}
+	for _, c := range []struct {
+		fields int
+		field  string
+		want   int
+	}{
+		{1, "x", http.StatusOK},
+		{maxFilesPerUpload, "x", http.StatusBadRequest},
+		{1, strings.Repeat("x", maxOtherPart+1), http.StatusBadRequest},
+	} {
+		if got := upload(c.fields, c.field); got != c.want {
+			t.Errorf("%d other parts of %d bytes and a file: got %d, want %d", c.fields, len(c.field), got, c.want)
+		}
 	}
 }

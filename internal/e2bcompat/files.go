@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -19,9 +20,13 @@ import (
 // envd's plain HTTP /files: GET reads a file's bytes, POST writes files
 // (multipart, one part per file, or one octet-stream body).
 
-// maxFilesPerUpload bounds the parts of one multipart write; each file is
+// maxFilesPerUpload bounds the parts of one multipart write (every part,
+// files or not); each file is
 // bounded by the files API itself (api.MaxFileBody).
 const maxFilesPerUpload = 1000
+
+// maxOtherPart bounds a part of an upload that is not a file (skipped).
+const maxOtherPart = 64 << 10
 
 func init() { envdRoutes = append(envdRoutes, registerFiles) }
 
@@ -140,6 +145,7 @@ func writeMultipart(r *http.Request, sb *Sandbox, boundary string) ([]writtenFil
 	mr := multipart.NewReader(r.Body, boundary)
 	qpath := r.URL.Query().Get("path")
 	var out []writtenFile
+	parts := 0
 	for {
 		part, err := mr.NextRawPart()
 		if errors.Is(err, io.EOF) {
@@ -148,13 +154,21 @@ func writeMultipart(r *http.Request, sb *Sandbox, boundary string) ([]writtenFil
 		if err != nil {
 			return nil, &Error{Status: http.StatusBadRequest, Message: "invalid multipart body: " + err.Error()}
 		}
+		if parts++; parts > maxFilesPerUpload {
+			return nil, &Error{Status: http.StatusBadRequest, Message: "more than 1000 parts in one upload"}
+		}
 		field, name := partNames(part)
 		if field != "file" {
+			// Skipped, but read: bounded like a part that counts.
+			n, err := io.Copy(io.Discard, io.LimitReader(part, maxOtherPart+1))
 			part.Close()
+			if err != nil {
+				return nil, &Error{Status: http.StatusBadRequest, Message: "invalid multipart body: " + err.Error()}
+			}
+			if n > maxOtherPart {
+				return nil, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("a part not named \"file\" is over %d bytes", maxOtherPart)}
+			}
 			continue
-		}
-		if len(out) == maxFilesPerUpload {
-			return nil, &Error{Status: http.StatusBadRequest, Message: "more than 1000 files in one upload"}
 		}
 		target := name
 		if len(out) == 0 && qpath != "" {

@@ -23,9 +23,14 @@ const (
 
 func init() { envdRoutes = append(envdRoutes, registerFS) }
 
+// noCompression removes Connect's gzip from a handler: a compressed
+// request would be inflated whole just to learn it is over the message
+// bound. E2B's clients send and ask for none.
+var noCompression = connect.WithCompression("gzip", nil, nil)
+
 func registerFS(s *Server, mux *http.ServeMux) {
 	fsys := &fsService{s: s, watchers: newWatchers()}
-	p, h := filesystemconnect.NewFilesystemHandler(fsys, connect.WithReadMaxBytes(maxFSRequest))
+	p, h := filesystemconnect.NewFilesystemHandler(fsys, connect.WithReadMaxBytes(maxFSRequest), noCompression)
 	mux.Handle(p, h)
 }
 

@@ -30,7 +30,7 @@ const (
 func init() { envdRoutes = append(envdRoutes, registerProcess) }
 
 func registerProcess(s *Server, mux *http.ServeMux) {
-	p, h := processconnect.NewProcessHandler(&processService{s: s}, connect.WithReadMaxBytes(maxProcessRequest))
+	p, h := processconnect.NewProcessHandler(&processService{s: s}, connect.WithReadMaxBytes(maxProcessRequest), noCompression)
 	mux.Handle(p, h)
 }
 

@@ -50,10 +50,6 @@ type Server struct {
 	envd        *http.ServeMux
 	interpreter *http.ServeMux
 	log         *slog.Logger
-	// unguarded are sandbox-side paths whose handlers check access
-	// themselves (signed URLs): ServeHTTP does not resolve the sandbox
-	// before them.
-	unguarded map[string]bool
 }
 
 // Each feature file appends its registrar in init(), so that no file
@@ -77,7 +73,6 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, tokens: t, log: cfg.Log,
 		hc:      &http.Client{Transport: selfcall.Transport{Handler: cfg.API}},
 		control: http.NewServeMux(), envd: http.NewServeMux(), interpreter: http.NewServeMux(),
-		unguarded: map[string]bool{},
 	}
 	for _, reg := range controlRoutes {
 		reg(s, s.control)
@@ -93,10 +88,6 @@ func New(cfg Config) (*Server, error) {
 	})
 	return s, nil
 }
-
-// unguard exempts a sandbox-side path (a mux pattern's path) from the
-// sandbox check ServeHTTP makes: its handler checks access itself.
-func (s *Server) unguard(path string) { s.unguarded[path] = true }
 
 // ServeHTTP routes a request to a sandbox's port or to the control plane.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -116,27 +107,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Set(headerSandboxID, id) // the host form carries it in the name
-	h, pattern := mux.Handler(r)
-	if !s.unguarded[patternPath(pattern)] {
-		sbx, err := s.sandbox(r)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		r = r.WithContext(withSandbox(r.Context(), sbx))
+	// Every sandbox-side route is checked here, before its handler.
+	sbx, err := s.sandbox(r)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
-	h.ServeHTTP(w, r)
-}
-
-// patternPath is the path of a mux pattern ("POST /files" -> "/files").
-func patternPath(p string) string {
-	if _, path, ok := strings.Cut(p, " "); ok {
-		p = path
-	}
-	if i := strings.IndexByte(p, '/'); i > 0 {
-		p = p[i:] // a host in the pattern
-	}
-	return p
+	mux.ServeHTTP(w, r.WithContext(withSandbox(r.Context(), sbx)))
 }
 
 // route says whether r is for a sandbox, and which sandbox and port: by
