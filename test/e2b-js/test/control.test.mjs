@@ -73,7 +73,7 @@ test("Sandbox.connect gives a working sandbox of the same id", async () => {
   assert.equal((await same.commands.run("cat /tmp/mark")).stdout, "kept\n");
 });
 
-test("pause, then resume through connect: memory and files kept", async () => {
+test("pause, then resume through connect: a running process survives", async () => {
   const h = await b.commands.run("echo alive; sleep 600", { background: true });
   assert.equal(await b.pause(), true);
   assert.equal((await withruntimeSandbox(b.sandboxId)).state, "paused");
