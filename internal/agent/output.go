@@ -51,7 +51,8 @@ func (t *tail) snapshot() (string, bool) {
 
 // from returns up to max kept bytes from absolute offset off (counted
 // from the stream's first byte) and the offset after them. Bytes before
-// the oldest kept one are gone: reading starts there instead. A cut at max
+// the oldest kept one are gone: reading starts there instead; an offset
+// not written yet stays as it is, so those bytes are skipped. A cut at max
 // does not split a UTF-8 sequence when it can help it.
 func (t *tail) from(off int64, max int) ([]byte, int64) {
 	t.mu.Lock()
@@ -61,7 +62,9 @@ func (t *tail) from(off int64, max int) ([]byte, int64) {
 		off = first
 	}
 	if off >= t.total {
-		return nil, t.total
+		// An offset past what was written so far waits for the bytes up to
+		// it: they are skipped when they come, as the reader asked.
+		return nil, off
 	}
 	b := t.buf[off-first:]
 	if len(b) > max {
