@@ -38,6 +38,9 @@ func reserveOf(maxConns int) int {
 func requestAuthorized(ctx context.Context, w http.ResponseWriter, account string) error {
 	c, _ := ctx.Value(connKey{}).(*conn)
 	if c == nil {
+		if d, _ := ctx.Value(behalfKey{}).(*behalf); d != nil {
+			return d.authorized(w, account) // made in-process (onbehalf.go)
+		}
 		return nil
 	}
 	err := c.l.spare(c, account)
@@ -52,12 +55,26 @@ func requestAuthorized(ctx context.Context, w http.ResponseWriter, account strin
 func (l *Listener) spare(c *conn, account string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.spareLocked(c, account)
+}
+
+// spareFor spares the connection of o for account while o's handler
+// runs.
+func (l *Listener) spareFor(o *outerRequest, account string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if o.ended {
+		return nil
+	}
+	return l.spareLocked(o.c, account)
+}
+
+func (l *Listener) spareLocked(c *conn, account string) error {
 	switch {
 	case c.gone || c.account != nil:
 		return nil // closed already, or spared already
 	case l.byAccount[account] >= l.perAccount:
-		return sandbox.Errorf(sandbox.KindRateLimited,
-			"too many requests in progress for this account: at most %d at once; try again when some have ended", l.perAccount)
+		return tooManyInProgress(l.perAccount)
 	case l.spared >= l.max-l.reserve:
 		return sandbox.Errorf(sandbox.KindCapacityExhausted, "the API has too many requests in progress: try again shortly")
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -159,45 +158,22 @@ func mcpClient(hc *http.Client, req *mcp.CallToolRequest) (*client.Client, error
 }
 
 // mcpSlots counts the in-process requests of tool calls in progress by
-// account, each account within its share, as the listener counts direct
-// ones.
-type mcpSlots struct {
-	mu   sync.Mutex
-	held map[string]int
-}
+// account (accountslots.go).
+type mcpSlots = accountSlots
 
 // limit serves with h the requests of call's tool calls while its
 // account holds fewer than its share, and refuses the others as the
 // listener refuses a direct request past the share.
 func (m *mcpSlots) limit(call mcpCall, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !m.take(call) {
+		if !m.take(call.account, call.perAccount) {
 			w.Header().Set("Retry-After", "1")
-			writeError(w, r, sandbox.Errorf(sandbox.KindRateLimited,
-				"too many requests in progress for this account: at most %d at once; try again when some have ended", call.perAccount))
+			writeError(w, r, tooManyInProgress(call.perAccount))
 			return
 		}
 		defer m.give(call.account)
 		h.ServeHTTP(w, r)
 	})
-}
-
-func (m *mcpSlots) take(call mcpCall) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.held[call.account] >= call.perAccount {
-		return false
-	}
-	m.held[call.account]++
-	return true
-}
-
-func (m *mcpSlots) give(account string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.held[account]--; m.held[account] <= 0 {
-		delete(m.held, account)
-	}
 }
 
 // selfTransport serves a request with h in-process (package selfcall).
@@ -210,6 +186,6 @@ func selfTransport(h http.Handler) http.RoundTripper {
 // caller's own request already holds and watches.
 func InProcess(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), connKey{}, (*conn)(nil))))
+		h.ServeHTTP(w, r.WithContext(hideConn(r.Context(), nil)))
 	})
 }

@@ -38,14 +38,22 @@ func e2bSecret(dataDir string) ([]byte, error) {
 
 // listenE2B serves E2B's protocol on cfg.E2BListen, translated onto api
 // (the API's handler, called in-process), with the API listener's
-// connection bounds.
+// connection bounds (the two share the descriptor budget, listenLimit).
+// Its in-process requests go through httpapi.OnBehalf: a request whose
+// key or token the API accepted has its connection spared under that
+// account as a direct API request has, and an account has at most its
+// share of in-process requests at once.
 func listenE2B(cfg Config, dataDir string, api http.Handler, wrap func(http.Handler) http.Handler) (*http.Server, net.Listener, error) {
+	limit, err := listenLimit(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	secret, err := e2bSecret(dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	e2b, err := e2bcompat.New(e2bcompat.Config{
-		API: httpapi.InProcess(api), Secret: secret, Domain: cfg.E2BDomain, Log: cfg.Logger,
+		API: httpapi.OnBehalf(api), Secret: secret, Domain: cfg.E2BDomain, Log: cfg.Logger,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -54,12 +62,9 @@ func listenE2B(cfg Config, dataDir string, api http.Handler, wrap func(http.Hand
 	if err != nil {
 		return nil, nil, fmt.Errorf("listening on %s: %w", cfg.E2BListen, err)
 	}
-	max := cfg.MaxConns
-	if max <= 0 {
-		max = httpapi.DefaultMaxConns
-	}
-	l := httpapi.Listen(nl, httpapi.ConnLimits{MaxConns: max, Logger: cfg.Logger})
+	l := httpapi.Listen(nl, httpapi.ConnLimits{MaxConns: limit, Logger: cfg.Logger})
 	// Started: the E2B handler is not the API's, which notes by itself that a
-	// request's headers are in (a large upload is no header).
+	// request's headers are in (a large upload is no header); and it marks
+	// the request OnBehalf's in-process requests spare.
 	return l.HTTPServer(wrap(httpapi.Started(e2b))), l, nil
 }

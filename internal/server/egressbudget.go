@@ -8,28 +8,29 @@ import (
 )
 
 // otherReserve is what the host's bound on proxied connections leaves,
-// besides the API's connections, for every other descriptor the server
+// besides the clients' connections (the API's and E2B's), for every other descriptor the server
 // holds: the agents' channels, the store, logs, the backend's pipes.
 const otherReserve = 4096
 
 // hostEgressConns is how many proxied connections all sandboxes together
-// may hold, from the open files limit nofile and the API's connection
-// limit apiConns (0: the default): half of what is left once the API
-// (at most half the limit, see listenAPI) and the rest (otherReserve, at
-// most a quarter) are reserved, since a connection holds two descriptors.
-// Past it, connections are refused and logged, where the accepts at
-// EMFILE would otherwise fail for every sandbox, API client and agent
-// alike.
-func hostEgressConns(nofile uint64, apiConns int) int {
-	if apiConns <= 0 {
-		apiConns = httpapi.DefaultMaxConns
+// may hold, from the open files limit nofile, the connection limit of a
+// listener of clients maxConns (0: the default) and how many such
+// listeners there are (the API's, E2B's): half of what is left once
+// those listeners (together at most half the limit, see listenLimit) and
+// the rest (otherReserve, at most a quarter) are reserved, since a
+// connection holds two descriptors. Past it, connections are refused and
+// logged, where the accepts at EMFILE would otherwise fail for every
+// sandbox, API client and agent alike.
+func hostEgressConns(nofile uint64, maxConns, listeners int) int {
+	if maxConns <= 0 {
+		maxConns = httpapi.DefaultMaxConns
 	}
-	api := min(uint64(apiConns), nofile/2)
+	clients := min(uint64(maxConns)*uint64(max(listeners, 1)), nofile/2)
 	rest := min(uint64(otherReserve), nofile/4)
-	if nofile <= api+rest+2 {
+	if nofile <= clients+rest+2 {
 		return 1
 	}
-	return int((nofile - api - rest) / 2)
+	return int((nofile - clients - rest) / 2)
 }
 
 // egressBudget is the bound on proxied connections of the whole host,
@@ -41,7 +42,7 @@ func egressBudget(cfg Config, log *slog.Logger) int {
 		log.Warn("egress: no host-wide connection limit: the open files limit is unknown", "err", err)
 		return 0
 	}
-	host := hostEgressConns(nofile, cfg.MaxConns)
+	host := hostEgressConns(nofile, cfg.MaxConns, cfg.listeners())
 	perSandbox := cfg.EgressMaxConns
 	if perSandbox <= 0 {
 		perSandbox = egress.DefaultMaxConns

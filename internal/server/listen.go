@@ -8,27 +8,63 @@ import (
 	"github.com/withruntime/withruntime/internal/httpapi"
 )
 
-// listenAPI listens on cfg.Listen with the API's connection limits. The
-// API never takes more than half the descriptors the process may open, so
-// that what sandboxes use of the server (egress relays, agent channels)
-// always has the rest, however many clients come.
+// listenAPI listens on cfg.Listen with the API's connection limits.
 func listenAPI(cfg Config) (*httpapi.Listener, error) {
-	limit := cfg.MaxConns
-	switch {
-	case limit < 0:
-		return nil, fmt.Errorf("--max-conns must not be negative")
-	case limit == 0:
-		limit = httpapi.DefaultMaxConns
-	}
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur/2 < uint64(limit) {
-		cfg.Logger.Warn("fewer API connections than configured: the descriptor limit is low",
-			"max_conns", limit, "nofile", rl.Cur, "allowed", rl.Cur/2)
-		limit = int(max(rl.Cur/2, 1))
+	limit, err := listenLimit(cfg)
+	if err != nil {
+		return nil, err
 	}
 	l, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	return httpapi.Listen(l, httpapi.ConnLimits{MaxConns: limit, Logger: cfg.Logger}), nil
+}
+
+// listeners is how many listeners take clients' connections: the API's,
+// and E2B's when it is served.
+func (c Config) listeners() int {
+	if c.E2BListen != "" {
+		return 2
+	}
+	return 1
+}
+
+// listenLimit is the connection limit of each of cfg's listeners. All of
+// them together never take more than half the descriptors the process
+// may open, so that what sandboxes use of the server (egress relays,
+// agent channels) always has the rest, however many clients come.
+func listenLimit(cfg Config) (int, error) {
+	if cfg.MaxConns < 0 {
+		return 0, fmt.Errorf("--max-conns must not be negative")
+	}
+	var nofile uint64
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
+		nofile = rl.Cur
+	}
+	want := cfg.MaxConns
+	if want == 0 {
+		want = httpapi.DefaultMaxConns
+	}
+	limit := listenerConns(want, cfg.listeners(), nofile)
+	if limit < want {
+		cfg.Logger.Warn("fewer connections per listener than configured: the descriptor limit is low",
+			"max_conns", want, "listeners", cfg.listeners(), "nofile", nofile, "allowed", limit)
+	}
+	return limit, nil
+}
+
+// listenerConns is the connection limit of each of n listeners: maxConns
+// (0: the default), or less, so that together they hold at most half of
+// nofile (0: unknown, no bound), and at least one each.
+func listenerConns(maxConns, n int, nofile uint64) int {
+	limit := maxConns
+	if limit <= 0 {
+		limit = httpapi.DefaultMaxConns
+	}
+	if nofile > 0 && uint64(limit)*uint64(n) > nofile/2 {
+		limit = int(max(nofile/2/uint64(n), 1))
+	}
+	return limit
 }
