@@ -4,10 +4,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/withruntime/withruntime/internal/e2bcompat"
 	"github.com/withruntime/withruntime/internal/httpapi"
@@ -15,25 +17,89 @@ import (
 
 // e2bSecret returns the secret that seals the E2B access tokens of the
 // data dir, making it on the first start (DIR/e2b.key, 32 random bytes,
-// mode 0600). A new secret voids every token made under the old one.
+// mode 0600, on disk before it is used: a token made under a secret a
+// crash lost would be void). A new secret voids every token made under
+// the old one. An e2b.key that is not a regular file of 32 bytes, or that
+// others may read or write, is refused: what they read forges tokens.
 func e2bSecret(dataDir string) ([]byte, error) {
 	path := filepath.Join(dataDir, "e2b.key")
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil && len(b) == e2bcompat.SecretSize:
-		return b, nil
-	case err == nil:
-		return nil, fmt.Errorf("%s is %d bytes, want %d (remove it to make a new one)", path, len(b), e2bcompat.SecretSize)
-	case !errors.Is(err, os.ErrNotExist):
-		return nil, err
+	b, err := readSecret(path)
+	if !errors.Is(err, os.ErrNotExist) {
+		return b, err
 	}
 	b = make([]byte, e2bcompat.SecretSize)
 	rand.Read(b)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := writeSecret(path, b); err != nil {
 		return nil, fmt.Errorf("writing the E2B key: %w", err)
 	}
-	return b, os.Rename(tmp, path)
+	return b, nil
+}
+
+// readSecret reads the secret at path, which must be private.
+func readSecret(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%s is a symbolic link: want the key file itself (remove it to make a new one)", path)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file (remove it to make a new one)", path)
+	case fi.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Errorf("%s has mode %04o: others may have read the secret that seals E2B tokens; remove it to make a new one (its tokens are then void), or chmod 600 it if nobody did",
+			path, fi.Mode().Perm())
+	case fi.Size() != e2bcompat.SecretSize:
+		return nil, fmt.Errorf("%s is %d bytes, want %d (remove it to make a new one)", path, fi.Size(), e2bcompat.SecretSize)
+	}
+	b := make([]byte, e2bcompat.SecretSize)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// writeSecret writes b to path, private and synced, through a temporary
+// file made afresh (a leftover one's mode would stay) and renamed over it.
+func writeSecret(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // listenE2B serves E2B's protocol on cfg.E2BListen, translated onto api
