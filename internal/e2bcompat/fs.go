@@ -19,6 +19,9 @@ const (
 	maxFSRequest = 1 << 20
 	maxListed    = 10000
 	maxDepth     = 32
+	// maxListsPerAccount bounds the listings (ListDir, a watch's poll) one
+	// account has in progress; the others wait.
+	maxListsPerAccount = 2
 )
 
 func init() { envdRoutes = append(envdRoutes, registerFS) }
@@ -29,7 +32,7 @@ func init() { envdRoutes = append(envdRoutes, registerFS) }
 var noCompression = connect.WithCompression("gzip", nil, nil)
 
 func registerFS(s *Server, mux *http.ServeMux) {
-	fsys := &fsService{s: s, watchers: newWatchers()}
+	fsys := &fsService{s: s, watchers: newWatchers(), lists: newKeyLimiter(maxListsPerAccount)}
 	p, h := filesystemconnect.NewFilesystemHandler(fsys, connect.WithReadMaxBytes(maxFSRequest), noCompression)
 	mux.Handle(p, h)
 }
@@ -38,6 +41,7 @@ func registerFS(s *Server, mux *http.ServeMux) {
 type fsService struct {
 	s        *Server
 	watchers *watchers
+	lists    *keyLimiter
 }
 
 var _ filesystemconnect.FilesystemHandler = (*fsService)(nil)
@@ -122,7 +126,7 @@ func (f *fsService) ListDir(ctx context.Context, req *connect.Request[fspb.ListD
 	if fi.Type != api.FileTypeDir {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New(p+" is not a directory"))
 	}
-	infos, err := listTree(ctx, sb, p, depth)
+	infos, err := f.listTree(ctx, sb, p, depth)
 	if err != nil {
 		return nil, connectError(err)
 	}
@@ -135,26 +139,36 @@ func (f *fsService) ListDir(ctx context.Context, req *connect.Request[fspb.ListD
 
 // listTree lists dir and, down to depth levels, its subdirectories
 // (symbolic links are not followed), at most maxListed entries. A
-// subdirectory that vanishes meanwhile is skipped.
-func listTree(ctx context.Context, sb *Sandbox, dir string, depth int) ([]api.FileInfo, error) {
+// subdirectory that vanishes meanwhile is skipped. Each listing asks the
+// API for no more entries than are left to take, and an account has at
+// most maxListsPerAccount trees listed at once: what a listing holds is
+// bounded by both.
+func (f *fsService) listTree(ctx context.Context, sb *Sandbox, dir string, depth int) ([]api.FileInfo, error) {
+	release, err := f.lists.acquire(ctx, sb.acct)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	tooMany := &Error{Status: http.StatusBadRequest, Message: "more than 10000 entries: list a smaller depth"}
 	var out []api.FileInfo
 	level := []string{dir}
 	for d := 1; d <= depth && len(level) > 0; d++ {
 		var next []string
 		for _, p := range level {
-			entries, err := listAs(ctx, sb, p)
+			left := maxListed - len(out)
+			l, err := listAs(ctx, sb, p, left+1)
 			if err != nil {
 				if p != dir && isNotFound(err) {
 					continue
 				}
 				return nil, err
 			}
-			for _, e := range entries {
+			if l.Truncated || len(l.Entries) > left {
+				return nil, tooMany
+			}
+			for _, e := range l.Entries {
 				if e.Path == "" {
 					e.Path = path.Join(p, e.Name)
-				}
-				if len(out) == maxListed {
-					return nil, &Error{Status: http.StatusBadRequest, Message: "more than 10000 entries: list a smaller depth"}
 				}
 				out = append(out, e)
 				if e.Type == api.FileTypeDir {

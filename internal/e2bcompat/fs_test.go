@@ -3,6 +3,7 @@ package e2bcompat
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -81,31 +82,56 @@ func TestEntryInfo(t *testing.T) {
 	}
 }
 
+// listingOf is a listing of entries by relative name.
+func listingOf(m map[string]api.FileInfo) *listing {
+	l := &listing{}
+	for name, fi := range m {
+		l.names = append(l.names, name)
+		l.infos = append(l.infos, fi)
+	}
+	return l
+}
+
+func mustSnapshot(t *testing.T, l *listing) snapshot {
+	t.Helper()
+	s, err := l.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestChanges(t *testing.T) {
 	t0, t1 := time.Unix(100, 0), time.Unix(200, 0)
-	old := snapshot{
+	old := mustSnapshot(t, listingOf(map[string]api.FileInfo{
 		"same":     {Type: "file", Size: 1, ModTime: t0, Mode: 0o644},
 		"grown":    {Type: "file", Size: 1, ModTime: t0, Mode: 0o644},
+		"touched":  {Type: "file", Size: 1, ModTime: t0, Mode: 0o644},
+		"relinked": {Type: "symlink", Target: "a", ModTime: t0},
 		"chmodded": {Type: "file", Size: 1, ModTime: t0, Mode: 0o644},
 		"gone":     {Type: "file", Size: 1, ModTime: t0},
 		"swapped":  {Type: "file", Size: 1, ModTime: t0},
-	}
-	cur := snapshot{
+	}))
+	l := listingOf(map[string]api.FileInfo{
 		"same":     {Type: "file", Size: 1, ModTime: t0, Mode: 0o644},
-		"grown":    {Type: "file", Size: 9, ModTime: t1, Mode: 0o644},
+		"grown":    {Type: "file", Size: 9, ModTime: t0, Mode: 0o644},
+		"touched":  {Type: "file", Size: 1, ModTime: t1, Mode: 0o644},
+		"relinked": {Type: "symlink", Target: "b", ModTime: t0},
 		"chmodded": {Type: "file", Size: 1, ModTime: t0, Mode: 0o600},
 		"new/f":    {Type: "file", Name: "f", Path: "/w/new/f"},
 		"swapped":  {Type: "dir", ModTime: t0},
-	}
+	})
+	cur := mustSnapshot(t, l)
 	var got []string
-	for _, ev := range changes(old, cur, false, "user") {
+	for _, ev := range changes(old, cur, l, false, "user") {
 		got = append(got, ev.Type.String()+" "+ev.Name)
 	}
-	want := "EVENT_TYPE_CHMOD chmodded,EVENT_TYPE_REMOVE gone,EVENT_TYPE_WRITE grown,EVENT_TYPE_CREATE new/f,EVENT_TYPE_REMOVE swapped,EVENT_TYPE_CREATE swapped"
+	want := "EVENT_TYPE_CHMOD chmodded,EVENT_TYPE_REMOVE gone,EVENT_TYPE_WRITE grown,EVENT_TYPE_CREATE new/f," +
+		"EVENT_TYPE_WRITE relinked,EVENT_TYPE_REMOVE swapped,EVENT_TYPE_CREATE swapped,EVENT_TYPE_WRITE touched"
 	if strings.Join(got, ",") != want {
 		t.Errorf("got %s, want %s", strings.Join(got, ","), want)
 	}
-	evs := changes(snapshot{}, cur, true, "user")
+	evs := changes(snapshot{}, cur, l, true, "user")
 	for _, ev := range evs {
 		if ev.Entry == nil {
 			t.Errorf("%s: include_entry: got no entry", ev.Name)
@@ -126,43 +152,102 @@ func TestKeepaliveEvery(t *testing.T) {
 	}
 }
 
+// watcherOf is a watcher made by acct in sandbox box, holding bytes.
+func watcherOf(acct, box string, bytes int64) *watcher {
+	return &watcher{sb: &Sandbox{ID: box, acct: acct}, snap: snapshot{bytes: bytes}}
+}
+
 func TestWatchersBounds(t *testing.T) {
 	ws := newWatchers()
 	now := time.Unix(1000, 0)
 	ws.now = func() time.Time { return now }
 	var ids []string
 	for i := 0; i < maxWatchesPerSandbox-1; i++ {
-		id, err := ws.add("a", &watcher{})
+		id, err := ws.add(watcherOf("k1", "a", 100))
 		if err != nil {
 			t.Fatalf("watcher %d: %v", i, err)
 		}
 		ids = append(ids, id)
 	}
-	release, err := ws.hold("a")
+	st, err := ws.hold("k1", "a", 100)
 	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
-	if _, err := ws.add("a", &watcher{}); err == nil {
+	if _, err := ws.add(watcherOf("k1", "a", 100)); err == nil {
 		t.Errorf("watch %d of one sandbox: got no error, want too many", maxWatchesPerSandbox+1)
 	}
-	if _, err := ws.add("b", &watcher{}); err != nil {
+	if _, err := ws.add(watcherOf("k1", "b", 100)); err != nil {
 		t.Errorf("another sandbox's first watcher: got %v, want none", err)
 	}
 	if ws.get("b", ids[0]) != nil {
 		t.Errorf("sandbox b got sandbox a's watcher")
 	}
-	release()
-	if _, err := ws.add("a", &watcher{}); err != nil {
+	st.release()
+	if _, err := ws.add(watcherOf("k1", "a", 100)); err != nil {
 		t.Errorf("after a stream ended: got %v, want room", err)
 	}
 	if !ws.remove("a", ids[0]) || ws.remove("a", ids[0]) {
 		t.Errorf("remove: want true once, then false")
 	}
+	ws.sweep.Stop()
 	now = now.Add(watcherIdle + time.Second)
 	ws.get("a", ids[1]) // used: stays
-	ws.add("c", &watcher{})
+	ws.alive = func(*watcher) bool { return true }
+	ws.sweepNow()
 	if ws.get("a", ids[1]) == nil || ws.get("a", ids[2]) != nil {
 		t.Errorf("idle cleanup: want the used watcher kept and the idle one dropped")
+	}
+	ws.alive = func(w *watcher) bool { return w.sb.ID != "a" }
+	ws.sweepNow()
+	if ws.get("a", ids[1]) != nil || ws.box["a"] != nil {
+		t.Errorf("a sandbox that ended: got its watcher kept, want it dropped")
+	}
+	if ws.sweep != nil {
+		ws.sweep.Stop()
+	}
+}
+
+// TestWatchersShare: the watches of one account are bounded in number and
+// bytes across its sandboxes, and accounts filling the server leave room
+// for one with few watches.
+func TestWatchersShare(t *testing.T) {
+	ws := newWatchers()
+	defer func() {
+		if ws.sweep != nil {
+			ws.sweep.Stop()
+		}
+	}()
+	for i := range maxWatchesPerAccount {
+		if _, err := ws.add(watcherOf("k1", fmt.Sprint("s", i), 1)); err != nil {
+			t.Fatalf("watcher %d of one account: %v", i, err)
+		}
+	}
+	if _, err := ws.add(watcherOf("k1", "other", 1)); err == nil {
+		t.Errorf("watcher %d of one account: got room, want too many", maxWatchesPerAccount+1)
+	}
+	if _, err := ws.add(watcherOf("k2", "big", maxAccountWatchBytes+1)); err == nil {
+		t.Errorf("a watcher over the account's bytes: got room, want refused")
+	}
+	for i := range maxWatchesPerAccount / 4 {
+		if _, err := ws.add(watcherOf("k2", fmt.Sprint("u", i), 1)); err != nil {
+			t.Fatalf("watcher %d of account k2: %v", i, err)
+		}
+	}
+	// Accounts with many watches each fill the server's shared room.
+	acct := 3
+	for ws.all.n < maxWatches*3/4 {
+		for i := range maxWatchesPerAccount {
+			if _, err := ws.add(watcherOf(fmt.Sprint("k", acct), fmt.Sprint("t", acct, "-", i), 1)); err != nil {
+				break
+			}
+		}
+		acct++
+	}
+	if _, err := ws.add(watcherOf("k1000", "big", 1)); err != nil {
+		t.Errorf("a new account's first watcher on a busy server: got %v, want room", err)
+	}
+	if _, err := ws.add(watcherOf("k2", "more", 1)); err == nil {
+		t.Errorf("an account with %d watches on a busy server: got room, want refused", maxWatchesPerAccount/4)
 	}
 }
 

@@ -28,8 +28,10 @@ func statAs(ctx context.Context, sb *Sandbox, p string) (*api.FileInfo, error) {
 	return filesClient(sb).StatFile(ctx, sb.ID, p)
 }
 
-func listAs(ctx context.Context, sb *Sandbox, p string) ([]api.FileInfo, error) {
-	return filesClient(sb).ListFiles(ctx, sb.ID, p)
+// listAs lists directory p, at most limit entries (1 to
+// api.MaxListLimit): the answer says Truncated when p holds more.
+func listAs(ctx context.Context, sb *Sandbox, p string, limit int) (*api.FileList, error) {
+	return filesClient(sb).ListFilesWith(ctx, sb.ID, p, client.ListFilesOptions{Limit: limit})
 }
 
 func mkdirAs(ctx context.Context, sb *Sandbox, p string) (*api.FileInfo, error) {

@@ -2,14 +2,13 @@ package e2bcompat
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"encoding/binary"
 	"errors"
+	"hash/fnv"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -22,41 +21,89 @@ import (
 // watch compares listings of the directory taken through the API: a
 // stream every pollEvery, a polled watcher (CreateWatcher) at each
 // GetWatcherEvents. Changes that come and go between two listings are not
-// seen, a rename shows as a remove and a create.
+// seen, a rename shows as a remove and a create. Between listings a watch
+// keeps only a digest of each entry (snapshot), within byte bounds.
 const (
 	pollEvery = time.Second
-	// Watches at once: per sandbox, and on the whole server.
-	maxWatchesPerSandbox = 16
-	maxWatches           = 1024
-	// A polled watcher nobody asked for events for this long is dropped.
-	watcherIdle = 10 * time.Minute
 	// Keepalive-Ping-Interval is honoured within these bounds.
 	minKeepalive     = time.Second
 	maxKeepalive     = 5 * time.Minute
 	defaultKeepalive = 50 * time.Second
 )
 
-// snapshot is a directory's contents by name relative to it.
-type snapshot map[string]api.FileInfo
+// entryState is what a watch keeps of an entry between listings: its
+// type, its mode and a hash of what else a change shows in.
+type entryState struct {
+	typ  uint8
+	mode uint32
+	sum  uint64 // size, mtime, target (and an unknown type's name)
+}
 
-func takeSnapshot(ctx context.Context, sb *Sandbox, dir string, recursive bool) (snapshot, error) {
+// entryCost is what a snapshot counts for an entry besides its name: the
+// state and the map's own share.
+const entryCost = 64
+
+// snapshot is a directory's contents by name relative to it, as digests;
+// bytes is what it is counted as.
+type snapshot struct {
+	m     map[string]entryState
+	bytes int64
+}
+
+var typeCodes = map[string]uint8{api.FileTypeFile: 1, api.FileTypeDir: 2, api.FileTypeSymlink: 3}
+
+func stateOf(fi api.FileInfo) entryState {
+	h := fnv.New64a()
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(fi.Size))
+	binary.LittleEndian.PutUint64(b[8:], uint64(fi.ModTime.UnixNano()))
+	h.Write(b[:])
+	h.Write([]byte(fi.Target))
+	code, ok := typeCodes[fi.Type]
+	if !ok {
+		h.Write([]byte{0})
+		h.Write([]byte(fi.Type))
+	}
+	return entryState{typ: code, mode: uint32(fi.Mode), sum: h.Sum64()}
+}
+
+// listing is a directory's entries as listed, by name relative to it.
+type listing struct {
+	names []string
+	infos []api.FileInfo
+}
+
+func (f *fsService) list(ctx context.Context, sb *Sandbox, dir string, recursive bool) (*listing, error) {
 	depth := 1
 	if recursive {
 		depth = maxDepth
 	}
-	infos, err := listTree(ctx, sb, dir, depth)
+	infos, err := f.listTree(ctx, sb, dir, depth)
 	if err != nil {
 		return nil, err
 	}
-	snap := make(snapshot, len(infos))
-	for _, fi := range infos {
-		snap[strings.TrimPrefix(strings.TrimPrefix(fi.Path, dir), "/")] = fi
+	l := &listing{names: make([]string, len(infos)), infos: infos}
+	for i, fi := range infos {
+		l.names[i] = strings.TrimPrefix(strings.TrimPrefix(fi.Path, dir), "/")
 	}
-	return snap, nil
+	return l, nil
 }
 
-// changes are the events that turn old into cur, by name.
-func changes(old, cur snapshot, withEntry bool, user string) []*fspb.FilesystemEvent {
+// snapshot digests l, refusing one over maxSnapshotBytes.
+func (l *listing) snapshot() (snapshot, error) {
+	s := snapshot{m: make(map[string]entryState, len(l.names))}
+	for i, name := range l.names {
+		s.m[strings.Clone(name)] = stateOf(l.infos[i])
+		s.bytes += int64(len(name)) + entryCost
+	}
+	if s.bytes > maxSnapshotBytes {
+		return snapshot{}, errWatchTooLarge
+	}
+	return s, nil
+}
+
+// changes are the events that turn old into cur (l digested), by name.
+func changes(old, cur snapshot, l *listing, withEntry bool, user string) []*fspb.FilesystemEvent {
 	var evs []*fspb.FilesystemEvent
 	add := func(name string, t fspb.EventType, fi *api.FileInfo) {
 		ev := &fspb.FilesystemEvent{Name: name, Type: t}
@@ -65,19 +112,20 @@ func changes(old, cur snapshot, withEntry bool, user string) []*fspb.FilesystemE
 		}
 		evs = append(evs, ev)
 	}
-	for name, fi := range cur {
-		prev, ok := old[name]
+	for i, name := range l.names {
+		st, fi := cur.m[name], &l.infos[i]
+		prev, ok := old.m[name]
 		switch {
-		case !ok || prev.Type != fi.Type:
-			add(name, fspb.EventType_EVENT_TYPE_CREATE, &fi)
-		case prev.Size != fi.Size || !prev.ModTime.Equal(fi.ModTime) || prev.Target != fi.Target:
-			add(name, fspb.EventType_EVENT_TYPE_WRITE, &fi)
-		case prev.Mode != fi.Mode:
-			add(name, fspb.EventType_EVENT_TYPE_CHMOD, &fi)
+		case !ok || prev.typ != st.typ:
+			add(name, fspb.EventType_EVENT_TYPE_CREATE, fi)
+		case prev.sum != st.sum:
+			add(name, fspb.EventType_EVENT_TYPE_WRITE, fi)
+		case prev.mode != st.mode:
+			add(name, fspb.EventType_EVENT_TYPE_CHMOD, fi)
 		}
 	}
-	for name := range old {
-		if fi, ok := cur[name]; !ok || fi.Type != old[name].Type {
+	for name, prev := range old.m {
+		if st, ok := cur.m[name]; !ok || st.typ != prev.typ {
 			add(name, fspb.EventType_EVENT_TYPE_REMOVE, nil)
 		}
 	}
@@ -124,15 +172,19 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[fspb.Watc
 	if err != nil {
 		return connectError(err)
 	}
-	release, err := f.watchers.hold(sb.ID)
-	if err != nil {
-		return err
-	}
-	defer release()
-	snap, err := takeSnapshot(ctx, sb, dir, req.Msg.Recursive)
+	l, err := f.list(ctx, sb, dir, req.Msg.Recursive)
 	if err != nil {
 		return connectError(err)
 	}
+	snap, err := l.snapshot()
+	if err != nil {
+		return err
+	}
+	h, err := f.watchers.hold(sb.acct, sb.ID, snap.bytes)
+	if err != nil {
+		return err
+	}
+	defer h.release()
 	start := &fspb.WatchDirResponse{Event: &fspb.WatchDirResponse_Start{Start: &fspb.WatchDirResponse_StartEvent{}}}
 	if err := stream.Send(start); err != nil {
 		return err
@@ -151,14 +203,21 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[fspb.Watc
 				return err
 			}
 		case <-poll.C:
-			cur, err := takeSnapshot(ctx, sb, dir, req.Msg.Recursive)
+			l, err := f.list(ctx, sb, dir, req.Msg.Recursive)
 			if ctx.Err() != nil {
 				return nil
 			}
 			if err != nil {
 				return connectError(err)
 			}
-			for _, ev := range changes(snap, cur, req.Msg.IncludeEntry, sb.User) {
+			cur, err := l.snapshot()
+			if err == nil {
+				err = h.resize(cur.bytes)
+			}
+			if err != nil {
+				return err
+			}
+			for _, ev := range changes(snap, cur, l, req.Msg.IncludeEntry, sb.User) {
 				msg := &fspb.WatchDirResponse{Event: &fspb.WatchDirResponse_Filesystem{Filesystem: ev}}
 				if err := stream.Send(msg); err != nil {
 					return err
@@ -178,12 +237,16 @@ func (f *fsService) CreateWatcher(ctx context.Context, req *connect.Request[fspb
 	if err != nil {
 		return nil, connectError(err)
 	}
-	snap, err := takeSnapshot(ctx, sb, dir, req.Msg.Recursive)
+	l, err := f.list(ctx, sb, dir, req.Msg.Recursive)
 	if err != nil {
 		return nil, connectError(err)
 	}
-	w := &watcher{dir: dir, recursive: req.Msg.Recursive, withEntry: req.Msg.IncludeEntry, user: sb.User, snap: snap}
-	id, err := f.watchers.add(sb.ID, w)
+	snap, err := l.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	w := &watcher{dir: dir, recursive: req.Msg.Recursive, withEntry: req.Msg.IncludeEntry, user: sb.User, sb: sb, snap: snap}
+	id, err := f.watchers.add(w)
 	if err != nil {
 		return nil, err
 	}
@@ -204,11 +267,22 @@ func (f *fsService) GetWatcherEvents(ctx context.Context, req *connect.Request[f
 	if w.user != sb.User {
 		return nil, connect.NewError(connect.CodeNotFound, errors.New("watcher "+req.Msg.WatcherId+" not found"))
 	}
-	cur, err := takeSnapshot(ctx, sb, w.dir, w.recursive)
+	l, err := f.list(ctx, sb, w.dir, w.recursive)
 	if err != nil {
+		if keyDead(err) {
+			f.watchers.remove(sb.ID, req.Msg.WatcherId)
+		}
 		return nil, connectError(err)
 	}
-	evs := changes(w.snap, cur, w.withEntry, w.user)
+	cur, err := l.snapshot()
+	if err == nil {
+		err = f.watchers.resize(w, cur.bytes)
+	}
+	if err != nil {
+		f.watchers.remove(sb.ID, req.Msg.WatcherId)
+		return nil, err
+	}
+	evs := changes(w.snap, cur, l, w.withEntry, w.user)
 	w.snap = cur
 	return connect.NewResponse(&fspb.GetWatcherEventsResponse{Events: evs}), nil
 }
@@ -222,112 +296,4 @@ func (f *fsService) RemoveWatcher(ctx context.Context, req *connect.Request[fspb
 		return nil, connect.NewError(connect.CodeNotFound, errors.New("watcher "+req.Msg.WatcherId+" not found"))
 	}
 	return connect.NewResponse(&fspb.RemoveWatcherResponse{}), nil
-}
-
-// watcher is a polled watch: the listing events are computed against.
-type watcher struct {
-	dir       string
-	recursive bool
-	withEntry bool
-	user      string
-
-	mu   sync.Mutex
-	snap snapshot
-	used time.Time // under watchers.mu
-}
-
-// watchers holds the polled watchers by sandbox and id, and counts the
-// streams (WatchDir) that run, within the bounds above.
-type watchers struct {
-	mu      sync.Mutex
-	byBox   map[string]map[string]*watcher
-	streams map[string]int
-	total   int
-	now     func() time.Time
-}
-
-func newWatchers() *watchers {
-	return &watchers{byBox: map[string]map[string]*watcher{}, streams: map[string]int{}, now: time.Now}
-}
-
-var errTooManyWatches = connect.NewError(connect.CodeResourceExhausted,
-	errors.New("too many directory watches: remove a watcher or close a watch first"))
-
-// room drops idle watchers, then says whether sandbox id may add a watch.
-// Under w.mu.
-func (ws *watchers) room(id string) bool {
-	now := ws.now()
-	for box, m := range ws.byBox {
-		for wid, w := range m {
-			if now.Sub(w.used) > watcherIdle {
-				delete(m, wid)
-				ws.total--
-			}
-		}
-		if len(m) == 0 {
-			delete(ws.byBox, box)
-		}
-	}
-	return ws.total < maxWatches && len(ws.byBox[id])+ws.streams[id] < maxWatchesPerSandbox
-}
-
-// hold counts a stream for sandbox id until release is called.
-func (ws *watchers) hold(id string) (release func(), err error) {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if !ws.room(id) {
-		return nil, errTooManyWatches
-	}
-	ws.streams[id]++
-	ws.total++
-	return func() {
-		ws.mu.Lock()
-		defer ws.mu.Unlock()
-		if ws.streams[id]--; ws.streams[id] == 0 {
-			delete(ws.streams, id)
-		}
-		ws.total--
-	}, nil
-}
-
-func (ws *watchers) add(id string, w *watcher) (string, error) {
-	var b [12]byte
-	rand.Read(b[:])
-	wid := hex.EncodeToString(b[:])
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if !ws.room(id) {
-		return "", errTooManyWatches
-	}
-	if ws.byBox[id] == nil {
-		ws.byBox[id] = map[string]*watcher{}
-	}
-	w.used = ws.now()
-	ws.byBox[id][wid] = w
-	ws.total++
-	return wid, nil
-}
-
-func (ws *watchers) get(id, wid string) *watcher {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	w := ws.byBox[id][wid]
-	if w != nil {
-		w.used = ws.now()
-	}
-	return w
-}
-
-func (ws *watchers) remove(id, wid string) bool {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if _, ok := ws.byBox[id][wid]; !ok {
-		return false
-	}
-	delete(ws.byBox[id], wid)
-	if len(ws.byBox[id]) == 0 {
-		delete(ws.byBox, id)
-	}
-	ws.total--
-	return true
 }

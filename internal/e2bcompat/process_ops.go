@@ -20,7 +20,8 @@ func (p *processService) List(ctx context.Context, req *connect.Request[pb.ListR
 	if err != nil {
 		return nil, err
 	}
-	procs, err := sb.C.ListProcesses(ctx, sb.ID)
+	// Without their output: a listing of many chatty processes stays small.
+	procs, err := sb.C.ListProcessesWith(ctx, sb.ID, client.ListProcessesOptions{NoOutput: true, Running: true})
 	if err != nil {
 		return nil, connectError(err)
 	}

@@ -2,6 +2,8 @@ package e2bcompat
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -30,6 +32,10 @@ type Sandbox struct {
 	C *client.Client
 	// User is who the request acts as: "user" (the default) or "root".
 	User string
+	// acct stands for the account the key acts for, in the layer's own
+	// bounds (watches, listings): a digest of the key, as the layer is
+	// told no account.
+	acct string
 }
 
 type sandboxKey struct{}
@@ -75,7 +81,13 @@ func (s *Server) sandbox(r *http.Request) (*Sandbox, error) {
 	case info.State != "running":
 		return nil, errNotFound(id)
 	}
-	return &Sandbox{ID: id, C: c, User: user}, nil
+	return &Sandbox{ID: id, C: c, User: user, acct: keyDigest(key)}, nil
+}
+
+// keyDigest names a key without holding it.
+func keyDigest(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:12])
 }
 
 // errNotFound is what E2B's edge answers for a sandbox that does not run:
