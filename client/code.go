@@ -89,7 +89,7 @@ func (c *Client) RunCode(ctx context.Context, id string, req api.CodeRequest, op
 
 	ex := &Execution{}
 	stdout, stderr := chunkTail{chunks: &ex.Stdout}, chunkTail{chunks: &ex.Stderr}
-	dec := json.NewDecoder(resp.Body)
+	dec := newEventDecoder(resp.Body, maxCodeLine)
 	for {
 		var ev api.CodeEvent
 		if err := dec.Decode(&ev); err != nil {
