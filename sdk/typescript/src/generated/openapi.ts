@@ -97,7 +97,8 @@ export interface paths {
          * @description The lease ends at the later of its current end and now plus
          *     timeout_seconds: an extend never shortens a lease (extending a lease
          *     with 10 minutes left by 30 seconds leaves it as it is and answers
-         *     200). max_cost_micros is checked against timeout_seconds, what was
+         *     200), unless exact is true: the lease then ends timeout_seconds
+         *     from now even if that is sooner (E2B's setTimeout). max_cost_micros is checked against timeout_seconds, what was
          *     asked for, whether or not the end moves. Only a running sandbox can
          *     be extended (conflict otherwise).
          */
@@ -211,6 +212,57 @@ export interface paths {
         put?: never;
         /** Kill a background process and its children. */
         post: operations["killProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}/stdin": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Write to the stdin of a background process started with keep_stdin.
+         * @description The body's bytes (at most 1 MiB) are written whole, in the order the
+         *     requests arrive; with close=true the stdin is closed after them (an
+         *     empty body just closes it). A process that does not read for 30
+         *     seconds makes the write fail with conflict, as does one whose stdin
+         *     is not open (not started with keep_stdin, closed, or ended).
+         */
+        post: operations["writeProcessStdin"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow a background process's output until it ends.
+         * @description 200 with an application/x-ndjson stream of ExecEvents, as exec's:
+         *     "start" with the pid, then "stdout" and "stderr" events from the
+         *     given byte offsets (the output still kept, then live output as it
+         *     is produced), then exactly one "exit" (or "error") when the process
+         *     has ended. Offsets count bytes from the first byte each stream ever
+         *     produced; output older than the kept last 1 MiB is skipped. A client
+         *     that resumes after a break passes the number of bytes it already
+         *     has of each stream. Leaving the stream never touches the process.
+         */
+        get: operations["followProcess"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -610,9 +662,13 @@ export interface paths {
         put?: never;
         /**
          * MCP's streamable HTTP transport, serving the sandbox tools of withruntime mcp.
-         * @description One JSON-RPC message (or batch) of the Model Context Protocol per
-         *     request, stateless: no Mcp-Session-Id is issued, and GET and DELETE
-         *     are not served. The request needs Content-Type application/json and
+         * @description One JSON-RPC message of the Model Context Protocol per request (a
+         *     batch is refused with 400 invalid_request), stateless: no
+         *     Mcp-Session-Id is issued, and GET and DELETE answer 405 with Allow:
+         *     POST. A tool call ends when its request does: a client that
+         *     disconnects cancels the call's exec or cell. A call's requests count
+         *     against the account's share of requests in progress (429
+         *     rate_limited past it). The request needs Content-Type application/json and
          *     an Accept of both application/json and text/event-stream; the
          *     answer is an event stream (or 202 for a notification). Tools:
          *     sandbox_create, sandbox_list, sandbox_exec, sandbox_run_code,
@@ -785,6 +841,11 @@ export interface components {
         ExtendRequest: {
             /** @description The least time the lease lasts from now, in seconds. */
             timeout_seconds: number;
+            /**
+             * @description End the lease exactly timeout_seconds from now, even if that shortens it.
+             * @default false
+             */
+            exact: boolean;
         };
         /** @description An argv list, or a shell string run by /bin/sh -c. */
         Command: string | string[];
@@ -802,6 +863,17 @@ export interface components {
              */
             timeout_ms?: number;
             background?: boolean;
+            /**
+             * @description Whom the command runs as; "user" (uid 1000, HOME /home/user) by default, "root" is uid 0 with HOME /root.
+             * @enum {string}
+             */
+            user?: "user" | "root";
+            /**
+             * @description Background only, and not with stdin: the process's stdin stays
+             *     open for POST .../processes/{pid}/stdin until closed there or
+             *     the process ends.
+             */
+            keep_stdin?: boolean;
         };
         /**
          * @description One line of an exec stream. Output is bytes and a JSON string cannot
@@ -829,6 +901,12 @@ export interface components {
         Process: {
             pid: number;
             cmd: components["schemas"]["Command"];
+            /** @description The directory it runs in. */
+            cwd?: string;
+            /** @enum {string} */
+            user?: "user" | "root";
+            /** @description Started with keep_stdin and its stdin not closed yet. */
+            stdin_open?: boolean;
             running: boolean;
             exit_code?: number;
             timed_out?: boolean;
@@ -955,6 +1033,8 @@ export interface components {
         };
         FileList: {
             entries: components["schemas"]["FileInfo"][];
+            /** @description The directory holds more entries than limit asked; absent when entries are all of them. */
+            truncated?: boolean;
         };
         ArchiveResult: {
             files: number;
@@ -1183,6 +1263,11 @@ export interface components {
         SecretName: string;
         /** @description A path inside the sandbox; relative paths are under /workspace. */
         Path: string;
+        /**
+         * @description Whom the route acts as: "user" (the default) or "root". Files and
+         *     parent directories it makes belong to that user.
+         */
+        User: "user" | "root";
         /** @description A code context's id, "default" or "ctx_" and 16 hex digits. */
         ContextID: string;
     };
@@ -1491,7 +1576,12 @@ export interface operations {
     };
     listProcesses: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description false leaves each process's output out (stdout and stderr empty, no *_b64 nor *_truncated), so that a listing of many processes stays small; GET .../processes/{pid} has one process's output. Default true. */
+                output?: boolean;
+                /** @description true lists only the processes still running. */
+                running?: boolean;
+            };
             header?: never;
             path: {
                 id: components["parameters"]["SandboxID"];
@@ -1500,7 +1590,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The processes. */
+            /** @description The processes, oldest first. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1509,6 +1599,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProcessList"];
                 };
             };
+            400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
@@ -1577,11 +1668,84 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    writeProcessStdin: {
+        parameters: {
+            query?: {
+                /** @description Close the stdin after writing. */
+                close?: boolean;
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A process id inside the sandbox. */
+                pid: components["parameters"]["Pid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description Written (and closed when asked). */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            default: components["responses"]["Error"];
+        };
+    };
+    followProcess: {
+        parameters: {
+            query?: {
+                stdout_offset?: number;
+                stderr_offset?: number;
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A process id inside the sandbox. */
+                pid: components["parameters"]["Pid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The process's events, one JSON object a line. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": components["schemas"]["ExecEvent"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            default: components["responses"]["Error"];
+        };
+    };
     readFile: {
         parameters: {
             query: {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
+                /**
+                 * @description Whom the route acts as: "user" (the default) or "root". Files and
+                 *     parent directories it makes belong to that user.
+                 */
+                user?: components["parameters"]["User"];
             };
             header?: never;
             path: {
@@ -1612,6 +1776,11 @@ export interface operations {
             query: {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
+                /**
+                 * @description Whom the route acts as: "user" (the default) or "root". Files and
+                 *     parent directories it makes belong to that user.
+                 */
+                user?: components["parameters"]["User"];
                 /** @description Permission bits in octal (default 0644). */
                 mode?: string;
             };
@@ -1650,6 +1819,11 @@ export interface operations {
             query: {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
+                /**
+                 * @description Whom the route acts as: "user" (the default) or "root". Files and
+                 *     parent directories it makes belong to that user.
+                 */
+                user?: components["parameters"]["User"];
                 recursive?: boolean;
             };
             header?: never;
@@ -1680,6 +1854,13 @@ export interface operations {
             query: {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
+                /**
+                 * @description Whom the route acts as: "user" (the default) or "root". Files and
+                 *     parent directories it makes belong to that user.
+                 */
+                user?: components["parameters"]["User"];
+                /** @description At most this many entries (default all). A directory holding more answers the first limit entries it yields, sorted by name, with truncated true. */
+                limit?: number;
             };
             header?: never;
             path: {
@@ -1710,6 +1891,11 @@ export interface operations {
             query: {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
+                /**
+                 * @description Whom the route acts as: "user" (the default) or "root". Files and
+                 *     parent directories it makes belong to that user.
+                 */
+                user?: components["parameters"]["User"];
             };
             header?: never;
             path: {
@@ -1740,6 +1926,11 @@ export interface operations {
             query: {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
+                /**
+                 * @description Whom the route acts as: "user" (the default) or "root". Files and
+                 *     parent directories it makes belong to that user.
+                 */
+                user?: components["parameters"]["User"];
             };
             header?: never;
             path: {
@@ -1771,6 +1962,11 @@ export interface operations {
             query: {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
+                /**
+                 * @description Whom the route acts as: "user" (the default) or "root". Files and
+                 *     parent directories it makes belong to that user.
+                 */
+                user?: components["parameters"]["User"];
             };
             header?: never;
             path: {
@@ -1801,6 +1997,11 @@ export interface operations {
             query: {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
+                /**
+                 * @description Whom the route acts as: "user" (the default) or "root". Files and
+                 *     parent directories it makes belong to that user.
+                 */
+                user?: components["parameters"]["User"];
             };
             header?: never;
             path: {
