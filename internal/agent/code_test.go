@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +34,27 @@ func (c cellRun) exceptions() []api.CodeException {
 		}
 	}
 	return out
+}
+
+// oneException fails the test unless run raised exactly one exception,
+// named name with part in its value, and then ended; it returns that one.
+func oneException(t *testing.T, run cellRun, name, part string) api.CodeException {
+	t.Helper()
+	xs := run.exceptions()
+	if len(xs) != 1 || xs[0].Name != name || !strings.Contains(xs[0].Value, part) || run.last.Type != api.CodeEventEnd {
+		t.Fatalf("got %+v, want one %s saying %q, then end", run.events, name, part)
+	}
+	return xs[0]
+}
+
+// wantKernel fails the test unless the stand-in's "count" cell says want
+// ("cells=N interrupts=M"): how a test tells the same kernel from a new
+// one, which why names.
+func (a *testAgent) wantKernel(want, why string) {
+	a.t.Helper()
+	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != want || run.last.Type != api.CodeEventEnd {
+		a.t.Fatalf("count: got %q (last %+v), want %q: %s", run.stdout, run.last, want, why)
+	}
 }
 
 // code runs a cell and reads its whole stream, checking that exactly one
@@ -190,39 +210,26 @@ func TestCodeTimeoutKeepsState(t *testing.T) {
 	a := standInAgent(t)
 	a.code(api.CodeRequest{Code: "print warm"})
 	run := a.code(api.CodeRequest{Code: "sleep", TimeoutMs: 100})
-	xs := run.exceptions()
 	want := "the cell ran longer than timeout_ms=100 and was interrupted; the context keeps its state"
-	if len(xs) != 1 || xs[0].Name != "TimeoutError" || xs[0].Value != want || !strings.Contains(xs[0].Traceback, "in sleep") || run.last.Type != api.CodeEventEnd {
-		t.Fatalf("got %+v, want one TimeoutError %q with the interrupt's traceback, then end", run.events, want)
+	if x := oneException(t, run, "TimeoutError", want); x.Value != want || !strings.Contains(x.Traceback, "in sleep") {
+		t.Fatalf("got %+v, want TimeoutError %q with the interrupt's traceback", x, want)
 	}
-	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=3 interrupts=1" {
-		t.Fatalf("got %q, want the same kernel (3 cells, 1 interrupt)", run.stdout)
-	}
+	a.wantKernel("cells=3 interrupts=1", "the same kernel")
 }
 
 func TestCodeTimeoutEscalates(t *testing.T) {
 	a := standInAgent(t)
 	run := a.code(api.CodeRequest{Code: "stubborn", TimeoutMs: 100})
-	xs := run.exceptions()
-	if len(xs) != 1 || xs[0].Name != "TimeoutError" || !strings.Contains(xs[0].Value, "state was lost") || run.last.Type != api.CodeEventEnd {
-		t.Fatalf("got %+v, want TimeoutError saying the state was lost, then end", run.events)
-	}
-	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=1 interrupts=0" {
-		t.Fatalf("got %q, want a new kernel", run.stdout)
-	}
+	oneException(t, run, "TimeoutError", "state was lost")
+	a.wantKernel("cells=1 interrupts=0", "a new kernel")
 }
 
 func TestCodeDeadKernel(t *testing.T) {
 	a := standInAgent(t)
 	a.code(api.CodeRequest{Code: "print warm"})
 	run := a.code(api.CodeRequest{Code: "dead"})
-	xs := run.exceptions()
-	if len(xs) != 1 || xs[0].Name != "DeadKernelError" || !strings.Contains(xs[0].Value, "restarted") || run.last.Type != api.CodeEventEnd {
-		t.Fatalf("got %+v, want DeadKernelError, then end", run.events)
-	}
-	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=1 interrupts=0" {
-		t.Fatalf("got %q, want a new kernel", run.stdout)
-	}
+	oneException(t, run, "DeadKernelError", "restarted")
+	a.wantKernel("cells=1 interrupts=0", "a new kernel")
 }
 
 // TestCodeDriverDiedIdle: a driver gone between cells is a dead kernel
@@ -235,13 +242,10 @@ func TestCodeDriverDiedIdle(t *testing.T) {
 	}
 	waitGone(t, pid, 10e9)
 	run := a.code(api.CodeRequest{Code: "print ran"})
-	xs := run.exceptions()
-	if len(xs) != 1 || xs[0].Name != "DeadKernelError" || run.stdout != "" || run.last.Type != api.CodeEventEnd {
-		t.Fatalf("got %+v, want DeadKernelError and the cell not run", run.events)
+	if oneException(t, run, "DeadKernelError", ""); run.stdout != "" {
+		t.Fatalf("got stdout %q, want the cell not run", run.stdout)
 	}
-	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=1 interrupts=0" {
-		t.Fatalf("got %q, want a new kernel", run.stdout)
-	}
+	a.wantKernel("cells=1 interrupts=0", "a new kernel")
 }
 
 func TestCodeMisbehavingDriver(t *testing.T) {
@@ -252,9 +256,7 @@ func TestCodeMisbehavingDriver(t *testing.T) {
 			if run.last.Type != api.CodeEventError || run.last.Error == nil || run.last.Error.Code != "internal" {
 				t.Fatalf("got %+v, want an internal error last", run.events)
 			}
-			if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=1 interrupts=0" || run.last.Type != api.CodeEventEnd {
-				t.Fatalf("got %+v, want a new driver", run.events)
-			}
+			a.wantKernel("cells=1 interrupts=0", "a new driver")
 		})
 	}
 }
@@ -267,9 +269,7 @@ func TestCodeDisconnectInterrupts(t *testing.T) {
 			cancel()
 		}
 	})
-	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=2 interrupts=1" {
-		t.Fatalf("got %q, want the left cell interrupted in the same kernel", run.stdout)
-	}
+	a.wantKernel("cells=2 interrupts=1", "the left cell interrupted in the same kernel")
 }
 
 func TestCodeOneCellAtATime(t *testing.T) {
@@ -370,9 +370,7 @@ func TestCodeRestartUnderACell(t *testing.T) {
 	<-running
 	a.doJSON("POST", "/contexts/default/restart", nil, http.StatusOK, nil)
 	run := <-done
-	if xs := run.exceptions(); len(xs) != 1 || xs[0].Name != "DeadKernelError" || !strings.Contains(xs[0].Value, "restarted") || run.last.Type != api.CodeEventEnd {
-		t.Fatalf("got %+v, want DeadKernelError naming the restart, then end", run.events)
-	}
+	oneException(t, run, "DeadKernelError", "restarted")
 }
 
 func TestCodeBadRequests(t *testing.T) {
@@ -547,13 +545,8 @@ func TestCodeAddRacingRemove(t *testing.T) {
 func TestCodeHonouredInterruptKeepsKernel(t *testing.T) {
 	a := standInAgent(t)
 	run := a.code(api.CodeRequest{Code: "slowstop", TimeoutMs: 100})
-	xs := run.exceptions()
-	if len(xs) != 1 || xs[0].Name != "TimeoutError" || !strings.Contains(xs[0].Value, "keeps its state") || run.last.Type != api.CodeEventEnd {
-		t.Fatalf("got %+v, want one TimeoutError keeping the state, then end", run.events)
-	}
-	if run := a.code(api.CodeRequest{Code: "count"}); run.stdout != "cells=2 interrupts=1" {
-		t.Fatalf("got %q, want the same kernel", run.stdout)
-	}
+	oneException(t, run, "TimeoutError", "keeps its state")
+	a.wantKernel("cells=2 interrupts=1", "the same kernel")
 }
 
 // TestCodeEnvCountsPlaceholders: a context takes the host's 256 entries of
@@ -595,16 +588,8 @@ func TestCwdErrorsAreInvalid(t *testing.T) {
 // the way or through a symlink, is a 400, not a context whose every cell
 // fails.
 func TestCodeContextCwdAsUser(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("switching users needs root")
-	}
-	const uid, gid = 4321, 4322
-	base := t.TempDir()
-	for _, d := range []string{filepath.Dir(base), base} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cfg, base := asUserConfig(t)
+	uid, gid := testUID, testGID
 	// The stand-in must be a program the user can run.
 	bin, err := os.ReadFile(os.Args[0])
 	if err != nil {
@@ -614,9 +599,6 @@ func TestCodeContextCwdAsUser(t *testing.T) {
 	if err := os.WriteFile(standIn, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
-	cfg.UID, cfg.GID = uid, gid
-	cfg.Workspace = filepath.Join(base, "ws")
 	cfg.Home = cfg.Workspace
 	mk := func(p string, mode os.FileMode, owner int) {
 		t.Helper()
@@ -645,11 +627,9 @@ func TestCodeContextCwdAsUser(t *testing.T) {
 	if err := os.Symlink("../group", filepath.Join(cfg.Workspace, "grouplink")); err != nil {
 		t.Fatal(err)
 	}
-	s := New(cfg)
-	s.code.driverArgv = []string{standIn, "-test.run=^TestStandInDriver$", standInArg}
-	ts := httptest.NewServer(s)
-	t.Cleanup(func() { s.Close(); ts.Close() })
-	a := &testAgent{t: t, srv: s, url: ts.URL, cfg: cfg}
+	a := serveAgent(t, cfg, func(s *Server) {
+		s.code.driverArgv = []string{standIn, "-test.run=^TestStandInDriver$", standInArg}
+	})
 
 	for _, cwd := range []string{"/root", filepath.Join(base, "private"), filepath.Join(base, "private", "open"), filepath.Join(base, "listonly"), "link"} {
 		msg := a.wantError("POST", "/contexts", jsonBody(t, api.CreateContextRequest{Cwd: cwd}), http.StatusBadRequest, "invalid_request")

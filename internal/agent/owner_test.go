@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,30 +16,14 @@ import (
 // TestOwnership runs commands and makes files as another user, as the agent
 // does in a sandbox.
 func TestOwnership(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("switching users needs root")
-	}
-	const uid, gid = 4321, 4322
-	base := t.TempDir()
-	// The user must be able to reach the workspace.
-	for _, d := range []string{filepath.Dir(base), base} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := DefaultConfig()
-	cfg.UID, cfg.GID = uid, gid
-	cfg.Workspace = filepath.Join(base, "ws")
+	cfg, _ := asUserConfig(t)
 	if err := os.Mkdir(cfg.Workspace, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(cfg.Workspace, uid, gid); err != nil {
+	if err := os.Chown(cfg.Workspace, testUID, testGID); err != nil {
 		t.Fatal(err)
 	}
-	s := New(cfg)
-	ts := httptest.NewServer(s)
-	t.Cleanup(func() { s.Close(); ts.Close() })
-	a := &testAgent{t: t, srv: s, url: ts.URL, cfg: cfg}
+	a := serveAgent(t, cfg, nil)
 
 	res := a.run(api.ExecRequest{Cmd: sh("id -u; id -g; id -G; touch made-by-cmd")})
 	if got, want := res.stdout, "4321\n4322\n4322\n"; got != want || res.code() != 0 {
@@ -58,15 +41,7 @@ func TestOwnership(t *testing.T) {
 	a.doJSON("PUT", "/archive"+q("ar"), &buf, http.StatusOK, nil)
 
 	for _, p := range []string{"made-by-cmd", "new", "new/dir", "new/dir/f", "made", "made/here", "ar", "ar/x", "ar/x/y", "ar/l"} {
-		fi, err := os.Lstat(filepath.Join(cfg.Workspace, p))
-		if err != nil {
-			t.Errorf("%s: %v", p, err)
-			continue
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		if st.Uid != uid || st.Gid != gid {
-			t.Errorf("%s: got owner %d:%d, want %d:%d", p, st.Uid, st.Gid, uid, gid)
-		}
+		a.wantOwner(p, testUID, testGID)
 	}
 
 	// Overwriting a file keeps its owner.

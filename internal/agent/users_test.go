@@ -2,11 +2,8 @@ package agent
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/withruntime/withruntime/api"
@@ -15,26 +12,11 @@ import (
 // TestUserRoot runs commands and makes files as root where the sandbox
 // user is someone else, as in a sandbox.
 func TestUserRoot(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("switching users needs root")
-	}
-	const uid, gid = 4321, 4322
-	base := t.TempDir()
-	for _, d := range []string{filepath.Dir(base), base} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := DefaultConfig()
-	cfg.UID, cfg.GID = uid, gid
-	cfg.Workspace = filepath.Join(base, "ws")
+	cfg, _ := asUserConfig(t)
 	if err := os.Mkdir(cfg.Workspace, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	s := New(cfg)
-	ts := httptest.NewServer(s)
-	t.Cleanup(func() { s.Close(); ts.Close() })
-	a := &testAgent{t: t, srv: s, url: ts.URL, cfg: cfg}
+	a := serveAgent(t, cfg, nil)
 
 	const show = `echo "$(id -u) $(id -g) $HOME $USER $LOGNAME"`
 	tests := []struct {
@@ -59,16 +41,9 @@ func TestUserRoot(t *testing.T) {
 	a.doJSON("POST", "/files/mkdir"+q("r/dir")+"&user=root", nil, http.StatusOK, nil)
 	a.doJSON("PUT", "/files"+q("u/f")+"&user=user", strings.NewReader("x"), http.StatusOK, nil)
 	type owner struct{ uid, gid uint32 }
-	owners := map[string]owner{"r": {}, "r/new": {}, "r/new/f": {}, "r/dir": {}, "u": {uid, gid}, "u/f": {uid, gid}}
+	owners := map[string]owner{"r": {}, "r/new": {}, "r/new/f": {}, "r/dir": {}, "u": {testUID, testGID}, "u/f": {testUID, testGID}}
 	for p, want := range owners {
-		fi, err := os.Lstat(filepath.Join(cfg.Workspace, p))
-		if err != nil {
-			t.Errorf("%s: %v", p, err)
-			continue
-		}
-		if st := fi.Sys().(*syscall.Stat_t); st.Uid != want.uid || st.Gid != want.gid {
-			t.Errorf("%s: got owner %d:%d, want %d:%d", p, st.Uid, st.Gid, want.uid, want.gid)
-		}
+		a.wantOwner(p, want.uid, want.gid)
 	}
 	for _, path := range []string{"/files" + q("f"), "/files/list" + q("."), "/files/stat" + q("r")} {
 		a.wantError("GET", path+"&user=admin", nil, http.StatusBadRequest, "invalid_request")
