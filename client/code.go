@@ -1,11 +1,8 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -69,16 +66,9 @@ func (c *Client) RunCode(ctx context.Context, id string, req api.CodeRequest, op
 	if err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(req)
+	r, err := streamPost(p, req)
 	if err != nil {
-		return nil, fmt.Errorf("encoding request: %w", err)
-	}
-	r := request{
-		method:      http.MethodPost,
-		path:        p,
-		body:        bytes.NewReader(body),
-		contentType: "application/json",
-		accept:      "application/x-ndjson",
+		return nil, err
 	}
 	op := r.op(c.baseURL)
 	resp, err := c.do(ctx, r)

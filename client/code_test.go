@@ -15,15 +15,7 @@ import (
 )
 
 // streamCode answers a cell with events, flushing after each.
-func streamCode(w http.ResponseWriter, events ...api.CodeEvent) {
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(200)
-	enc := json.NewEncoder(w)
-	for _, ev := range events {
-		enc.Encode(ev)
-		w.(http.Flusher).Flush()
-	}
-}
+var streamCode = streamEvents[api.CodeEvent]
 
 func TestRunCodeStreamsInOrderAsProduced(t *testing.T) {
 	sawFirst := make(chan struct{})

@@ -60,18 +60,27 @@ func (c *Client) Exec(ctx context.Context, id string, req api.ExecRequest, opts 
 		return nil, err
 	}
 	req.Background = false
-	body, err := json.Marshal(req)
+	r, err := streamPost(p, req)
 	if err != nil {
-		return nil, fmt.Errorf("encoding request: %w", err)
+		return nil, err
 	}
-	r := request{
+	return c.execStream(ctx, r, opts)
+}
+
+// streamPost is a POST of in, as JSON, to path, whose answer is an NDJSON
+// event stream.
+func streamPost(path string, in any) (request, error) {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return request{}, fmt.Errorf("encoding request: %w", err)
+	}
+	return request{
 		method:      http.MethodPost,
-		path:        p,
+		path:        path,
 		body:        bytes.NewReader(body),
 		contentType: "application/json",
 		accept:      "application/x-ndjson",
-	}
-	return c.execStream(ctx, r, opts)
+	}, nil
 }
 
 // execStream sends r, whose answer is an exec stream, and reads that

@@ -18,8 +18,9 @@ import (
 
 func intp(i int) *int { return &i }
 
-// streamEvents answers an exec with events, flushing after each.
-func streamEvents(w http.ResponseWriter, events ...api.ExecEvent) {
+// streamEvents answers with an NDJSON stream of events (an exec's or a
+// cell's), flushing after each.
+func streamEvents[E any](w http.ResponseWriter, events ...E) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(200)
 	enc := json.NewEncoder(w)
