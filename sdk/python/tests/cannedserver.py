@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import pytest
 
 
 @dataclass
@@ -95,3 +98,14 @@ class CannedServer:
     def stop(self) -> None:
         self._srv.shutdown()
         self._srv.server_close()
+
+
+@pytest.fixture
+def canned() -> Iterator[CannedServer]:
+    """A canned server for one test, stopped after it (import it into the
+    test module to use it)."""
+    srv = CannedServer()
+    try:
+        yield srv
+    finally:
+        srv.stop()

@@ -5,8 +5,6 @@ model's code steps in a withruntime sandbox made through the E2B API
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 import withruntime
@@ -15,28 +13,15 @@ try:
     import e2b_code_interpreter  # noqa: F401 - the executor imports it
     import smolagents
     from smolagents import CodeAgent, tool
-    from smolagents.models import ChatMessage, MessageRole, Model
 except ImportError as e:  # pragma: no cover - depends on the environment
     pytest.skip(
         f"smolagents or e2b-code-interpreter is not importable ({e}): run with the environment scripts/pyenv.sh makes",
         allow_module_level=True,
     )
 
+from scripted_smolagents import ScriptedModel, observations  # noqa: E402
+
 pytestmark = pytest.mark.live
-
-
-class ScriptedModel(Model):
-    """Answers each call with the next code step, as an LLM would."""
-
-    def __init__(self, steps: list[str]) -> None:
-        super().__init__(model_id="scripted")
-        self.steps = list(steps)
-        self.calls = 0
-
-    def generate(self, messages: Any, stop_sequences: Any = None, **kwargs: Any) -> ChatMessage:
-        step = self.steps[self.calls]
-        self.calls += 1
-        return ChatMessage(role=MessageRole.ASSISTANT, content=f"Thought: step {self.calls}.\n<code>\n{step}\n</code>")
 
 
 @tool
@@ -51,10 +36,6 @@ def leave_note(text: str) -> str:
     with open("note.txt", "w") as f:
         f.write(text)
     return "noted " + text + " in " + os.getcwd()
-
-
-def observations(agent: CodeAgent) -> list[str]:
-    return [s.observations or "" for s in agent.memory.steps if hasattr(s, "observations") and hasattr(s, "code_action")]
 
 
 def test_code_agent_with_executor_type_e2b(e2b_env: dict[str, str], live_server: dict[str, str]) -> None:

@@ -7,11 +7,10 @@ server; the tests marked live run the same calls on a real sandbox.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timezone
 
 import pytest
-from cannedserver import CannedServer
+from cannedserver import CannedServer, canned  # noqa: F401 - a fixture
 from conftest import wait_until
 
 import withruntime
@@ -19,15 +18,6 @@ from withruntime import APIError, EgressEvent, Network, Sandbox
 
 SID = "sbx-1"
 BASE = f"/v1/sandboxes/{SID}"
-
-
-@pytest.fixture
-def canned() -> Iterator[CannedServer]:
-    srv = CannedServer()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture

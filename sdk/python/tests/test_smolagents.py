@@ -16,7 +16,6 @@ import withruntime
 try:
     import smolagents
     from smolagents import CodeAgent, tool
-    from smolagents.models import ChatMessage, MessageRole, Model
 except ImportError as e:  # pragma: no cover - depends on the environment
     pytest.skip(
         f"smolagents is not importable ({e}): run with the environment scripts/pyenv.sh makes",
@@ -28,19 +27,7 @@ from withruntime.tools import code_tools, sandbox_tools  # noqa: E402
 
 from conftest import SMALL  # noqa: E402
 import readme  # noqa: E402
-
-class ScriptedModel(Model):
-    """Answers each call with the next code step, as an LLM would."""
-
-    def __init__(self, steps: list[str]) -> None:
-        super().__init__(model_id="scripted")
-        self.steps = list(steps)
-        self.calls = 0
-
-    def generate(self, messages: Any, stop_sequences: Any = None, **kwargs: Any) -> ChatMessage:
-        step = self.steps[self.calls]
-        self.calls += 1
-        return ChatMessage(role=MessageRole.ASSISTANT, content=f"Thought: step {self.calls}.\n<code>\n{step}\n</code>")
+from scripted_smolagents import ScriptedModel, observations, run_and_read  # noqa: E402
 
 
 @tool
@@ -53,10 +40,6 @@ def leave_note(text: str) -> str:
     with open("/workspace/note.txt", "w") as f:
         f.write(text)
     return "noted " + text
-
-
-def observations(agent: CodeAgent) -> list[str]:
-    return [s.observations or "" for s in agent.memory.steps if hasattr(s, "observations") and hasattr(s, "code_action")]
 
 
 def test_smolagents_is_the_pinned_version() -> None:
@@ -154,12 +137,7 @@ def test_a_passed_sandbox_gets_packages_errors_and_is_left_running(live_server: 
             "final_answer({'n': wrtinypkg.ANSWER, 'ok': True})",
         ]
         agent = CodeAgent(tools=[], model=ScriptedModel(steps), executor=ex, max_steps=5)
-        try:
-            answer = agent.run("Use the package.")
-            obs = observations(agent)
-            errors = [str(s.error) for s in agent.memory.steps if getattr(s, "error", None) is not None]
-        finally:
-            agent.cleanup()
+        answer, obs, errors = run_and_read(agent, "Use the package.")
         assert answer == {"n": 7, "ok": True}
         assert any("ZeroDivisionError" in e and "division by zero" in e for e in errors), errors
         assert "13" in obs[1]
@@ -213,12 +191,7 @@ def test_step_timeout_large_answers_and_long_logs(live_server: dict[str, str]) -
             f"final_answer({{'x': x, 'big': 'z' * 1_000_000 + 'end'}})",
         ]
         agent = CodeAgent(tools=[], model=ScriptedModel(steps), executor=ex, max_steps=6)
-        try:
-            answer = agent.run("Loop, print, answer.")
-            obs = observations(agent)
-            errors = [str(s.error) for s in agent.memory.steps if getattr(s, "error", None) is not None]
-        finally:
-            agent.cleanup()
+        answer, obs, errors = run_and_read(agent, "Loop, print, answer.")
         # The endless step was interrupted at its timeout and the model saw
         # the TimeoutError; the kernel kept x.
         assert len(errors) == 1 and "TimeoutError" in errors[0], errors
@@ -242,11 +215,7 @@ def test_a_clipped_final_answer_is_an_error(live_server: dict[str, str], monkeyp
     with withruntime.Sandbox.create(timeout_seconds=600, metadata={"test": "sdk-python"}, **SMALL) as sbx:
         steps = ["final_answer('z' * 1_000_000)", "final_answer('short')"]
         agent = CodeAgent(tools=[], model=ScriptedModel(steps), executor=WithruntimeExecutor(sandbox=sbx), max_steps=3)
-        try:
-            answer = agent.run("Answer at length.")
-            errors = [str(s.error) for s in agent.memory.steps if getattr(s, "error", None) is not None]
-        finally:
-            agent.cleanup()
+        answer, _, errors = run_and_read(agent, "Answer at length.")
         assert answer == "short"
         assert len(errors) == 1 and "the final answer was cut to 262144 characters" in errors[0], errors
 
@@ -264,12 +233,7 @@ def test_a_new_kernel_gets_the_tools_and_variables_again(live_server: dict[str, 
             'final_answer(f"{v}:" + str([n in globals() for n in ("x", "y")]))',
         ]
         agent = CodeAgent(tools=[leave_note], model=ScriptedModel(steps), executor=ex, max_steps=7)
-        try:
-            answer = agent.run("Die and go on.", additional_args={"v": 7})
-            obs = observations(agent)
-            errors = [str(s.error) for s in agent.memory.steps if getattr(s, "error", None) is not None]
-        finally:
-            agent.cleanup()
+        answer, obs, errors = run_and_read(agent, "Die and go on.", additional_args={"v": 7})
         assert len(errors) == 2 and "DeadKernelError" in errors[0] and "TimeoutError" in errors[1], errors
         for e in errors:
             assert "the tools, the runtime_* functions and the agent's variables were defined again" in e

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from cannedserver import CannedServer
+from cannedserver import CannedServer, canned  # noqa: F401 - a fixture
 
 import withruntime.code
 from withruntime import Context, Sandbox, TransportError
@@ -125,15 +125,6 @@ def test_bad_exit_code_is_a_transport_error(fake, sbx: Sandbox, code) -> None:
 
 SID = "sbx-1"
 BASE = f"/v1/sandboxes/{SID}"
-
-
-@pytest.fixture
-def canned() -> Iterator[CannedServer]:
-    srv = CannedServer()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.mark.parametrize("answer", [[1], "ctx", 5, {"id": 5}, {"id": ""}, {"cwd": "/w"}])
