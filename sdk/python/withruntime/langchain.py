@@ -20,14 +20,13 @@ Needs ``langchain-core`` (``pip install withruntime[langchain]``); importing
 from __future__ import annotations
 
 import functools
-import json
 from typing import TYPE_CHECKING, Any, Callable, List
 
 from langchain_core.tools import StructuredTool, ToolException
 
+from ._adapters import as_text, tool_functions
 from .errors import Error
-from .tools import OUTPUT_CAP, TIMEOUT_SECONDS, code_tools
-from .tools import sandbox_tools as _plain_tools
+from .tools import OUTPUT_CAP, TIMEOUT_SECONDS
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -46,8 +45,8 @@ def as_langchain_tool(fn: Callable[..., Any]) -> StructuredTool:
         except (Error, ValueError) as e:
             raise ToolException(f"{type(e).__name__}: {e}") from e
         # LangChain would pass a list of dicts with a "type" key (a listing's
-        # entries) on as content blocks of that type: JSON is unambiguous.
-        return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
+        # entries) on as content blocks of that type.
+        return as_text(out)
 
     return StructuredTool.from_function(
         call,
@@ -71,7 +70,5 @@ def sandbox_tools(
     withruntime.tools.sandbox_tools. ``run_code=False`` leaves out
     ``runtime_run_code``, giving the four shell and file tools only.
     """
-    fns = _plain_tools(sbx, timeout_seconds=timeout_seconds, output_cap=output_cap)
-    if run_code:
-        fns += code_tools(sbx, timeout_seconds=timeout_seconds, output_cap=output_cap)
+    fns = tool_functions(sbx, timeout_seconds=timeout_seconds, output_cap=output_cap, run_code=run_code)
     return [as_langchain_tool(f) for f in fns]

@@ -23,13 +23,12 @@ importing ``withruntime`` alone does not import it.
 from __future__ import annotations
 
 import functools
-import json
 from typing import TYPE_CHECKING, Any, Callable, List
 
 from agents import FunctionTool, RunContextWrapper, function_tool
 
-from .tools import OUTPUT_CAP, TIMEOUT_SECONDS, code_tools
-from .tools import sandbox_tools as _plain_tools
+from ._adapters import as_text, tool_functions
+from .tools import OUTPUT_CAP, TIMEOUT_SECONDS
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -50,8 +49,8 @@ def as_function_tool(fn: Callable[..., Any]) -> FunctionTool:
     def call(*args: Any, **kwargs: Any) -> str:
         out = fn(*args, **kwargs)
         # A dict with a "type" key would otherwise be taken for one of the
-        # SDK's structured outputs (text, image, file): JSON is unambiguous.
-        return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
+        # SDK's structured outputs (text, image, file).
+        return as_text(out)
 
     return function_tool(call, name_override=fn.__name__, failure_error_function=_say_error, strict_mode=True)
 
@@ -69,7 +68,5 @@ def sandbox_tools(
     withruntime.tools.sandbox_tools. ``run_code=False`` leaves out
     ``runtime_run_code``, giving the four shell and file tools only.
     """
-    fns = _plain_tools(sbx, timeout_seconds=timeout_seconds, output_cap=output_cap)
-    if run_code:
-        fns += code_tools(sbx, timeout_seconds=timeout_seconds, output_cap=output_cap)
+    fns = tool_functions(sbx, timeout_seconds=timeout_seconds, output_cap=output_cap, run_code=run_code)
     return [as_function_tool(f) for f in fns]
