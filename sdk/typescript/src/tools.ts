@@ -30,6 +30,8 @@
  * only chooses commands and paths.
  */
 
+import type { ExecutionError, Result as CodeResult } from "./code.js";
+
 /** Characters of stdout and of stderr (and bytes of a file) a tool returns. */
 export const OUTPUT_CAP = 20_000;
 /** Directory entries runtime_list_files returns. */
@@ -167,11 +169,9 @@ function optionalString(tool: string, name: string, v: unknown): string | undefi
   return requireString(tool, name, v);
 }
 
-/**
- * The four agent tools bound to one sandbox: runtime_exec,
- * runtime_read_file, runtime_write_file, runtime_list_files.
- */
-export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}): SandboxTools {
+// The options both tool lists take, checked: the cap, the timeout a call
+// gets when the model gives none, and how the descriptions say that.
+function checkOptions(options: SandboxToolsOptions): { cap: number; defaultTimeout: number | null; said: string } {
   const cap = Math.trunc(options.outputCap ?? OUTPUT_CAP);
   const defaultTimeout = options.timeoutSeconds === undefined ? TIMEOUT_SECONDS : options.timeoutSeconds;
   if (defaultTimeout !== null && !(defaultTimeout > 0)) {
@@ -179,6 +179,34 @@ export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}
   }
   const said =
     defaultTimeout === null ? "no limit but the sandbox's lease" : `${Math.trunc(defaultTimeout)} seconds`;
+  return { cap, defaultTimeout, said };
+}
+
+// The timeout_seconds argument's schema; `what` is what happens at it.
+function timeoutParameter(what: string, said: string): { type: string[]; description: string } {
+  return { type: ["integer", "null"], description: `Seconds after which the ${what}; null means ${said}.` };
+}
+
+// The timeout of one call in milliseconds for the SDK: the model's
+// timeout_seconds, else the default. As in Python, 0 (like null with no
+// default) means no limit: undefined.
+function callTimeoutMs(tool: string, given: number | null | undefined, defaultTimeout: number | null): number | undefined {
+  if (given !== undefined && given !== null && typeof given !== "number") {
+    throw new TypeError(`${tool}: timeout_seconds must be a number, got ${typeof given}`);
+  }
+  const timeout = given ?? defaultTimeout;
+  if (timeout !== null && (timeout < 0 || Number.isNaN(timeout))) {
+    throw new RangeError("timeout_seconds must be positive");
+  }
+  return timeout ? Math.trunc(timeout * 1000) : undefined;
+}
+
+/**
+ * The four agent tools bound to one sandbox: runtime_exec,
+ * runtime_read_file, runtime_write_file, runtime_list_files.
+ */
+export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}): SandboxTools {
+  const { cap, defaultTimeout, said } = checkOptions(options);
 
   const exec: SandboxTool<ExecArgs, ExecToolResult> = {
     name: "runtime_exec",
@@ -194,10 +222,7 @@ export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}
           type: ["string", "null"],
           description: "The directory to run in, absolute or relative to /workspace; null means /workspace.",
         },
-        timeout_seconds: {
-          type: ["integer", "null"],
-          description: `Seconds after which the command is killed; null means ${said}.`,
-        },
+        timeout_seconds: timeoutParameter("command is killed", said),
       },
       required: ["command"],
       additionalProperties: false,
@@ -205,16 +230,7 @@ export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}
     async execute(args) {
       const command = requireString("runtime_exec", "command", args?.command);
       const cwd = optionalString("runtime_exec", "cwd", args.cwd);
-      const given = args.timeout_seconds;
-      if (given !== undefined && given !== null && typeof given !== "number") {
-        throw new TypeError(`runtime_exec: timeout_seconds must be a number, got ${typeof given}`);
-      }
-      const timeout = given ?? defaultTimeout;
-      if (timeout !== null && (timeout < 0 || Number.isNaN(timeout))) {
-        throw new RangeError("timeout_seconds must be positive");
-      }
-      // As in Python: 0 (like null with no default) means no limit.
-      const timeoutMs = timeout ? Math.trunc(timeout * 1000) : undefined;
+      const timeoutMs = callTimeoutMs("runtime_exec", args.timeout_seconds, defaultTimeout);
       const r = await sbx.exec(command, { cwd: cwd || undefined, timeoutMs });
       return {
         exit_code: r.exitCode,
@@ -310,19 +326,9 @@ export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}
 
 /** What runtime_run_code needs of a cell's outcome (the SDK's Execution has it). */
 export interface ToolCodeExecution {
-  results: ReadonlyArray<{
-    text?: string;
-    html?: string;
-    markdown?: string;
-    svg?: string;
-    png?: string;
-    jpeg?: string;
-    latex?: string;
-    javascript?: string;
-    json?: unknown;
-  }>;
+  results: ReadonlyArray<Omit<CodeResult, "isMainResult">>;
   logs: { stdout: readonly string[]; stderr: readonly string[] };
-  error: { name: string; value: string; traceback: string } | null;
+  error: ExecutionError | null;
 }
 
 /** The part of a sandbox runtime_run_code uses; the SDK's Sandbox satisfies it. */
@@ -342,7 +348,7 @@ export interface RunCodeToolResult {
   results: string[];
   stdout: string;
   stderr: string;
-  error: { name: string; value: string; traceback: string } | null;
+  error: ExecutionError | null;
 }
 
 /** The code tool, alone in its list (as Python's code_tools). */
@@ -391,13 +397,7 @@ function headCodePoints(s: string, n: number): string {
  * results' text (all together), stdout, stderr and the traceback.
  */
 export function codeTools(sbx: CodeToolSandbox, options: SandboxToolsOptions = {}): CodeTools {
-  const cap = Math.trunc(options.outputCap ?? OUTPUT_CAP);
-  const defaultTimeout = options.timeoutSeconds === undefined ? TIMEOUT_SECONDS : options.timeoutSeconds;
-  if (defaultTimeout !== null && !(defaultTimeout > 0)) {
-    throw new RangeError("timeoutSeconds must be positive or null");
-  }
-  const said =
-    defaultTimeout === null ? "no limit but the sandbox's lease" : `${Math.trunc(defaultTimeout)} seconds`;
+  const { cap, defaultTimeout, said } = checkOptions(options);
 
   const runCode: SandboxTool<RunCodeArgs, RunCodeToolResult> = {
     name: "runtime_run_code",
@@ -409,25 +409,15 @@ export function codeTools(sbx: CodeToolSandbox, options: SandboxToolsOptions = {
           type: "string",
           description: 'The Python code to run, for example "import pandas as pd" followed by lines that use it.',
         },
-        timeout_seconds: {
-          type: ["integer", "null"],
-          description: `Seconds after which the cell is interrupted; null means ${said}.`,
-        },
+        timeout_seconds: timeoutParameter("cell is interrupted", said),
       },
       required: ["code"],
       additionalProperties: false,
     },
     async execute(args) {
       const code = requireString("runtime_run_code", "code", args?.code);
-      const given = args.timeout_seconds;
-      if (given !== undefined && given !== null && typeof given !== "number") {
-        throw new TypeError(`runtime_run_code: timeout_seconds must be a number, got ${typeof given}`);
-      }
-      const timeout = given ?? defaultTimeout;
-      if (timeout !== null && (timeout < 0 || Number.isNaN(timeout))) {
-        throw new RangeError("timeout_seconds must be positive");
-      }
-      const run = await sbx.runCode(code, { timeoutMs: timeout ? Math.trunc(timeout * 1000) : undefined });
+      const timeoutMs = callTimeoutMs("runtime_run_code", args.timeout_seconds, defaultTimeout);
+      const run = await sbx.runCode(code, { timeoutMs });
       const results: string[] = [];
       let budget = cap;
       for (const [i, r] of run.results.entries()) {
