@@ -16,24 +16,15 @@ import (
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/mcptools"
+	"github.com/withruntime/withruntime/internal/mcptools/mcptest"
 	"github.com/withruntime/withruntime/internal/selfcall"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
-// bearerTransport sends every request with key.
-type bearerTransport struct{ key string }
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 // mcpSession connects the Go SDK's client to e's /v1/mcp with key.
 func (e *testEnv) mcpSession(key string) *mcp.ClientSession {
 	e.t.Helper()
-	t := &mcp.StreamableClientTransport{Endpoint: e.url + MCPPattern, HTTPClient: &http.Client{Transport: bearerTransport{key}}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(e.t.Context(), t, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(e.t.Context(), mcptest.HTTP(e.url+MCPPattern, key), nil)
 	if err != nil {
 		e.t.Fatalf("connecting to %s: %v", MCPPattern, err)
 	}
@@ -45,18 +36,7 @@ func (e *testEnv) mcpSession(key string) *mcp.ClientSession {
 // its result, its text and its structured content as JSON.
 func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, string, string) {
 	t.Helper()
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var text strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			text.WriteString(tc.Text)
-		}
-	}
-	b, _ := json.Marshal(res.StructuredContent)
-	return res, text.String(), string(b)
+	return mcptest.Call(t.Context(), t, cs, name, args)
 }
 
 // The tools act as the caller: its account's sandboxes, its agent, and

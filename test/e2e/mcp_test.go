@@ -13,6 +13,7 @@ import (
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/mcptools"
+	"github.com/withruntime/withruntime/internal/mcptools/mcptest"
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
@@ -180,15 +181,7 @@ func mcpConnect(t *testing.T, tr mcp.Transport) *mcp.ClientSession {
 
 // mcpHTTP is the streamable HTTP transport to s's /v1/mcp with key.
 func mcpHTTP(s *testenv.Server, key string) mcp.Transport {
-	return &mcp.StreamableClientTransport{Endpoint: s.URL + "/v1/mcp", HTTPClient: &http.Client{Transport: bearer{key}}}
-}
-
-type bearer struct{ key string }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return http.DefaultTransport.RoundTrip(r)
+	return mcptest.HTTP(s.URL+"/v1/mcp", key)
 }
 
 // mcpCall calls a tool, failing the test on a protocol error, and returns
@@ -196,16 +189,5 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func mcpCall(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, string, string) {
 	t.Helper()
 	// Not t.Context(): cleanups stop sandboxes after the test's context ended.
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var text strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			text.WriteString(tc.Text)
-		}
-	}
-	b, _ := json.Marshal(res.StructuredContent)
-	return res, text.String(), string(b)
+	return mcptest.Call(context.Background(), t, cs, name, args)
 }
