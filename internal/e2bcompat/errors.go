@@ -1,6 +1,7 @@
 package e2bcompat
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -130,7 +131,9 @@ var statusConnect = map[int]connect.Code{
 	http.StatusInternalServerError: connect.CodeInternal,
 }
 
-// connectError is err as a Connect error (envd's RPCs).
+// connectError is err as a Connect error (envd's RPCs). A deadline or a
+// cancel, the caller's (Connect-Timeout-Ms) or the API's, keeps its own
+// code: E2B's clients tell a timeout by deadline_exceeded.
 func connectError(err error) *connect.Error {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
@@ -140,6 +143,10 @@ func connectError(err error) *connect.Error {
 	var e *Error
 	var apiErr *client.APIError
 	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		code = connect.CodeDeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = connect.CodeCanceled
 	case errors.As(err, &e):
 		if c, ok := statusConnect[e.Status]; ok {
 			code = c
@@ -149,5 +156,14 @@ func connectError(err error) *connect.Error {
 			code = c
 		}
 	}
-	return connect.NewError(code, errors.New(message(err)))
+	return connect.NewError(code, messageError{msg: message(err), err: err})
 }
+
+// messageError is err with the text an E2B client is shown.
+type messageError struct {
+	msg string
+	err error
+}
+
+func (m messageError) Error() string { return m.msg }
+func (m messageError) Unwrap() error { return m.err }

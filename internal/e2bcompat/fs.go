@@ -33,7 +33,7 @@ var noCompression = connect.WithCompression("gzip", nil, nil)
 
 func registerFS(s *Server, mux *http.ServeMux) {
 	fsys := &fsService{s: s, watchers: newWatchers(), lists: newKeyLimiter(maxListsPerAccount)}
-	p, h := filesystemconnect.NewFilesystemHandler(fsys, connect.WithReadMaxBytes(maxFSRequest), noCompression)
+	p, h := filesystemconnect.NewFilesystemHandler(fsys, connect.WithReadMaxBytes(maxFSRequest), noCompression, connect.WithInterceptors(ctxCodes{}))
 	mux.Handle(p, h)
 }
 

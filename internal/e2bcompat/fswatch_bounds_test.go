@@ -54,7 +54,13 @@ func (b *bigDirAPI) handler() http.Handler {
 		for m := b.maxLimit.Load(); int64(limit) > m && !b.maxLimit.CompareAndSwap(m, int64(limit)); m = b.maxLimit.Load() {
 		}
 		if b.gate != nil {
-			<-b.gate
+			select {
+			case <-b.gate:
+			case <-r.Context().Done():
+				// Not the API's code for it: the layer must not rely on one.
+				apiError(w, http.StatusInternalServerError, "internal", "cut short")
+				return
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if limit > 0 && limit < b.n {

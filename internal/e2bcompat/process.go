@@ -30,7 +30,7 @@ const (
 func init() { envdRoutes = append(envdRoutes, registerProcess) }
 
 func registerProcess(s *Server, mux *http.ServeMux) {
-	p, h := processconnect.NewProcessHandler(&processService{s: s}, connect.WithReadMaxBytes(maxProcessRequest), noCompression)
+	p, h := processconnect.NewProcessHandler(&processService{s: s}, connect.WithReadMaxBytes(maxProcessRequest), noCompression, connect.WithInterceptors(ctxCodes{}))
 	mux.Handle(p, h)
 }
 
@@ -168,7 +168,9 @@ func follow(ctx context.Context, sb *Sandbox, pid int, interval time.Duration, s
 		}
 	}
 	emit(startEvent(pid))
+	keepalives := make(chan struct{})
 	go func() {
+		defer close(keepalives)
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
@@ -184,7 +186,10 @@ func follow(ctx context.Context, sb *Sandbox, pid int, interval time.Duration, s
 		Stdout: outputWriter{emit: emit},
 		Stderr: outputWriter{emit: emit, stderr: true},
 	})
-	cancel() // the keepalives stop before the end event
+	// The keepalives stop, and their goroutine is gone, before the end
+	// event: none follows it, nor the handler's return.
+	cancel()
+	<-keepalives
 	mu.Lock()
 	defer mu.Unlock()
 	if sendErr != nil {
