@@ -3,6 +3,7 @@ package e2bcompat
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -138,6 +139,33 @@ func TestUploadPartsBounded(t *testing.T) {
 	} {
 		if got := upload(c.fields, c.field); got != c.want {
 			t.Errorf("%d other parts of %d bytes and a file: got %d, want %d", c.fields, len(c.field), got, c.want)
+		}
+	}
+}
+
+// TestControlListFilters: order=desc (what the listing is) and the
+// templates every sandbox is are accepted; order=asc is refused; another
+// template lists nothing.
+func TestControlListFilters(t *testing.T) {
+	s, _ := newControl(t, "")
+	call(s, "wr_good", "POST", "/v2/sandboxes", `{"templateID":"base"}`)
+	for _, c := range []struct {
+		query  string
+		status int
+		n      int
+	}{
+		{"order=desc", 200, 1},
+		{"template=base", 200, 1},
+		{"template=code-interpreter-v1&order=DESC", 200, 1},
+		{"template=desktop", 200, 0},
+		{"order=asc", 400, 0},
+		{"startedAfter=2020-01-01T00:00:00Z", 400, 0},
+	} {
+		status, _, body := call(s, "wr_good", "GET", "/v2/sandboxes?"+c.query, ``)
+		var l []map[string]any
+		json.Unmarshal(body, &l)
+		if status != c.status || len(l) != c.n {
+			t.Errorf("%s: got %d with %d sandboxes, want %d with %d", c.query, status, len(l), c.status, c.n)
 		}
 	}
 }

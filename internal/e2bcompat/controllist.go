@@ -39,10 +39,17 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *client.Client, 
 		return err
 	}
 	o.Metadata = md
-	for _, p := range []string{"template", "startedAfter", "order"} {
-		if q.Get(p) != "" {
-			return &Error{Status: http.StatusBadRequest, Message: "listing by " + p + " is not supported by withruntime's E2B API"}
-		}
+	if v := q.Get("startedAfter"); v != "" {
+		return &Error{Status: http.StatusBadRequest, Message: "listing by startedAfter is not supported by withruntime's E2B API"}
+	}
+	// Newest first is the only order withruntime lists in.
+	if v := q.Get("order"); v != "" && !strings.EqualFold(v, "desc") {
+		return &Error{Status: http.StatusBadRequest, Message: "order must be desc (newest first, the only order withruntime lists in), not " + v}
+	}
+	if v := q.Get("template"); v != "" && !templates[v] {
+		// Every sandbox is of the one image the known templates name.
+		writeJSON(w, http.StatusOK, []sandboxDetail{})
+		return nil
 	}
 	page, err := c.ListSandboxesPage(r.Context(), o)
 	if err != nil {
