@@ -30,8 +30,9 @@ const baseURL = "http://withruntime.in-process"
 // Config is what a Server translates to.
 type Config struct {
 	// API is withruntime's own API handler, called in-process. It must
-	// not depend on the connection of the request it serves (wrap it with
-	// httpapi.InProcess).
+	// not depend on the connection of the request it serves: the server
+	// wraps it with httpapi.OnBehalf, which spares the outer connection
+	// under the caller's account and counts the calls per account.
 	API http.Handler
 	// Secret (32 bytes) seals access tokens.
 	Secret []byte
