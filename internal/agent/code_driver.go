@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/withruntime/withruntime/api"
 )
@@ -56,6 +57,7 @@ type driver struct {
 	exited  chan struct{}    // closed once the driver itself is reaped
 	killed  chan struct{}    // closed by kill: nobody reads events any more
 	readEnd chan struct{}    // closed once read has returned
+	errEnd  chan struct{}    // closed once stderr has ended
 	stderr  *tail
 
 	mu      sync.Mutex // guards broken and why
@@ -129,6 +131,7 @@ func (s *Server) startDriver(cx *codeContext) (*driver, error) {
 		exited:  make(chan struct{}),
 		killed:  make(chan struct{}),
 		readEnd: make(chan struct{}),
+		errEnd:  make(chan struct{}),
 		stderr:  newTail(driverStderr),
 	}
 	go func() {
@@ -136,7 +139,7 @@ func (s *Server) startDriver(cx *codeContext) (*driver, error) {
 		s.reaper.waited(d.pid)
 		close(d.exited)
 	}()
-	go func() { pump(errR, d.stderr.write); errR.Close() }()
+	go func() { pump(errR, d.stderr.write); errR.Close(); close(d.errEnd) }()
 	go d.read(outR)
 	go d.write(inW)
 	return d, nil
@@ -276,15 +279,33 @@ func (d *driver) reason() (why string, onPurpose bool) {
 	return "the driver stopped", false
 }
 
-// alive reports whether the driver's events still flow.
+// alive reports whether the driver's events still flow. A driver whose
+// process has been waited for is not, even before its reader has seen the
+// end of its output.
 func (d *driver) alive() bool {
+	select {
+	case <-d.exited:
+		return false
+	default:
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.broken == nil && d.why == "" && d.stdin != nil
 }
 
-// lastStderr is the end of the driver's stderr, for a message.
+// stderrWait bounds how long a message about a failed driver waits for
+// the rest of its stderr, which a pipe may deliver after its last event.
+const stderrWait = 500 * time.Millisecond
+
+// lastStderr is the end of the driver's stderr, for a message. It waits a
+// little for a driver that is ending to finish writing it.
 func (d *driver) lastStderr() string {
+	t := time.NewTimer(stderrWait)
+	defer t.Stop()
+	select {
+	case <-d.errEnd:
+	case <-t.C:
+	}
 	s, _ := d.stderr.snapshot()
 	s = strings.TrimSpace(s)
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {

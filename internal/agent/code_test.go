@@ -240,7 +240,9 @@ func TestCodeDriverDiedIdle(t *testing.T) {
 	if err := syscallKill(pid); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, pid, 10e9)
+	// Reaped, the agent knows the driver ended even if its reader has
+	// not seen the end of the output yet.
+	waitReaped(t, pid, 10e9)
 	run := a.code(api.CodeRequest{Code: "print ran"})
 	if oneException(t, run, "DeadKernelError", ""); run.stdout != "" {
 		t.Fatalf("got stdout %q, want the cell not run", run.stdout)

@@ -233,6 +233,22 @@ func alive(pid int) bool {
 	return ok && state != 'Z' && state != 'X'
 }
 
+// waitReaped fails the test unless pid has been reaped (not even a
+// zombie) within d: whoever waits for it has seen it end by then.
+func waitReaped(t *testing.T, pid int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if _, _, ok := procStat(pid); !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d is not reaped", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // waitGone fails the test unless pid is gone within d.
 func waitGone(t *testing.T, pid int, d time.Duration) {
 	t.Helper()
