@@ -75,19 +75,16 @@ func runCode(ctx context.Context, c *client.Client, in RunCodeInput) (RunCodeOut
 	if err := needID(in.SandboxID); err != nil {
 		return RunCodeOutput{}, nil, err
 	}
-	timeout := in.TimeoutSeconds
-	switch {
-	case timeout < 0:
-		return RunCodeOutput{}, nil, invalid("timeout_seconds must be positive")
-	case timeout == 0:
-		timeout = DefaultTimeoutSeconds
+	timeoutMs, err := callTimeoutMs(in.TimeoutSeconds)
+	if err != nil {
+		return RunCodeOutput{}, nil, err
 	}
 	// Output streams into bounded tails and results are kept as they come
 	// only within the answer's budget: a cell that prints or displays
 	// gigabytes costs the server no more than one that fits.
 	var stdout, stderr tailWriter
 	results := resultKeeper{out: []string{}, budget: OutputCap}
-	run, err := c.RunCode(ctx, in.SandboxID, api.CodeRequest{Code: in.Code, TimeoutMs: int64(timeout) * 1000}, client.CodeOptions{
+	run, err := c.RunCode(ctx, in.SandboxID, api.CodeRequest{Code: in.Code, TimeoutMs: timeoutMs}, client.CodeOptions{
 		Stdout: stdout.WriteString, Stderr: stderr.WriteString, Result: results.add, Discard: true,
 	})
 	if err != nil {

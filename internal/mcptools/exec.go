@@ -42,18 +42,15 @@ func runExec(ctx context.Context, c *client.Client, in ExecInput) (ExecOutput, e
 	if in.Command == "" {
 		return ExecOutput{}, invalid("command is empty")
 	}
-	timeout := in.TimeoutSeconds
-	switch {
-	case timeout < 0:
-		return ExecOutput{}, invalid("timeout_seconds must be positive")
-	case timeout == 0:
-		timeout = DefaultTimeoutSeconds
+	timeoutMs, err := callTimeoutMs(in.TimeoutSeconds)
+	if err != nil {
+		return ExecOutput{}, err
 	}
 	var stdout, stderr tailWriter
 	res, err := c.Exec(ctx, in.SandboxID, api.ExecRequest{
 		Cmd:       api.Command{Shell: in.Command},
 		Cwd:       in.Cwd,
-		TimeoutMs: int64(timeout) * 1000,
+		TimeoutMs: timeoutMs,
 	}, client.ExecOptions{Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
 		return ExecOutput{}, err
@@ -64,4 +61,16 @@ func runExec(ctx context.Context, c *client.Client, in ExecInput) (ExecOutput, e
 		Stderr:   keepTail(string(stderr.buf), stderr.cut, OutputCap, "stderr"),
 		TimedOut: res.TimedOut,
 	}, nil
+}
+
+// callTimeoutMs is a tool call's timeout_seconds in milliseconds: absent or 0
+// is DefaultTimeoutSeconds, a negative one is refused.
+func callTimeoutMs(seconds int) (int64, error) {
+	switch {
+	case seconds < 0:
+		return 0, invalid("timeout_seconds must be positive")
+	case seconds == 0:
+		seconds = DefaultTimeoutSeconds
+	}
+	return int64(seconds) * 1000, nil
 }
