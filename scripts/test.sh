@@ -25,7 +25,7 @@ go test -p 1 -timeout 40m ./...
 echo "==> go test -race (the packages with concurrency)"
 go test -race -count=1 -p 1 -timeout 20m ./internal/manager/ ./internal/store/ ./internal/httpapi/ \
   ./internal/egress/ ./internal/agent/ ./internal/agentlink/ ./internal/network/ ./internal/server/ \
-  ./internal/backend/gvisor/ ./client/
+  ./internal/backend/gvisor/ ./client/ ./internal/e2bcompat/ ./internal/selfcall/ ./internal/mcptools/
 
 echo "==> fuzz (seconds per target; the committed corpora also ran in go test)"
 ./scripts/fuzz.sh
