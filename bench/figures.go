@@ -12,6 +12,7 @@ import (
 type coldRun struct {
 	rows                   []row
 	rt, spawnTrue, spawnPy series
+	codeFirst, codeWarm    series
 	idleMiB                float64
 	egress                 *egressFigures
 	notes                  []string
@@ -43,6 +44,9 @@ func coldFigures(ctx context.Context, c config, up *upstream, fresh *freshness) 
 	}
 	if r.rt, r.spawnTrue, r.spawnPy, err = b.floor(ctx, c.execs, c.spawns); err != nil {
 		return nil, fmt.Errorf("exec and spawn floor: %w", err)
+	}
+	if r.codeFirst, r.codeWarm, err = b.codeFigures(ctx, c.codeStarts, c.cells); err != nil {
+		return nil, fmt.Errorf("code interpreter: %w", err)
 	}
 	if r.idleMiB, err = b.idleMemory(ctx, c.idle); err != nil {
 		return nil, err

@@ -34,6 +34,7 @@ import (
 
 type config struct {
 	n, burst, pool, bigBurst, execs, spawns, idle, requests, downloads int
+	codeStarts, cells                                                  int
 	vcpus, mem                                                         int
 	overcommit                                                         float64
 	stagger, settle, refill                                            time.Duration
@@ -52,6 +53,8 @@ func main() {
 	flag.DurationVar(&c.refill, "refill", 30*time.Second, "longest wait for the pool to refill between pool-hit samples (the fixed wait when the server logs no refills)")
 	flag.IntVar(&c.execs, "execs", 300, "exec round trips")
 	flag.IntVar(&c.spawns, "spawns", 100, "spawns per in-sandbox floor figure")
+	flag.IntVar(&c.codeStarts, "code-starts", 5, "new code contexts timed to their first cell (kernel start)")
+	flag.IntVar(&c.cells, "cells", 50, "cells timed on a warm kernel")
 	flag.IntVar(&c.idle, "idle", 10, "idle sandboxes for the memory figure")
 	flag.StringVar(&c.cache, "cache-dir", "/var/cache/withruntime", "shared cache with runsc and the image")
 	flag.IntVar(&c.vcpus, "vcpus", 2, "sandbox size: vCPUs")
@@ -110,6 +113,8 @@ func run(ctx context.Context, c config) error {
 	cold.rt.print("exec round trip `true` on a live sandbox")
 	cold.spawnTrue.print("in-sandbox spawn /bin/true (floor)")
 	cold.spawnPy.print("in-sandbox spawn python3 -c 'print(1)' (floor)")
+	cold.codeFirst.print("run_code `1 + 1` in a new context (kernel start)")
+	cold.codeWarm.print("run_code `1 + 1` on a warm kernel")
 	if pool.watch != nil {
 		pool.watch.report()
 	}
