@@ -149,7 +149,12 @@ def start():
     user_site()
     env = dict(os.environ)
     env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    km = KernelManager(kernel_name="python3")
+    # Unix sockets in a directory of this driver's own, not loopback TCP
+    # ports: jupyter_client picks free ports by closing them before the
+    # kernel binds, and kernels starting at once then collide.
+    import tempfile
+    sockets = tempfile.mkdtemp(prefix="wr-kernel-")
+    km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "k"))
     km.start_kernel(extra_arguments=["--InteractiveShell.colors=NoColor"], env=env)
     kc = km.client()
     kc.start_channels()
