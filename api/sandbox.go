@@ -49,6 +49,9 @@ type Sandbox struct {
 	// ended), in USD millionths; Usage says what it used.
 	CostMicros int64        `json:"cost_micros"`
 	Usage      SandboxUsage `json:"usage"`
+	// Node is the node that holds the sandbox, on a many-host
+	// installation (absent on a single box).
+	Node string `json:"node,omitempty"`
 }
 
 // SandboxUsage is what a sandbox used: time running, CPU consumed, memory

@@ -65,6 +65,7 @@ func SandboxView(r *sandbox.Record) api.Sandbox {
 		EndReason:       string(r.EndReason),
 		EndMessage:      r.EndMessage,
 		CostMicros:      billing.Micros(r.Usage.CostNanos),
+		Node:            r.Node,
 		Usage: api.SandboxUsage{
 			Seconds:          float64(r.Usage.AliveMs) / 1e3,
 			CPUSeconds:       float64(r.Usage.CPUNs) / 1e9,

@@ -48,6 +48,28 @@ type Record struct {
 	EndReason       EndReason  `json:"end_reason,omitempty"`
 	EndMessage      string     `json:"end_message,omitempty"`
 	Usage           Usage      `json:"usage"`
+	// Node is the id of the node that holds the sandbox ("" on a single
+	// box, whose one process is its only node).
+	Node string `json:"node,omitempty"`
+	// Version is the store's generation of the record: every write must
+	// carry the version it read, and the store bumps it (0: a record that
+	// is not stored yet). A write with an older version fails with
+	// store.ErrStale, so two processes never both act on one read.
+	Version int64 `json:"version,omitempty"`
+	// Checkpoint says where a paused sandbox's checkpoint is kept and what
+	// can restore it (nil when it is on its node's own disk).
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// Checkpoint is where a paused sandbox's saved state lives when it is in
+// storage that many nodes share, and what a node must offer to restore it.
+type Checkpoint struct {
+	// Shared is true when the checkpoint sits in the nodes' shared
+	// checkpoint storage, so that any compatible node may resume it.
+	Shared bool `json:"shared"`
+	// Compat is what restoring needs: the runsc build and the CPU features
+	// of the node that saved it (Node.Compat).
+	Compat string `json:"compat"`
 }
 
 // Usage is what a sandbox has used and cost so far. The meter advances it

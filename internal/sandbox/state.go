@@ -22,7 +22,10 @@ const (
 	EndSpendingLimit  EndReason = "spending_limit"
 	EndRetentionEnded EndReason = "retention_ended"
 	EndHostRestart    EndReason = "host_restart"
-	EndError          EndReason = "error"
+	// EndNodeLost: the node the sandbox ran on stopped renewing its lease
+	// (many-host installations); it is billed to the node's last report.
+	EndNodeLost EndReason = "node_lost"
+	EndError    EndReason = "error"
 )
 
 // LeaseEndAction is what happens when a lease runs out.

@@ -20,8 +20,18 @@ import (
 // for concurrent use. Absent records are reported as not_found-kind errors
 // (errors.Is(err, sandbox.ErrNotFound)).
 type Store interface {
-	// PutSandbox inserts the record or replaces the one with its ID.
+	// PutSandbox inserts the record (r.Version 0: it must not exist yet)
+	// or replaces the stored one whose version is r.Version. On success
+	// r.Version is the new version. A record whose version moved on
+	// meanwhile is not written: the error is ErrStale (conflict kind), and
+	// so is an insert of an id that exists.
 	PutSandbox(ctx context.Context, r *sandbox.Record) error
+	// AdmitSandbox is PutSandbox for a record that becomes live (starting
+	// or running): in the same transaction it refuses, with a
+	// concurrency_limit_reached error, when the record's account already
+	// has limit live records other than this one (limit 0: no limit).
+	// Concurrency limits hold across every process of a store this way.
+	AdmitSandbox(ctx context.Context, r *sandbox.Record, limit int) error
 	GetSandbox(ctx context.Context, id string) (*sandbox.Record, error)
 	// ListSandboxes returns the records that pass f, oldest first.
 	ListSandboxes(ctx context.Context, f SandboxFilter) ([]*sandbox.Record, error)
@@ -43,16 +53,31 @@ type Store interface {
 	// (RemovedAt set), oldest first: what a removed key spent still counts
 	// against the daily limits of the keys it was made through.
 	ListAllKeys(ctx context.Context, account string) ([]Key, error)
+	// PutKeyIf inserts k after check accepts the keys of k's account
+	// (ListKeys), read in the same transaction as the insert: rules over
+	// an account's keys (how many it may hold, what a key may make) hold
+	// across every process of a store. check's error is returned as is.
+	PutKeyIf(ctx context.Context, k Key, check func(keys []Key) error) error
+	// DeleteKeyIf is DeleteKey after check accepts the keys of account
+	// (every key when account is ""), read in the same transaction: the
+	// last admin key cannot be removed by two racing calls.
+	DeleteKeyIf(ctx context.Context, id, account string, check func(keys []Key) error) error
 
 	// PutAccount inserts the account or replaces the one with its ID.
 	PutAccount(ctx context.Context, a Account) error
+	// CreateAccount inserts a new account; an account with its ID or its
+	// Name (when set) already existing is a conflict-kind error, in one
+	// transaction.
+	CreateAccount(ctx context.Context, a Account) error
 	GetAccount(ctx context.Context, id string) (*Account, error)
 	// ListAccounts returns every account, oldest first.
 	ListAccounts(ctx context.Context) ([]Account, error)
 
 	// RecordUsage replaces the sandbox record and adds delta to the usage
 	// ledger in one transaction: the record's Usage says what the ledger
-	// has counted, so after a crash neither is ahead of the other.
+	// has counted, so after a crash neither is ahead of the other. It is
+	// conditional like PutSandbox (ErrStale, and then the ledger is not
+	// changed either): a bill is never counted twice.
 	RecordUsage(ctx context.Context, r *sandbox.Record, delta UsageDelta) error
 	// Usage returns the ledger's rows that pass f, by day, account and key.
 	Usage(ctx context.Context, f UsageFilter) ([]UsageRow, error)
@@ -64,18 +89,39 @@ type Store interface {
 	ListSecrets(ctx context.Context, account string) ([]Secret, error)
 	DeleteSecret(ctx context.Context, account, name string) error
 
+	// Nodes is the registry of the installation's nodes (cluster.go).
+	Nodes
+
+	// InitValue stores value under name unless a value is stored there
+	// already, and returns the stored one: the first process of an
+	// installation makes its authority, vault key and the like, and every
+	// later one uses those.
+	InitValue(ctx context.Context, name string, value []byte) ([]byte, error)
+
+	// TryLock takes the installation-wide lock name if no process holds it,
+	// and reports whether it did; unlock releases it. A process that dies
+	// loses its locks. Locks only keep duties from running twice at once:
+	// what they do must stay correct without them (conditional writes).
+	TryLock(ctx context.Context, name string) (unlock func(), ok bool, err error)
+
 	Close() error
 }
+
+// ErrStale is the error of a conditional write whose record changed since
+// it was read (or, for an insert, exists).
+var ErrStale = sandbox.Errorf(sandbox.KindConflict, "the record changed meanwhile")
 
 // SandboxFilter selects sandboxes. Zero fields select everything.
 type SandboxFilter struct {
 	Account string
-	States  []sandbox.State
+	// Node selects the records of one node ("" every node's).
+	Node   string
+	States []sandbox.State
 }
 
 // Match reports whether r passes the filter.
 func (f SandboxFilter) Match(r *sandbox.Record) bool {
-	if f.Account != "" && r.Account != f.Account {
+	if f.Account != "" && r.Account != f.Account || f.Node != "" && r.Node != f.Node {
 		return false
 	}
 	if len(f.States) == 0 {

@@ -806,8 +806,10 @@ export interface components {
              */
             retention_ends_at?: string;
             /** @enum {string} */
-            end_reason?: "stopped" | "lease_ended" | "out_of_memory" | "spending_limit" | "retention_ended" | "host_restart" | "error";
+            end_reason?: "stopped" | "lease_ended" | "out_of_memory" | "spending_limit" | "retention_ended" | "host_restart" | "node_lost" | "error";
             end_message?: string;
+            /** @description The node that holds the sandbox, on a many-host installation (absent on a single box). */
+            node?: string;
             /**
              * Format: int64
              * @description What the sandbox has cost so far (its final cost once ended), in USD millionths.

@@ -1,0 +1,6 @@
+// Package noderpc is the contract between API servers and node daemons
+// of a many-host installation: the paths and JSON bodies of the node's
+// RPC (served by internal/node over mutual TLS) and the client API
+// servers call it with (internal/cluster). It imports the api and sandbox
+// packages and nothing of the server.
+package noderpc

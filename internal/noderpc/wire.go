@@ -1,0 +1,69 @@
+package noderpc
+
+import (
+	"github.com/withruntime/withruntime/api"
+)
+
+// Paths of the node's RPC. {id} is a sandbox id; every body is JSON.
+// Errors are api.ErrorBody with the status internal/httpapi gives the
+// code, so an API server passes a node's refusal on as it is.
+const (
+	// PathHealth (GET) answers Health.
+	PathHealth = "/node/v1/health"
+	// PathCreate (POST CreateRequest) answers 201 with a sandbox.Record.
+	PathCreate = "/node/v1/sandboxes"
+	// PathOp (POST OpRequest) runs one of the Op* operations on a sandbox
+	// and answers 200 with its sandbox.Record.
+	PathOp = "/node/v1/sandboxes/{id}/{op}"
+	// PathNetwork (PUT NetworkRequest) replaces the egress policy and
+	// answers 200 with the sandbox.Record.
+	PathNetwork = "/node/v1/sandboxes/{id}/network"
+	// PathEgress (GET, ?account=) answers 200 with []api.EgressEvent.
+	PathEgress = "/node/v1/sandboxes/{id}/egress"
+	// PathAgent is the prefix of requests for a sandbox's agent: any
+	// method, /node/v1/sandboxes/{id}/agent/PATH?QUERY reaches the agent's
+	// /PATH?QUERY, streamed both ways, for the account in HeaderAccount.
+	PathAgent = "/node/v1/sandboxes/{id}/agent/"
+)
+
+// Operations of PathOp.
+const (
+	OpStop     = "stop"
+	OpPause    = "pause"
+	OpResume   = "resume"
+	OpExtend   = "extend"
+	OpSetLease = "set_lease"
+)
+
+// HeaderAccount names the account an agent request acts for ("" for none:
+// the admin's view of every account).
+const HeaderAccount = "X-Withruntime-Account"
+
+// CreateRequest asks a node to create a sandbox.
+type CreateRequest struct {
+	Account string                   `json:"account"`
+	KeyID   string                   `json:"key_id"`
+	Request api.CreateSandboxRequest `json:"request"`
+}
+
+// OpRequest asks for an operation on one sandbox of Account.
+type OpRequest struct {
+	Account string `json:"account"`
+	// TimeoutMs is the lease asked for by extend and set_lease.
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+}
+
+// NetworkRequest replaces a sandbox's egress policy.
+type NetworkRequest struct {
+	Account string      `json:"account"`
+	Network api.Network `json:"network"`
+}
+
+// Health is what a node says of itself.
+type Health struct {
+	Node  string `json:"node"`
+	Epoch int64  `json:"epoch"`
+	// Fenced is true while the node cannot renew its lease: it serves no
+	// sandbox then.
+	Fenced bool `json:"fenced"`
+}
