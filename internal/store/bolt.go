@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +26,8 @@ var (
 	bucketAccounts  = []byte("accounts")
 	bucketUsage     = []byte("usage")   // key: day \x00 account \x00 key id
 	bucketSecrets   = []byte("secrets") // key: account \x00 name
+	bucketNodes     = []byte("nodes")
+	bucketValues    = []byte("values")
 )
 
 // lockTimeout bounds the wait for bbolt's file lock, so that a second server
@@ -35,7 +36,8 @@ const lockTimeout = time.Second
 
 // Bolt is the embedded Store: one bbolt file.
 type Bolt struct {
-	db *bolt.DB
+	db    *bolt.DB
+	locks locks
 }
 
 var _ Store = (*Bolt)(nil)
@@ -50,7 +52,7 @@ func OpenBolt(path string) (*Bolt, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketKeys, bucketKeyHashes, bucketKeysGone, bucketAccounts, bucketUsage, bucketSecrets} {
+		for _, b := range [][]byte{bucketSandboxes, bucketKeys, bucketKeyHashes, bucketKeysGone, bucketAccounts, bucketUsage, bucketSecrets, bucketNodes, bucketValues} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("making bucket %s: %w", b, err)
 			}
@@ -67,7 +69,8 @@ func OpenBolt(path string) (*Bolt, error) {
 // Close releases the file and its lock.
 func (b *Bolt) Close() error { return b.db.Close() }
 
-// PutSandbox inserts or replaces r.
+// PutSandbox inserts r or replaces the stored record of r's version
+// (bolt_cas.go).
 func (b *Bolt) PutSandbox(ctx context.Context, r *sandbox.Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -75,11 +78,7 @@ func (b *Bolt) PutSandbox(ctx context.Context, r *sandbox.Record) error {
 	if r == nil || r.ID == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "sandbox record needs an id")
 	}
-	data, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("encoding sandbox %s: %w", r.ID, err)
-	}
-	return b.db.Update(func(tx *bolt.Tx) error { return putSandboxTx(tx, r, data) })
+	return b.update(r, func(tx *bolt.Tx) error { return casSandboxTx(tx, r) })
 }
 
 // GetSandbox returns the record with id.
@@ -145,41 +144,37 @@ func (b *Bolt) PutKey(ctx context.Context, k Key) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	switch {
-	case k.ID == "":
-		return sandbox.Errorf(sandbox.KindInvalid, "key needs an id")
-	case k.Account == "":
-		return sandbox.Errorf(sandbox.KindInvalid, "key %s needs an account", k.ID)
-	case !k.Kind.Valid():
-		return sandbox.Errorf(sandbox.KindInvalid, "key %s has unknown kind %q", k.ID, k.Kind)
-	case len(k.Hash) != sha256.Size:
-		return sandbox.Errorf(sandbox.KindInvalid, "key %s: hash is %d bytes, want %d", k.ID, len(k.Hash), sha256.Size)
+	if err := checkKey(k); err != nil {
+		return err
 	}
 	v, err := json.Marshal(k)
 	if err != nil {
 		return fmt.Errorf("encoding key %s: %w", k.ID, err)
 	}
-	return b.db.Update(func(tx *bolt.Tx) error {
-		keys, hashes := tx.Bucket(bucketKeys), tx.Bucket(bucketKeyHashes)
-		if owner := hashes.Get(k.Hash); owner != nil && string(owner) != k.ID {
-			return sandbox.Errorf(sandbox.KindConflict, "key %s: another key has the same secret", k.ID)
+	return b.db.Update(func(tx *bolt.Tx) error { return putKeyTx(tx, k, v) })
+}
+
+// putKeyTx stores k (encoded as v) and its hash index entry, in tx.
+func putKeyTx(tx *bolt.Tx, k Key, v []byte) error {
+	keys, hashes := tx.Bucket(bucketKeys), tx.Bucket(bucketKeyHashes)
+	if owner := hashes.Get(k.Hash); owner != nil && string(owner) != k.ID {
+		return sandbox.Errorf(sandbox.KindConflict, "key %s: another key has the same secret", k.ID)
+	}
+	if old := keys.Get([]byte(k.ID)); old != nil {
+		var prev Key
+		if err := json.Unmarshal(old, &prev); err != nil {
+			return fmt.Errorf("decoding key %s: %w", k.ID, err)
 		}
-		if old := keys.Get([]byte(k.ID)); old != nil {
-			var prev Key
-			if err := json.Unmarshal(old, &prev); err != nil {
-				return fmt.Errorf("decoding key %s: %w", k.ID, err)
+		if !bytes.Equal(prev.Hash, k.Hash) {
+			if err := hashes.Delete(prev.Hash); err != nil {
+				return err
 			}
-			if !bytes.Equal(prev.Hash, k.Hash) {
-				if err := hashes.Delete(prev.Hash); err != nil {
-					return err
-				}
-			}
 		}
-		if err := hashes.Put(k.Hash, []byte(k.ID)); err != nil {
-			return err
-		}
-		return keys.Put([]byte(k.ID), v)
-	})
+	}
+	if err := hashes.Put(k.Hash, []byte(k.ID)); err != nil {
+		return err
+	}
+	return keys.Put([]byte(k.ID), v)
 }
 
 // KeyByHash returns the key whose secret hashes to hash.
@@ -264,44 +259,47 @@ func (b *Bolt) DeleteKey(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return b.db.Update(func(tx *bolt.Tx) error {
-		keys := tx.Bucket(bucketKeys)
-		if keys.Get([]byte(id)) == nil {
-			return sandbox.Errorf(sandbox.KindNotFound, "key %s not found", id)
+	return b.db.Update(func(tx *bolt.Tx) error { return deleteKeyTx(tx, id) })
+}
+
+// deleteKeyTx is DeleteKey in tx.
+func deleteKeyTx(tx *bolt.Tx, id string) error {
+	keys := tx.Bucket(bucketKeys)
+	if keys.Get([]byte(id)) == nil {
+		return sandbox.Errorf(sandbox.KindNotFound, "key %s not found", id)
+	}
+	var all []Key
+	err := keys.ForEach(func(kid, v []byte) error {
+		var k Key
+		if err := json.Unmarshal(v, &k); err != nil {
+			return fmt.Errorf("decoding key %s: %w", kid, err)
 		}
-		var all []Key
-		err := keys.ForEach(func(kid, v []byte) error {
-			var k Key
-			if err := json.Unmarshal(v, &k); err != nil {
-				return fmt.Errorf("decoding key %s: %w", kid, err)
-			}
-			all = append(all, k)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		tree := NewKeyTree(all)
-		now := time.Now().UTC()
-		for _, kid := range tree.Subtree(id) {
-			k, _ := tree.Key(kid)
-			if err := tx.Bucket(bucketKeyHashes).Delete(k.Hash); err != nil {
-				return err
-			}
-			if err := keys.Delete([]byte(kid)); err != nil {
-				return err
-			}
-			k.Hash, k.RemovedAt = nil, &now
-			v, err := json.Marshal(k)
-			if err != nil {
-				return fmt.Errorf("encoding key %s: %w", kid, err)
-			}
-			if err := tx.Bucket(bucketKeysGone).Put([]byte(kid), v); err != nil {
-				return err
-			}
-		}
+		all = append(all, k)
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	tree := NewKeyTree(all)
+	now := time.Now().UTC()
+	for _, kid := range tree.Subtree(id) {
+		k, _ := tree.Key(kid)
+		if err := tx.Bucket(bucketKeyHashes).Delete(k.Hash); err != nil {
+			return err
+		}
+		if err := keys.Delete([]byte(kid)); err != nil {
+			return err
+		}
+		k.Hash, k.RemovedAt = nil, &now
+		v, err := json.Marshal(k)
+		if err != nil {
+			return fmt.Errorf("encoding key %s: %w", kid, err)
+		}
+		if err := tx.Bucket(bucketKeysGone).Put([]byte(kid), v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // PutAccount inserts or replaces a.

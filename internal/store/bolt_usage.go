@@ -10,7 +10,8 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// RecordUsage replaces r and adds delta to its ledger row, atomically.
+// RecordUsage replaces r (if it has the stored version) and adds delta to
+// its ledger row, atomically.
 func (b *Bolt) RecordUsage(ctx context.Context, r *sandbox.Record, delta UsageDelta) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -18,11 +19,11 @@ func (b *Bolt) RecordUsage(ctx context.Context, r *sandbox.Record, delta UsageDe
 	if r == nil || r.ID == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "sandbox record needs an id")
 	}
-	rec, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("encoding sandbox %s: %w", r.ID, err)
-	}
-	return b.db.Update(func(tx *bolt.Tx) error {
+	return b.update(r, func(tx *bolt.Tx) error {
+		// The version check comes first: a stale bill changes nothing.
+		if err := casSandboxTx(tx, r); err != nil {
+			return err
+		}
 		if !delta.Empty() {
 			if delta.Day == "" {
 				return sandbox.Errorf(sandbox.KindInvalid, "usage delta needs a day")
@@ -47,7 +48,7 @@ func (b *Bolt) RecordUsage(ctx context.Context, r *sandbox.Record, delta UsageDe
 				return err
 			}
 		}
-		return putSandboxTx(tx, r, rec)
+		return nil
 	})
 }
 

@@ -29,6 +29,9 @@ type Memory struct {
 	accounts  map[string][]byte
 	usage     map[string]UsageRow // day \x00 account \x00 key id
 	secrets   map[string][]byte   // secretKey(account, name)
+	nodes     map[string][]byte
+	values    map[string][]byte
+	locks     locks
 }
 
 // NewMemory makes an empty memory store.
@@ -41,6 +44,8 @@ func NewMemory() *Memory {
 		accounts:  map[string][]byte{},
 		usage:     map[string]UsageRow{},
 		secrets:   map[string][]byte{},
+		nodes:     map[string][]byte{},
+		values:    map[string][]byte{},
 	}
 }
 
@@ -63,7 +68,7 @@ func decode[T any](kind, id string, data []byte) (*T, error) {
 	return v, nil
 }
 
-// PutSandbox inserts or replaces r.
+// PutSandbox inserts r or replaces the stored record of r's version.
 func (s *Memory) PutSandbox(ctx context.Context, r *sandbox.Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -71,14 +76,9 @@ func (s *Memory) PutSandbox(ctx context.Context, r *sandbox.Record) error {
 	if r == nil || r.ID == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "sandbox record needs an id")
 	}
-	data, err := encode("sandbox", r.ID, r)
-	if err != nil {
-		return err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sandboxes[r.ID] = data
-	return nil
+	return s.casSandbox(r)
 }
 
 // GetSandbox returns the record with id.
@@ -135,15 +135,20 @@ func (s *Memory) PutKey(ctx context.Context, k Key) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := memoryCheckKey(k); err != nil {
-		return err
-	}
-	data, err := encode("key", k.ID, k)
-	if err != nil {
+	if err := checkKey(k); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.putKeyLocked(k)
+}
+
+// putKeyLocked is PutKey with s.mu held.
+func (s *Memory) putKeyLocked(k Key) error {
+	data, err := encode("key", k.ID, k)
+	if err != nil {
+		return err
+	}
 	if owner, ok := s.keyHashes[string(k.Hash)]; ok && owner != k.ID {
 		return sandbox.Errorf(sandbox.KindConflict, "key %s: another key has the same secret", k.ID)
 	}
@@ -161,8 +166,8 @@ func (s *Memory) PutKey(ctx context.Context, k Key) error {
 	return nil
 }
 
-// memoryCheckKey refuses the keys Bolt.PutKey refuses.
-func memoryCheckKey(k Key) error {
+// checkKey refuses keys no store may hold.
+func checkKey(k Key) error {
 	switch {
 	case k.ID == "":
 		return sandbox.Errorf(sandbox.KindInvalid, "key needs an id")
@@ -212,6 +217,11 @@ func (s *Memory) listKeys(ctx context.Context, account string, removed bool) ([]
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.keysLocked(account, removed)
+}
+
+// keysLocked is listKeys with s.mu held.
+func (s *Memory) keysLocked(account string, removed bool) ([]Key, error) {
 	sets := []map[string][]byte{s.keys}
 	if removed {
 		sets = append(sets, s.keysGone)
@@ -240,6 +250,11 @@ func (s *Memory) DeleteKey(ctx context.Context, id string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.deleteKeyLocked(id)
+}
+
+// deleteKeyLocked is DeleteKey with s.mu held.
+func (s *Memory) deleteKeyLocked(id string) error {
 	if _, ok := s.keys[id]; !ok {
 		return sandbox.Errorf(sandbox.KindNotFound, "key %s not found", id)
 	}
@@ -327,7 +342,8 @@ func (s *Memory) ListAccounts(ctx context.Context) ([]Account, error) {
 	return out, nil
 }
 
-// RecordUsage replaces r and adds delta to its ledger row, atomically.
+// RecordUsage replaces r (if it has the stored version) and adds delta to
+// its ledger row, atomically.
 func (s *Memory) RecordUsage(ctx context.Context, r *sandbox.Record, delta UsageDelta) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -338,12 +354,12 @@ func (s *Memory) RecordUsage(ctx context.Context, r *sandbox.Record, delta Usage
 	if !delta.Empty() && delta.Day == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "usage delta needs a day")
 	}
-	data, err := encode("sandbox", r.ID, r)
-	if err != nil {
-		return err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The version check comes first: a stale bill changes nothing.
+	if err := s.casSandbox(r); err != nil {
+		return err
+	}
 	if !delta.Empty() {
 		key := delta.Day + "\x00" + delta.Account + "\x00" + delta.KeyID
 		row, ok := s.usage[key]
@@ -356,7 +372,6 @@ func (s *Memory) RecordUsage(ctx context.Context, r *sandbox.Record, delta Usage
 		row.CostNanos += delta.CostNanos
 		s.usage[key] = row
 	}
-	s.sandboxes[r.ID] = data
 	return nil
 }
 
