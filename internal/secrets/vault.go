@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +50,20 @@ func Open(keyPath string, st store.Store) (*Vault, error) {
 	if err != nil {
 		return nil, err
 	}
+	return OpenKey(key, st)
+}
+
+// OpenKey returns the vault over st with key, KeySize bytes. A node of a
+// many-host installation keeps its key in the store (every node must open
+// what any API server sealed), so whoever reads that store reads every
+// secret: its credentials are the installation's root of trust.
+func OpenKey(key []byte, st store.Store) (*Vault, error) {
+	if st == nil {
+		return nil, fmt.Errorf("secrets: no store")
+	}
+	if len(key) != KeySize {
+		return nil, fmt.Errorf("secrets: a key is %d bytes, not %d", KeySize, len(key))
+	}
 	sealKey, err := hkdf.Key(sha256.New, key, nil, sealInfo, 32)
 	if err != nil {
 		return nil, fmt.Errorf("deriving the sealing key: %w", err)
@@ -61,7 +76,7 @@ func Open(keyPath string, st store.Store) (*Vault, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Vault{store: st, aead: aead, macKey: key}, nil
+	return &Vault{store: st, aead: aead, macKey: slices.Clone(key)}, nil
 }
 
 // Placeholder is what the sandboxes of account see in variable name: it

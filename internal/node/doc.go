@@ -1,0 +1,10 @@
+// Package node is the node daemon's side of a many-host installation: the
+// node RPC server (rpc.go), through which API servers reach this host's
+// manager over mutual TLS, and the lease loop (lease.go), which keeps the
+// node's entry in the store alive and fences the node's sandboxes while
+// it cannot.
+//
+// An API server is the only caller: the RPC trusts the account it names,
+// as the manager trusts httpapi in a single box. The listener's TLS
+// configuration (clusterpki.ServerTLS) is what keeps anyone else out.
+package node

@@ -1,0 +1,190 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// fakeClock is a clock the test moves.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(time.Duration) <-chan time.Time { return nil } // the tests step by hand
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// flakyRegistry is a real store whose renewals fail while down is set, as
+// when the store cannot be reached.
+type flakyRegistry struct {
+	store.Store
+	mu   sync.Mutex
+	down bool
+}
+
+func (f *flakyRegistry) setDown(d bool) {
+	f.mu.Lock()
+	f.down = d
+	f.mu.Unlock()
+}
+
+func (f *flakyRegistry) RenewNode(ctx context.Context, id string, epoch int64, load store.NodeLoad, ttl time.Duration) (*store.Node, error) {
+	f.mu.Lock()
+	down := f.down
+	f.mu.Unlock()
+	if down {
+		return nil, errors.New("dial tcp: connection refused")
+	}
+	return f.Store.RenewNode(ctx, id, epoch, load, ttl)
+}
+
+func newLease(t *testing.T, ttl time.Duration) (*Lease, *flakyRegistry, *fakeManager, *fakeClock) {
+	t.Helper()
+	st := store.NewMemory()
+	t.Cleanup(func() { st.Close() })
+	reg := &flakyRegistry{Store: st}
+	mgr := &fakeManager{}
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	l := NewLease(LeaseConfig{
+		Node:     store.Node{ID: testNode, Addr: "127.0.0.1:7900", CPUs: 4, MemoryMiB: 8192, Overcommit: 4, Compat: "c1"},
+		Registry: reg, Manager: mgr, TTL: ttl, Clock: clock,
+	})
+	if err := l.Register(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return l, reg, mgr, clock
+}
+
+// The node fences once no renewal has succeeded for TTL/2, not before,
+// and unfences at the first renewal that succeeds again; each success
+// drops what the node no longer holds.
+func TestLeaseFencesAndUnfences(t *testing.T) {
+	ctx := context.Background()
+	ttl := time.Hour // the store's lease must not run out under the test
+	l, reg, mgr, clock := newLease(t, ttl)
+
+	clock.advance(ttl / 5)
+	l.renew(ctx)
+	if l.Fenced() || !slices.Equal(mgr.Calls(), []string{"drop"}) {
+		t.Fatalf("after a renewal: got fenced %v calls %q, want serving and one drop", l.Fenced(), mgr.Calls())
+	}
+	n, err := reg.GetNode(ctx, testNode)
+	if err != nil || n.Load.VCPUs != 2 || n.Load.Sandboxes != 1 {
+		t.Fatalf("got node %+v %v, want the manager's load recorded", n, err)
+	}
+
+	reg.setDown(true)
+	clock.advance(ttl / 5) // 1/5 since the last success
+	l.renew(ctx)
+	clock.advance(ttl / 5) // 2/5
+	l.renew(ctx)
+	if l.Fenced() {
+		t.Fatalf("fenced %v after 2/5 of the lease without renewals, want serving until 1/2", ttl*2/5)
+	}
+	clock.advance(ttl / 10) // 1/2
+	l.renew(ctx)
+	if !l.Fenced() {
+		t.Fatal("not fenced after half the lease without renewals")
+	}
+	clock.advance(ttl / 5)
+	l.renew(ctx) // still down: no second fence
+	if got, want := mgr.Calls(), []string{"drop", "fence"}; !slices.Equal(got, want) {
+		t.Fatalf("got calls %q, want %q", got, want)
+	}
+
+	reg.setDown(false)
+	clock.advance(ttl / 5)
+	l.renew(ctx)
+	if l.Fenced() {
+		t.Fatal("still fenced after a renewal succeeded")
+	}
+	if got, want := mgr.Calls(), []string{"drop", "fence", "unfence", "drop"}; !slices.Equal(got, want) {
+		t.Fatalf("got calls %q, want %q", got, want)
+	}
+}
+
+// A node told that its epoch was declared lost ends every sandbox it has
+// (node_lost), registers again as a new epoch and serves.
+func TestLeaseLostRegistersAgain(t *testing.T) {
+	ctx := context.Background()
+	ttl := 50 * time.Millisecond // the store's clock must see it run out
+	l, reg, mgr, _ := newLease(t, ttl)
+	if l.Epoch() != 1 {
+		t.Fatalf("got epoch %d, want 1", l.Epoch())
+	}
+	// A detector gives up on the node once its lease has run out.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ok, err := reg.MarkNodeLost(ctx, testNode, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease never ran out")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	l.renew(ctx)
+	if got, want := mgr.Calls(), []string{"endall " + string(sandbox.EndNodeLost), "unfence"}; !slices.Equal(got, want) {
+		t.Fatalf("got calls %q, want %q", got, want)
+	}
+	n, err := reg.GetNode(ctx, testNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Epoch != 2 || n.Lost || l.Epoch() != 2 || l.Fenced() {
+		t.Fatalf("got entry epoch %d lost %v, lease epoch %d fenced %v; want epoch 2, not lost, serving", n.Epoch, n.Lost, l.Epoch(), l.Fenced())
+	}
+}
+
+// Run renews on its own, every TTL/5.
+func TestLeaseRunRenews(t *testing.T) {
+	st := store.NewMemory()
+	defer st.Close()
+	mgr := &fakeManager{}
+	l := NewLease(LeaseConfig{Node: store.Node{ID: testNode, Addr: "x:1"}, Registry: st, Manager: mgr, TTL: 100 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := l.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.GetNode(ctx, testNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+	deadline := time.Now().Add(time.Minute)
+	for !slices.Contains(mgr.Calls(), "drop") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	n, err := st.GetNode(context.Background(), testNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.RenewedAt.After(first.RenewedAt) || l.Fenced() {
+		t.Fatalf("got renewed at %v (registered %v), fenced %v: want a renewal by Run", n.RenewedAt, first.RenewedAt, l.Fenced())
+	}
+}
