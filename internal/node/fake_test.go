@@ -87,7 +87,9 @@ func (f *fakeManager) Egress(_ context.Context, account, id string) ([]api.Egres
 	return nil, f.err
 }
 
-func (f *fakeManager) Load() store.NodeLoad { return store.NodeLoad{Sandboxes: 1, VCPUs: 2, MemoryMiB: 512} }
+func (f *fakeManager) Load() store.NodeLoad {
+	return store.NodeLoad{Sandboxes: 1, VCPUs: 2, MemoryMiB: 512}
+}
 
 func (f *fakeManager) Fence(context.Context) error {
 	f.record("fence")
