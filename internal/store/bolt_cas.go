@@ -33,8 +33,9 @@ func casSandboxTx(tx *bolt.Tx, r *sandbox.Record) error {
 }
 
 // checkVersion reports ErrStale unless old (the stored JSON, nil when
-// absent) may be replaced by r. Records stored before versions existed
-// read as version 0 and so stay writable.
+// absent) may be replaced by r: r.Version is 0 and nothing is stored, or
+// it is the stored version. Records stored before versions existed read
+// as version 0 and so stay writable by who read them.
 func checkVersion(r *sandbox.Record, old []byte) error {
 	if old == nil {
 		if r.Version != 0 {
@@ -42,17 +43,17 @@ func checkVersion(r *sandbox.Record, old []byte) error {
 		}
 		return nil
 	}
-	if r.Version == 0 {
-		return fmt.Errorf("sandbox %s exists: %w", r.ID, ErrStale)
-	}
 	var v storedVersion
 	if err := json.Unmarshal(old, &v); err != nil {
 		return fmt.Errorf("decoding sandbox %s: %w", r.ID, err)
 	}
-	if v.Version != r.Version {
-		return fmt.Errorf("sandbox %s is at version %d, not %d: %w", r.ID, v.Version, r.Version, ErrStale)
+	switch {
+	case v.Version == r.Version:
+		return nil
+	case r.Version == 0:
+		return fmt.Errorf("sandbox %s exists: %w", r.ID, ErrStale)
 	}
-	return nil
+	return fmt.Errorf("sandbox %s is at version %d, not %d: %w", r.ID, v.Version, r.Version, ErrStale)
 }
 
 // update runs fn in a write transaction for r and restores r.Version when
