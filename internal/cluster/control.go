@@ -1,0 +1,180 @@
+// Package cluster is the control plane of a many-host installation: the
+// API server's side of httpapi.Sandboxes. It places creates on nodes by
+// their reported load, forwards every call about a sandbox to the node
+// that holds it over the node RPC (internal/noderpc, mutual TLS), reads
+// records from the shared store, and runs the failure detector that gives
+// up on nodes whose lease ran out.
+//
+// It holds no sandbox itself and imports no backend, network or manager
+// code: what a node does stays on the node.
+package cluster
+
+import (
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/httpapi"
+	"github.com/withruntime/withruntime/internal/noderpc"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// DefaultConcurrency is how many sandboxes an account runs at once unless
+// its own setting says otherwise: the nodes' managers admit with the same
+// number (manager.Config.DefaultConcurrency's default), and the API shows
+// it (httpapi.Config.DefaultConcurrency).
+const DefaultConcurrency = 100
+
+// Authority makes the TLS configuration of calls to a node
+// (*clusterpki.Authority).
+type Authority interface {
+	ClientTLS(nodeID string) (*tls.Config, error)
+}
+
+// Config is the control plane's configuration. Zero values take the
+// defaults.
+type Config struct {
+	Store     store.Store
+	Authority Authority
+	Logger    *slog.Logger
+
+	// DetectInterval is how often the failure detector looks for nodes
+	// whose lease ran out (default 2s).
+	DetectInterval time.Duration
+	// DefaultVCPUs, DefaultMemoryMiB and DefaultDiskMiB are the size
+	// placement assumes for a create that does not say (the nodes'
+	// defaults: 2 vCPUs, 4096 MiB, 10240 MiB).
+	DefaultVCPUs     int
+	DefaultMemoryMiB int
+	DefaultDiskMiB   int
+	// DefaultConcurrency must be the nodes' managers' value (default
+	// DefaultConcurrency).
+	DefaultConcurrency int
+
+	// Now is the clock of end times (default time.Now).
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.DefaultVCPUs, 2)
+	def(&c.DefaultMemoryMiB, 4096)
+	def(&c.DefaultDiskMiB, 10240)
+	def(&c.DefaultConcurrency, DefaultConcurrency)
+	if c.DetectInterval == 0 {
+		c.DetectInterval = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("cluster: the control plane needs a store")
+	case c.Authority == nil:
+		return errors.New("cluster: the control plane needs the installation's authority")
+	case c.DetectInterval < 0:
+		return errors.New("cluster: the detect interval must be positive")
+	case c.DefaultConcurrency < 1:
+		return errors.New("cluster: default concurrency must be at least 1")
+	}
+	return nil
+}
+
+// Control implements httpapi.Sandboxes over the nodes of the store's
+// registry.
+type Control struct {
+	cfg Config
+	log *slog.Logger
+
+	mu sync.Mutex // guards clients and placed
+	// clients holds one client per node registration and address: a node
+	// that registers again (new epoch) or moves gets a fresh one.
+	clients map[clientKey]*noderpc.Client
+	// placed is what this process put on each node since the node's last
+	// reported load: creates in a burst spread before the next renewal
+	// says where they went.
+	placed map[string]placement
+}
+
+type clientKey struct {
+	id    string
+	epoch int64
+	addr  string
+}
+
+type placement struct {
+	renewedAt time.Time // the node's RenewedAt the counts add to
+	vcpus     int
+	memoryMiB int
+	diskMiB   int
+}
+
+var _ httpapi.Sandboxes = (*Control)(nil)
+
+// New returns the control plane of cfg.
+func New(cfg Config) (*Control, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Control{
+		cfg: cfg, log: cfg.Logger,
+		clients: map[clientKey]*noderpc.Client{},
+		placed:  map[string]placement{},
+	}, nil
+}
+
+// DefaultConcurrency is the account concurrency the API shows for accounts
+// without their own (httpapi.Config.DefaultConcurrency).
+func (c *Control) DefaultConcurrency() int { return c.cfg.DefaultConcurrency }
+
+// client returns the cached client of node n's registration.
+func (c *Control) client(n store.Node) (*noderpc.Client, error) {
+	k := clientKey{n.ID, n.Epoch, n.Addr}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl := c.clients[k]; cl != nil {
+		return cl, nil
+	}
+	tc, err := c.cfg.Authority.ClientTLS(n.ID)
+	if err != nil {
+		return nil, err
+	}
+	for old, cl := range c.clients {
+		if old.id == n.ID {
+			cl.Close()
+			delete(c.clients, old)
+		}
+	}
+	cl := noderpc.NewClient(n.ID, n.Addr, tc)
+	c.clients[k] = cl
+	return cl, nil
+}
+
+// Close drops the idle connections to the nodes.
+func (c *Control) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, cl := range c.clients {
+		cl.Close()
+		delete(c.clients, k)
+	}
+}
+
+func (c *Control) now() time.Time { return c.cfg.Now().UTC().Truncate(time.Millisecond) }
+
+// live reports whether a node's registration still serves.
+func live(n store.Node) bool { return !n.Lost && !n.Expired }

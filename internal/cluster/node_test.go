@@ -1,0 +1,260 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/cluster"
+	"github.com/withruntime/withruntime/internal/clusterpki"
+	"github.com/withruntime/withruntime/internal/httpapi"
+	"github.com/withruntime/withruntime/internal/noderpc"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// fakeNode is a node daemon reduced to its wire protocol: a real HTTPS
+// server (HTTP/2, mutual TLS with the test's authority) on loopback that
+// keeps its sandboxes' records in the shared store and records what it
+// was asked.
+type fakeNode struct {
+	id   string
+	st   store.Store
+	addr string
+
+	mu      sync.Mutex
+	creates int
+	ops     []string // "op id"
+	refuse  sandbox.Kind
+	drop    bool
+	// release, when set, holds the agent stream's second line until it
+	// is closed.
+	release chan struct{}
+}
+
+type connKey struct{}
+
+func startNode(t *testing.T, ca *clusterpki.Authority, st store.Store, id string) *fakeNode {
+	t.Helper()
+	n := &fakeNode{id: id, st: st}
+	tc, err := ca.ServerTLS(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+noderpc.PathCreate, n.create)
+	mux.HandleFunc("POST "+noderpc.PathOp, n.op)
+	mux.HandleFunc(noderpc.PathAgent+"{rest...}", n.agent)
+	srv := &http.Server{Handler: mux, ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
+	}}
+	go srv.Serve(tls.NewListener(l, tc))
+	t.Cleanup(func() { srv.Close() })
+	n.addr = l.Addr().String()
+	return n
+}
+
+func (n *fakeNode) fail(w http.ResponseWriter, k sandbox.Kind, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpapi.Status(k))
+	json.NewEncoder(w).Encode(api.ErrorBody{Error: api.ErrorDetail{Code: string(k), Message: msg}})
+}
+
+func (n *fakeNode) create(w http.ResponseWriter, r *http.Request) {
+	var req noderpc.CreateRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		n.fail(w, sandbox.KindInvalid, err.Error())
+		return
+	}
+	n.mu.Lock()
+	n.creates++
+	seq, refuse, drop := n.creates, n.refuse, n.drop
+	n.mu.Unlock()
+	switch {
+	case drop:
+		r.Context().Value(connKey{}).(net.Conn).Close()
+		return
+	case refuse != "":
+		n.fail(w, refuse, "refused by "+n.id)
+		return
+	}
+	now := time.Now().UTC()
+	rec := &sandbox.Record{
+		ID: fmt.Sprintf("%s-sb%d", n.id, seq), Account: req.Account, KeyID: req.KeyID, Node: n.id,
+		State: sandbox.StateRunning, CreatedAt: now, StartedAt: &now, LeaseEndsAt: now.Add(time.Hour),
+		Spec: sandbox.Spec{VCPUs: req.Request.VCPUs, MemoryMiB: req.Request.MemoryMiB},
+	}
+	if err := n.st.PutSandbox(r.Context(), rec); err != nil {
+		n.fail(w, sandbox.KindInternal, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	json.NewEncoder(w).Encode(rec)
+}
+
+func (n *fakeNode) op(w http.ResponseWriter, r *http.Request) {
+	var req noderpc.OpRequest
+	json.NewDecoder(r.Body).Decode(&req)
+	id, op := r.PathValue("id"), r.PathValue("op")
+	n.mu.Lock()
+	n.ops = append(n.ops, op+" "+id)
+	n.mu.Unlock()
+	rec, err := n.st.GetSandbox(r.Context(), id)
+	if err != nil || req.Account != "" && rec.Account != req.Account {
+		n.fail(w, sandbox.KindNotFound, "sandbox "+id+" not found")
+		return
+	}
+	switch op {
+	case noderpc.OpStop:
+		now := time.Now().UTC()
+		rec.State, rec.EndedAt, rec.EndReason = sandbox.StateEnded, &now, sandbox.EndStopped
+	case noderpc.OpResume:
+		rec.State, rec.Node, rec.PausedAt = sandbox.StateRunning, n.id, nil
+	}
+	if err := n.st.PutSandbox(r.Context(), rec); err != nil {
+		n.fail(w, sandbox.KindConflict, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(rec)
+}
+
+// agent answers like the agent's exec: an NDJSON stream, its first line
+// at once and its last once the test releases it.
+func (n *fakeNode) agent(w http.ResponseWriter, r *http.Request) {
+	n.mu.Lock()
+	n.ops = append(n.ops, fmt.Sprintf("agent %s /%s?%s account=%s auth=%q", r.PathValue("id"), r.PathValue("rest"), r.URL.RawQuery, r.Header.Get(noderpc.HeaderAccount), r.Header.Get("Authorization")))
+	release := n.release
+	n.mu.Unlock()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Write([]byte(`{"type":"stdout","data":"aGk="}` + "\n"))
+	w.(http.Flusher).Flush()
+	if release != nil {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	w.Write([]byte(`{"type":"exit","exit_code":0}` + "\n"))
+}
+
+func (n *fakeNode) counts() (int, []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.creates, append([]string(nil), n.ops...)
+}
+
+// nodeOpts is how a test registers a node.
+type nodeOpts struct {
+	cpus, memoryMiB int
+	load            store.NodeLoad
+	ttl             time.Duration
+	lost            bool
+	compat          string
+	shared          bool
+	addr            string // instead of the node's own
+}
+
+func register(t *testing.T, st store.Store, n *fakeNode, o nodeOpts) {
+	t.Helper()
+	ctx := t.Context()
+	if o.cpus == 0 {
+		o.cpus, o.memoryMiB = 8, 32768
+	}
+	if o.ttl == 0 {
+		o.ttl = time.Hour
+	}
+	addr := n.addr
+	if o.addr != "" {
+		addr = o.addr
+	}
+	e := &store.Node{ID: n.id, Addr: addr, CPUs: o.cpus, MemoryMiB: o.memoryMiB, Overcommit: 1, Compat: o.compat, SharedCheckpoints: o.shared}
+	if err := st.RegisterNode(ctx, e, o.ttl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RenewNode(ctx, n.id, e.Epoch, o.load, o.ttl); err != nil {
+		t.Fatal(err)
+	}
+	if o.ttl < time.Hour || o.lost {
+		waitExpired(t, st, n.id)
+	}
+	if o.lost {
+		if ok, err := st.MarkNodeLost(ctx, n.id, e.Epoch); !ok || err != nil {
+			t.Fatalf("marking %s lost: %v, %v", n.id, ok, err)
+		}
+	}
+}
+
+func waitExpired(t *testing.T, st store.Store, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := st.GetNode(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Expired {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s did not expire", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// logBuffer collects the log lines of every control in a test.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Count(l.b.Bytes(), []byte(`"msg":"`+msg+`"`))
+}
+
+func newControl(t *testing.T, st store.Store, ca *clusterpki.Authority, logs *logBuffer, detect time.Duration) *cluster.Control {
+	t.Helper()
+	lg := slog.New(slog.DiscardHandler)
+	if logs != nil {
+		lg = slog.New(slog.NewJSONHandler(logs, nil))
+	}
+	c, err := cluster.New(cluster.Config{Store: st, Authority: ca, Logger: lg, DetectInterval: detect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func mustAuthority(t *testing.T) *clusterpki.Authority {
+	t.Helper()
+	ca, err := clusterpki.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}

@@ -1,0 +1,230 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/noderpc"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// Get returns a sandbox of the account from the store.
+func (c *Control) Get(ctx context.Context, account, id string) (*sandbox.Record, error) {
+	rec, err := c.cfg.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if account != "" && rec.Account != account {
+		return nil, sandbox.Errorf(sandbox.KindNotFound, "sandbox %s not found", id)
+	}
+	return rec, nil
+}
+
+// List returns the account's sandboxes (every account's for "") from the
+// store, whatever node holds them.
+func (c *Control) List(ctx context.Context, account string) ([]*sandbox.Record, error) {
+	return c.cfg.Store.ListSandboxes(ctx, store.SandboxFilter{Account: account})
+}
+
+// errNodeGone is the refusal of a call about a sandbox whose node is lost
+// or whose lease ran out.
+func errNodeGone(rec *sandbox.Record) error {
+	return sandbox.Errorf(sandbox.KindConflict, "the node of sandbox %s is lost", rec.ID)
+}
+
+// nodeOf returns the record's node and its client, or errNodeGone.
+func (c *Control) nodeOf(ctx context.Context, rec *sandbox.Record) (*noderpc.Client, error) {
+	n, err := c.cfg.Store.GetNode(ctx, rec.Node)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return nil, errNodeGone(rec)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !live(*n) {
+		return nil, errNodeGone(rec)
+	}
+	return c.client(*n)
+}
+
+// op runs a noderpc operation on the record's node.
+func (c *Control) op(ctx context.Context, account, id, op string, timeout time.Duration) (*sandbox.Record, error) {
+	rec, err := c.Get(ctx, account, id)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := c.nodeOf(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return answer(cl.Op(ctx, id, op, noderpc.OpRequest{Account: account, TimeoutMs: timeout.Milliseconds()}))
+}
+
+// answer gives a call that got no answer the kind the API shows.
+func answer[T any](v T, err error) (T, error) {
+	if err != nil && noderpc.IsTransportError(err) {
+		var zero T
+		msg := "the sandbox's node did not answer"
+		if noderpc.IsDialError(err) {
+			msg = "the sandbox's node cannot be reached"
+		}
+		return zero, sandbox.Wrap(sandbox.KindInternal, err, msg)
+	}
+	return v, err
+}
+
+// Extend moves a running sandbox's lease on its node.
+func (c *Control) Extend(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error) {
+	return c.op(ctx, account, id, noderpc.OpExtend, timeout)
+}
+
+// SetLease sets a running sandbox's lease on its node.
+func (c *Control) SetLease(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error) {
+	return c.op(ctx, account, id, noderpc.OpSetLease, timeout)
+}
+
+// Pause pauses a sandbox on its node.
+func (c *Control) Pause(ctx context.Context, account, id string) (*sandbox.Record, error) {
+	return c.op(ctx, account, id, noderpc.OpPause, 0)
+}
+
+// Stop ends a sandbox on its node. A sandbox whose node is gone ends at
+// once (node_lost): nothing runs behind it any more, or will not for
+// long, since the node fences itself before its lease runs out. A paused
+// sandbox whose checkpoint is shared is stopped by a compatible node,
+// which removes the checkpoint too.
+func (c *Control) Stop(ctx context.Context, account, id string) (*sandbox.Record, error) {
+	rec, err := c.Get(ctx, account, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State == sandbox.StateEnded {
+		return rec, nil
+	}
+	cl, err := c.nodeOf(ctx, rec)
+	if err == nil {
+		return answer(cl.Op(ctx, id, noderpc.OpStop, noderpc.OpRequest{Account: account}))
+	}
+	if sandbox.KindOf(err) != sandbox.KindConflict {
+		return nil, err
+	}
+	if shared(rec) {
+		if cl, err := c.compatible(ctx, rec); err != nil || cl != nil {
+			if err != nil {
+				return nil, err
+			}
+			return answer(cl.Op(ctx, id, noderpc.OpStop, noderpc.OpRequest{Account: account}))
+		}
+	}
+	node := rec.Node
+	rec, ended, err := c.endLost(ctx, id, node, func(r *sandbox.Record) bool { return r.State != sandbox.StateEnded })
+	if err != nil || ended || rec.State == sandbox.StateEnded {
+		return rec, err
+	}
+	return nil, sandbox.Errorf(sandbox.KindConflict, "sandbox %s moved to another node meanwhile; stop it again", id)
+}
+
+// Resume resumes a paused sandbox on its node, or, when its checkpoint is
+// shared and its node is gone, on a live node that can restore it.
+func (c *Control) Resume(ctx context.Context, account, id string) (*sandbox.Record, error) {
+	rec, err := c.Get(ctx, account, id)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := c.nodeOf(ctx, rec)
+	if err != nil && sandbox.KindOf(err) == sandbox.KindConflict && rec.State == sandbox.StatePaused && shared(rec) {
+		cl, err = c.compatible(ctx, rec)
+		if err == nil && cl == nil {
+			return nil, sandbox.Errorf(sandbox.KindCapacityExhausted, "no live node can restore the checkpoint of sandbox %s (its node is lost)", id)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return answer(cl.Op(ctx, id, noderpc.OpResume, noderpc.OpRequest{Account: account}))
+}
+
+func shared(rec *sandbox.Record) bool { return rec.Checkpoint != nil && rec.Checkpoint.Shared }
+
+// compatible returns a client of a live node that can restore rec's
+// shared checkpoint (the least loaded), or nil when none can.
+func (c *Control) compatible(ctx context.Context, rec *sandbox.Record) (*noderpc.Client, error) {
+	nodes, err := c.cfg.Store.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var fits []store.Node
+	for _, n := range nodes {
+		if live(n) && n.SharedCheckpoints && n.Compat == rec.Checkpoint.Compat {
+			fits = append(fits, n)
+		}
+	}
+	if len(fits) == 0 {
+		return nil, nil
+	}
+	cands := c.candidates(fits, size{rec.Spec.VCPUs, rec.Spec.MemoryMiB, rec.Spec.DiskMiB})
+	if len(cands) == 0 {
+		// None has room by its last report: the first says so itself.
+		return c.client(fits[0])
+	}
+	return c.client(cands[0].node)
+}
+
+// SetNetwork replaces a sandbox's egress policy on its node.
+func (c *Control) SetNetwork(ctx context.Context, account, id string, n api.Network) (*sandbox.Record, error) {
+	rec, err := c.Get(ctx, account, id)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := c.nodeOf(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return answer(cl.SetNetwork(ctx, id, noderpc.NetworkRequest{Account: account, Network: n}))
+}
+
+// Egress returns a sandbox's egress log from its node.
+func (c *Control) Egress(ctx context.Context, account, id string) ([]api.EgressEvent, error) {
+	rec, err := c.Get(ctx, account, id)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := c.nodeOf(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return answer(cl.Egress(ctx, account, id))
+}
+
+// Agent returns a round tripper to a running sandbox's agent through its
+// node.
+func (c *Control) Agent(ctx context.Context, account, id string) (http.RoundTripper, error) {
+	rec, err := c.Get(ctx, account, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State != sandbox.StateRunning {
+		return nil, stateError(rec, "use")
+	}
+	cl, err := c.nodeOf(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return cl.AgentTransport(account, id), nil
+}
+
+// stateError says why an operation is refused in the record's state, as
+// the manager says it.
+func stateError(rec *sandbox.Record, op string) error {
+	if rec.State == sandbox.StateEnded && rec.EndReason == sandbox.EndLeaseEnded {
+		return sandbox.Errorf(sandbox.KindLeaseEnded, "cannot %s sandbox %s: its lease ended", op, rec.ID)
+	}
+	if rec.State == sandbox.StateEnded {
+		return sandbox.Errorf(sandbox.KindConflict, "cannot %s sandbox %s: it has ended (%s)", op, rec.ID, rec.EndReason)
+	}
+	return sandbox.Errorf(sandbox.KindConflict, "cannot %s sandbox %s while it is %s", op, rec.ID, rec.State)
+}

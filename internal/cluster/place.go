@@ -1,0 +1,126 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/noderpc"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// size is what a create asks of a node's admission.
+type size struct{ vcpus, memoryMiB, diskMiB int }
+
+func (c *Control) sizeOf(req api.CreateSandboxRequest) size {
+	s := size{req.VCPUs, req.MemoryMiB, c.cfg.DefaultDiskMiB}
+	if s.vcpus == 0 {
+		s.vcpus = c.cfg.DefaultVCPUs
+	}
+	if s.memoryMiB == 0 {
+		s.memoryMiB = c.cfg.DefaultMemoryMiB
+	}
+	if req.DiskGiB != nil {
+		s.diskMiB = *req.DiskGiB << 10
+	}
+	return s
+}
+
+// candidate is a node with room for a create, and how loaded it is.
+type candidate struct {
+	node store.Node
+	load float64
+}
+
+// Create places the sandbox on the least loaded live node with room and
+// asks it to create it. A node without room (capacity_exhausted) or that
+// cannot be reached is passed over for the next; a node that may have
+// received the create is never: no sandbox is made twice.
+func (c *Control) Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
+	nodes, err := c.cfg.Store.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sz := c.sizeOf(req)
+	cands := c.candidates(nodes, sz)
+	body := noderpc.CreateRequest{Account: account, KeyID: keyID, Request: req}
+	for _, cd := range cands {
+		cl, err := c.client(cd.node)
+		if err != nil {
+			return nil, err
+		}
+		rec, err := cl.Create(ctx, body)
+		switch {
+		case err == nil:
+			c.place(cd.node, sz)
+			c.log.Info("sandbox placed", "sandbox_id", rec.ID, "node", cd.node.ID, "load", cd.load)
+			return rec, nil
+		case noderpc.IsDialError(err):
+			c.log.Warn("node unreachable; trying the next", "node", cd.node.ID, "addr", cd.node.Addr, "err", err)
+		case noderpc.IsTransportError(err):
+			c.log.Error("create sent but not answered", "node", cd.node.ID, "err", err)
+			return nil, sandbox.Wrap(sandbox.KindInternal, err, "node "+cd.node.ID+" did not answer; the sandbox may exist")
+		case sandbox.KindOf(err) == sandbox.KindCapacityExhausted:
+			c.log.Info("node full; trying the next", "node", cd.node.ID, "err", err)
+		default:
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	return nil, sandbox.Errorf(sandbox.KindCapacityExhausted, "no node has room for a sandbox of %d vCPUs and %d MiB", sz.vcpus, sz.memoryMiB)
+}
+
+// candidates are the live nodes whose capacity after overcommit, less what
+// they reported and what this process placed since, fits sz: least loaded
+// first (the fuller of CPU and memory), ties by id.
+func (c *Control) candidates(nodes []store.Node, sz size) []candidate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []candidate
+	for _, n := range nodes {
+		if !live(n) {
+			continue
+		}
+		used := size{n.Load.VCPUs, n.Load.MemoryMiB, n.Load.DiskMiB}
+		if p, ok := c.placed[n.ID]; ok && p.renewedAt.Equal(n.RenewedAt) {
+			used.vcpus += p.vcpus
+			used.memoryMiB += p.memoryMiB
+			used.diskMiB += p.diskMiB
+		}
+		oc := n.Overcommit
+		if oc <= 0 {
+			oc = 1
+		}
+		cpus, mem, disk := float64(n.CPUs)*oc, float64(n.MemoryMiB)*oc, float64(n.DiskMiB)*oc
+		if float64(used.vcpus+sz.vcpus) > cpus || float64(used.memoryMiB+sz.memoryMiB) > mem {
+			continue
+		}
+		// A node that reports no disk capacity does not admit disk.
+		if n.DiskMiB > 0 && float64(used.diskMiB+sz.diskMiB) > disk {
+			continue
+		}
+		out = append(out, candidate{n, max(float64(used.vcpus)/cpus, float64(used.memoryMiB)/mem)})
+	}
+	slices.SortFunc(out, func(a, b candidate) int {
+		return cmp.Or(cmp.Compare(a.load, b.load), cmp.Compare(a.node.ID, b.node.ID))
+	})
+	return out
+}
+
+// place counts a create on n until n reports its load again.
+func (c *Control) place(n store.Node, sz size) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.placed[n.ID]
+	if !p.renewedAt.Equal(n.RenewedAt) {
+		p = placement{renewedAt: n.RenewedAt}
+	}
+	p.vcpus += sz.vcpus
+	p.memoryMiB += sz.memoryMiB
+	p.diskMiB += sz.diskMiB
+	c.placed[n.ID] = p
+}
