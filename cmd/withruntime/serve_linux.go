@@ -28,30 +28,12 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.StringVar(&cfg.Listen, "listen", server.DefaultListen, "the `ADDRESS` to serve the API on")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "the `DIR` for the database, admin.key and per-sandbox state (required)")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", server.DefaultCacheDir, "the `DIR` of built images and runsc, shared by every data dir")
-	fs.Float64Var(&cfg.Manager.Overcommit, "overcommit", 4, "how many times the host's CPUs, memory and free disk admission may hand out")
-	fs.DurationVar(&cfg.Manager.MaxTimeout, "max-lease", 24*time.Hour, "longest lease a sandbox may ask for")
-	fs.DurationVar(&cfg.Manager.Retention, "retention", 7*24*time.Hour, "how long a paused sandbox is kept")
-	fs.IntVar(&cfg.Manager.DefaultConcurrency, "concurrency", 100, "how many sandboxes an account runs at once unless its own setting says otherwise")
-	fs.StringVar(&cfg.PricesFile, "prices", "", "a JSON price table `FILE` (memory_nanos_per_gib_hour, cpu_nanos_per_cpu_hour, storage_nanos_per_gib_hour; USD billionths) instead of the default")
+	managerFlags(fs, &cfg)
 	fs.IntVar(&cfg.MaxConns, "max-conns", httpapi.DefaultMaxConns, "how many API client connections may be open at once (the longest-waiting one without a request in progress makes room for a new one)")
 	fs.BoolVar(&cfg.Trial.Enabled, "allow-trial", false, "let clients obtain trial accounts (POST /v1/trial, rate-limited per client address)")
 	fs.Float64Var(&cfg.Trial.Hours, "trial-hours", 50, "free sandbox hours of each trial account")
 	fs.IntVar(&cfg.Trial.PerAddress, "trial-per-address", 5, "trial accounts one client address may obtain per hour")
-	fs.StringVar(&cfg.EgressHosts, "egress-hosts", "", "a hosts `FILE` (ADDRESS NAME... lines) the sandboxes' resolver answers from before the host's")
-	fs.StringVar(&cfg.EgressCA, "egress-ca", "", "PEM `FILE` of extra roots trusted when the egress proxy verifies upstream TLS")
-	fs.BoolVar(&cfg.NoEgress, "no-egress", false, "run sandboxes without any network: no packet rules, no proxy")
-	fs.Func("egress-permit", "a `CIDR` sandboxes may reach although the blocklist refuses it (repeatable): 198.18.0.0/15 for test upstreams, internal services; never the host's own addresses", func(v string) error {
-		p, err := egress.ParsePermit(v)
-		if err != nil {
-			return err
-		}
-		cfg.EgressPermit = append(cfg.EgressPermit, p)
-		return nil
-	})
-	fs.IntVar(&cfg.EgressMaxConns, "egress-max-conns", egress.DefaultMaxConns, "proxied connections one sandbox may hold open at once; more are refused and logged")
-	fs.IntVar(&cfg.EgressMaxConnsAccount, "egress-max-conns-account", 0, "proxied connections all the sandboxes of one account may hold open at once; more are refused and logged (0: 4 × --egress-max-conns)")
-	fs.DurationVar(&cfg.EgressIdleTimeout, "egress-idle-timeout", egress.DefaultIdleTimeout, "close a proxied connection on which nothing moved either way for this long")
-	fs.IntVar(&cfg.EgressDNSRate, "egress-dns-rate", egress.DefaultDNSQueriesPerSecond, "DNS queries per second one sandbox may make; more are refused and logged")
+	egressFlags(fs, &cfg)
 	fs.DurationVar(&cfg.IdleExit, "idle-exit", 0, "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)")
 	fs.StringVar(&cfg.E2BListen, "e2b-listen", "", "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY")
 	fs.StringVar(&cfg.E2BDomain, "e2b-domain", "", "route Host <port>-<id>.`DOMAIN` on --e2b-listen to sandboxes (older E2B clients; needs wildcard DNS and a wildcard TLS certificate in front)")
@@ -78,6 +60,36 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 		}
 		return 0
 	}
+}
+
+// managerFlags registers the flags of the manager's limits and prices,
+// which serve and node share.
+func managerFlags(fs *pflag.FlagSet, cfg *server.Config) {
+	fs.Float64Var(&cfg.Manager.Overcommit, "overcommit", 4, "how many times the host's CPUs, memory and free disk admission may hand out")
+	fs.DurationVar(&cfg.Manager.MaxTimeout, "max-lease", 24*time.Hour, "longest lease a sandbox may ask for")
+	fs.DurationVar(&cfg.Manager.Retention, "retention", 7*24*time.Hour, "how long a paused sandbox is kept")
+	fs.IntVar(&cfg.Manager.DefaultConcurrency, "concurrency", 100, "how many sandboxes an account runs at once unless its own setting says otherwise")
+	fs.StringVar(&cfg.PricesFile, "prices", "", "a JSON price table `FILE` (memory_nanos_per_gib_hour, cpu_nanos_per_cpu_hour, storage_nanos_per_gib_hour; USD billionths) instead of the default")
+}
+
+// egressFlags registers the flags of the egress services, which serve and
+// node share.
+func egressFlags(fs *pflag.FlagSet, cfg *server.Config) {
+	fs.StringVar(&cfg.EgressHosts, "egress-hosts", "", "a hosts `FILE` (ADDRESS NAME... lines) the sandboxes' resolver answers from before the host's")
+	fs.StringVar(&cfg.EgressCA, "egress-ca", "", "PEM `FILE` of extra roots trusted when the egress proxy verifies upstream TLS")
+	fs.BoolVar(&cfg.NoEgress, "no-egress", false, "run sandboxes without any network: no packet rules, no proxy")
+	fs.Func("egress-permit", "a `CIDR` sandboxes may reach although the blocklist refuses it (repeatable): 198.18.0.0/15 for test upstreams, internal services; never the host's own addresses", func(v string) error {
+		p, err := egress.ParsePermit(v)
+		if err != nil {
+			return err
+		}
+		cfg.EgressPermit = append(cfg.EgressPermit, p)
+		return nil
+	})
+	fs.IntVar(&cfg.EgressMaxConns, "egress-max-conns", egress.DefaultMaxConns, "proxied connections one sandbox may hold open at once; more are refused and logged")
+	fs.IntVar(&cfg.EgressMaxConnsAccount, "egress-max-conns-account", 0, "proxied connections all the sandboxes of one account may hold open at once; more are refused and logged (0: 4 × --egress-max-conns)")
+	fs.DurationVar(&cfg.EgressIdleTimeout, "egress-idle-timeout", egress.DefaultIdleTimeout, "close a proxied connection on which nothing moved either way for this long")
+	fs.IntVar(&cfg.EgressDNSRate, "egress-dns-rate", egress.DefaultDNSQueriesPerSecond, "DNS queries per second one sandbox may make; more are refused and logged")
 }
 
 // startAndWait runs the server until ctx ends or it stops by itself.

@@ -72,54 +72,19 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	if made && !cfg.Quiet {
 		fmt.Fprintf(os.Stderr, "withruntime: created the admin API key in %s (use it as WITHRUNTIME_API_KEY)\n", filepath.Join(dataDir, "admin.key"))
 	}
-	var egr *egressServices
-	bcfg := sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir}
-	if !cfg.NoEgress {
-		if egr, err = openEgress(cfg, dataDir); err != nil {
-			return nil, err
-		}
-		defer func() {
-			if retErr != nil {
-				egr.close()
-			}
-		}()
-		bcfg.Egress = egr.wiring
-	}
-	backend, err := sandbox.NewBackend(cfg.Backend, bcfg)
-	if err != nil {
-		return nil, err
-	}
 	vault, err := secrets.Open(filepath.Join(dataDir, "secrets.key"), st)
 	if err != nil {
 		return nil, err
 	}
-	mcfg := cfg.Manager
-	mcfg.Backend, mcfg.Store, mcfg.Logger = backend, st, cfg.Logger
-	mcfg.DataDir = dataDir // disk quotas are admitted against its free space
-	if egr != nil {
-		mcfg.Egress, mcfg.EgressState = true, egr
-	}
-	if cfg.PricesFile != "" {
-		p, err := readPrices(cfg.PricesFile)
-		if err != nil {
-			return nil, err
-		}
-		mcfg.Prices = &p
-	}
-	mgr, err := manager.New(mcfg)
+	mgr, egr, err := startHost(ctx, cfg, dataDir, st, vault, sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir})
 	if err != nil {
 		return nil, err
 	}
-	if egr != nil {
-		if err := egr.serve(cfg, mgr, vault); err != nil {
-			mgr.Close()
-			return nil, err
+	defer func() {
+		if retErr != nil && egr != nil {
+			egr.close()
 		}
-	}
-	if err := mgr.Recover(ctx); err != nil {
-		mgr.Close()
-		return nil, fmt.Errorf("recovering sandboxes: %w", err)
-	}
+	}()
 	l, err := listenAPI(cfg)
 	if err != nil {
 		mgr.Close()
@@ -156,6 +121,58 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		cfg.Logger.Info("serving E2B's API", "url", s.E2BURL, "domain", cfg.E2BDomain)
 	}
 	return s, nil
+}
+
+// startHost starts what runs sandboxes on this machine: the egress
+// services (none with cfg.NoEgress), the backend of bcfg and the manager
+// of cfg.Manager over st; then the manager recovers what an earlier
+// process left. On failure it leaves nothing open.
+func startHost(ctx context.Context, cfg Config, dataDir string, st store.Store, vault *secrets.Vault, bcfg sandbox.BackendConfig) (_ *manager.Manager, _ *egressServices, retErr error) {
+	var egr *egressServices
+	var err error
+	if !cfg.NoEgress {
+		if egr, err = openEgress(cfg, dataDir); err != nil {
+			return nil, nil, err
+		}
+		defer func() {
+			if retErr != nil {
+				egr.close()
+			}
+		}()
+		bcfg.Egress = egr.wiring
+	}
+	backend, err := sandbox.NewBackend(cfg.Backend, bcfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	mcfg := cfg.Manager
+	mcfg.Backend, mcfg.Store, mcfg.Logger = backend, st, cfg.Logger
+	mcfg.DataDir = dataDir // disk quotas are admitted against its free space
+	if egr != nil {
+		mcfg.Egress, mcfg.EgressState = true, egr
+	}
+	if cfg.PricesFile != "" {
+		p, err := readPrices(cfg.PricesFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		mcfg.Prices = &p
+	}
+	mgr, err := manager.New(mcfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if egr != nil {
+		if err := egr.serve(cfg, mgr, vault); err != nil {
+			mgr.Close()
+			return nil, nil, err
+		}
+	}
+	if err := mgr.Recover(ctx); err != nil {
+		mgr.Close()
+		return nil, nil, fmt.Errorf("recovering sandboxes: %w", err)
+	}
+	return mgr, egr, nil
 }
 
 // Wait blocks until the context ends or the listener fails, then shuts
