@@ -153,6 +153,9 @@ func TestCallsOnLostNodes(t *testing.T) {
 	live := startNode(t, ca, st, "live")
 	gone := startNode(t, ca, st, "gone")
 	other := startNode(t, ca, st, "other") // live, but cannot restore gone's checkpoints
+	busy := startNode(t, ca, st, "busy")   // could, but has no room
+	busy.refuse = sandbox.KindCapacityExhausted
+	register(t, st, busy, nodeOpts{compat: "runsc-1 avx", shared: true})
 	register(t, st, live, nodeOpts{compat: "runsc-1 avx", shared: true})
 	register(t, st, other, nodeOpts{compat: "runsc-2 avx", shared: true})
 	register(t, st, gone, nodeOpts{ttl: 50 * time.Millisecond, compat: "runsc-1 avx", shared: true})
@@ -197,6 +200,10 @@ func TestCallsOnLostNodes(t *testing.T) {
 	_, ops := live.counts()
 	if want := []string{"resume sb-resumable", "stop sb-stoppable", "stop sb-live"}; !slices.Equal(ops, want) {
 		t.Errorf("live node was asked %q, want %q", ops, want)
+	}
+	_, ops = busy.counts()
+	if want := []string{"resume sb-resumable", "stop sb-stoppable"}; !slices.Equal(ops, want) {
+		t.Errorf("busy node was asked %q, want %q (and then the next node)", ops, want)
 	}
 	for _, n := range []*fakeNode{gone, other} {
 		if _, ops := n.counts(); len(ops) != 0 {

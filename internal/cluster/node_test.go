@@ -112,7 +112,12 @@ func (n *fakeNode) op(w http.ResponseWriter, r *http.Request) {
 	id, op := r.PathValue("id"), r.PathValue("op")
 	n.mu.Lock()
 	n.ops = append(n.ops, op+" "+id)
+	refuse := n.refuse
 	n.mu.Unlock()
+	if refuse != "" {
+		n.fail(w, refuse, "refused by "+n.id)
+		return
+	}
 	rec, err := n.st.GetSandbox(r.Context(), id)
 	if err != nil || req.Account != "" && rec.Account != req.Account {
 		n.fail(w, sandbox.KindNotFound, "sandbox "+id+" not found")

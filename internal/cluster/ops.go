@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/withruntime/withruntime/api"
@@ -113,11 +114,12 @@ func (c *Control) Stop(ctx context.Context, account, id string) (*sandbox.Record
 		return nil, err
 	}
 	if shared(rec) {
-		if cl, err := c.compatible(ctx, rec); err != nil || cl != nil {
-			if err != nil {
-				return nil, err
-			}
-			return answer(cl.Op(ctx, id, noderpc.OpStop, noderpc.OpRequest{Account: account}))
+		nodes, err := c.compatible(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		if len(nodes) > 0 {
+			return c.onEach(ctx, nodes, id, noderpc.OpStop, account)
 		}
 	}
 	node := rec.Node
@@ -137,10 +139,14 @@ func (c *Control) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	}
 	cl, err := c.nodeOf(ctx, rec)
 	if err != nil && sandbox.KindOf(err) == sandbox.KindConflict && rec.State == sandbox.StatePaused && shared(rec) {
-		cl, err = c.compatible(ctx, rec)
-		if err == nil && cl == nil {
+		nodes, err := c.compatible(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		if len(nodes) == 0 {
 			return nil, sandbox.Errorf(sandbox.KindCapacityExhausted, "no live node can restore the checkpoint of sandbox %s (its node is lost)", id)
 		}
+		return c.onEach(ctx, nodes, id, noderpc.OpResume, account)
 	}
 	if err != nil {
 		return nil, err
@@ -148,11 +154,35 @@ func (c *Control) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	return answer(cl.Op(ctx, id, noderpc.OpResume, noderpc.OpRequest{Account: account}))
 }
 
+// onEach runs op on the first of nodes that takes it: a node without room
+// or that cannot be reached is passed over, as for creates; one that may
+// have received the call is not.
+func (c *Control) onEach(ctx context.Context, nodes []store.Node, id, op, account string) (*sandbox.Record, error) {
+	var last error
+	for _, n := range nodes {
+		cl, err := c.client(n)
+		if err != nil {
+			return nil, err
+		}
+		rec, err := cl.Op(ctx, id, op, noderpc.OpRequest{Account: account})
+		if err == nil || !noderpc.IsDialError(err) && sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
+			return answer(rec, err)
+		}
+		c.log.Info("node cannot take a shared checkpoint; trying the next", "sandbox_id", id, "node", n.ID, "op", op, "err", err)
+		last = err
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	return answer[*sandbox.Record](nil, last)
+}
+
 func shared(rec *sandbox.Record) bool { return rec.Checkpoint != nil && rec.Checkpoint.Shared }
 
-// compatible returns a client of a live node that can restore rec's
-// shared checkpoint (the least loaded), or nil when none can.
-func (c *Control) compatible(ctx context.Context, rec *sandbox.Record) (*noderpc.Client, error) {
+// compatible returns the live nodes that can restore rec's shared
+// checkpoint: those with room by their last report first, least loaded
+// first, then the others (each says for itself whether it has room).
+func (c *Control) compatible(ctx context.Context, rec *sandbox.Record) ([]store.Node, error) {
 	nodes, err := c.cfg.Store.ListNodes(ctx)
 	if err != nil {
 		return nil, err
@@ -163,15 +193,16 @@ func (c *Control) compatible(ctx context.Context, rec *sandbox.Record) (*noderpc
 			fits = append(fits, n)
 		}
 	}
-	if len(fits) == 0 {
-		return nil, nil
+	var out []store.Node
+	for _, cd := range c.candidates(fits, size{rec.Spec.VCPUs, rec.Spec.MemoryMiB, rec.Spec.DiskMiB}) {
+		out = append(out, cd.node)
 	}
-	cands := c.candidates(fits, size{rec.Spec.VCPUs, rec.Spec.MemoryMiB, rec.Spec.DiskMiB})
-	if len(cands) == 0 {
-		// None has room by its last report: the first says so itself.
-		return c.client(fits[0])
+	for _, n := range fits {
+		if !slices.ContainsFunc(out, func(o store.Node) bool { return o.ID == n.ID }) {
+			out = append(out, n)
+		}
 	}
-	return c.client(cands[0].node)
+	return out, nil
 }
 
 // SetNetwork replaces a sandbox's egress policy on its node.
