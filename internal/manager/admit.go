@@ -5,9 +5,9 @@ import (
 )
 
 // admit reserves room for a sandbox of spec's size, or refuses with
-// concurrency_limit_reached when the account runs concurrency sandboxes
-// already, or capacity_exhausted when the host's CPUs, memory or disk are
-// handed out. The caller holds e.mu.
+// capacity_exhausted when the host's CPUs, memory or disk are handed out.
+// The caller holds e.mu. An account's concurrency is not counted here but
+// by the store (AdmitSandbox), so that it holds across every node.
 //
 // Disk: the quotas of live (starting and running) sandboxes, this one's
 // included, must fit the free space of the data dir's file system times
@@ -15,13 +15,13 @@ import (
 // (their checkpoint and upper layer) is already written, so it is already
 // missing from the free space, and it cannot grow while they are paused; a
 // resume is admitted again, quota and all.
-func (m *Manager) admit(e *entry, account string, concurrency int, spec sandbox.Spec) error {
-	return m.fit(e, account, concurrency, spec, false)
+func (m *Manager) admit(e *entry, account string, spec sandbox.Spec) error {
+	return m.fit(e, account, spec, false)
 }
 
 // fit is admit; withoutIdle only asks whether spec would fit once every
 // idle pool member is gone, and reserves nothing.
-func (m *Manager) fit(e *entry, account string, concurrency int, spec sandbox.Spec, withoutIdle bool) error {
+func (m *Manager) fit(e *entry, account string, spec sandbox.Spec, withoutIdle bool) error {
 	free, freeErr := m.diskFree()
 	var idle map[string]bool
 	if withoutIdle {
@@ -29,9 +29,6 @@ func (m *Manager) fit(e *entry, account string, concurrency int, spec sandbox.Sp
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.concurrencyLocked(account, concurrency); err != nil {
-		return err
-	}
 	var cpus, mem, disk int
 	for _, o := range m.live {
 		if idle[o.id] {
@@ -66,31 +63,13 @@ func (m *Manager) fit(e *entry, account string, concurrency int, spec sandbox.Sp
 	return nil
 }
 
-// concurrencyLocked refuses when the account runs concurrency sandboxes
-// already (0: no limit); the caller holds m.mu.
-func (m *Manager) concurrencyLocked(account string, concurrency int) error {
-	if concurrency <= 0 {
-		return nil
-	}
-	running := 0
-	for _, o := range m.live {
-		if o.account == account {
-			running++
-		}
-	}
-	if running >= concurrency {
-		return sandbox.Errorf(sandbox.KindConcurrency, "account %s runs %d sandboxes, its limit", account, running)
-	}
-	return nil
-}
-
 // admitOrEvict is admit that, when the host is full, destroys idle pool
 // members one by one to make room before it refuses, but none when even
 // all of them would not make enough.
-func (m *Manager) admitOrEvict(e *entry, account string, concurrency int, spec sandbox.Spec) error {
+func (m *Manager) admitOrEvict(e *entry, account string, spec sandbox.Spec) error {
 	for {
-		err := m.admit(e, account, concurrency, spec)
-		if sandbox.KindOf(err) != sandbox.KindCapacityExhausted || m.fit(e, account, concurrency, spec, true) != nil || !m.evictIdle() {
+		err := m.admit(e, account, spec)
+		if sandbox.KindOf(err) != sandbox.KindCapacityExhausted || m.fit(e, account, spec, true) != nil || !m.evictIdle() {
 			return err
 		}
 	}

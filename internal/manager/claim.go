@@ -60,25 +60,15 @@ func isDone(inst sandbox.Instance) bool {
 
 // handOver makes member mem the create's sandbox; the caller holds e.mu.
 // Billing starts here: the record's start is now, and the CPU the boot
-// used is the member's, not the account's.
+// used is the member's, not the account's. The record is admitted by the
+// store (the account's concurrency on every node) before the member is
+// given anything of the create, so that a refused member is as it was and
+// goes back to its pool.
 func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, account, keyID string, concurrency int, spec sandbox.Spec) (*sandbox.Record, bool, error) {
-	if err := m.reassign(e, account, concurrency); err != nil {
-		// Back to its pool, unless the filler has replaced it already or
-		// the server is stopping (Close has taken the members).
-		if m.stopping() || !m.pools.putBack(mem) {
-			m.destroyLocked(e, "not needed back in its pool", false)
-		}
-		return nil, true, err
-	}
 	fail := func(what string, err error) (*sandbox.Record, bool, error) {
 		m.log.warn(e.id, what, err)
 		m.destroyLocked(e, what, true)
 		return nil, false, nil
-	}
-	// Not the request's context: a client that goes away mid-claim would
-	// otherwise cost a member.
-	if err := m.applySpec(context.WithoutCancel(ctx), e, spec); err != nil {
-		return fail("giving a pool member its settings", err)
 	}
 	// The boot's CPU is nobody's: without the counter's value now, the
 	// first sample would bill all of it to the account.
@@ -94,28 +84,36 @@ func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, account, 
 	rec := &sandbox.Record{
 		ID: e.id, Account: account, KeyID: keyID, Backend: m.cfg.Backend.Name(), Spec: spec,
 		State: sandbox.StateRunning, CreatedAt: now, StartedAt: &now, LeaseEndsAt: now.Add(spec.Timeout),
+		Node: m.cfg.Node,
 	}
 	rec.Usage.SampledAt, rec.Usage.CPUCounterNs = now, counter
-	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), rec); err != nil {
+	// Not the request's context: a client that goes away mid-claim would
+	// otherwise cost a member.
+	ctx = context.WithoutCancel(ctx)
+	if err := m.cfg.Store.AdmitSandbox(ctx, rec, concurrency); err != nil {
+		if sandbox.KindOf(err) == sandbox.KindConcurrency {
+			// Back to its pool, unless the filler has replaced it
+			// already or the server is stopping (Close has taken the
+			// members).
+			if m.stopping() || !m.pools.putBack(mem) {
+				m.destroyLocked(e, "not needed back in its pool", false)
+			}
+			return nil, true, err
+		}
 		m.log.warn(e.id, "recording a claimed pool member", err)
 		m.destroyLocked(e, "its record could not be written", true)
 		return nil, true, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be recorded")
 	}
+	m.mu.Lock()
+	e.account = account
+	m.mu.Unlock()
+	if err := m.applySpec(ctx, e, spec); err != nil {
+		m.cfg.Store.DeleteSandbox(ctx, e.id)
+		return fail("giving a pool member its settings", err)
+	}
 	m.indexAddr(e, spec.Network)
 	m.log.info(e.id, "sandbox started", "vcpus", spec.VCPUs, "memory_mib", spec.MemoryMiB, "pool", true, "age_ms", now.Sub(mem.born).Milliseconds())
 	return rec, true, nil
-}
-
-// reassign moves an admitted member from the pool to the account,
-// refusing as admit does when the account runs its limit already.
-func (m *Manager) reassign(e *entry, account string, concurrency int) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.concurrencyLocked(account, concurrency); err != nil {
-		return err
-	}
-	e.account = account
-	return nil
 }
 
 // applySpec gives a member what a create sets at boot for a cold sandbox:

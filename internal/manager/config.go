@@ -19,6 +19,19 @@ type Config struct {
 	Store   store.Store
 	Logger  *slog.Logger
 
+	// Node is the id of the node this manager runs on, in a store many
+	// nodes share ("" on a single box). Its records carry it, and its
+	// passes (recovery, reaper, meter, limits) act on those records only.
+	Node string
+	// NodeCompat is what a checkpoint this node saves needs to be restored
+	// (the runsc build and the CPU features, store.Node.Compat).
+	NodeCompat string
+	// SharedCheckpoints says the backend keeps paused sandboxes'
+	// checkpoints in storage every node shares
+	// (sandbox.BackendConfig.SharedCheckpoints): a paused sandbox of
+	// another node with a compatible checkpoint may be resumed here.
+	SharedCheckpoints bool
+
 	DefaultVCPUs     int
 	DefaultMemoryMiB int
 	MinVCPUs         int
@@ -153,6 +166,8 @@ func (c *Config) Validate() error {
 		return errors.New("overcommit ratio must be positive")
 	case c.DefaultConcurrency < 1:
 		return errors.New("default concurrency must be at least 1")
+	case c.SharedCheckpoints && c.NodeCompat == "":
+		return errors.New("shared checkpoints need the node's compat string")
 	}
 	if err := c.Prices.Validate(); err != nil {
 		return err

@@ -62,7 +62,7 @@ func (m *Manager) retireOld() {
 // it did (so that the caller goes on).
 func (m *Manager) fillOne() bool {
 	key, ok := m.pools.short()
-	if !ok {
+	if !ok || m.Fenced() {
 		return false
 	}
 	for wait := time.Duration(0); !m.pools.quiet(fillQuiet) && wait < fillYield; wait += 10 * time.Millisecond {
@@ -81,7 +81,7 @@ func (m *Manager) fillOne() bool {
 	e := m.lock(id)
 	defer e.mu.Unlock()
 	spec := m.memberSpec(key)
-	if err := m.admit(e, "", 0, spec); err != nil {
+	if err := m.admit(e, "", spec); err != nil {
 		m.pools.setBlocked(key, true)
 		return false
 	}

@@ -12,6 +12,9 @@ import (
 // Create validates, admits and starts a sandbox. A refused or failed
 // create leaves nothing behind: not a record, not a sandbox on the backend.
 func (m *Manager) Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
+	if err := m.serving(); err != nil {
+		return nil, err
+	}
 	spec, err := m.specFor(req)
 	if err != nil {
 		return nil, err
@@ -30,15 +33,17 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 	id := newID()
 	e := m.lock(id)
 	defer e.mu.Unlock()
-	if err := m.admitOrEvict(e, account, acct.Concurrency, spec); err != nil {
+	if err := m.admitOrEvict(e, account, spec); err != nil {
 		return nil, err
 	}
 	now := m.now()
 	rec := &sandbox.Record{
 		ID: id, Account: account, KeyID: keyID, Backend: m.cfg.Backend.Name(), Spec: spec,
 		State: sandbox.StateStarting, CreatedAt: now, LeaseEndsAt: now.Add(spec.Timeout),
+		Node: m.cfg.Node,
 	}
-	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
+	// The store counts the account's live sandboxes on every node.
+	if err := m.cfg.Store.AdmitSandbox(ctx, rec, acct.Concurrency); err != nil {
 		m.release(e)
 		return nil, err
 	}
@@ -60,6 +65,9 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 	running.State, running.StartedAt = sandbox.StateRunning, &started
 	running.Usage.SampledAt, running.Usage.CPUCounterNs = started, 0
 	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &running); err != nil {
+		if stale(err) {
+			return nil, m.dropStale(ctx, e, &running)
+		}
 		// Unrecorded, it would run unbilled: it goes.
 		m.log.warn(id, "recording the start", err)
 		m.finish(ctx, e, sandbox.EndError, "recording the start failed")
@@ -100,6 +108,9 @@ func (m *Manager) moveLease(ctx context.Context, account, id string, timeout tim
 	if err := m.checkTimeout(int(timeout/time.Second), timeout); err != nil {
 		return nil, err
 	}
+	if err := m.serving(); err != nil {
+		return nil, err
+	}
 	e := m.lock(id)
 	defer e.mu.Unlock()
 	rec, err := m.get(ctx, account, id)
@@ -109,14 +120,25 @@ func (m *Manager) moveLease(ctx context.Context, account, id string, timeout tim
 	if rec.State != sandbox.StateRunning {
 		return nil, stateError(rec, "extend")
 	}
-	m.settle(ctx, e, rec, m.now())
+	if !m.ours(rec) {
+		return nil, elsewhere(rec, "extend")
+	}
+	if err := m.settle(ctx, e, rec, m.now()); stale(err) {
+		return nil, m.dropStale(ctx, e, rec)
+	}
 	if err := m.checkMaxCost(rec.Spec, rec.Usage.CostNanos, timeout); err != nil {
 		return nil, err
 	}
 	if end := m.now().Add(timeout); exact || end.After(rec.LeaseEndsAt) {
 		rec.LeaseEndsAt = end
 	}
-	return rec, m.cfg.Store.PutSandbox(ctx, rec)
+	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
+		if stale(err) {
+			return nil, m.dropStale(ctx, e, rec)
+		}
+		return nil, err
+	}
+	return rec, nil
 }
 
 // Stop ends a sandbox (running or paused) with reason stopped. Stopping an
@@ -131,16 +153,27 @@ func (m *Manager) Stop(ctx context.Context, account, id string) (*sandbox.Record
 	if rec.State == sandbox.StateEnded {
 		return rec, nil
 	}
+	// A paused sandbox whose checkpoint is shared is any node's to stop
+	// (its own node may be gone): the checkpoint goes with it.
+	if !m.ours(rec) && !(sharedCheckpoint(rec) && m.cfg.SharedCheckpoints) {
+		return nil, elsewhere(rec, "stop")
+	}
 	return m.finish(ctx, e, sandbox.EndStopped, "")
 }
 
 // Pause checkpoints a running sandbox.
 func (m *Manager) Pause(ctx context.Context, account, id string) (*sandbox.Record, error) {
+	if err := m.serving(); err != nil {
+		return nil, err
+	}
 	e := m.lock(id)
 	defer e.mu.Unlock()
 	rec, err := m.get(ctx, account, id)
 	if err != nil {
 		return nil, err
+	}
+	if rec.State == sandbox.StateRunning && !m.ours(rec) {
+		return nil, elsewhere(rec, "pause")
 	}
 	if rec.State != sandbox.StateRunning || e.inst == nil {
 		return nil, stateError(rec, "pause")
@@ -157,7 +190,9 @@ func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sa
 	// Before the checkpoint: the CPU counter goes with the cgroup. Billing
 	// switches from running to paused at this moment.
 	now := m.now()
-	m.settle(ctx, e, rec, now)
+	if err := m.settle(ctx, e, rec, now); stale(err) {
+		return nil, m.dropStale(ctx, e, rec)
+	}
 	if err := m.cfg.Backend.Pause(ctx, e.id); err != nil {
 		m.log.warn(e.id, "pausing sandbox", err)
 		m.finish(ctx, e, sandbox.EndError, "the sandbox could not be paused")
@@ -170,7 +205,17 @@ func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sa
 	retention := now.Add(m.cfg.Retention)
 	paused.State, paused.PausedAt, paused.RetentionEndsAt = sandbox.StatePaused, &now, &retention
 	paused.Usage.SampledAt = now
+	paused.Checkpoint = nil
+	if m.cfg.SharedCheckpoints {
+		// The backend left it in the shared storage: any node that can
+		// restore it may resume it.
+		paused.Checkpoint = &sandbox.Checkpoint{Shared: true, Compat: m.cfg.NodeCompat}
+	}
 	if err := m.cfg.Store.PutSandbox(ctx, &paused); err != nil {
+		if stale(err) {
+			// Its checkpoint goes too: the record is not ours to pause.
+			return nil, m.dropStale(ctx, e, rec)
+		}
 		m.log.warn(e.id, "recording the pause", err)
 		if m.undoPause(ctx, e, account, spec) {
 			return nil, sandbox.Wrap(sandbox.KindInternal, err, "the pause could not be recorded; the sandbox keeps running")
@@ -199,8 +244,18 @@ func (m *Manager) undoPause(ctx context.Context, e *entry, account string, spec 
 
 // Resume restores a paused sandbox; its lease then runs its full timeout
 // again from now. The record is read once the lock is held: a sandbox that
-// another call resumed, stopped or ended meanwhile is a conflict.
+// another call resumed, stopped or ended meanwhile is a conflict. A paused
+// sandbox of another node is resumed here when its checkpoint is in the
+// shared storage and this node can restore it; it is this node's then.
+//
+// The record is admitted as starting before the backend restores it: the
+// store counts it against the account's concurrency on every node, and of
+// two nodes resuming one shared checkpoint only the first write wins, so
+// the sandbox never runs twice.
 func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Record, error) {
+	if err := m.serving(); err != nil {
+		return nil, err
+	}
 	e := m.lock(id)
 	defer e.mu.Unlock()
 	rec, err := m.get(ctx, account, id)
@@ -210,9 +265,14 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	if rec.State != sandbox.StatePaused || e.inst != nil {
 		return nil, stateError(rec, "resume")
 	}
+	if err := m.canRestore(rec); err != nil {
+		return nil, err
+	}
 	// Billing switches from paused to running at this moment.
 	switched := m.now()
-	m.settle(ctx, e, rec, switched)
+	if err := m.settle(ctx, e, rec, switched); stale(err) {
+		return nil, m.dropStale(ctx, e, rec)
+	}
 	acct, err := m.checkMoney(ctx, rec.Account, rec.KeyID, rec.Spec, rec.Usage.CostNanos)
 	if err != nil {
 		return nil, err
@@ -221,23 +281,46 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	m.pools.busy()
 	defer m.pools.busy()
 	defer m.pools.creating.Add(-1)
-	if err := m.admitOrEvict(e, rec.Account, acct.Concurrency, rec.Spec); err != nil {
+	if err := m.admitOrEvict(e, rec.Account, rec.Spec); err != nil {
 		return nil, err
+	}
+	starting := *rec
+	starting.State, starting.Node = sandbox.StateStarting, m.cfg.Node
+	if err := m.cfg.Store.AdmitSandbox(ctx, &starting, acct.Concurrency); err != nil {
+		m.release(e)
+		if stale(err) {
+			return nil, sandbox.Errorf(sandbox.KindConflict, "sandbox %s changed meanwhile (another node may have resumed it)", id)
+		}
+		return nil, err
+	}
+	// stillPaused puts the record back as it was, with the version the
+	// starting write gave it.
+	stillPaused := func() {
+		back := *rec
+		back.Version = starting.Version
+		if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &back); err != nil {
+			m.log.warn(id, "recording that the sandbox stays paused", err)
+		}
 	}
 	inst, err := m.cfg.Backend.Resume(ctx, id, rec.Spec)
 	if err != nil {
 		m.release(e)
+		stillPaused()
 		m.log.warn(id, "resuming sandbox", err)
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be resumed; it stays paused")
 	}
 	m.attach(e, inst)
 	m.indexAddr(e, rec.Spec.Network)
 	now := m.now()
-	running := *rec
+	running := starting
 	running.State, running.PausedAt, running.RetentionEndsAt = sandbox.StateRunning, nil, nil
+	running.Checkpoint = nil
 	running.LeaseEndsAt = now.Add(rec.Spec.Timeout)
 	running.Usage.SampledAt, running.Usage.CPUCounterNs = switched, 0
 	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &running); err != nil {
+		if stale(err) {
+			return nil, m.dropStale(ctx, e, &running)
+		}
 		// Unrecorded, it would run billed as paused: it is paused again.
 		m.log.warn(id, "recording the resume", err)
 		if perr := m.cfg.Backend.Pause(context.WithoutCancel(ctx), id); perr != nil {
@@ -247,14 +330,38 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 		}
 		m.release(e)
 		m.closeFlows(id)
+		stillPaused()
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the resume could not be recorded; the sandbox stays paused")
 	}
-	m.log.info(id, "sandbox resumed")
+	m.log.info(id, "sandbox resumed", "from_node", rec.Node)
 	return &running, nil
+}
+
+// canRestore refuses the resume of a paused record whose checkpoint this
+// node cannot restore: one on another node's own disk, or one made with
+// another runsc build or other CPU features.
+func (m *Manager) canRestore(rec *sandbox.Record) error {
+	cp := rec.Checkpoint
+	if cp == nil || !cp.Shared {
+		if !m.ours(rec) {
+			return sandbox.Errorf(sandbox.KindConflict, "the checkpoint of sandbox %s is on the disk of node %s; only that node can resume it", rec.ID, rec.Node)
+		}
+		return nil
+	}
+	if !m.cfg.SharedCheckpoints {
+		return sandbox.Errorf(sandbox.KindConflict, "the checkpoint of sandbox %s is in the shared checkpoint storage, which this node does not use", rec.ID)
+	}
+	if cp.Compat != m.cfg.NodeCompat {
+		return sandbox.Errorf(sandbox.KindConflict, "the checkpoint of sandbox %s was made on node %s with %s; this node offers %s", rec.ID, rec.Node, cp.Compat, m.cfg.NodeCompat)
+	}
+	return nil
 }
 
 // Agent returns a round tripper to a running sandbox's agent.
 func (m *Manager) Agent(ctx context.Context, account, id string) (http.RoundTripper, error) {
+	if err := m.serving(); err != nil {
+		return nil, err
+	}
 	m.pools.busy()
 	m.mu.Lock()
 	e := m.live[id]
@@ -266,6 +373,9 @@ func (m *Manager) Agent(ctx context.Context, account, id string) (http.RoundTrip
 	rec, err := m.get(ctx, account, id)
 	if err != nil {
 		return nil, err
+	}
+	if rec.State == sandbox.StateRunning && !m.ours(rec) {
+		return nil, elsewhere(rec, "use")
 	}
 	if rec.State != sandbox.StateRunning || t == nil {
 		return nil, stateError(rec, "use")

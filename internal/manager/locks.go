@@ -41,6 +41,8 @@ type entry struct {
 	// cpuWarned says the CPU counter's failure was logged once; guarded
 	// by e.mu.
 	cpuWarned bool
+	// frozen says Fence froze the instance; guarded by Manager.mu.
+	frozen bool
 }
 
 // entryLock is an entry's mutex. Its Unlock also drops the reference that

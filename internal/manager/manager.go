@@ -27,6 +27,9 @@ type Manager struct {
 	byAddr  map[netip.Addr]*entry
 	waiting map[string]bool // ids a background pass waits to lock (whenFree)
 	pools   *pools
+	// fenced is set while the node cannot renew its lease (fence.go);
+	// guarded by mu.
+	fenced bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -79,7 +82,7 @@ func (m *Manager) release(e *entry) {
 	}
 	m.unindexAddrLocked(e)
 	t := e.transport
-	e.inst, e.transport = nil, nil
+	e.inst, e.transport, e.frozen = nil, nil, false
 	m.mu.Unlock()
 	if t != nil {
 		t.CloseIdleConnections()
@@ -92,7 +95,14 @@ func (m *Manager) attach(e *entry, inst sandbox.Instance) {
 	t := newAgentTransport(inst)
 	m.mu.Lock()
 	e.inst, e.transport = inst, t
+	// Under mu with Fence's snapshot: a sandbox that comes up while the
+	// node is fenced is frozen once, here or there.
+	freeze := m.fenced && !e.frozen
+	e.frozen = e.frozen || freeze
 	m.mu.Unlock()
+	if freeze {
+		m.freeze(context.Background(), e.id) // logged
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -124,13 +134,26 @@ func (m *Manager) ended(id string, inst sandbox.Instance, reason sandbox.EndReas
 // a record the store could not update still says running or paused with
 // nothing behind it, which the reaper ends at its deadline and a second
 // stop ends at once.
+//
+// An end with reason node_lost is not settled: the node was declared lost,
+// and what it ran is billed to its last report. A record another node
+// holds is not written (only what runs here goes), unless it is a paused
+// sandbox with a shared checkpoint, which any node may end. A write the
+// store refuses as stale leaves the record as the other writer made it.
 func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason, msg string) (*sandbox.Record, error) {
 	ctx = context.WithoutCancel(ctx)
 	rec, getErr := m.cfg.Store.GetSandbox(ctx, e.id)
+	if getErr == nil && !m.ours(rec) && !sharedCheckpoint(rec) {
+		m.teardown(ctx, e)
+		return rec, nil
+	}
 	now := m.now()
-	if getErr == nil && rec.State != sandbox.StateEnded {
+	if getErr == nil && rec.State != sandbox.StateEnded && reason != sandbox.EndNodeLost {
 		// Before the teardown: the CPU counter goes with the sandbox.
-		m.settle(ctx, e, rec, now)
+		if err := m.settle(ctx, e, rec, now); stale(err) {
+			m.teardown(ctx, e)
+			return m.afterStale(ctx, e.id)
+		}
 	}
 	if err := m.cfg.Backend.Destroy(ctx, e.id); err != nil {
 		m.log.warn(e.id, "destroying sandbox", err)
@@ -152,10 +175,23 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 	rec.State, rec.EndedAt, rec.EndReason, rec.EndMessage = sandbox.StateEnded, &now, reason, msg
 	rec.RetentionEndsAt = nil
 	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
+		if stale(err) {
+			return m.afterStale(ctx, e.id)
+		}
 		return nil, fmt.Errorf("recording end of %s: %w", e.id, err)
 	}
 	m.log.info(e.id, "sandbox ended", "reason", string(reason), "cost_nanos", rec.Usage.CostNanos)
 	return rec, nil
+}
+
+// afterStale is what finish returns when another process wrote the record
+// first: the record as it is now when it has ended, else a conflict.
+func (m *Manager) afterStale(ctx context.Context, id string) (*sandbox.Record, error) {
+	m.log.warn(id, "the record changed meanwhile: it is left as the other writer made it", store.ErrStale)
+	if rec, err := m.cfg.Store.GetSandbox(ctx, id); err == nil && rec.State == sandbox.StateEnded {
+		return rec, nil
+	}
+	return nil, sandbox.Errorf(sandbox.KindConflict, "sandbox %s changed meanwhile (another process ended or moved it); it does not run on this node any more", id)
 }
 
 // Close stops the reaper, the watchers and the pools' filler, destroys

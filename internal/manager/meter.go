@@ -79,29 +79,37 @@ func (m *Manager) samplePaused(ctx context.Context, rec *sandbox.Record, now tim
 
 // settle brings a sandbox's usage up to now, whatever its state. The
 // caller holds e.mu; now is also when the change that follows (an end, a
-// pause) is recorded, so that the bill and the record agree.
-func (m *Manager) settle(ctx context.Context, e *entry, rec *sandbox.Record, now time.Time) {
+// pause) is recorded, so that the bill and the record agree. It logs what
+// fails and returns it: store.ErrStale says the record is not this node's
+// to write any more (see dropStale).
+func (m *Manager) settle(ctx context.Context, e *entry, rec *sandbox.Record, now time.Time) error {
 	var err error
 	switch rec.State {
 	case sandbox.StateRunning:
 		if e.inst == nil {
 			// Not attached (it died while no server watched): when it
 			// stopped is unknown, so it is billed to its last sample only.
-			return
+			return nil
 		}
 		err = m.sample(ctx, e, rec, now)
 	case sandbox.StatePaused:
 		err = m.samplePaused(ctx, rec, now)
 	}
-	if err != nil {
+	if err != nil && !stale(err) {
 		m.log.warn(rec.ID, "metering", err)
 	}
+	return err
 }
 
-// Meter samples every live and paused sandbox, then ends the sandboxes of
-// keys past their daily limit and of trials past their hours.
+// Meter samples every live and paused sandbox of this node, then ends the
+// sandboxes of keys past their daily limit and of trials past their hours.
+// A fenced node bills nothing: it cannot tell whether its records are its
+// own any more.
 func (m *Manager) Meter(ctx context.Context) {
-	recs, err := m.list(ctx, "", sandbox.StateRunning, sandbox.StatePaused)
+	if m.Fenced() {
+		return
+	}
+	recs, err := m.mine(ctx, sandbox.StateRunning, sandbox.StatePaused)
 	if err != nil {
 		m.cfg.Logger.Warn("listing sandboxes to meter", "err", err)
 		return
@@ -117,8 +125,10 @@ func (m *Manager) Meter(ctx context.Context) {
 		if e == nil {
 			continue
 		}
-		if rec, err := m.cfg.Store.GetSandbox(ctx, r.ID); err == nil && (rec.State != sandbox.StateRunning || e.inst != nil) {
-			m.settle(ctx, e, rec, m.now())
+		if rec, err := m.cfg.Store.GetSandbox(ctx, r.ID); err == nil && m.ours(rec) && (rec.State != sandbox.StateRunning || e.inst != nil) {
+			if err := m.settle(ctx, e, rec, m.now()); stale(err) {
+				m.dropStale(ctx, e, rec)
+			}
 		}
 		e.mu.Unlock()
 	}

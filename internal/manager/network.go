@@ -73,6 +73,9 @@ func (m *Manager) SetNetwork(ctx context.Context, account, id string, n api.Netw
 	if err != nil {
 		return nil, err
 	}
+	if err := m.serving(); err != nil {
+		return nil, err
+	}
 	e := m.lock(id)
 	defer e.mu.Unlock()
 	rec, err := m.get(ctx, account, id)
@@ -81,6 +84,9 @@ func (m *Manager) SetNetwork(ctx context.Context, account, id string, n api.Netw
 	}
 	if rec.State != sandbox.StateRunning && rec.State != sandbox.StatePaused {
 		return nil, stateError(rec, "change the network of")
+	}
+	if !m.ours(rec) {
+		return nil, elsewhere(rec, "change the network of")
 	}
 	if rec.State == sandbox.StateRunning && e.inst != nil {
 		if nb, ok := m.cfg.Backend.(sandbox.Networked); ok {
@@ -94,6 +100,9 @@ func (m *Manager) SetNetwork(ctx context.Context, account, id string, n api.Netw
 	}
 	rec.Spec.Network = policy
 	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
+		if stale(err) {
+			return nil, m.dropStale(ctx, e, rec)
+		}
 		return nil, err
 	}
 	m.log.info(id, "network policy changed", "internet", policy.Internet, "allow", len(policy.Allow))

@@ -7,12 +7,13 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// Recover reattaches the sandboxes an earlier server left running, ends
-// those it cannot reach with reason host_restart, removes every leftover of
-// sandboxes that are not kept (an earlier server's pool members among
-// them: they have no record), and starts the reaper and the pools' filler.
+// Recover reattaches the sandboxes an earlier server of this node left
+// running, ends those it cannot reach with reason host_restart, removes
+// every leftover of sandboxes that are not kept (an earlier server's pool
+// members among them: they have no record; and what other nodes hold),
+// and starts the reaper and the pools' filler.
 func (m *Manager) Recover(ctx context.Context) error {
-	recs, err := m.list(ctx, "", sandbox.StateStarting, sandbox.StateRunning)
+	recs, err := m.mine(ctx, sandbox.StateStarting, sandbox.StateRunning)
 	if err != nil {
 		return err
 	}
@@ -32,7 +33,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		e.mu.Unlock()
 	}
 	keep := map[string]bool{}
-	kept, err := m.list(ctx, "", sandbox.StateRunning, sandbox.StatePaused)
+	kept, err := m.mine(ctx, sandbox.StateRunning, sandbox.StatePaused)
 	if err != nil {
 		return err
 	}
@@ -66,10 +67,14 @@ func (m *Manager) every(interval time.Duration, f func(context.Context)) {
 	}()
 }
 
-// Reap ends or pauses every sandbox whose lease is over and removes every
-// paused sandbox whose retention is over.
+// Reap ends or pauses every sandbox of this node whose lease is over and
+// removes every paused one whose retention is over. A fenced node reaps
+// nothing: its records may not be its own any more.
 func (m *Manager) Reap(ctx context.Context) {
-	recs, err := m.list(ctx, "", sandbox.StateRunning, sandbox.StatePaused)
+	if m.Fenced() {
+		return
+	}
+	recs, err := m.mine(ctx, sandbox.StateRunning, sandbox.StatePaused)
 	if err != nil {
 		m.cfg.Logger.Warn("listing sandboxes to reap", "err", err)
 		return
@@ -91,7 +96,7 @@ func (m *Manager) reapOne(ctx context.Context, id string) {
 func (m *Manager) reapLocked(ctx context.Context, e *entry) {
 	id := e.id
 	rec, err := m.cfg.Store.GetSandbox(ctx, id)
-	if err != nil {
+	if err != nil || !m.ours(rec) {
 		return
 	}
 	now := m.now()

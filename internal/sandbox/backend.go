@@ -58,6 +58,12 @@ type BackendConfig struct {
 	// Egress, when set, wires every sandbox to the host's egress proxy and
 	// resolver; without it sandboxes have no network at all.
 	Egress *EgressWiring
+	// SharedCheckpoints, when set, is a directory every node of an
+	// installation mounts: Pause leaves there, under <id>/, everything a
+	// Resume needs, so that any node with the same directory (and the
+	// same cache) can resume the sandbox; Destroy removes it. Sandboxes
+	// that are not paused keep their state in DataDir.
+	SharedCheckpoints string
 }
 
 // EgressWiring says where a sandbox's traffic goes on the host.
@@ -135,4 +141,15 @@ type Warmer interface {
 	StartWarm(ctx context.Context, id string, spec Spec) (Instance, error)
 	// Claim gives a sandbox StartWarm booted the CPU priority of any other.
 	Claim(ctx context.Context, id string) error
+}
+
+// Freezer is the optional capability of a backend to stop a live
+// sandbox's processes where they are and let them go on later, without a
+// checkpoint: a node that cannot reach the store freezes what it runs, so
+// that nothing acts while another process may be ending its records.
+type Freezer interface {
+	// Freeze stops every process of sandbox id; it keeps its memory.
+	Freeze(ctx context.Context, id string) error
+	// Thaw lets a frozen sandbox go on.
+	Thaw(ctx context.Context, id string) error
 }

@@ -18,7 +18,7 @@ const Name = "gvisor"
 
 func init() {
 	sandbox.RegisterBackend(Name, func(cfg sandbox.BackendConfig) (sandbox.Backend, error) {
-		return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Egress: cfg.Egress})
+		return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Egress: cfg.Egress, SharedCheckpoints: cfg.SharedCheckpoints})
 	})
 }
 
@@ -36,6 +36,10 @@ type Config struct {
 	// Egress wires sandboxes to the host's egress services (nil: no
 	// network at all).
 	Egress *sandbox.EgressWiring
+	// SharedCheckpoints, when set, is the directory every node mounts
+	// where paused sandboxes' checkpoints are kept (one <id>/ each), so
+	// that another node's backend with the same cache can resume them.
+	SharedCheckpoints string
 }
 
 // Backend runs sandboxes with runsc.
@@ -54,6 +58,7 @@ var (
 	_ sandbox.Backend   = (*Backend)(nil)
 	_ sandbox.Meter     = (*Backend)(nil)
 	_ sandbox.Networked = (*Backend)(nil)
+	_ sandbox.Freezer   = (*Backend)(nil)
 )
 
 // New checks the configuration and prepares the host (cgroup parents).
@@ -85,6 +90,11 @@ func New(cfg Config) (*Backend, error) {
 	}
 	if err := prepareCgroups(); err != nil {
 		return nil, err
+	}
+	if d := cfg.SharedCheckpoints; d != "" {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("shared checkpoint dir: %w", err)
+		}
 	}
 	b := &Backend{cfg: cfg, agentDir: agentDir, instances: map[string]*instance{}, links: map[string]network.Link{}}
 	if w := cfg.Egress; w != nil {
@@ -129,16 +139,24 @@ type paths struct {
 	bundle     string
 	upper      string
 	checkpoint string
-	run        string // RunDir/ID
-	sock       string // directory bind-mounted at /run/withruntime
-	netns      string
-	pidFile    string
+	// shared is SharedCheckpoints/ID ("" without shared checkpoints):
+	// what a paused sandbox leaves for any node to resume.
+	shared  string
+	run     string // RunDir/ID
+	sock    string // directory bind-mounted at /run/withruntime
+	netns   string
+	pidFile string
 }
 
 func (b *Backend) paths(id string) paths {
 	state := filepath.Join(b.cfg.DataDir, "sandboxes", id)
 	run := filepath.Join(b.cfg.RunDir, id)
+	var shared string
+	if b.cfg.SharedCheckpoints != "" {
+		shared = filepath.Join(b.cfg.SharedCheckpoints, id)
+	}
 	return paths{
+		shared:     shared,
 		state:      state,
 		bundle:     filepath.Join(state, "bundle"),
 		upper:      filepath.Join(state, "upper"),

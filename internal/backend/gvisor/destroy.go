@@ -40,6 +40,11 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	if err := os.RemoveAll(p.state); err != nil {
 		errs = append(errs, err)
 	}
+	if p.shared != "" {
+		if err := os.RemoveAll(p.shared); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
