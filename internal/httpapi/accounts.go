@@ -40,15 +40,9 @@ func (s *server) createAccount(w http.ResponseWriter, r *http.Request, c caller)
 		Concurrency:  req.Concurrency,
 		TrialSeconds: trial,
 	}
-	s.accountsMu.Lock()
-	defer s.accountsMu.Unlock()
-	switch _, err := s.cfg.Store.GetAccount(r.Context(), a.ID); {
-	case err == nil:
-		return sandbox.Errorf(sandbox.KindConflict, "account %s already exists", a.ID)
-	case sandbox.KindOf(err) != sandbox.KindNotFound:
-		return err
-	}
-	if err := s.cfg.Store.PutAccount(r.Context(), a); err != nil {
+	// The store takes the name in one step: of two API servers creating
+	// it at once, one gets a conflict.
+	if err := s.cfg.Store.CreateAccount(r.Context(), a); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusCreated, s.accountView(a, 0))

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"context"
-
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
 )
@@ -17,13 +15,10 @@ import (
 
 // bindToMaker makes k, about to be created by the non-admin caller, answer
 // to the caller: its parent is the caller's key and its daily limit is
-// within the caller's. The caller holds s.keysMu, so the caller's key
-// cannot be removed before k is stored.
-func (s *server) bindToMaker(ctx context.Context, c caller, k *store.Key, requested int64) error {
-	keys, err := s.cfg.Store.ListKeys(ctx, c.account)
-	if err != nil {
-		return err
-	}
+// within the caller's, as keys (the caller's account's) say. createKey
+// checks it again over the keys of the transaction that stores k, so the
+// caller's key cannot be removed before k is stored.
+func bindToMaker(c caller, keys []store.Key, k *store.Key, requested int64) error {
 	tree := store.NewKeyTree(keys)
 	if _, ok := tree.Key(c.keyID); !ok {
 		// Removed since the request was authenticated.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -47,20 +48,42 @@ func (s *server) createKey(w http.ResponseWriter, r *http.Request, c caller) err
 	secret, k := newKey(account, kind)
 	k.Name = req.Name
 	k.DailyLimitMicros = req.DailyLimitMicros
-	s.keysMu.Lock()
-	defer s.keysMu.Unlock()
-	if c.kind != store.KeyAdmin {
-		if err := s.bindToMaker(r.Context(), c, &k, req.DailyLimitMicros); err != nil {
-			return err
-		}
+	if c.kind == store.KeyAdmin {
+		err = s.cfg.Store.PutKey(r.Context(), k)
+	} else {
+		err = s.putBoundKey(r.Context(), c, &k, req.DailyLimitMicros)
 	}
-	if err := s.cfg.Store.PutKey(r.Context(), k); err != nil {
+	if err != nil {
 		return err
 	}
 	v := keyView(k)
 	v.Secret = secret
 	writeJSON(w, http.StatusCreated, v)
 	return nil
+}
+
+// putBoundKey stores k, made by the non-admin caller, bound to the caller's
+// key (bindToMaker). The binding is made from a read of the keys and
+// checked again in the store's transaction that inserts k: another API
+// server removing the caller's key meanwhile refuses the insert.
+func (s *server) putBoundKey(ctx context.Context, c caller, k *store.Key, requested int64) error {
+	keys, err := s.cfg.Store.ListKeys(ctx, c.account)
+	if err != nil {
+		return err
+	}
+	if err := bindToMaker(c, keys, k, requested); err != nil {
+		return err
+	}
+	return s.cfg.Store.PutKeyIf(ctx, *k, func(keys []store.Key) error {
+		again := *k
+		if err := bindToMaker(c, keys, &again, requested); err != nil {
+			return err
+		}
+		if again.Parent != k.Parent || again.DailyLimitMicros != k.DailyLimitMicros {
+			return sandbox.Errorf(sandbox.KindConflict, "the keys of account %s changed meanwhile: try again", c.account)
+		}
+		return nil
+	})
 }
 
 func (s *server) listKeys(w http.ResponseWriter, r *http.Request, c caller) error {
@@ -98,12 +121,22 @@ func (s *server) deleteKey(w http.ResponseWriter, r *http.Request, c caller) err
 	if c.kind == store.KeyAdmin {
 		account = ""
 	}
-	s.keysMu.Lock()
-	defer s.keysMu.Unlock()
-	keys, err := s.cfg.Store.ListKeys(r.Context(), account)
+	// The rules are checked over the keys read in the transaction that
+	// removes the key: two API servers removing the last two admin keys at
+	// once cannot both succeed.
+	err := s.cfg.Store.DeleteKeyIf(r.Context(), id, account, func(keys []store.Key) error {
+		return mayDelete(c, keys, id)
+	})
 	if err != nil {
 		return err
 	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// mayDelete refuses what deleteKey must not do to key id, over keys (the
+// caller's account's, or every key for the admin key).
+func mayDelete(c caller, keys []store.Key, id string) error {
 	var target *store.Key
 	admins := 0
 	for i, k := range keys {
@@ -122,14 +155,7 @@ func (s *server) deleteKey(w http.ResponseWriter, r *http.Request, c caller) err
 	case target.Kind == store.KeyAdmin && admins == 1:
 		return sandbox.Errorf(sandbox.KindConflict, "key %s is the last admin key: create another before removing it", id)
 	}
-	if err := mayRemove(c, store.NewKeyTree(keys), id); err != nil {
-		return err
-	}
-	if err := s.cfg.Store.DeleteKey(r.Context(), id); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return mayRemove(c, store.NewKeyTree(keys), id)
 }
 
 // keyView is a key as the API shows it, without its secret.

@@ -93,12 +93,6 @@ type server struct {
 	mux      *http.ServeMux
 	trials   *trialLimiter
 
-	// accountsMu makes checking that an account name is free and taking it
-	// one step.
-	accountsMu sync.Mutex
-	// keysMu makes counting admin keys and removing one a single step.
-	keysMu sync.Mutex
-
 	// mcp serves /v1/mcp (mcp.go), made on first use.
 	mcpOnce sync.Once
 	mcp     http.Handler
