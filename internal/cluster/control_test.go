@@ -43,13 +43,18 @@ func TestPlacementSpreadsByLoad(t *testing.T) {
 	if want := []string{"b", "b", "a", "b", "a", "b"}; !slices.Equal(got, want) {
 		t.Errorf("placements: got %v, want %v", got, want)
 	}
+	// With no room anywhere by the reports, the least loaded live node (a,
+	// on a tie by id) is asked once, and says it has none.
+	for _, n := range []*fakeNode{a, b, full} {
+		n.refuse = sandbox.KindCapacityExhausted
+	}
 	_, err := c.Create(t.Context(), "acct", "key", api.CreateSandboxRequest{})
 	if k := sandbox.KindOf(err); k != sandbox.KindCapacityExhausted || !strings.Contains(err.Error(), "no node has room") {
 		t.Errorf("create on full nodes: got %v, want capacity_exhausted: no node has room", err)
 	}
-	for _, n := range []*fakeNode{full, expired, lost} {
-		if creates, _ := n.counts(); creates != 0 {
-			t.Errorf("node %s (full, expired or lost) was sent %d creates", n.id, creates)
+	for n, want := range map[*fakeNode]int{a: 3, b: 4, full: 0, expired: 0, lost: 0} {
+		if creates, _ := n.counts(); creates != want {
+			t.Errorf("node %s was sent %d creates, want %d", n.id, creates, want)
 		}
 	}
 	// What Get and List read is the store's, with the node.
@@ -73,30 +78,39 @@ func TestCreateRetries(t *testing.T) {
 	tests := []struct {
 		name string
 		// first is the least loaded node, second the next.
-		setup        func(first, second *fakeNode, o *nodeOpts)
+		setup        func(first, second *fakeNode, o, o2 *nodeOpts)
 		wantKind     sandbox.Kind
 		wantMsg      string
 		wantOn       string // the node whose record comes back
 		firstCreates int
 		nextCreates  int
 	}{
-		{"capacity exhausted goes to the next", func(f, _ *fakeNode, _ *nodeOpts) { f.refuse = sandbox.KindCapacityExhausted }, "", "", "second", 1, 1},
-		{"refused dial goes to the next", func(_, _ *fakeNode, o *nodeOpts) { o.addr = refusing }, "", "", "second", 0, 1},
-		{"dropped connection is not retried", func(f, _ *fakeNode, _ *nodeOpts) { f.drop = true }, sandbox.KindInternal, "the sandbox may exist", "", 1, 0},
-		{"another refusal is the answer", func(f, _ *fakeNode, _ *nodeOpts) { f.refuse = sandbox.KindConcurrency }, sandbox.KindConcurrency, "refused by first", "", 1, 0},
-		{"both full", func(f, s *fakeNode, _ *nodeOpts) {
+		{"capacity exhausted goes to the next", func(f, _ *fakeNode, _, _ *nodeOpts) { f.refuse = sandbox.KindCapacityExhausted }, "", "", "second", 1, 1},
+		{"refused dial goes to the next", func(_, _ *fakeNode, o, _ *nodeOpts) { o.addr = refusing }, "", "", "second", 0, 1},
+		{"dropped connection is not retried", func(f, _ *fakeNode, _, _ *nodeOpts) { f.drop = true }, sandbox.KindInternal, "the sandbox may exist", "", 1, 0},
+		{"another refusal is the answer", func(f, _ *fakeNode, _, _ *nodeOpts) { f.refuse = sandbox.KindConcurrency }, sandbox.KindConcurrency, "refused by first", "", 1, 0},
+		{"both full", func(f, s *fakeNode, _, _ *nodeOpts) {
 			f.refuse, s.refuse = sandbox.KindCapacityExhausted, sandbox.KindCapacityExhausted
 		}, sandbox.KindCapacityExhausted, "no node has room", "", 1, 1},
+		{"no room by the reports: the least loaded checks the request", func(f, _ *fakeNode, o, o2 *nodeOpts) {
+			o.load, o2.load, f.refuse = store.NodeLoad{VCPUs: 8}, store.NodeLoad{VCPUs: 8}, sandbox.KindInvalid
+		}, sandbox.KindInvalid, "refused by first", "", 1, 0},
+		{"no room by the reports nor in fact", func(f, _ *fakeNode, o, o2 *nodeOpts) {
+			o.load, o2.load, f.refuse = store.NodeLoad{VCPUs: 8}, store.NodeLoad{VCPUs: 8}, sandbox.KindCapacityExhausted
+		}, sandbox.KindCapacityExhausted, "no node has room", "", 1, 0},
+		{"no room by the reports but in fact", func(_, _ *fakeNode, o, o2 *nodeOpts) {
+			o.load, o2.load = store.NodeLoad{VCPUs: 8}, store.NodeLoad{VCPUs: 8}
+		}, "", "", "first", 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := store.NewMemory()
 			ca := mustAuthority(t)
 			first, second := startNode(t, ca, st, "first"), startNode(t, ca, st, "second")
-			var o nodeOpts
-			tt.setup(first, second, &o)
+			o, o2 := nodeOpts{}, nodeOpts{load: store.NodeLoad{VCPUs: 1}}
+			tt.setup(first, second, &o, &o2)
 			register(t, st, first, o)
-			register(t, st, second, nodeOpts{load: store.NodeLoad{VCPUs: 1}})
+			register(t, st, second, o2)
 			c := newControl(t, st, ca, nil, 0)
 			rec, err := c.Create(t.Context(), "acct", "key", api.CreateSandboxRequest{})
 			if tt.wantKind != "" {

@@ -194,7 +194,7 @@ func (c *Control) compatible(ctx context.Context, rec *sandbox.Record) ([]store.
 		}
 	}
 	var out []store.Node
-	for _, cd := range c.candidates(fits, size{rec.Spec.VCPUs, rec.Spec.MemoryMiB, rec.Spec.DiskMiB}) {
+	for _, cd := range c.candidates(fits, size{rec.Spec.VCPUs, rec.Spec.MemoryMiB, rec.Spec.DiskMiB}, false) {
 		out = append(out, cd.node)
 	}
 	for _, n := range fits {

@@ -44,7 +44,15 @@ func (c *Control) Create(ctx context.Context, account, keyID string, req api.Cre
 		return nil, err
 	}
 	sz := c.sizeOf(req)
-	cands := c.candidates(nodes, sz)
+	cands := c.candidates(nodes, sz, false)
+	if len(cands) == 0 {
+		// No node has room by its last report. The least loaded one is
+		// asked all the same: it checks the request (a size beyond every
+		// node's limits is invalid there, not a want of room), and it may
+		// have freed room since.
+		cands = c.candidates(nodes, sz, true)
+		cands = cands[:min(len(cands), 1)]
+	}
 	body := noderpc.CreateRequest{Account: account, KeyID: keyID, Request: req}
 	for _, cd := range cands {
 		cl, err := c.client(cd.node)
@@ -75,9 +83,10 @@ func (c *Control) Create(ctx context.Context, account, keyID string, req api.Cre
 }
 
 // candidates are the live nodes whose capacity after overcommit, less what
-// they reported and what this process placed since, fits sz: least loaded
-// first (the fuller of CPU and memory), ties by id.
-func (c *Control) candidates(nodes []store.Node, sz size) []candidate {
+// they reported and what this process placed since, fits sz (all live
+// nodes when all is set): least loaded first (the fuller of CPU and
+// memory), ties by id.
+func (c *Control) candidates(nodes []store.Node, sz size, all bool) []candidate {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []candidate
@@ -96,11 +105,10 @@ func (c *Control) candidates(nodes []store.Node, sz size) []candidate {
 			oc = 1
 		}
 		cpus, mem, disk := float64(n.CPUs)*oc, float64(n.MemoryMiB)*oc, float64(n.DiskMiB)*oc
-		if float64(used.vcpus+sz.vcpus) > cpus || float64(used.memoryMiB+sz.memoryMiB) > mem {
-			continue
-		}
 		// A node that reports no disk capacity does not admit disk.
-		if n.DiskMiB > 0 && float64(used.diskMiB+sz.diskMiB) > disk {
+		fits := float64(used.vcpus+sz.vcpus) <= cpus && float64(used.memoryMiB+sz.memoryMiB) <= mem &&
+			(n.DiskMiB <= 0 || float64(used.diskMiB+sz.diskMiB) <= disk)
+		if !fits && !all {
 			continue
 		}
 		out = append(out, candidate{n, max(float64(used.vcpus)/cpus, float64(used.memoryMiB)/mem)})
