@@ -27,6 +27,7 @@ type fakeBackend struct {
 	calls     map[string]int // "start", "pause", "resume", "destroy" -> count
 	cpu       map[string]time.Duration
 	warm      map[string]bool // started warm and not claimed yet
+	frozen    map[string]bool // frozen (sandbox.Freezer) and not thawed
 	// delay is how long Start, Pause and Resume take: it widens the
 	// windows in which unserialized calls would overlap.
 	delay time.Duration
@@ -49,7 +50,7 @@ type fakeInstance struct {
 }
 
 func newFakeBackend() *fakeBackend {
-	return &fakeBackend{boxes: map[string]*fakeBox{}, destroyed: map[string]int{}, calls: map[string]int{}, cpu: map[string]time.Duration{}, warm: map[string]bool{}}
+	return &fakeBackend{boxes: map[string]*fakeBox{}, destroyed: map[string]int{}, calls: map[string]int{}, cpu: map[string]time.Duration{}, warm: map[string]bool{}, frozen: map[string]bool{}}
 }
 
 func newFakeInstance() *fakeInstance { return &fakeInstance{done: make(chan struct{})} }
@@ -164,7 +165,43 @@ func (b *fakeBackend) Destroy(ctx context.Context, id string) error {
 		}
 		delete(b.boxes, id)
 	}
+	delete(b.frozen, id)
 	return nil
+}
+
+// Freeze implements sandbox.Freezer.
+func (b *fakeBackend) Freeze(ctx context.Context, id string) error {
+	if err := b.begin("freeze", id); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if box := b.boxes[id]; box == nil || box.state != sandbox.StateRunning {
+		return fmt.Errorf("sandbox %s is not running", id)
+	}
+	b.frozen[id] = true
+	return nil
+}
+
+// Thaw implements sandbox.Freezer.
+func (b *fakeBackend) Thaw(ctx context.Context, id string) error {
+	if err := b.begin("thaw", id); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.frozen[id] {
+		return fmt.Errorf("sandbox %s is not frozen", id)
+	}
+	delete(b.frozen, id)
+	return nil
+}
+
+// isFrozen reports whether a box is frozen.
+func (b *fakeBackend) isFrozen(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.frozen[id]
 }
 
 // Sweep destroys every box that keep refuses, as the gVisor backend
