@@ -144,14 +144,14 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 	ctx = context.WithoutCancel(ctx)
 	rec, getErr := m.cfg.Store.GetSandbox(ctx, e.id)
 	if getErr == nil && !m.ours(rec) && !sharedCheckpoint(rec) {
-		m.teardown(ctx, e)
-		return rec, nil
+		m.dropHere(ctx, e, rec)
+		return nil, elsewhere(rec, "end")
 	}
 	now := m.now()
 	if getErr == nil && rec.State != sandbox.StateEnded && reason != sandbox.EndNodeLost {
 		// Before the teardown: the CPU counter goes with the sandbox.
 		if err := m.settle(ctx, e, rec, now); stale(err) {
-			m.teardown(ctx, e)
+			m.dropHere(ctx, e, rec)
 			return m.afterStale(ctx, e.id)
 		}
 	}

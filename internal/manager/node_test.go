@@ -401,3 +401,43 @@ func TestRecoverKeepsOnlyThisNodesSandboxes(t *testing.T) {
 		t.Errorf("n2's record was written by n1's recovery: version %d -> %d, %s", want.Version, got.Version, got.State)
 	}
 }
+
+// TestStaleStopLeavesASharedCheckpoint: a node stops a shared checkpoint
+// while another node takes it over (its write comes first). The stop's
+// write is stale, and the checkpoint, the other node's sandbox now, stays.
+func TestStaleStopLeavesASharedCheckpoint(t *testing.T) {
+	shared := func(c *Config) { c.SharedCheckpoints, c.NodeCompat = true, "c" }
+	r := nodeRig(t, shared)
+	rec := r.create(api.CreateSandboxRequest{})
+	if _, err := r.m.Pause(t.Context(), "acct", rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	n2 := r.peer("n2", r.be, shared)
+	taken := false
+	r.st.setFailPut(func(w *sandbox.Record) error {
+		if w.ID == rec.ID && !taken {
+			taken = true
+			cur, _ := r.st.Memory.GetSandbox(t.Context(), rec.ID)
+			cur.State, cur.Node = sandbox.StateStarting, "n3"
+			if err := r.st.Memory.PutSandbox(t.Context(), cur); err != nil {
+				t.Errorf("n3 taking the checkpoint: %v", err)
+			}
+		}
+		return nil
+	})
+	r.clock.Advance(time.Minute)
+	_, err := n2.Stop(t.Context(), "acct", rec.ID)
+	r.st.setFailPut(nil)
+	if !taken {
+		t.Fatal("the stop wrote nothing")
+	}
+	if sandbox.KindOf(err) != sandbox.KindConflict {
+		t.Errorf("a stop that lost the race: got %v, want conflict", err)
+	}
+	if st := r.be.state(rec.ID); st != sandbox.StatePaused {
+		t.Errorf("the checkpoint n3 took: %q on the backend, want it paused still", st)
+	}
+	if got := r.record(rec.ID); got.Node != "n3" || got.State != sandbox.StateStarting {
+		t.Errorf("record: node %q, %s; want n3's, starting", got.Node, got.State)
+	}
+}

@@ -48,16 +48,25 @@ func sharedCheckpoint(rec *sandbox.Record) bool {
 // it was read.
 func stale(err error) bool { return errors.Is(err, store.ErrStale) }
 
-// dropStale handles a write of rec refused as stale: the sandbox here is
-// destroyed and the record is not written. A paused sandbox with a shared
-// checkpoint holds nothing here, and its checkpoint may be another node's
-// by now: it is left alone. The caller holds e.mu.
+// dropStale handles a write of rec (the record as this node last read it)
+// refused as stale: the sandbox here is destroyed and the record is not
+// written. The caller holds e.mu.
 func (m *Manager) dropStale(ctx context.Context, e *entry, rec *sandbox.Record) error {
 	m.log.warn(e.id, "the record changed meanwhile: the sandbox is not this node's any more", store.ErrStale)
-	if e.inst != nil || m.isLive(e) || !sharedCheckpoint(rec) {
+	m.dropHere(ctx, e, rec)
+	return sandbox.Errorf(sandbox.KindConflict, "sandbox %s changed meanwhile (another process ended or moved it); it does not run on this node any more", e.id)
+}
+
+// dropHere destroys what this node holds of a sandbox that is not its own
+// any more: a live one, or what an own record left on this node's disk (a
+// local checkpoint). Nothing else: a record of another node, or a shared
+// checkpoint, may be another node's sandbox by now, and the backend's
+// Destroy would remove that one's checkpoint (and, on a host that runs
+// several nodes, its cgroup). The caller holds e.mu.
+func (m *Manager) dropHere(ctx context.Context, e *entry, rec *sandbox.Record) {
+	if e.inst != nil || m.isLive(e) || (m.ours(rec) && !sharedCheckpoint(rec)) {
 		m.teardown(ctx, e)
 	}
-	return sandbox.Errorf(sandbox.KindConflict, "sandbox %s changed meanwhile (another process ended or moved it); it does not run on this node any more", e.id)
 }
 
 // teardown destroys a sandbox on the backend and forgets it here, without
