@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -114,12 +115,11 @@ func xactLock(ctx context.Context, tx pgx.Tx, name string) error {
 
 // PostgreSQL error codes the store turns into kinds.
 const (
-	pgUniqueViolation    = "23505"
-	pgUntranslatable     = "22P05" // \u0000 in JSONB
-	pgBadByteSequence    = "22021" // NUL or invalid UTF-8 in text
-	pgProgramLimit       = "54000" // a value too large for its column
-	pgStringDataTooLong  = "22001"
-	pgCharNotInRepertory = "22P02"
+	pgUniqueViolation   = "23505"
+	pgUntranslatable    = "22P05" // \u0000 in JSONB
+	pgNotInRepertoire   = "22021" // a NUL byte or invalid UTF-8 in text
+	pgProgramLimit      = "54000" // a value too large to keep
+	pgStringDataTooLong = "22001"
 )
 
 func pgCode(err error) string {
@@ -135,10 +135,22 @@ func pgCode(err error) string {
 // about what: the embedded store keeps such values, this one cannot.
 func dataError(err error, what string) error {
 	switch pgCode(err) {
-	case pgUntranslatable, pgBadByteSequence, pgProgramLimit, pgStringDataTooLong, pgCharNotInRepertory:
+	case pgUntranslatable, pgNotInRepertoire, pgProgramLimit, pgStringDataTooLong:
 		return sandbox.Wrap(sandbox.KindInvalid, err, what+" holds characters or sizes the store cannot keep")
 	}
 	return err
+}
+
+// storable reports whether PostgreSQL's text can hold s (no NUL byte,
+// valid UTF-8). A lookup of a string it cannot hold finds nothing, as in
+// the embedded store, instead of failing.
+func storable(s ...string) bool {
+	for _, v := range s {
+		if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // redactURL is rawURL without its password, for messages; a URL that does

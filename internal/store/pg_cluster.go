@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,6 +97,9 @@ RETURNING `+nodeColumns, id, epoch, ttl.Microseconds(), data)
 func (p *Postgres) GetNode(ctx context.Context, id string) (*Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if !storable(id) {
+		return nil, nodeNotFound(id)
 	}
 	n, err := readNode(p.pool.QueryRow(ctx, "SELECT "+nodeColumns+" FROM nodes WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -261,8 +265,11 @@ func (p *Postgres) ListSecrets(ctx context.Context, account string) ([]Secret, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkSecretID(account, "x"); err != nil {
+	if account == "" || strings.IndexByte(account, 0) >= 0 {
 		return nil, sandbox.Errorf(sandbox.KindInvalid, "listing secrets needs an account without NUL bytes")
+	}
+	if !storable(account) {
+		return nil, nil
 	}
 	rows, err := p.pool.Query(ctx, "SELECT name, secret FROM secrets WHERE account = $1 ORDER BY name", account)
 	if err != nil {
@@ -292,6 +299,9 @@ func (p *Postgres) DeleteSecret(ctx context.Context, account, name string) error
 	}
 	if err := checkSecretID(account, name); err != nil {
 		return err
+	}
+	if !storable(account, name) {
+		return sandbox.Errorf(sandbox.KindNotFound, "secret %s not found", name)
 	}
 	tag, err := p.pool.Exec(ctx, "DELETE FROM secrets WHERE account = $1 AND name = $2", account, name)
 	if err != nil {

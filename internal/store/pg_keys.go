@@ -99,6 +99,9 @@ func (p *Postgres) ListAllKeys(ctx context.Context, account string) ([]Key, erro
 }
 
 func listKeys(ctx context.Context, q querier, account string, removed bool) ([]Key, error) {
+	if !storable(account) {
+		return nil, nil
+	}
 	sql := "SELECT id, key FROM keys WHERE $1 = '' OR account = $1"
 	if removed {
 		sql += " UNION ALL SELECT id, key FROM removed_keys WHERE $1 = '' OR account = $1"
@@ -152,6 +155,9 @@ func (p *Postgres) DeleteKeyIf(ctx context.Context, id, account string, check fu
 			if err := check(keys); err != nil {
 				return err
 			}
+		}
+		if !storable(id) {
+			return sandbox.Errorf(sandbox.KindNotFound, "key %s not found", id)
 		}
 		var owner string
 		err := tx.QueryRow(ctx, "SELECT account FROM keys WHERE id = $1", id).Scan(&owner)
@@ -256,6 +262,9 @@ func (p *Postgres) writeAccount(ctx context.Context, q querier, a Account, repla
 func (p *Postgres) GetAccount(ctx context.Context, id string) (*Account, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if !storable(id) {
+		return nil, sandbox.Errorf(sandbox.KindNotFound, "account %s not found", id)
 	}
 	var data []byte
 	err := p.pool.QueryRow(ctx, "SELECT account FROM accounts WHERE id = $1", id).Scan(&data)

@@ -104,6 +104,9 @@ func (p *Postgres) GetSandbox(ctx context.Context, id string) (*sandbox.Record, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if !storable(id) {
+		return nil, sandbox.Errorf(sandbox.KindNotFound, "sandbox %s not found", id)
+	}
 	var data []byte
 	err := p.pool.QueryRow(ctx, "SELECT record FROM sandboxes WHERE id = $1", id).Scan(&data)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -121,6 +124,9 @@ func (p *Postgres) GetSandbox(ctx context.Context, id string) (*sandbox.Record, 
 func (p *Postgres) ListSandboxes(ctx context.Context, f SandboxFilter) ([]*sandbox.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if !storable(f.Account, f.Node) {
+		return nil, nil
 	}
 	var where []string
 	var args []any
@@ -183,6 +189,9 @@ func (p *Postgres) DeleteSandbox(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if !storable(id) {
+		return sandbox.Errorf(sandbox.KindNotFound, "sandbox %s not found", id)
+	}
 	tag, err := p.pool.Exec(ctx, "DELETE FROM sandboxes WHERE id = $1", id)
 	if err != nil {
 		return dataError(err, "the sandbox id")
@@ -235,6 +244,9 @@ ON CONFLICT (day, account, key_id) DO UPDATE SET
 func (p *Postgres) Usage(ctx context.Context, f UsageFilter) ([]UsageRow, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if !storable(f.Account, f.KeyID, f.From, f.To) {
+		return nil, nil
 	}
 	rows, err := p.pool.Query(ctx, `SELECT day, account, key_id, alive_ms, memory_mib_ms, cpu_ns, cost_nanos
 FROM usage_ledger

@@ -313,3 +313,37 @@ func TestPostgresRefusesWhatItCannotKeep(t *testing.T) {
 		t.Errorf("GetSandbox after a refused write: got %v, want not_found", err)
 	}
 }
+
+// Every store finds nothing under a string PostgreSQL's text cannot hold
+// (a request path may carry any bytes): not_found and empty lists, not an
+// error of the database.
+func TestLookupsOfUnstorableStrings(t *testing.T) {
+	eachStore(t, func(t *testing.T, st Store) {
+		ctx := t.Context()
+		for _, bad := range []string{"bad\xff", "nul\x00"} {
+			for name, err := range map[string]error{
+				"GetSandbox":    func() error { _, err := st.GetSandbox(ctx, bad); return err }(),
+				"DeleteSandbox": st.DeleteSandbox(ctx, bad),
+				"GetAccount":    func() error { _, err := st.GetAccount(ctx, bad); return err }(),
+				"DeleteKey":     st.DeleteKey(ctx, bad),
+				"GetNode":       func() error { _, err := st.GetNode(ctx, bad); return err }(),
+			} {
+				if !errors.Is(err, sandbox.ErrNotFound) {
+					t.Errorf("%s(%q): got %v, want not_found", name, bad, err)
+				}
+			}
+			recs, err := st.ListSandboxes(ctx, SandboxFilter{Account: bad})
+			if err != nil || len(recs) != 0 {
+				t.Errorf("ListSandboxes(account %q): got %v, %v; want nothing", bad, recs, err)
+			}
+			keys, err := st.ListAllKeys(ctx, bad)
+			if err != nil || len(keys) != 0 {
+				t.Errorf("ListAllKeys(%q): got %v, %v; want nothing", bad, keys, err)
+			}
+			rows, err := st.Usage(ctx, UsageFilter{KeyID: bad})
+			if err != nil || len(rows) != 0 {
+				t.Errorf("Usage(key %q): got %v, %v; want nothing", bad, rows, err)
+			}
+		}
+	})
+}
