@@ -1,33 +1,72 @@
 package deploy
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// productFlags are the flags each command takes (SPEC.md names the cluster
-// ones; the manager's optional flags beyond these are the operator's to
-// add). Every deployment here uses only these, so a misspelt or invented
-// flag fails a test rather than a start.
-var productFlags = map[string]map[string]bool{
-	"serve": set("--store", "--listen", "--data-dir", "--cache-dir", "--max-lease", "--retention",
-		"--concurrency", "--prices", "--max-conns", "--allow-trial", "--e2b-listen"),
-	"node": set("--store", "--data-dir", "--listen", "--advertise", "--shared-checkpoints",
-		"--node-lease", "--cache-dir", "--overcommit", "--pool", "--egress-permit", "--egress-hosts"),
+// binary is the product's withruntime, built once from the checkout for
+// these tests (TestMain removes it).
+var binary struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary.dir != "" {
+		os.RemoveAll(binary.dir)
+	}
+	os.Exit(code)
+}
+
+// withruntime builds ../cmd/withruntime (the main module) the first time.
+func withruntime(t *testing.T) string {
+	t.Helper()
+	binary.once.Do(func() {
+		binary.dir, binary.err = os.MkdirTemp("", "withruntime-deploy-")
+		if binary.err != nil {
+			return
+		}
+		binary.path = filepath.Join(binary.dir, "withruntime")
+		out, err := exec.Command("go", "build", "-C", "..", "-o", binary.path, "./cmd/withruntime").CombinedOutput()
+		if err != nil {
+			binary.err = fmt.Errorf("building withruntime: %v\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+// productFlags are the flags `withruntime CMD --help` lists: every flag a
+// deployment here passes must be one, so a misspelt or invented flag fails
+// a test rather than a start.
+func productFlags(t *testing.T, cmd string) map[string]bool {
+	t.Helper()
+	out, _ := exec.Command(withruntime(t), cmd, "--help").CombinedOutput()
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-[a-zA-Z], )?(--[a-z0-9-]+)`).FindAllSubmatch(out, -1) {
+		flags[string(m[1])] = true
+	}
+	if !flags["--store"] || !flags["--data-dir"] {
+		t.Fatalf("withruntime %s --help lists no --store and --data-dir:\n%s", cmd, out)
+	}
+	return flags
 }
 
 // requiredFlags are what each command needs to run as part of a cluster.
 var requiredFlags = map[string][]string{
 	"serve": {"--store", "--listen", "--data-dir"},
 	"node":  {"--store", "--data-dir", "--listen"},
-}
-
-func set(xs ...string) map[string]bool {
-	m := map[string]bool{}
-	for _, x := range xs {
-		m[x] = true
-	}
-	return m
 }
 
 // parseArgs reads "CMD --flag VALUE ..." (every flag the deployments use
@@ -38,10 +77,10 @@ func parseArgs(t *testing.T, args []string) (string, map[string]string) {
 		t.Fatal("no arguments")
 	}
 	cmd, flags := args[0], map[string]string{}
-	known, ok := productFlags[cmd]
-	if !ok {
+	if _, ok := requiredFlags[cmd]; !ok {
 		t.Fatalf("command %q: want serve or node", cmd)
 	}
+	known := productFlags(t, cmd)
 	rest := args[1:]
 	for len(rest) > 0 {
 		f := rest[0]

@@ -13,7 +13,7 @@ import (
 
 const (
 	unitDir   = "systemd"
-	binary    = "/usr/local/bin/withruntime"
+	binPath   = "/usr/local/bin/withruntime"
 	apiUnit   = "withruntime-api.service"
 	nodeUnit  = "withruntime-node.service"
 	envSample = "withruntime.env.example"
@@ -111,8 +111,8 @@ func expand(t *testing.T, words []string, env map[string]string) []string {
 func execStart(t *testing.T, u unit, env map[string]string) (string, map[string]string) {
 	t.Helper()
 	words := strings.Fields(u.get("Service", "ExecStart"))
-	if len(words) < 2 || words[0] != binary {
-		t.Fatalf("ExecStart %v: want %s and a command", words, binary)
+	if len(words) < 2 || words[0] != binPath {
+		t.Fatalf("ExecStart %v: want %s and a command", words, binPath)
 	}
 	return parseArgs(t, expand(t, words[1:], env))
 }
@@ -211,14 +211,11 @@ func systemdAnalyze(t *testing.T) string {
 }
 
 // unitCopies writes the units into a temporary directory with ExecStart's
-// binary replaced by one that exists (this test's own), as verify checks
-// it; edit may change the text further.
+// binary replaced by a build of the product's, as verify checks that it
+// exists; edit may change the text further.
 func unitCopies(t *testing.T, edit func(name, text string) string) []string {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := withruntime(t)
 	dir := t.TempDir()
 	var paths []string
 	for _, name := range []string{apiUnit, nodeUnit} {
@@ -227,10 +224,10 @@ func unitCopies(t *testing.T, edit func(name, text string) string) []string {
 			t.Fatal(err)
 		}
 		text := string(data)
-		if !strings.Contains(text, "ExecStart="+binary+" ") {
-			t.Fatalf("%s: no ExecStart=%s", name, binary)
+		if !strings.Contains(text, "ExecStart="+binPath+" ") {
+			t.Fatalf("%s: no ExecStart=%s", name, binPath)
 		}
-		text = strings.ReplaceAll(text, "ExecStart="+binary+" ", "ExecStart="+self+" ")
+		text = strings.ReplaceAll(text, "ExecStart="+binPath+" ", "ExecStart="+self+" ")
 		if edit != nil {
 			text = edit(name, text)
 		}
