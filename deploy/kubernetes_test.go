@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -512,4 +513,36 @@ func TestNodeDaemonSet(t *testing.T) {
 	}
 	envFromSecret(t, c, m.secrets[0], "WITHRUNTIME_STORE")
 	envFromSecret(t, c, m.secrets[0], "PGPASSWORD")
+}
+
+// The commented shared-checkpoint lines of node.yaml, uncommented as
+// docs/DEPLOY.md says, make a DaemonSet that mounts the directory and
+// passes it with --shared-checkpoints.
+func TestSharedCheckpointsExample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(k8sDir, "node.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Indented "# - " and "#   " lines are the example; prose comments
+	// start with a word, the file's header at the first column.
+	commented := regexp.MustCompile(`(?m)^(\s{8,})# ((?:- |  ).*)$`)
+	if n := len(commented.FindAll(data, -1)); n != 8 {
+		t.Fatalf("got %d commented example lines, want 8 (2 arguments, 2 of the mount, 4 of the volume)", n)
+	}
+	objs, err := decodeFile(commented.ReplaceAll(data, []byte("$1$2")))
+	if err != nil {
+		t.Fatalf("node.yaml uncommented: %v", err)
+	}
+	ds := objs[0].(*appsv1.DaemonSet)
+	c := onlyContainer(t, ds.Spec.Template.Spec)
+	_, flags := parseArgs(t, c.Args)
+	dir := flags["--shared-checkpoints"]
+	if dir == "" || !mountedAt(c, dir) {
+		t.Fatalf("--shared-checkpoints %q: want a directory the container mounts", dir)
+	}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == "checkpoints" && (v.NFS == nil || v.NFS.Server == "" || v.NFS.Path == "") {
+			t.Errorf("volume checkpoints: got %+v, want an NFS export", v.VolumeSource)
+		}
+	}
 }
