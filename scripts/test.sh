@@ -14,6 +14,12 @@ withruntime daemon stop
 echo "==> Python test environment (pinned frameworks in a virtual environment)"
 PYENV="$(./scripts/pyenv.sh)"
 
+echo "==> PostgreSQL for the store suite and the cluster tier (a private server on 127.0.0.1:55432, stopped on exit)"
+./scripts/postgres.sh start
+trap './scripts/postgres.sh stop' EXIT
+WITHRUNTIME_TEST_POSTGRES="$(./scripts/postgres.sh url)"
+export WITHRUNTIME_TEST_POSTGRES
+
 echo "==> go vet"
 go vet ./...
 
@@ -25,7 +31,15 @@ go test -p 1 -timeout 40m ./...
 echo "==> go test -race (the packages with concurrency)"
 go test -race -count=1 -p 1 -timeout 20m ./internal/manager/ ./internal/store/ ./internal/httpapi/ \
   ./internal/egress/ ./internal/agent/ ./internal/agentlink/ ./internal/network/ ./internal/server/ \
-  ./internal/backend/gvisor/ ./client/ ./internal/e2bcompat/ ./internal/selfcall/ ./internal/mcptools/
+  ./internal/backend/gvisor/ ./client/ ./internal/e2bcompat/ ./internal/selfcall/ ./internal/mcptools/ \
+  ./internal/cluster/ ./internal/node/ ./internal/noderpc/ ./internal/clusterpki/
+
+echo "==> deployment files (Kubernetes manifests decoded strictly, systemd units verified)"
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null
+fi
+(cd deploy && go vet ./... && CI=true go test -count=1 ./...)
 
 echo "==> fuzz (seconds per target; the committed corpora also ran in go test)"
 ./scripts/fuzz.sh

@@ -386,7 +386,7 @@ func TestOpenAPIEnums(t *testing.T) {
 	}{
 		{"ErrorDetail", "code", codes},
 		{"Sandbox", "state", []string{"starting", "running", "paused", "ended"}},
-		{"Sandbox", "end_reason", []string{"stopped", "lease_ended", "out_of_memory", "spending_limit", "retention_ended", "host_restart", "error"}},
+		{"Sandbox", "end_reason", []string{"stopped", "lease_ended", "out_of_memory", "spending_limit", "retention_ended", "host_restart", "node_lost", "error"}},
 		{"Sandbox", "on_lease_end", []string{"stop", "pause"}},
 		{"CreateSandboxRequest", "on_lease_end", []string{"stop", "pause"}},
 		{"ExecEvent", "type", []string{api.EventStart, api.EventStdout, api.EventStderr, api.EventExit, api.EventError}},

@@ -35,7 +35,7 @@ func (s *server) trial(w http.ResponseWriter, r *http.Request, _ caller) error {
 	a := store.Account{ID: id, Name: id, CreatedAt: time.Now().UTC(), TrialSeconds: seconds}
 	// The account first: a key whose account is missing would run without
 	// the trial's bound.
-	if err := s.cfg.Store.PutAccount(r.Context(), a); err != nil {
+	if err := s.cfg.Store.CreateAccount(r.Context(), a); err != nil {
 		return err
 	}
 	secret, k := newKey(id, store.KeyFull)

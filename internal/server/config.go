@@ -72,6 +72,13 @@ type Config struct {
 	// sandboxes there (serve --e2b-domain: needs wildcard DNS and, for
 	// TLS, a wildcard certificate in front).
 	E2BListen, E2BDomain string
+	// Store, when set, is the URL of a shared store (serve --store
+	// postgres://...): the server is then an API server of a many-host
+	// installation, running no sandbox itself (cluster.go).
+	Store string
+	// DetectInterval is how often an API server's failure detector looks
+	// for nodes whose lease ran out (0: internal/cluster's default).
+	DetectInterval time.Duration
 }
 
 func (c *Config) setDefaults() {

@@ -110,11 +110,17 @@ func syncDir(dir string) error {
 // account as a direct API request has, and an account has at most its
 // share of in-process requests at once.
 func listenE2B(cfg Config, dataDir string, api http.Handler, wrap func(http.Handler) http.Handler) (*http.Server, net.Listener, error) {
-	limit, err := listenLimit(cfg)
+	secret, err := e2bSecret(dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	secret, err := e2bSecret(dataDir)
+	return listenE2BWith(cfg, secret, api, wrap)
+}
+
+// listenE2BWith is listenE2B with the tokens' secret given (a many-host
+// installation keeps it in the store).
+func listenE2BWith(cfg Config, secret []byte, api http.Handler, wrap func(http.Handler) http.Handler) (*http.Server, net.Listener, error) {
+	limit, err := listenLimit(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

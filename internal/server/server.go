@@ -13,6 +13,7 @@ import (
 
 	_ "github.com/withruntime/withruntime/internal/backend/gvisor" // registers "gvisor"
 	"github.com/withruntime/withruntime/internal/billing"
+	"github.com/withruntime/withruntime/internal/cluster"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -30,7 +31,8 @@ type Server struct {
 
 	cfg     Config
 	store   store.Store
-	manager *manager.Manager
+	manager *manager.Manager // nil on an API server of many hosts
+	control *cluster.Control // set on an API server of many hosts only
 	egress  *egressServices
 	http    *http.Server
 	e2b     *http.Server // nil without Config.E2BListen
@@ -55,6 +57,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Store != "" {
+		return startAPI(ctx, cfg, dataDir)
 	}
 	st, err := store.OpenBolt(filepath.Join(dataDir, "withruntime.db"))
 	if err != nil {
@@ -201,7 +206,12 @@ func (s *Server) Close() error {
 	if s.e2b != nil && s.e2b.Shutdown(ctx) != nil {
 		s.e2b.Close() // its streams outlived the wait
 	}
-	s.manager.Close()
+	if s.manager != nil {
+		s.manager.Close()
+	}
+	if s.control != nil {
+		s.control.Close()
+	}
 	if s.egress != nil {
 		s.egress.close()
 	}

@@ -1,0 +1,177 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/cluster"
+	"github.com/withruntime/withruntime/internal/clusterpki"
+	"github.com/withruntime/withruntime/internal/e2bcompat"
+	"github.com/withruntime/withruntime/internal/httpapi"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/secrets"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// Names of the installation's values in a shared store (Store.InitValue):
+// what a single box keeps in files of its data dir, every process of a
+// many-host installation reads from there.
+const (
+	valueVaultKey = "vault-key"
+	valueE2BKey   = "e2b-key"
+)
+
+// startAPI is Start on a shared store (--store): an API server of a
+// many-host installation. It keeps nothing of its own but the admin key
+// file of the first start: sandboxes run on the nodes (internal/node),
+// which the control plane (internal/cluster) places creates on and
+// forwards every other call to. Any number of these serve one store.
+func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retErr error) {
+	st, err := store.Open(ctx, cfg.Store, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			st.Close()
+		}
+	}()
+	key, made, err := clusterAdminKey(ctx, st, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	if made && !cfg.Quiet {
+		fmt.Fprintf(os.Stderr, "withruntime: created the admin API key in %s (use it as WITHRUNTIME_API_KEY)\n", filepath.Join(dataDir, "admin.key"))
+	}
+	ca, err := clusterpki.Open(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	vaultKey, err := sharedValue(ctx, st, valueVaultKey, 32)
+	if err != nil {
+		return nil, err
+	}
+	vault, err := secrets.OpenKey(vaultKey, st)
+	if err != nil {
+		return nil, err
+	}
+	ctl, err := cluster.New(cluster.Config{
+		Store: st, Authority: ca, Logger: cfg.Logger, DetectInterval: cfg.DetectInterval,
+		DefaultVCPUs: cfg.Manager.DefaultVCPUs, DefaultMemoryMiB: cfg.Manager.DefaultMemoryMiB,
+		DefaultDiskMiB: cfg.Manager.DiskMiB, DefaultConcurrency: cfg.Manager.DefaultConcurrency,
+	})
+	if err != nil {
+		return nil, err
+	}
+	l, err := listenAPI(cfg)
+	if err != nil {
+		ctl.Close()
+		return nil, err
+	}
+	idle := newIdleWatch(cfg.IdleExit, st)
+	apiHandler := httpapi.NewServer(httpapi.Config{
+		Sandboxes: ctl, Store: st, Logger: cfg.Logger, Secrets: vault,
+		DefaultConcurrency: ctl.DefaultConcurrency(), Trial: cfg.Trial,
+	})
+	s := &Server{
+		URL: "http://" + l.Addr().String(), AdminKey: key,
+		cfg: cfg, store: st, control: ctl, done: make(chan error, 2),
+		idle: idle, stop: make(chan struct{}),
+		http: l.HTTPServer(idle.wrap(apiHandler)),
+	}
+	if cfg.E2BListen != "" {
+		secret, err := sharedValue(ctx, st, valueE2BKey, e2bcompat.SecretSize)
+		if err != nil {
+			l.Close()
+			ctl.Close()
+			return nil, err
+		}
+		e2b, el, err := listenE2BWith(cfg, secret, apiHandler, idle.wrap)
+		if err != nil {
+			l.Close()
+			ctl.Close()
+			return nil, err
+		}
+		s.e2b, s.E2BURL = e2b, "http://"+el.Addr().String()
+		go func() { s.done <- e2b.Serve(el) }()
+	}
+	detectCtx, cancel := context.WithCancel(context.Background())
+	go func() { <-s.stop; cancel() }()
+	go ctl.RunDetector(detectCtx)
+	go func() { s.done <- s.http.Serve(l) }()
+	go idle.run(s.stop)
+	cfg.Logger.Info("serving", "url", s.URL, "data_dir", dataDir, "store", "postgres")
+	return s, nil
+}
+
+// sharedValue is the installation's value name, made of size random bytes
+// by the first process that asks.
+func sharedValue(ctx context.Context, st store.Store, name string, size int) ([]byte, error) {
+	b := make([]byte, size)
+	rand.Read(b)
+	v, err := st.InitValue(ctx, name, b)
+	if err != nil {
+		return nil, fmt.Errorf("reading the installation's %s: %w", name, err)
+	}
+	if len(v) != size {
+		return nil, fmt.Errorf("the installation's %s is %d bytes, want %d", name, len(v), size)
+	}
+	return v, nil
+}
+
+// errAdminExists refuses a second first admin key.
+var errAdminExists = errors.New("the store has an admin key")
+
+// clusterAdminKey is adminKey for a shared store: the first API server to
+// start makes the admin key and writes it to DIR/admin.key; the others
+// find one in the store and make none (their operator uses the first's).
+// A data dir whose admin.key the store knows keeps it.
+func clusterAdminKey(ctx context.Context, st store.Store, dataDir string) (key string, made bool, err error) {
+	path := filepath.Join(dataDir, "admin.key")
+	if data, err := os.ReadFile(path); err == nil {
+		key = strings.TrimSpace(string(data))
+		sum := sha256.Sum256([]byte(key))
+		if _, err := st.KeyByHash(ctx, sum[:]); err == nil {
+			return key, false, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", false, err
+	}
+	var b [24]byte
+	rand.Read(b[:])
+	key = "wr_" + base64.RawURLEncoding.EncodeToString(b[:])
+	sum := sha256.Sum256([]byte(key))
+	now := time.Now().UTC()
+	err = st.CreateAccount(ctx, store.Account{ID: DefaultAccount, Name: DefaultAccount, CreatedAt: now})
+	if err != nil && sandbox.KindOf(err) != sandbox.KindConflict {
+		return "", false, err
+	}
+	k := store.Key{ID: "key_admin", Account: DefaultAccount, Kind: store.KeyAdmin, Hash: sum[:], Name: "admin", CreatedAt: now}
+	err = st.PutKeyIf(ctx, k, func(keys []store.Key) error {
+		for _, o := range keys {
+			if o.Kind == store.KeyAdmin || o.ID == k.ID {
+				return errAdminExists
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errAdminExists) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(key+"\n"), 0o600); err != nil {
+		return "", false, fmt.Errorf("writing admin key: %w", err)
+	}
+	return key, true, os.Rename(tmp, path)
+}
