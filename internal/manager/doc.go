@@ -7,6 +7,12 @@
 // Every lifecycle operation on one sandbox holds that sandbox's lock
 // (locks.go), whatever its state, and re-reads the record once it has it.
 //
+// On a store that many hosts share, a manager is one node (Config.Node):
+// it acts on its own node's records only, the store admits every sandbox
+// that becomes live against its account's concurrency, every record write
+// is conditional on the version read (owned.go), and the node daemon
+// fences, unfences and reconciles it around its lease (fence.go).
+//
 // It must not import the HTTP layer; it implements the interface the HTTP
 // layer declares.
 package manager
