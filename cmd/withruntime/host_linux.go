@@ -8,10 +8,10 @@ import (
 	"github.com/withruntime/withruntime/internal/cli"
 )
 
-// hostHooks are serve, setup and the local daemon, which is this binary's
-// serve.
+// hostHooks are serve, setup, node and the local daemon, which is this
+// binary's serve.
 func hostHooks() cli.Hooks {
-	return cli.Hooks{Serve: serve, Setup: runSetup, Daemon: daemonExecutable}
+	return cli.Hooks{Serve: serve, Setup: runSetup, Node: runNode, Daemon: daemonExecutable}
 }
 
 // daemonExecutable is the binary the CLI runs as "serve" for the local

@@ -37,3 +37,29 @@ var setupFlags = []flagSpec{
 	{Name: "cache-dir", Type: "string", Usage: "the `DIR` for images and runsc", DefValue: "/var/cache/withruntime"},
 	{Name: "source", Type: "string", Usage: "the project's checkout `DIR` (its go.mod pins gVisor)", DefValue: "."},
 }
+
+// nodeFlags are node's flags on Linux.
+var nodeFlags = []flagSpec{
+	{Name: "store", Type: "string", Usage: "the installation's database `URL` (postgres://...), shared with its API servers (required)"},
+	{Name: "data-dir", Type: "string", Usage: "the `DIR` for the node's id and per-sandbox state (required)"},
+	{Name: "listen", Type: "string", Usage: "the `ADDRESS` to serve the node RPC on (mutual TLS: API servers of the installation only)", DefValue: ":7879"},
+	{Name: "advertise", Type: "string", Usage: "the `ADDRESS` API servers reach this node at (default --listen, which then must name a host)"},
+	{Name: "cache-dir", Type: "string", Usage: "the `DIR` of built images and runsc, shared by every data dir", DefValue: "/var/cache/withruntime"},
+	{Name: "shared-checkpoints", Type: "string", Usage: "a `DIR` every node mounts (e.g. NFS) for paused sandboxes' checkpoints, so that any node with the same runsc and CPU may resume them"},
+	{Name: "node-lease", Type: "duration", Usage: "the node's lease in the store: renewed every fifth of it; the node stops serving sandboxes after half of it without a renewal, and is declared lost after all of it", DefValue: "15s"},
+	{Name: "overcommit", Type: "float64", Usage: "how many times the host's CPUs, memory and free disk admission may hand out", DefValue: "4"},
+	{Name: "max-lease", Type: "duration", Usage: "longest lease a sandbox may ask for", DefValue: "24h0m0s"},
+	{Name: "retention", Type: "duration", Usage: "how long a paused sandbox is kept", DefValue: "168h0m0s"},
+	{Name: "concurrency", Type: "int", Usage: "how many sandboxes an account runs at once unless its own setting says otherwise", DefValue: "100"},
+	{Name: "prices", Type: "string", Usage: "a JSON price table `FILE` (memory_nanos_per_gib_hour, cpu_nanos_per_cpu_hour, storage_nanos_per_gib_hour; USD billionths) instead of the default"},
+	{Name: "egress-hosts", Type: "string", Usage: "a hosts `FILE` (ADDRESS NAME... lines) the sandboxes' resolver answers from before the host's"},
+	{Name: "egress-ca", Type: "string", Usage: "PEM `FILE` of extra roots trusted when the egress proxy verifies upstream TLS"},
+	{Name: "no-egress", Type: "bool", Usage: "run sandboxes without any network: no packet rules, no proxy", DefValue: "false", NoOptDefVal: "true"},
+	{Name: "egress-permit", Type: "func", Usage: "a `CIDR` sandboxes may reach although the blocklist refuses it (repeatable): 198.18.0.0/15 for test upstreams, internal services; never the host's own addresses"},
+	{Name: "egress-max-conns", Type: "int", Usage: "proxied connections one sandbox may hold open at once; more are refused and logged", DefValue: "1024"},
+	{Name: "egress-max-conns-account", Type: "int", Usage: "proxied connections all the sandboxes of one account may hold open at once; more are refused and logged (0: 4 × --egress-max-conns)", DefValue: "0"},
+	{Name: "egress-idle-timeout", Type: "duration", Usage: "close a proxied connection on which nothing moved either way for this long", DefValue: "10m0s"},
+	{Name: "egress-dns-rate", Type: "int", Usage: "DNS queries per second one sandbox may make; more are refused and logged", DefValue: "1000"},
+	{Name: "pool", Type: "func", Usage: "a warm pool `SIZE=N`: N started sandboxes of SIZE (VCPUSxMEMORY_MIB) kept ready for the creates of that size, e.g. 2x4096=8 (repeatable; given pools replace the default 2x4096=2; none: no pool)"},
+	{Name: "pool-max-age", Type: "duration", Usage: "replace a warm sandbox that has waited this long unclaimed", DefValue: "30m0s"},
+}

@@ -22,6 +22,7 @@ func hostlessHooks(stderr io.Writer) cli.Hooks {
 	return cli.Hooks{
 		Serve:    hostOnly("serve", serveFlags, stderr),
 		Setup:    hostOnly("setup", setupFlags, stderr),
+		Node:     hostOnly("node", nodeFlags, stderr),
 		NoDaemon: needsLinux("the local daemon"),
 	}
 }

@@ -26,6 +26,9 @@ type Hooks struct {
 	Serve Hook
 	// Setup is "withruntime setup".
 	Setup Hook
+	// Node is "withruntime node", a node daemon of a many-host
+	// installation.
+	Node Hook
 	// Daemon returns the binary whose "serve" runs the local daemon,
 	// started when WITHRUNTIME_BASE_URL is unset and nothing answers on
 	// the default address (see daemon.go).
@@ -150,6 +153,7 @@ Accounts, keys and money:
 Server:
   serve                                    run the server (default address 127.0.0.1:7878)
   setup                                    prepare this machine to run sandboxes
+  node                                     run a node daemon: this machine's sandboxes for a many-host installation
   daemon status                            whether the local daemon runs (pid, address, data dir, log)
   daemon stop                              stop the local daemon
   mcp                                      serve the sandbox tools to an MCP client over stdio

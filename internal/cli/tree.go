@@ -73,6 +73,7 @@ func (a *App) verbsAtTop() []leaf {
 		a.usageLeaf(),
 		hookLeaf("serve", "serve [flags]", "run the server (default address 127.0.0.1:7878)", a.Hooks.Serve),
 		hookLeaf("setup", "setup [flags]", "prepare this machine to run sandboxes", a.Hooks.Setup),
+		hookLeaf("node", "node [flags]", "run a node daemon: this machine's sandboxes for a many-host installation", a.Hooks.Node),
 		a.mcpLeaf(),
 		{use: "version", short: "print the version", quiet: true, define: func(c *command, s streams) runFunc {
 			return func(_ context.Context, pos []string) int {

@@ -10,13 +10,13 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// treeApp is an App whose hooks define a flag, as serve and setup do.
+// treeApp is an App whose hooks define a flag, as serve, setup and node do.
 func treeApp() *App {
 	hook := func(fs *pflag.FlagSet) func([]string) int {
 		fs.String("data-dir", "", "a `DIR`")
 		return func([]string) int { return exitFailure }
 	}
-	return &App{Hooks: Hooks{Serve: hook, Setup: hook}}
+	return &App{Hooks: Hooks{Serve: hook, Setup: hook, Node: hook}}
 }
 
 // paths returns the path of every command of the tree below the program,
@@ -43,7 +43,7 @@ func TestTreeHelp(t *testing.T) {
 		"", " sandbox", " sandbox run", " sandbox create", " sandbox ls", " sandbox exec", " sandbox rm",
 		" sandbox pause", " sandbox resume", " sandbox extend", " sandbox cp", " sandbox egress", " sandbox get",
 		" secrets", " secrets set", " secrets ls", " secrets rm", " keys", " keys create", " keys ls", " keys rm",
-		" accounts", " accounts create", " accounts ls", " usage", " setup", " serve", " daemon", " daemon status",
+		" accounts", " accounts create", " accounts ls", " usage", " setup", " serve", " node", " daemon", " daemon status",
 		" daemon stop", " mcp", " version", " completion", " completion bash", " completion zsh", " completion fish",
 	}
 	for _, p := range want {

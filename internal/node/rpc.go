@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/withruntime/withruntime/api"
@@ -224,10 +225,20 @@ func (s *rpc) agent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return nodeError(w, err)
 	}
-	path := "/" + r.PathValue("path")
+	// The agent's path as the caller escaped it: everything after
+	// /node/v1/sandboxes/{id}/agent/.
+	parts := strings.SplitN(r.URL.EscapedPath(), "/", 7)
+	if len(parts) < 7 {
+		return nodeError(w, sandbox.Errorf(sandbox.KindNotFound, "no agent path"))
+	}
+	rawPath := "/" + parts[6]
+	path, err := url.PathUnescape(rawPath)
+	if err != nil {
+		return nodeError(w, sandbox.Errorf(sandbox.KindInvalid, "agent path: %v", err))
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL = &url.URL{Scheme: "http", Host: agentHost, Path: path, RawQuery: pr.In.URL.RawQuery}
+			pr.Out.URL = &url.URL{Scheme: "http", Host: agentHost, Path: path, RawPath: rawPath, RawQuery: pr.In.URL.RawQuery}
 			pr.Out.Host = ""
 			for _, h := range dropHeaders {
 				pr.Out.Header.Del(h)

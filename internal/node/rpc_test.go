@@ -257,7 +257,7 @@ func TestRPCAgentStreams(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pr, pw := io.Pipe()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.url+"/node/v1/sandboxes/sb1/agent/processes/12/stdin?user=root&x=a%20b", pr)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.url+"/node/v1/sandboxes/sb1/agent/files/a%2Fb/c?user=root&x=a%20b", pr)
 	req.Header.Set(noderpc.HeaderAccount, "acct")
 	req.Header.Set("Authorization", "Bearer secret")
 	req.Header.Set("X-Request-Id", "req-1")
@@ -280,7 +280,7 @@ func TestRPCAgentStreams(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the agent got no request")
 	}
-	if got, want := out.URL.String(), "http://sandbox-agent/processes/12/stdin?user=root&x=a%20b"; got != want {
+	if got, want := out.URL.String(), "http://sandbox-agent/files/a%2Fb/c?user=root&x=a%20b"; got != want {
 		t.Errorf("got URL %s, want %s", got, want)
 	}
 	for _, h := range []string{"Authorization", noderpc.HeaderAccount} {

@@ -1,0 +1,377 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/net/netutil"
+	"golang.org/x/sys/unix"
+
+	"github.com/withruntime/withruntime/internal/clusterpki"
+	"github.com/withruntime/withruntime/internal/manager"
+	"github.com/withruntime/withruntime/internal/node"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/secrets"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// DefaultNodeListen is where a node daemon serves the node RPC unless
+// told otherwise.
+const DefaultNodeListen = ":7879"
+
+// vaultKeyName is the store's name for the secrets vault's key of a
+// many-host installation: every node opens what any API server sealed.
+const vaultKeyName = "vault-key"
+
+// maxRPCConns bounds the node RPC's open connections: callers are API
+// servers, which keep a few each; the rest are strangers whose handshakes
+// fail within the header timeout.
+const maxRPCConns = 1024
+
+// NodeConfig is a node daemon's configuration (withruntime node). Of
+// Config, the node uses Listen (the RPC's address), DataDir, CacheDir,
+// Backend, Logger, Manager, PricesFile and the egress settings.
+type NodeConfig struct {
+	Config
+	// Store is the installation's store (postgres://...); required.
+	Store string
+	// Advertise is the address API servers reach the node at (host:port;
+	// default the listener's, which then must name a host).
+	Advertise string
+	// SharedCheckpoints is a directory every node mounts, where paused
+	// sandboxes' checkpoints are kept so that any node of the same
+	// Compat may resume them ("" keeps them in the data dir).
+	SharedCheckpoints string
+	// LeaseTTL is the node's lease in the store (node.DefaultLeaseTTL
+	// when 0).
+	LeaseTTL time.Duration
+}
+
+// Validate reports a configuration that cannot work.
+func (c *NodeConfig) Validate() error {
+	if c.Store == "" {
+		return errors.New("--store is required: the installation's database (postgres://...)")
+	}
+	if c.SharedCheckpoints != "" && !filepath.IsAbs(c.SharedCheckpoints) {
+		return errors.New("--shared-checkpoints must be an absolute path")
+	}
+	if c.LeaseTTL < 0 || c.LeaseTTL > 0 && c.LeaseTTL < time.Second {
+		return fmt.Errorf("--node-lease %v: must be at least 1s", c.LeaseTTL)
+	}
+	if c.Advertise == "" {
+		host, _, err := net.SplitHostPort(c.Listen)
+		if err != nil {
+			return fmt.Errorf("--listen %q: %w", c.Listen, err)
+		}
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			return fmt.Errorf("--advertise is required when --listen (%s) names no host: API servers need an address to reach this node at", c.Listen)
+		}
+	} else if _, _, err := net.SplitHostPort(c.Advertise); err != nil {
+		return fmt.Errorf("--advertise %q: %w", c.Advertise, err)
+	}
+	return c.Config.Validate()
+}
+
+// Node is a running node daemon.
+type Node struct {
+	// ID is the node's id (DATA/node.id), Addr where API servers reach it.
+	ID, Addr string
+
+	cfg     NodeConfig
+	store   store.Store
+	manager *manager.Manager
+	egress  *egressServices
+	lease   *node.Lease
+	http    *http.Server
+	done    chan error
+	stop    context.CancelFunc // ends the lease loop
+	renewed chan struct{}      // closed when the lease loop has returned
+}
+
+// StartNode opens the store, takes the node's identity and certificate,
+// starts the manager over this host's sandboxes (re-adopting what an
+// earlier process of this node left), registers the node and serves the
+// node RPC. It returns once the RPC is served.
+func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultNodeListen
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	raiseFileLimit(cfg.Logger)
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("making data dir: %w", err)
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, cfg.Store, dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("opening the store: %w", err)
+	}
+	defer func() {
+		if retErr != nil {
+			st.Close()
+		}
+	}()
+	id, err := nodeID(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	compat, err := nodeCompat(ctx, cfg.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := clusterpki.Open(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := auth.ServerTLS(id)
+	if err != nil {
+		return nil, err
+	}
+	vault, err := storeVault(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	// What the node registers is what admission hands out: fixed here,
+	// not left to the manager's defaults.
+	mc := &cfg.Manager
+	if mc.HostCPUs == 0 {
+		mc.HostCPUs = runtime.NumCPU()
+	}
+	if mc.HostMemoryMiB == 0 {
+		mc.HostMemoryMiB = totalMemoryMiB()
+	}
+	if mc.Overcommit == 0 {
+		mc.Overcommit = 4
+	}
+	mc.Node, mc.NodeCompat, mc.SharedCheckpoints = id, compat, cfg.SharedCheckpoints != ""
+	bcfg := sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir, SharedCheckpoints: cfg.SharedCheckpoints}
+	mgr, egr, err := startHost(ctx, cfg.Config, dataDir, st, vault, bcfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			mgr.Close()
+			if egr != nil {
+				egr.close()
+			}
+		}
+	}()
+	l, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	defer func() {
+		if retErr != nil {
+			l.Close()
+		}
+	}()
+	addr := cfg.Advertise
+	if addr == "" {
+		addr = l.Addr().String()
+	}
+	var diskMiB int64
+	var sfs unix.Statfs_t
+	if unix.Statfs(dataDir, &sfs) == nil {
+		diskMiB = int64(sfs.Bavail) * int64(sfs.Bsize) >> 20
+	}
+	lease := node.NewLease(node.LeaseConfig{
+		Node: store.Node{
+			ID: id, Addr: addr, CPUs: mc.HostCPUs, MemoryMiB: mc.HostMemoryMiB, DiskMiB: diskMiB,
+			Overcommit: mc.Overcommit, Compat: compat, SharedCheckpoints: cfg.SharedCheckpoints != "",
+		},
+		Registry: st, Manager: mgr, TTL: cfg.LeaseTTL, Logger: cfg.Logger,
+	})
+	if err := lease.Register(ctx); err != nil {
+		return nil, fmt.Errorf("registering node %s: %w", id, err)
+	}
+	n := &Node{
+		ID: id, Addr: addr, cfg: cfg, store: st, manager: mgr, egress: egr, lease: lease,
+		http:    node.NewServer(node.NewHandler(node.Config{Node: id, Sandboxes: mgr, State: lease, Logger: cfg.Logger}), tlsCfg, cfg.Logger),
+		done:    make(chan error, 2),
+		renewed: make(chan struct{}),
+	}
+	leaseCtx, stop := context.WithCancel(context.Background())
+	n.stop = stop
+	go func() {
+		defer close(n.renewed)
+		lease.Run(leaseCtx)
+	}()
+	go func() { n.done <- n.http.ServeTLS(netutil.LimitListener(l, maxRPCConns), "", "") }()
+	if egr != nil {
+		go func() {
+			select {
+			case err := <-egr.failed:
+				n.done <- err
+			case <-egr.stopped:
+			}
+		}()
+	}
+	cfg.Logger.Info("node serving", "node", id, "listen", l.Addr().String(), "advertise", addr, "data_dir", dataDir, "compat", compat)
+	return n, nil
+}
+
+// Wait blocks until the context ends or the RPC's listener or an egress
+// service fails, then shuts down. Live sandboxes keep running for the
+// next start of this node to re-adopt.
+func (n *Node) Wait(ctx context.Context) error {
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-n.done:
+	}
+	return errors.Join(err, n.Close())
+}
+
+// Close stops serving, stops renewing the lease and closes the manager and
+// the store. Sandboxes keep running: a node started again on this data
+// dir within the lease re-adopts them.
+func (n *Node) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := n.http.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = n.http.Close()
+	}
+	n.stop()
+	<-n.renewed
+	n.manager.Close()
+	if n.egress != nil {
+		n.egress.close()
+	}
+	return errors.Join(err, n.store.Close())
+}
+
+// Manager exposes the node's manager (tests).
+func (n *Node) Manager() *manager.Manager { return n.manager }
+
+// Lease exposes the node's lease loop (tests).
+func (n *Node) Lease() *node.Lease { return n.lease }
+
+// nodeIDPattern is what nodeID makes: "node" and 8 hex digits.
+var nodeIDPattern = regexp.MustCompile(`^node[0-9a-f]{8}$`)
+
+// nodeID reads the node's id from DATA/node.id, making it the first time:
+// a node keeps its id across restarts, so that it re-adopts its
+// sandboxes.
+func nodeID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "node.id")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		made := make([]byte, 4)
+		rand.Read(made) // never fails (crypto/rand)
+		id := "node" + hex.EncodeToString(made)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			_, err = f.WriteString(id + "\n")
+			err = errors.Join(err, f.Sync(), f.Close())
+			if err != nil {
+				os.Remove(path)
+				return "", fmt.Errorf("writing %s: %w", path, err)
+			}
+			return id, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("making %s: %w", path, err)
+		}
+		b, err = os.ReadFile(path) // another process made it meanwhile
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the node id: %w", err)
+	}
+	id := strings.TrimSpace(string(b))
+	if !nodeIDPattern.MatchString(id) {
+		return "", fmt.Errorf("%s holds %q, not a node id this program made", path, id)
+	}
+	return id, nil
+}
+
+// nodeCompat is what a checkpoint made on this host needs of the host that
+// restores it, hashed into one string that must be equal: the runsc
+// build (its version line, and its bytes, since a build from source may
+// print no version) and the CPU's features.
+func nodeCompat(ctx context.Context, cacheDir string) (string, error) {
+	runsc := filepath.Join(cacheDir, "bin", "runsc")
+	h := sha256.New()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	version, err := exec.CommandContext(ctx, runsc, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("asking %s its version (withruntime setup installs it): %w", runsc, err)
+	}
+	fmt.Fprintf(h, "runsc-version\x00%s\x00", version)
+	f, err := os.Open(runsc)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("reading %s: %w", runsc, err)
+	}
+	flags, err := cpuFlags()
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(h, "\x00cpu-flags\x00%s", flags)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32], nil
+}
+
+// cpuFlags is the first flags line of /proc/cpuinfo.
+func cpuFlags() (string, error) {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "", fmt.Errorf("reading the CPU's features: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "flags" {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", errors.New("/proc/cpuinfo lists no CPU flags")
+}
+
+// totalMemoryMiB is the host's memory.
+func totalMemoryMiB() int {
+	var info unix.Sysinfo_t
+	if unix.Sysinfo(&info) != nil {
+		return 4096
+	}
+	return int(uint64(info.Totalram) * uint64(info.Unit) >> 20)
+}
+
+// storeVault is the secrets vault over st with the installation's key,
+// kept in the store: the first process of the installation makes it.
+func storeVault(ctx context.Context, st store.Store) (*secrets.Vault, error) {
+	made := make([]byte, secrets.KeySize)
+	rand.Read(made) // never fails (crypto/rand)
+	key, err := st.InitValue(ctx, vaultKeyName, made)
+	if err != nil {
+		return nil, fmt.Errorf("reading the vault's key: %w", err)
+	}
+	return secrets.OpenKey(key, st)
+}
