@@ -1,9 +1,11 @@
 // Package store is withruntime's persistence: sandbox records, API keys,
-// accounts, the usage ledger and sealed secrets behind one interface,
-// Store. Bolt is the embedded implementation (one bbolt file in the data
-// dir) for a single box; a server database will implement the same
-// interface for many machines, so no type of a storage engine appears in
-// it.
+// accounts, the usage ledger, sealed secrets, the node registry and the
+// installation's values behind one interface, Store. Bolt is the embedded
+// implementation (one bbolt file in the data dir) for a single box;
+// Postgres is the shared one for many hosts (pgx; migrations embedded from
+// migrations/ and applied at open); Memory serves tests. One suite runs
+// against all three, and no type of a storage engine appears in the
+// interface.
 //
 // It imports internal/sandbox and nothing else of this module: the manager
 // and the HTTP server depend on it, never the reverse.
