@@ -36,10 +36,6 @@ import (
 // told otherwise.
 const DefaultNodeListen = ":7879"
 
-// vaultKeyName is the store's name for the secrets vault's key of a
-// many-host installation: every node opens what any API server sealed.
-const vaultKeyName = "vault-key"
-
 // maxRPCConns bounds the node RPC's open connections: callers are API
 // servers, which keep a few each; the rest are strangers whose handshakes
 // fail within the header timeout.
@@ -365,13 +361,11 @@ func totalMemoryMiB() int {
 }
 
 // storeVault is the secrets vault over st with the installation's key,
-// kept in the store: the first process of the installation makes it.
+// kept in the store: every node opens what any API server sealed.
 func storeVault(ctx context.Context, st store.Store) (*secrets.Vault, error) {
-	made := make([]byte, secrets.KeySize)
-	rand.Read(made) // never fails (crypto/rand)
-	key, err := st.InitValue(ctx, vaultKeyName, made)
+	key, err := sharedValue(ctx, st, valueVaultKey, secrets.KeySize)
 	if err != nil {
-		return nil, fmt.Errorf("reading the vault's key: %w", err)
+		return nil, err
 	}
 	return secrets.OpenKey(key, st)
 }
