@@ -29,6 +29,8 @@ var serveFlags = []flagSpec{
 	{Name: "e2b-domain", Type: "string", Usage: "route Host <port>-<id>.`DOMAIN` on --e2b-listen to sandboxes (older E2B clients; needs wildcard DNS and a wildcard TLS certificate in front)"},
 	{Name: "pool", Type: "func", Usage: "a warm pool `SIZE=N`: N started sandboxes of SIZE (VCPUSxMEMORY_MIB) kept ready for the creates of that size, e.g. 2x4096=8 (repeatable; given pools replace the default 2x4096=2; none: no pool)"},
 	{Name: "pool-max-age", Type: "duration", Usage: "replace a warm sandbox that has waited this long unclaimed", DefValue: "30m0s"},
+	{Name: "store", Type: "string", Usage: "serve as one API server of a many-host installation on the shared database at `URL` (postgres://...): sandboxes then run on the nodes (withruntime node) registered there, and this server runs none"},
+	{Name: "detect-interval", Type: "duration", Usage: "with --store: how often to look for nodes whose lease ran out (0: 2s)", DefValue: "0s"},
 	{Name: "pid-file", Type: "string", Usage: "write the server's pid to `FILE` and hold a lock on it while serving (the local daemon's DATA_DIR/daemon.pid)"},
 }
 
