@@ -72,6 +72,14 @@ def test_info_without_cost() -> None:
     assert (info.cost_micros, info.usage) == (0, {})
 
 
+def test_info_node() -> None:
+    # A many-host installation names the node; a single box sends none.
+    assert SandboxInfo.from_json({"id": "sbx-1", "state": "running", "node": "node1a2b3c4d"}).node == "node1a2b3c4d"
+    assert SandboxInfo.from_json({"id": "sbx-1", "state": "running"}).node is None
+    ended = SandboxInfo.from_json({"id": "sbx-1", "state": "ended", "end_reason": "node_lost", "node": "n1"})
+    assert (ended.end_reason, ended.node) == ("node_lost", "n1")
+
+
 def test_lifecycle(sbx: Sandbox) -> None:
     assert sbx.pause().state == "paused"
     assert sbx.resume().state == "running"

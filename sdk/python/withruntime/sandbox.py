@@ -31,7 +31,8 @@ class SandboxInfo:
     ``state`` is ``starting``, ``running``, ``paused`` or ``ended``;
     ``end_reason`` (once ended) is ``stopped``, ``lease_ended``,
     ``out_of_memory``, ``spending_limit``, ``retention_ended``,
-    ``host_restart`` or ``error``. ``cost_micros`` is what the sandbox has
+    ``host_restart``, ``node_lost`` or ``error``. ``node`` names the node
+    that holds the sandbox on a many-host installation. ``cost_micros`` is what the sandbox has
     cost so far (its final cost once ended), in USD millionths, and ``usage``
     what it used: ``seconds`` running, ``cpu_seconds`` consumed and
     ``memory_gib_seconds`` (its memory size times its life). ``raw`` keeps
@@ -57,6 +58,7 @@ class SandboxInfo:
     end_message: str | None = None
     cost_micros: int = 0
     usage: dict[str, Any] = field(default_factory=dict)
+    node: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -81,6 +83,7 @@ class SandboxInfo:
             end_message=d.get("end_message") or None,
             cost_micros=int(d.get("cost_micros") or 0),
             usage=dict(d.get("usage") or {}),
+            node=d.get("node") or None,
             raw=dict(d),
         )
 

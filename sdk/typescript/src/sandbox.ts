@@ -56,6 +56,8 @@ export interface SandboxInfo {
   /** Once ended: `stopped`, `lease_ended`, `out_of_memory`, `spending_limit`, ... */
   endReason?: SandboxWire["end_reason"];
   endMessage?: string;
+  /** The node that holds the sandbox, on a many-host installation. */
+  node?: string;
   /** Cost so far (the final cost once ended), in USD millionths. */
   costMicros: number;
   /** `seconds` running, `cpu_seconds` consumed, `memory_gib_seconds`. */
@@ -94,6 +96,7 @@ export function sandboxInfoOf(d: SandboxWire): SandboxInfo {
     retentionEndsAt: parseTime(d?.retention_ends_at),
     endReason: d?.end_reason || undefined,
     endMessage: d?.end_message || undefined,
+    node: d?.node || undefined,
     costMicros: d?.cost_micros ?? 0,
     usage: {
       seconds: d?.usage?.seconds ?? 0,
