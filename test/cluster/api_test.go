@@ -25,6 +25,10 @@ const small = `"vcpus":1,"memory_mib":512`
 // do makes one API request to server a with key and returns the status and
 // body (status 0 with the error as body when the request failed).
 func (r *rig) do(a *apiServer, key, method, path string, body any) (int, []byte) {
+	return r.doWithin(a, key, method, path, body, 0)
+}
+
+func (r *rig) doWithin(a *apiServer, key, method, path string, body any, within time.Duration) (int, []byte) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -42,7 +46,11 @@ func (r *rig) do(a *apiServer, key, method, path string, body any) (int, []byte)
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := httpc.Do(req)
+	c := httpc
+	if within > 0 {
+		c = &http.Client{Timeout: within}
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, []byte(err.Error())
 	}
@@ -124,7 +132,13 @@ func (e execResult) String() string {
 
 // exec runs a shell command in the sandbox through a and reads its stream.
 func (r *rig) exec(a *apiServer, key, id, cmd string) execResult {
-	status, data := r.do(a, key, "POST", "/v1/sandboxes/"+id+"/exec", fmt.Sprintf(`{"cmd":%q,"timeout_ms":60000}`, cmd))
+	return r.execWithin(a, key, id, cmd, 0)
+}
+
+// execWithin is exec whose call gives up after within (0: httpc's bound):
+// status 0 then says nobody answered.
+func (r *rig) execWithin(a *apiServer, key, id, cmd string, within time.Duration) execResult {
+	status, data := r.doWithin(a, key, "POST", "/v1/sandboxes/"+id+"/exec", fmt.Sprintf(`{"cmd":%q,"timeout_ms":60000}`, cmd), within)
 	res := execResult{status: status, exit: -1}
 	if status != 200 {
 		res.code = errorCode(data)

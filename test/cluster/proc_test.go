@@ -116,8 +116,9 @@ func runDir(dataDir string) string {
 }
 
 type container struct {
-	id  string
-	pid int
+	id     string
+	pid    int
+	status string // runsc's: running, paused, stopped...
 }
 
 // runscList is what runsc knows of a node's containers (none when its
@@ -136,15 +137,28 @@ func runscList(runsc, run, ns string) []container {
 		return nil
 	}
 	var list []struct {
-		ID  string `json:"id"`
-		Pid int    `json:"pid"`
+		ID     string `json:"id"`
+		Pid    int    `json:"pid"`
+		Status string `json:"status"`
 	}
 	json.Unmarshal(bytes.TrimSpace(out), &list)
 	var cs []container
 	for _, c := range list {
-		cs = append(cs, container{c.ID, c.Pid})
+		cs = append(cs, container{c.ID, c.Pid, c.Status})
 	}
 	return cs
+}
+
+// runscStatus is runsc's status of container id on node n ("" when it
+// lists none).
+func runscStatus(n *node, id string) string {
+	runsc := filepath.Join(testenv.CacheDir(), "bin", "runsc")
+	for _, c := range runscList(runsc, runDir(n.dataDir), n.ns) {
+		if c.id == id {
+			return c.status
+		}
+	}
+	return ""
 }
 
 // runscHas reports whether runsc on node n still lists container id.

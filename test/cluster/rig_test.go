@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -184,8 +185,11 @@ func (r *rig) startAPI(name string) *apiServer {
 	addr := l.Addr().String()
 	l.Close()
 	a := &apiServer{url: "http://" + addr, dataDir: filepath.Join(r.dir, name)}
-	a.proc = r.newProc(name, "", "serve", "--store", r.dbURL, "--listen", addr, "--data-dir", a.dataDir,
-		"--detect-interval", detectEvery.String())
+	args := []string{"serve", "--store", r.dbURL, "--listen", addr, "--data-dir", a.dataDir}
+	if serveHasFlag(t, "--detect-interval") {
+		args = append(args, "--detect-interval", detectEvery.String())
+	}
+	a.proc = r.newProc(name, "", args...)
 	r.startAPIProc(a)
 	if r.key == "" {
 		key, err := os.ReadFile(filepath.Join(a.dataDir, "admin.key"))
@@ -217,6 +221,13 @@ func (r *rig) startAPIProc(a *apiServer) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// serveHasFlag reports whether `withruntime serve` takes flag: the
+// detector's interval is short when it does (the default, 2s, otherwise).
+func serveHasFlag(t testing.TB, flag string) bool {
+	out, _ := exec.Command(testenv.CLI(t), "serve", "--help").CombinedOutput()
+	return strings.Contains(string(out), flag+" ")
 }
 
 // node is one `withruntime node` daemon in its namespace.
@@ -359,6 +370,14 @@ func (r *rig) scrub() {
 		}
 		unmountUnder(run)
 		os.RemoveAll(run)
+		// The node's claim of its network tag names a data dir that is
+		// about to go.
+		claims, _ := filepath.Glob("/run/withruntime/network-tags/*")
+		for _, c := range claims {
+			if b, err := os.ReadFile(c); err == nil && strings.TrimSpace(string(b)) == n.dataDir {
+				os.Remove(c)
+			}
+		}
 	}
 }
 
