@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -27,6 +28,11 @@ import (
 const (
 	valueVaultKey = "vault-key"
 	valueE2BKey   = "e2b-key"
+	// valueAdminMade names the API server that made the installation's
+	// first admin key: it is made once per installation, never again by a
+	// server that starts on an empty data dir after the operator rotated
+	// or removed it.
+	valueAdminMade = "first-admin-key"
 )
 
 // startAPI is Start on a shared store (--store): an API server of a
@@ -131,9 +137,10 @@ func sharedValue(ctx context.Context, st store.Store, name string, size int) ([]
 var errAdminExists = errors.New("the store has an admin key")
 
 // clusterAdminKey is adminKey for a shared store: the first API server to
-// start makes the admin key and writes it to DIR/admin.key; the others
-// find one in the store and make none (their operator uses the first's).
-// A data dir whose admin.key the store knows keeps it.
+// start on a new store makes the admin key and writes it to DIR/admin.key;
+// every other start makes none (their operator uses the first's, or keys
+// made with it), even once that key is removed. A data dir whose
+// admin.key the store knows keeps it.
 func clusterAdminKey(ctx context.Context, st store.Store, dataDir string) (key string, made bool, err error) {
 	path := filepath.Join(dataDir, "admin.key")
 	if data, err := os.ReadFile(path); err == nil {
@@ -149,6 +156,26 @@ func clusterAdminKey(ctx context.Context, st store.Store, dataDir string) (key s
 	rand.Read(b[:])
 	key = "wr_" + base64.RawURLEncoding.EncodeToString(b[:])
 	sum := sha256.Sum256([]byte(key))
+	// The claim is the key's hash: of servers starting together on a new
+	// store one wins, and every later start finds the claim made.
+	claim, err := st.InitValue(ctx, valueAdminMade, sum[:])
+	if err != nil {
+		return "", false, fmt.Errorf("reading the installation's first admin key: %w", err)
+	}
+	if !bytes.Equal(claim, sum[:]) {
+		// Another start claimed it. Unless it died before making the key
+		// (no admin key anywhere: the last one is never removed), this
+		// start makes none.
+		keys, err := st.ListKeys(ctx, "")
+		if err != nil {
+			return "", false, err
+		}
+		for _, k := range keys {
+			if k.Kind == store.KeyAdmin {
+				return "", false, nil
+			}
+		}
+	}
 	now := time.Now().UTC()
 	err = st.CreateAccount(ctx, store.Account{ID: DefaultAccount, Name: DefaultAccount, CreatedAt: now})
 	if err != nil && sandbox.KindOf(err) != sandbox.KindConflict {
