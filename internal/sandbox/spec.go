@@ -51,6 +51,11 @@ type Record struct {
 	// Node is the id of the node that holds the sandbox ("" on a single
 	// box, whose one process is its only node).
 	Node string `json:"node,omitempty"`
+	// NodeEpoch is the node's registration (store.Node.Epoch) under which
+	// the sandbox became live there: a failure detector that gave up on
+	// epoch E ends only records of epochs up to E, never those a node that
+	// came back (a later epoch) took since.
+	NodeEpoch int64 `json:"node_epoch,omitempty"`
 	// Version is the store's generation of the record: every write must
 	// carry the version it read, and the store bumps it (0: a record that
 	// is not stored yet). A write with an older version fails with
