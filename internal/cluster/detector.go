@@ -66,7 +66,7 @@ func (c *Control) detect(ctx context.Context) {
 			n.Lost = true
 		}
 		if n.Lost {
-			c.endSandboxesOf(ctx, n.ID)
+			c.endSandboxesOf(ctx, n.ID, n.Epoch)
 		}
 	}
 }
@@ -74,8 +74,9 @@ func (c *Control) detect(ctx context.Context) {
 // endSandboxesOf ends node id's sandboxes that nothing can bring back
 // elsewhere: those that ran there, and those paused with the checkpoint
 // on its own disk. Paused sandboxes with a shared checkpoint stay: any
-// compatible node may resume them.
-func (c *Control) endSandboxesOf(ctx context.Context, id string) {
+// compatible node may resume them. Only records of registrations up to
+// epoch go: a node that came back (a later epoch) keeps what it took since.
+func (c *Control) endSandboxesOf(ctx context.Context, id string, epoch int64) {
 	recs, err := c.cfg.Store.ListSandboxes(ctx, store.SandboxFilter{
 		Node: id, States: []sandbox.State{sandbox.StateStarting, sandbox.StateRunning, sandbox.StatePaused},
 	})
@@ -84,7 +85,7 @@ func (c *Control) endSandboxesOf(ctx context.Context, id string) {
 		return
 	}
 	for _, r := range recs {
-		if _, _, err := c.endLost(ctx, r.ID, id, lostWithNode); err != nil {
+		if _, _, err := c.endLost(ctx, r.ID, id, epoch, lostWithNode); err != nil {
 			c.log.Warn("failure detector: ending a sandbox of a lost node", "sandbox_id", r.ID, "node", id, "err", err)
 		}
 	}

@@ -15,18 +15,25 @@ import (
 const maxStaleRetries = 10
 
 // endLost ends sandbox id with reason node_lost while its record still
-// names node and passes want, by a conditional write: a record that moved
-// on (resumed elsewhere, ended by its node) is left as it is. Usage is
+// names node, passes want and became live under an epoch up to epoch (the
+// registration given up on; 0, a record from before epochs, counts as
+// old), by a conditional write: a record that moved on (resumed elsewhere,
+// ended by its node, taken by the node that came back) is left as it is.
+// The node's entry is read again first: one that registered again or
+// renewed since is not lost, and its sandboxes are left to it. Usage is
 // left as it is too: the sandbox is billed to its node's last report. It
 // returns the record as last read and whether this call ended it.
-func (c *Control) endLost(ctx context.Context, id, node string, want func(*sandbox.Record) bool) (*sandbox.Record, bool, error) {
+func (c *Control) endLost(ctx context.Context, id, node string, epoch int64, want func(*sandbox.Record) bool) (*sandbox.Record, bool, error) {
 	for range maxStaleRetries {
 		rec, err := c.cfg.Store.GetSandbox(ctx, id)
 		if err != nil {
 			return nil, false, err
 		}
-		if rec.Node != node || !want(rec) {
+		if rec.Node != node || !want(rec) || rec.NodeEpoch > epoch {
 			return rec, false, nil
+		}
+		if still, err := c.stillGone(ctx, node, epoch); err != nil || !still {
+			return rec, false, err
 		}
 		now := c.now()
 		rec.State, rec.EndedAt = sandbox.StateEnded, &now
@@ -42,4 +49,18 @@ func (c *Control) endLost(ctx context.Context, id, node string, want func(*sandb
 		}
 	}
 	return nil, false, sandbox.Errorf(sandbox.KindConflict, "sandbox %s kept changing; try again", id)
+}
+
+// stillGone reports whether node's entry is still registration epoch and
+// not serving (lost, or its lease over). A node without an entry is gone
+// for good.
+func (c *Control) stillGone(ctx context.Context, node string, epoch int64) (bool, error) {
+	n, err := c.cfg.Store.GetNode(ctx, node)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return n.Epoch == epoch && !live(*n), nil
 }

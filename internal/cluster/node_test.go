@@ -39,6 +39,24 @@ type fakeNode struct {
 	// release, when set, holds the agent stream's second line until it
 	// is closed.
 	release chan struct{}
+	// lie, when set, changes every record the node answers with (not
+	// what it stores).
+	lie func(*sandbox.Record)
+}
+
+// answer writes rec as the node's answer, changed by n.lie.
+func (n *fakeNode) answer(w http.ResponseWriter, status int, rec *sandbox.Record) {
+	n.mu.Lock()
+	lie := n.lie
+	n.mu.Unlock()
+	if lie != nil {
+		c := *rec
+		lie(&c)
+		rec = &c
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(rec)
 }
 
 type connKey struct{}
@@ -57,6 +75,7 @@ func startNode(t *testing.T, ca *clusterpki.Authority, st store.Store, id string
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+noderpc.PathCreate, n.create)
 	mux.HandleFunc("POST "+noderpc.PathOp, n.op)
+	mux.HandleFunc("PUT "+noderpc.PathNetwork, n.network)
 	mux.HandleFunc(noderpc.PathAgent+"{rest...}", n.agent)
 	srv := &http.Server{Handler: mux, ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 		return context.WithValue(ctx, connKey{}, c)
@@ -101,9 +120,7 @@ func (n *fakeNode) create(w http.ResponseWriter, r *http.Request) {
 		n.fail(w, sandbox.KindInternal, err.Error())
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	json.NewEncoder(w).Encode(rec)
+	n.answer(w, http.StatusCreated, rec)
 }
 
 func (n *fakeNode) op(w http.ResponseWriter, r *http.Request) {
@@ -134,8 +151,17 @@ func (n *fakeNode) op(w http.ResponseWriter, r *http.Request) {
 		n.fail(w, sandbox.KindConflict, err.Error())
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(rec)
+	n.answer(w, http.StatusOK, rec)
+}
+
+// network answers with the stored record, its policy unchanged.
+func (n *fakeNode) network(w http.ResponseWriter, r *http.Request) {
+	rec, err := n.st.GetSandbox(r.Context(), r.PathValue("id"))
+	if err != nil {
+		n.fail(w, sandbox.KindNotFound, "sandbox not found")
+		return
+	}
+	n.answer(w, http.StatusOK, rec)
 }
 
 // agent answers like the agent's exec: an NDJSON stream, its first line

@@ -3,8 +3,10 @@ package cluster
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/withruntime/withruntime/api"
@@ -39,17 +41,24 @@ func errNodeGone(rec *sandbox.Record) error {
 
 // nodeOf returns the record's node and its client, or errNodeGone.
 func (c *Control) nodeOf(ctx context.Context, rec *sandbox.Record) (*noderpc.Client, error) {
+	_, cl, err := c.entryOf(ctx, rec)
+	return cl, err
+}
+
+// entryOf is nodeOf with the node's entry as read (nil: there is none).
+func (c *Control) entryOf(ctx context.Context, rec *sandbox.Record) (*store.Node, *noderpc.Client, error) {
 	n, err := c.cfg.Store.GetNode(ctx, rec.Node)
 	if errors.Is(err, sandbox.ErrNotFound) {
-		return nil, errNodeGone(rec)
+		return nil, nil, errNodeGone(rec)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !live(*n) {
-		return nil, errNodeGone(rec)
+		return n, nil, errNodeGone(rec)
 	}
-	return c.client(*n)
+	cl, err := c.client(*n)
+	return n, cl, err
 }
 
 // op runs a noderpc operation on the record's node.
@@ -62,7 +71,39 @@ func (c *Control) op(ctx context.Context, account, id, op string, timeout time.D
 	if err != nil {
 		return nil, err
 	}
-	return answer(cl.Op(ctx, id, op, noderpc.OpRequest{Account: account, TimeoutMs: timeout.Milliseconds()}))
+	return checked(id, account, []string{rec.Node})(answer(cl.Op(ctx, id, op, noderpc.OpRequest{Account: account, TimeoutMs: timeout.Milliseconds()})))
+}
+
+// checked returns a function that passes on a node's answer about sandbox
+// id only if it is that sandbox, of the account (any for ""), on one of
+// nodes: the API server shows what it got to the caller, so a node that
+// answers with another's record (a bug, or a node gone wrong) must not
+// leak it.
+func checked(id, account string, nodes []string) func(*sandbox.Record, error) (*sandbox.Record, error) {
+	return func(rec *sandbox.Record, err error) (*sandbox.Record, error) {
+		if err != nil {
+			return nil, err
+		}
+		if err := trust(rec, id, account, nodes); err != nil {
+			return nil, err
+		}
+		return rec, nil
+	}
+}
+
+// trust checks a record a node returned (id "": a create's, any id).
+func trust(rec *sandbox.Record, id, account string, nodes []string) error {
+	switch {
+	case rec == nil:
+		return sandbox.Errorf(sandbox.KindInternal, "the node answered without a sandbox")
+	case rec.ID == "" || id != "" && rec.ID != id:
+		return sandbox.Errorf(sandbox.KindInternal, "the node answered about sandbox %q, not %s", rec.ID, id)
+	case rec.Node == "" || !slices.Contains(nodes, rec.Node):
+		return sandbox.Errorf(sandbox.KindInternal, "the node answered with sandbox %s on node %q, not %s", rec.ID, rec.Node, strings.Join(nodes, " or "))
+	case account != "" && rec.Account != account:
+		return sandbox.Errorf(sandbox.KindInternal, "the node answered with sandbox %s of another account", rec.ID)
+	}
+	return nil
 }
 
 // answer gives a call that got no answer the kind the API shows.
@@ -106,9 +147,9 @@ func (c *Control) Stop(ctx context.Context, account, id string) (*sandbox.Record
 	if rec.State == sandbox.StateEnded {
 		return rec, nil
 	}
-	cl, err := c.nodeOf(ctx, rec)
+	entry, cl, err := c.entryOf(ctx, rec)
 	if err == nil {
-		return answer(cl.Op(ctx, id, noderpc.OpStop, noderpc.OpRequest{Account: account}))
+		return checked(id, account, []string{rec.Node})(answer(cl.Op(ctx, id, noderpc.OpStop, noderpc.OpRequest{Account: account})))
 	}
 	if sandbox.KindOf(err) != sandbox.KindConflict {
 		return nil, err
@@ -119,15 +160,20 @@ func (c *Control) Stop(ctx context.Context, account, id string) (*sandbox.Record
 			return nil, err
 		}
 		if len(nodes) > 0 {
-			return c.onEach(ctx, nodes, id, noderpc.OpStop, account)
+			return c.onEach(ctx, nodes, id, noderpc.OpStop, account, rec.Node)
 		}
 	}
-	node := rec.Node
-	rec, ended, err := c.endLost(ctx, id, node, func(r *sandbox.Record) bool { return r.State != sandbox.StateEnded })
+	// Only records of the registration found gone end; with no entry,
+	// nothing can come back under it.
+	node, epoch := rec.Node, int64(math.MaxInt64)
+	if entry != nil {
+		epoch = entry.Epoch
+	}
+	rec, ended, err := c.endLost(ctx, id, node, epoch, func(r *sandbox.Record) bool { return r.State != sandbox.StateEnded })
 	if err != nil || ended || rec.State == sandbox.StateEnded {
 		return rec, err
 	}
-	return nil, sandbox.Errorf(sandbox.KindConflict, "sandbox %s moved to another node meanwhile; stop it again", id)
+	return nil, sandbox.Errorf(sandbox.KindConflict, "sandbox %s moved on meanwhile (another node, or its node came back); stop it again", id)
 }
 
 // Resume resumes a paused sandbox on its node, or, when its checkpoint is
@@ -146,18 +192,20 @@ func (c *Control) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 		if len(nodes) == 0 {
 			return nil, sandbox.Errorf(sandbox.KindCapacityExhausted, "no live node can restore the checkpoint of sandbox %s (its node is lost)", id)
 		}
-		return c.onEach(ctx, nodes, id, noderpc.OpResume, account)
+		return c.onEach(ctx, nodes, id, noderpc.OpResume, account, "")
 	}
 	if err != nil {
 		return nil, err
 	}
-	return answer(cl.Op(ctx, id, noderpc.OpResume, noderpc.OpRequest{Account: account}))
+	return checked(id, account, []string{rec.Node})(answer(cl.Op(ctx, id, noderpc.OpResume, noderpc.OpRequest{Account: account})))
 }
 
 // onEach runs op on the first of nodes that takes it: a node without room
 // or that cannot be reached is passed over, as for creates; one that may
-// have received the call is not.
-func (c *Control) onEach(ctx context.Context, nodes []store.Node, id, op, account string) (*sandbox.Record, error) {
+// have received the call is not. The record that comes back names the
+// node that took the call, or, when not "", was (a stop leaves a stopped
+// shared checkpoint's record on the node that paused it).
+func (c *Control) onEach(ctx context.Context, nodes []store.Node, id, op, account, was string) (*sandbox.Record, error) {
 	var last error
 	for _, n := range nodes {
 		cl, err := c.client(n)
@@ -166,7 +214,7 @@ func (c *Control) onEach(ctx context.Context, nodes []store.Node, id, op, accoun
 		}
 		rec, err := cl.Op(ctx, id, op, noderpc.OpRequest{Account: account})
 		if err == nil || !noderpc.IsDialError(err) && sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
-			return answer(rec, err)
+			return checked(id, account, []string{n.ID, was})(answer(rec, err))
 		}
 		c.log.Info("node cannot take a shared checkpoint; trying the next", "sandbox_id", id, "node", n.ID, "op", op, "err", err)
 		last = err
@@ -215,7 +263,7 @@ func (c *Control) SetNetwork(ctx context.Context, account, id string, n api.Netw
 	if err != nil {
 		return nil, err
 	}
-	return answer(cl.SetNetwork(ctx, id, noderpc.NetworkRequest{Account: account, Network: n}))
+	return checked(id, account, []string{rec.Node})(answer(cl.SetNetwork(ctx, id, noderpc.NetworkRequest{Account: account, Network: n})))
 }
 
 // Egress returns a sandbox's egress log from its node.

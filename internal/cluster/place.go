@@ -60,6 +60,12 @@ func (c *Control) Create(ctx context.Context, account, keyID string, req api.Cre
 			return nil, err
 		}
 		rec, err := cl.Create(ctx, body)
+		if err == nil {
+			if err := trust(rec, "", account, []string{cd.node.ID}); err != nil {
+				c.log.Error("node answered a create with a record not its own", "node", cd.node.ID, "err", err)
+				return nil, err
+			}
+		}
 		switch {
 		case err == nil:
 			c.place(cd.node, sz)
