@@ -116,12 +116,13 @@ func newRig(t *testing.T) *rig {
 	// The first API server makes the admin key (and the installation's
 	// CA); the nodes and the second server find them.
 	r.apis = append(r.apis, r.startAPI("api1"))
+	// One after the other: nodes that start together on one cache race
+	// to install the agent into it (one rename of a shared temporary
+	// name fails).
 	for i, n := range r.nodes {
 		n.name = fmt.Sprintf("node%d", i+1)
 		n.dataDir = filepath.Join(r.dir, n.name)
 		r.startNode(n)
-	}
-	for _, n := range r.nodes {
 		r.waitNode(n)
 	}
 	r.apis = append(r.apis, r.startAPI("api2"))
