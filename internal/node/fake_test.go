@@ -18,6 +18,43 @@ type fakeManager struct {
 	agent http.RoundTripper
 	// err, when set, is every sandbox call's error.
 	err error
+	// st, when set, is read by DropUnowned and Unfence, as the manager
+	// reads records there.
+	st store.Store
+	// thawed: an Unfence thawed sandboxes that no Fence froze since.
+	thawed bool
+	// epochs are the node epochs the lease handed over (SetNodeEpoch).
+	epochs []int64
+}
+
+func (f *fakeManager) SetNodeEpoch(epoch int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.epochs = append(f.epochs, epoch)
+}
+
+func (f *fakeManager) Epochs() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int64(nil), f.epochs...)
+}
+
+func (f *fakeManager) Thawed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.thawed
+}
+
+// read reads a record as the manager's checks do; a missing one is fine.
+func (f *fakeManager) read(ctx context.Context) error {
+	if f.st == nil {
+		return nil
+	}
+	_, err := f.st.GetSandbox(ctx, "sb1")
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		return nil
+	}
+	return err
 }
 
 func (f *fakeManager) record(call string) {
@@ -91,19 +128,29 @@ func (f *fakeManager) Load() store.NodeLoad {
 	return store.NodeLoad{Sandboxes: 1, VCPUs: 2, MemoryMiB: 512}
 }
 
+// Fence freezes whatever is thawed, fenced already or not, as the
+// manager's does.
 func (f *fakeManager) Fence(context.Context) error {
 	f.record("fence")
+	f.mu.Lock()
+	f.thawed = false
+	f.mu.Unlock()
 	return nil
 }
 
-func (f *fakeManager) Unfence(context.Context) error {
+// Unfence thaws as it checks, as the manager's does: cut short, some
+// sandboxes are thawed already.
+func (f *fakeManager) Unfence(ctx context.Context) error {
 	f.record("unfence")
-	return nil
+	f.mu.Lock()
+	f.thawed = true
+	f.mu.Unlock()
+	return f.read(ctx)
 }
 
-func (f *fakeManager) DropUnowned(context.Context) error {
+func (f *fakeManager) DropUnowned(ctx context.Context) error {
 	f.record("drop")
-	return nil
+	return f.read(ctx)
 }
 
 func (f *fakeManager) EndAll(_ context.Context, reason sandbox.EndReason) error {

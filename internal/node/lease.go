@@ -68,16 +68,30 @@ type LeaseConfig struct {
 // request started, the moment the node counts from: so the node is fenced
 // before any failure detector can give up on it, and no sandbox runs on
 // two nodes at once.
+//
+// The fence is kept by a timer of its own (Run's watcher), not by the
+// renewals: whatever the loop is blocked in (a store call that hangs, as
+// one over a link that drops packets does for minutes), the node fences on
+// time. The loop's own store work (DropUnowned, Unfence, EndAll) is cut
+// short at the fence deadline.
 type Lease struct {
 	cfg LeaseConfig
 
-	mu     sync.Mutex // guards epoch and fenced, which the RPC reads
+	mu     sync.Mutex // guards epoch, fenced and lastOK
 	epoch  int64
 	fenced bool
-
 	// lastOK is when the last successful renewal (or registration)
-	// started; only the loop touches it.
+	// started, with its monotonic reading; only the loop sets it.
 	lastOK time.Time
+	// moved tells the watcher that lastOK moved (buffered, 1).
+	moved chan struct{}
+
+	// fenceMu orders the manager's Fence and Unfence: a freeze still
+	// under way must not cross a thaw, or a sandbox would stay frozen on
+	// a node that serves. The watcher takes it only while the node is not
+	// fenced, which Unfence never runs in: so an Unfence that hangs never
+	// holds up a fence.
+	fenceMu sync.Mutex
 }
 
 // NewLease returns the lease loop of cfg.Node; Register starts it.
@@ -91,7 +105,7 @@ func NewLease(cfg LeaseConfig) *Lease {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Lease{cfg: cfg}
+	return &Lease{cfg: cfg, moved: make(chan struct{}, 1)}
 }
 
 // Epoch is the node's epoch of its current registration.
@@ -108,13 +122,33 @@ func (l *Lease) Fenced() bool {
 	return l.fenced
 }
 
-func (l *Lease) setFenced(f bool) {
+// deadline is when the node must be fenced unless a renewal succeeds.
+func (l *Lease) deadline() time.Time {
 	l.mu.Lock()
-	l.fenced = f
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	return l.lastOK.Add(l.cfg.TTL / 2)
 }
 
-// Register enters the node in the store with a new epoch.
+func (l *Lease) setLastOK(t time.Time) {
+	l.mu.Lock()
+	l.lastOK = t
+	l.mu.Unlock()
+	select {
+	case l.moved <- struct{}{}:
+	default:
+	}
+}
+
+// untilFence bounds ctx at the fence deadline: store work that would run
+// past it is of no use, since the node is fenced by then.
+func (l *Lease) untilFence(ctx context.Context) (context.Context, context.CancelFunc) {
+	// A duration from Now, not a wall-clock deadline: Now and lastOK
+	// carry monotonic readings.
+	return context.WithTimeout(ctx, l.deadline().Sub(l.cfg.Clock.Now()))
+}
+
+// Register enters the node in the store with a new epoch, and tells the
+// manager the epoch, which it stamps on the records it makes live.
 func (l *Lease) Register(ctx context.Context) error {
 	start := l.cfg.Clock.Now()
 	n := l.cfg.Node
@@ -122,16 +156,26 @@ func (l *Lease) Register(ctx context.Context) error {
 	if err := l.cfg.Registry.RegisterNode(ctx, &n, l.cfg.TTL); err != nil {
 		return err
 	}
+	if m, ok := l.cfg.Manager.(interface{ SetNodeEpoch(int64) }); ok {
+		m.SetNodeEpoch(n.Epoch)
+	}
 	l.mu.Lock()
 	l.epoch = n.Epoch
 	l.mu.Unlock()
-	l.lastOK = start
+	l.setLastOK(start)
 	l.cfg.Logger.Info("node registered", "node", n.ID, "epoch", n.Epoch, "addr", n.Addr, "lease", l.cfg.TTL)
 	return nil
 }
 
-// Run renews the lease until ctx ends. Register must have succeeded.
+// Run renews the lease until ctx ends, and fences the node on time
+// whatever the renewals do. Register must have succeeded.
 func (l *Lease) Run(ctx context.Context) {
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		l.watch(ctx)
+	}()
+	defer func() { <-watched }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -142,63 +186,149 @@ func (l *Lease) Run(ctx context.Context) {
 	}
 }
 
+// watch fences the node at the fence deadline, re-armed whenever a
+// renewal moves it.
+func (l *Lease) watch(ctx context.Context) {
+	for {
+		wait := l.deadline().Sub(l.cfg.Clock.Now())
+		if wait <= 0 {
+			l.checkFence(ctx)
+			select { // fenced: nothing to do until a renewal succeeds
+			case <-ctx.Done():
+				return
+			case <-l.moved:
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.moved:
+		case <-l.cfg.Clock.After(wait):
+		}
+	}
+}
+
+// checkFence fences the node if the deadline has passed and it is not
+// fenced yet.
+func (l *Lease) checkFence(ctx context.Context) {
+	if l.Fenced() {
+		return // Unfence may be running, holding fenceMu: leave it be
+	}
+	l.fenceMu.Lock()
+	defer l.fenceMu.Unlock()
+	l.mu.Lock()
+	since := l.cfg.Clock.Now().Sub(l.lastOK)
+	due := !l.fenced && since >= l.cfg.TTL/2
+	if due {
+		l.fenced = true
+	}
+	l.mu.Unlock()
+	if !due {
+		return
+	}
+	l.cfg.Logger.Error("node fenced: no lease renewal succeeded", "node", l.cfg.Node.ID, "for", since)
+	if err := l.cfg.Manager.Fence(ctx); err != nil {
+		l.cfg.Logger.Error("fencing the node", "node", l.cfg.Node.ID, "err", err)
+	}
+}
+
 // renew makes one renewal and acts on its outcome.
 func (l *Lease) renew(ctx context.Context) {
 	ttl, id := l.cfg.TTL, l.cfg.Node.ID
 	start := l.cfg.Clock.Now()
-	// A renewal that hangs must not keep the node from fencing: it may
-	// take until the fence is due, and at least TTL/5.
-	rctx, cancel := context.WithTimeout(ctx, max(l.lastOK.Add(ttl/2).Sub(start), ttl/5))
+	// A renewal that hangs must not keep the loop: it may take until the
+	// fence is due, and at least TTL/5.
+	rctx, cancel := context.WithTimeout(ctx, max(l.deadline().Sub(start), ttl/5))
 	_, err := l.cfg.Registry.RenewNode(rctx, id, l.Epoch(), l.cfg.Manager.Load(), ttl)
 	cancel()
 	switch {
 	case ctx.Err() != nil:
 		return // closing
 	case err == nil:
-		l.lastOK = start
-		if l.Fenced() {
-			if err := l.cfg.Manager.Unfence(ctx); err != nil {
-				l.cfg.Logger.Error("unfencing the node", "node", id, "err", err)
-				return // still fenced; the next renewal tries again
-			}
-			l.setFenced(false)
-			l.cfg.Logger.Info("node unfenced: the store answers again", "node", id)
+		l.setLastOK(start)
+		if l.Fenced() && !l.unfence(ctx) {
+			return // still fenced; the next renewal tries again
 		}
-		if err := l.cfg.Manager.DropUnowned(ctx); err != nil {
+		dctx, cancel := l.untilFence(ctx)
+		err := l.cfg.Manager.DropUnowned(dctx)
+		cancel()
+		if err != nil {
 			l.cfg.Logger.Warn("dropping sandboxes this node no longer holds", "node", id, "err", err)
 		}
 	case errors.Is(err, store.ErrStale):
-		l.lost(ctx)
+		l.lost(ctx, start)
 	default:
 		l.cfg.Logger.Warn("renewing the node's lease", "node", id, "err", err)
-		if !l.Fenced() && l.cfg.Clock.Now().Sub(l.lastOK) >= ttl/2 {
-			l.setFenced(true)
-			l.cfg.Logger.Error("node fenced: no lease renewal succeeded", "node", id, "for", l.cfg.Clock.Now().Sub(l.lastOK))
-			if err := l.cfg.Manager.Fence(ctx); err != nil {
-				l.cfg.Logger.Error("fencing the node", "node", id, "err", err)
-			}
+		l.checkFence(ctx)
+	}
+}
+
+// unfence checks the node's sandboxes against the store and serves again,
+// if that is done before the fence deadline. Cut short or late, the node
+// stays fenced and Fence freezes again whatever the check thawed.
+func (l *Lease) unfence(ctx context.Context) bool {
+	id := l.cfg.Node.ID
+	l.fenceMu.Lock()
+	defer l.fenceMu.Unlock()
+	uctx, cancel := l.untilFence(ctx)
+	err := l.cfg.Manager.Unfence(uctx)
+	cancel()
+	l.mu.Lock()
+	ok := err == nil && l.cfg.Clock.Now().Before(l.lastOK.Add(l.cfg.TTL/2))
+	if ok {
+		l.fenced = false
+	}
+	l.mu.Unlock()
+	if ok {
+		l.cfg.Logger.Info("node unfenced: the store answers again", "node", id)
+		return true
+	}
+	if err == nil {
+		err = errors.New("the check ran past the fence deadline")
+	}
+	l.cfg.Logger.Error("unfencing the node", "node", id, "err", err)
+	if ctx.Err() == nil {
+		if err := l.cfg.Manager.Fence(ctx); err != nil {
+			l.cfg.Logger.Error("fencing the node again", "node", id, "err", err)
 		}
 	}
+	return false
 }
 
 // lost handles the store's word that this epoch was declared lost: what
 // the node held is not its any more. Every local sandbox ends, and the
-// node comes back as a new epoch with nothing.
-func (l *Lease) lost(ctx context.Context) {
+// node comes back as a new epoch with nothing. start is when the renewal
+// that was told so started: the store answered then, and the work here is
+// bounded as the renewal's would be.
+func (l *Lease) lost(ctx context.Context, start time.Time) {
 	id := l.cfg.Node.ID
-	l.setFenced(true)
+	l.fenceMu.Lock()
+	l.mu.Lock()
+	was := l.fenced
+	l.fenced = true
+	l.mu.Unlock()
+	if !was {
+		if err := l.cfg.Manager.Fence(ctx); err != nil {
+			l.cfg.Logger.Error("fencing the node", "node", id, "err", err)
+		}
+	}
+	l.fenceMu.Unlock()
 	l.cfg.Logger.Error("node was declared lost: ending its sandboxes and registering again", "node", id, "epoch", l.Epoch())
-	if err := l.cfg.Manager.EndAll(ctx, sandbox.EndNodeLost); err != nil {
+	bound := max(start.Add(l.cfg.TTL/2).Sub(l.cfg.Clock.Now()), l.cfg.TTL/5)
+	ectx, cancel := context.WithTimeout(ctx, bound)
+	err := l.cfg.Manager.EndAll(ectx, sandbox.EndNodeLost)
+	cancel()
+	if err != nil {
 		l.cfg.Logger.Error("ending the sandboxes of a lost node", "node", id, "err", err)
 		return // fenced; the next renewal is stale again and retries
 	}
-	if err := l.Register(ctx); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.TTL/5)
+	err = l.Register(rctx)
+	cancel()
+	if err != nil {
 		l.cfg.Logger.Error("registering the node again", "node", id, "err", err)
 		return
 	}
-	if err := l.cfg.Manager.Unfence(ctx); err != nil {
-		l.cfg.Logger.Error("unfencing the node", "node", id, "err", err)
-		return
-	}
-	l.setFenced(false)
+	l.unfence(ctx)
 }

@@ -146,7 +146,8 @@ func TestLeaseLostRegistersAgain(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	l.renew(ctx)
-	if got, want := mgr.Calls(), []string{"endall " + string(sandbox.EndNodeLost), "unfence"}; !slices.Equal(got, want) {
+	// Frozen first: ending them all may be cut short.
+	if got, want := mgr.Calls(), []string{"fence", "endall " + string(sandbox.EndNodeLost), "unfence"}; !slices.Equal(got, want) {
 		t.Fatalf("got calls %q, want %q", got, want)
 	}
 	n, err := reg.GetNode(ctx, testNode)
@@ -155,6 +156,10 @@ func TestLeaseLostRegistersAgain(t *testing.T) {
 	}
 	if n.Epoch != 2 || n.Lost || l.Epoch() != 2 || l.Fenced() {
 		t.Fatalf("got entry epoch %d lost %v, lease epoch %d fenced %v; want epoch 2, not lost, serving", n.Epoch, n.Lost, l.Epoch(), l.Fenced())
+	}
+	// The manager stamps records with the epoch they went live under.
+	if got, want := mgr.Epochs(), []int64{1, 2}; !slices.Equal(got, want) {
+		t.Fatalf("got epochs handed to the manager %v, want %v", got, want)
 	}
 }
 
@@ -186,5 +191,131 @@ func TestLeaseRunRenews(t *testing.T) {
 	}
 	if !n.RenewedAt.After(first.RenewedAt) || l.Fenced() {
 		t.Fatalf("got renewed at %v (registered %v), fenced %v: want a renewal by Run", n.RenewedAt, first.RenewedAt, l.Fenced())
+	}
+}
+
+// hangingStore is a real store some of whose calls block until their
+// context ends, as PostgreSQL's do over a link that drops packets.
+type hangingStore struct {
+	store.Store
+	mu   sync.Mutex
+	hang map[string]bool // method name -> its calls hang
+}
+
+func (h *hangingStore) set(method string, hang bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hang == nil {
+		h.hang = map[string]bool{}
+	}
+	h.hang[method] = hang
+}
+
+func (h *hangingStore) wait(ctx context.Context, method string) error {
+	h.mu.Lock()
+	hang := h.hang[method]
+	h.mu.Unlock()
+	if !hang {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (h *hangingStore) RenewNode(ctx context.Context, id string, epoch int64, load store.NodeLoad, ttl time.Duration) (*store.Node, error) {
+	if err := h.wait(ctx, "RenewNode"); err != nil {
+		return nil, err
+	}
+	return h.Store.RenewNode(ctx, id, epoch, load, ttl)
+}
+
+func (h *hangingStore) GetSandbox(ctx context.Context, id string) (*sandbox.Record, error) {
+	if err := h.wait(ctx, "GetSandbox"); err != nil {
+		return nil, err
+	}
+	return h.Store.GetSandbox(ctx, id)
+}
+
+func newHangingLease(t *testing.T, ttl time.Duration) (*Lease, *hangingStore, *fakeManager) {
+	t.Helper()
+	st := store.NewMemory()
+	t.Cleanup(func() { st.Close() })
+	hs := &hangingStore{Store: st}
+	mgr := &fakeManager{st: hs}
+	l := NewLease(LeaseConfig{Node: store.Node{ID: testNode, Addr: "x:1"}, Registry: hs, Manager: mgr, TTL: ttl})
+	if err := l.Register(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return l, hs, mgr
+}
+
+// waitFor polls cond for a generous while.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: never happened", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A store call that hangs after a renewal (the manager's reads in
+// DropUnowned) keeps neither the node from fencing on time nor the loop
+// from going on once the store answers again.
+func TestLeaseFencesWhileAStoreCallHangs(t *testing.T) {
+	l, hs, mgr := newHangingLease(t, time.Second)
+	hs.set("GetSandbox", true) // renewals work, the manager's reads hang
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "a fence while DropUnowned hangs", l.Fenced)
+	if !slices.Contains(mgr.Calls(), "fence") {
+		t.Fatalf("got calls %q, want a fence", mgr.Calls())
+	}
+	hs.set("GetSandbox", false)
+	waitFor(t, "an unfence once the store answers", func() bool { return !l.Fenced() })
+	if !mgr.Thawed() {
+		t.Fatal("unfenced without the manager's Unfence")
+	}
+}
+
+// An Unfence cut short at the fence deadline (a record read that hangs)
+// leaves the node fenced, and what it thawed frozen again.
+func TestLeaseUnfenceCutShortStaysFenced(t *testing.T) {
+	ctx := context.Background()
+	l, hs, mgr := newHangingLease(t, 400*time.Millisecond)
+	renew := func() {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { l.renew(ctx); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a renewal never returned")
+		}
+	}
+
+	hs.set("RenewNode", true)
+	waitFor(t, "a fence while renewals hang", func() bool { renew(); return l.Fenced() })
+
+	hs.set("RenewNode", false)
+	hs.set("GetSandbox", true)
+	renew()
+	calls := mgr.Calls()
+	if !l.Fenced() || mgr.Thawed() {
+		t.Fatalf("after an Unfence cut short: got fenced %v, thawed %v; want fenced, nothing thawed", l.Fenced(), mgr.Thawed())
+	}
+	if got, want := calls[len(calls)-2:], []string{"unfence", "fence"}; !slices.Equal(got, want) {
+		t.Fatalf("got calls %q, want them to end %q", calls, want)
+	}
+
+	hs.set("GetSandbox", false)
+	renew()
+	calls = mgr.Calls()
+	if l.Fenced() || !slices.Equal(calls[len(calls)-2:], []string{"unfence", "drop"}) {
+		t.Fatalf("once the store answers: got fenced %v, calls %q; want serving after unfence, drop", l.Fenced(), calls)
 	}
 }
