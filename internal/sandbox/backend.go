@@ -153,3 +153,19 @@ type Freezer interface {
 	// Thaw lets a frozen sandbox go on.
 	Thaw(ctx context.Context, id string) error
 }
+
+// CheckpointDigester is the optional capability of a backend whose
+// checkpoints leave the node (shared checkpoints) to have them checked:
+// the manager keeps the digest of what Pause wrote in the record
+// (Checkpoint.Digest), which only the store holds, and resumes with
+// ResumeDigest, so that a checkpoint changed in the shared storage since
+// is refused rather than restored.
+type CheckpointDigester interface {
+	// CheckpointDigest returns the digest of the checkpoint the last
+	// Pause of sandbox id on this backend left in shared storage ("" when
+	// it left none there).
+	CheckpointDigest(id string) string
+	// ResumeDigest is Resume that refuses a shared checkpoint whose
+	// digest is not digest ("": not checked).
+	ResumeDigest(ctx context.Context, id string, spec Spec, digest string) (Instance, error)
+}

@@ -75,6 +75,11 @@ type Checkpoint struct {
 	// Compat is what restoring needs: the runsc build and the CPU features
 	// of the node that saved it (Node.Compat).
 	Compat string `json:"compat"`
+	// Digest is what the backend that saved the checkpoint says of it
+	// (CheckpointDigester; gVisor: "sha256:" and the hex of its files):
+	// the shared storage is written by every node, so a resume restores
+	// only a checkpoint that still has it ("": none was taken).
+	Digest string `json:"digest,omitempty"`
 }
 
 // Usage is what a sandbox has used and cost so far. The meter advances it

@@ -49,9 +49,16 @@ type Backend struct {
 
 	plumb *network.Plumbing // nil: sandboxes have no network
 
-	mu        sync.Mutex // guards instances and links
+	// shared is the shared checkpoint dir, opened once it was checked (nil
+	// without shared checkpoints): every access to it goes through it.
+	shared *os.Root
+
+	mu        sync.Mutex // guards instances, links and digests
 	instances map[string]*instance
 	links     map[string]network.Link
+	// digests holds the digest of each checkpoint Pause left in the
+	// shared dir, until CheckpointDigest takes it.
+	digests map[string]string
 }
 
 var (
@@ -59,6 +66,8 @@ var (
 	_ sandbox.Meter     = (*Backend)(nil)
 	_ sandbox.Networked = (*Backend)(nil)
 	_ sandbox.Freezer   = (*Backend)(nil)
+
+	_ sandbox.CheckpointDigester = (*Backend)(nil)
 )
 
 // New checks the configuration and prepares the host (cgroup parents).
@@ -91,12 +100,14 @@ func New(cfg Config) (*Backend, error) {
 	if err := prepareCgroups(); err != nil {
 		return nil, err
 	}
+	b := &Backend{cfg: cfg, agentDir: agentDir, instances: map[string]*instance{}, links: map[string]network.Link{}, digests: map[string]string{}}
 	if d := cfg.SharedCheckpoints; d != "" {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		r, err := openSharedRoot(d)
+		if err != nil {
 			return nil, fmt.Errorf("shared checkpoint dir: %w", err)
 		}
+		b.shared = r
 	}
-	b := &Backend{cfg: cfg, agentDir: agentDir, instances: map[string]*instance{}, links: map[string]network.Link{}}
 	if w := cfg.Egress; w != nil {
 		p, err := network.Install(network.Config{Name: w.Tag, ProxyPort: w.ProxyPort, DNSPort: w.DNSPort})
 		if err != nil {

@@ -40,8 +40,10 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	if err := os.RemoveAll(p.state); err != nil {
 		errs = append(errs, err)
 	}
-	if p.shared != "" {
-		if err := os.RemoveAll(p.shared); err != nil {
+	if p.shared != "" && validID(id) {
+		// Never through a name planted there: a symlink is refused and
+		// left (the error says so), whatever it points to.
+		if err := b.removeShared(id); err != nil {
 			errs = append(errs, err)
 		}
 	}

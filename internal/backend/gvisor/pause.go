@@ -3,6 +3,7 @@ package gvisor
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -30,11 +31,25 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	p := b.paths(id)
 	b.mu.Lock()
 	inst := b.instances[id]
-	delete(b.instances, id)
 	b.mu.Unlock()
 	if inst == nil {
 		return fmt.Errorf("sandbox %s is not running here", id)
 	}
+	// The shared dir is made ready first: a refusal there (a planted
+	// name, an id that is not one) leaves the sandbox running.
+	var shared *os.File
+	if p.shared != "" {
+		f, err := b.freshShared(id)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		shared = f
+	}
+	b.mu.Lock()
+	delete(b.instances, id)
+	delete(b.digests, id)
+	b.mu.Unlock()
 	err := inst.link.dir.ClearResume()
 	if err == nil {
 		sctx, cancel := context.WithTimeout(ctx, suspendWait)
@@ -46,15 +61,27 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 		return fmt.Errorf("suspending agent: %w", err)
 	}
 	dir := p.checkpoint
-	if p.shared != "" {
-		dir = sharedCheckpoint(p)
-	}
-	os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+	if shared != nil {
+		// runsc writes into the directory checked above, whatever its
+		// path names by now.
+		dir = fdPath(shared)
+	} else {
+		os.RemoveAll(dir)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
 	}
 	if _, err := b.runsc(ctx, id, nil, "checkpoint", "--image-path", dir, id); err != nil {
 		return err
+	}
+	if shared != nil {
+		digest, err := digestDir(shared)
+		if err != nil {
+			return fmt.Errorf("digest of the checkpoint: %w", err)
+		}
+		b.mu.Lock()
+		b.digests[id] = digest
+		b.mu.Unlock()
 	}
 	b.stopContainer(ctx, id, p)
 	removeCgroups(id)
@@ -66,24 +93,28 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	return err
 }
 
-// sharedCheckpoint is where a sandbox's checkpoint is kept in the shared
-// dir.
-func sharedCheckpoint(p paths) string { return filepath.Join(p.shared, "checkpoint") }
+// CheckpointDigest implements sandbox.CheckpointDigester.
+func (b *Backend) CheckpointDigest(id string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.digests[id]
+	delete(b.digests, id)
+	return d
+}
 
-// checkpointOf is the dir that holds the sandbox's checkpoint: its own
+// checkpointOf opens the dir that holds the sandbox's checkpoint: its own
 // (paused before shared checkpoints were configured) or the shared one;
-// "" when there is none.
-func checkpointOf(p paths) string {
-	dirs := []string{p.checkpoint}
-	if p.shared != "" {
-		dirs = append(dirs, sharedCheckpoint(p))
-	}
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "checkpoint.img")); err == nil {
-			return d
+// nil when there is none. shared says which.
+func (b *Backend) checkpointOf(id string, p paths) (dir *os.File, shared bool, err error) {
+	if _, err := os.Stat(filepath.Join(p.checkpoint, "checkpoint.img")); err == nil || p.shared == "" {
+		if err != nil {
+			return nil, false, nil
 		}
+		f, err := os.Open(p.checkpoint)
+		return f, false, err
 	}
-	return ""
+	f, err := b.sharedCheckpointFile(id)
+	return f, f != nil, err
 }
 
 // removeLocal removes the sandbox's dirs on this node.
@@ -93,13 +124,36 @@ func (b *Backend) removeLocal(p paths) {
 }
 
 // Resume implements sandbox.Backend.
-func (b *Backend) Resume(ctx context.Context, id string, spec sandbox.Spec) (_ sandbox.Instance, retErr error) {
+func (b *Backend) Resume(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
+	return b.ResumeDigest(ctx, id, spec, "")
+}
+
+// ResumeDigest implements sandbox.CheckpointDigester: a shared checkpoint
+// is restored only if it has the digest its Pause took ("": not checked),
+// and from the very directory that was checked.
+func (b *Backend) ResumeDigest(ctx context.Context, id string, spec sandbox.Spec, digest string) (_ sandbox.Instance, retErr error) {
 	p := b.paths(id)
-	dir := checkpointOf(p)
-	if dir == "" {
+	f, shared, err := b.checkpointOf(id, p)
+	if err != nil {
+		return nil, err
+	}
+	if f == nil {
 		return nil, fmt.Errorf("no checkpoint for %s", id)
 	}
-	shared := dir != p.checkpoint
+	defer f.Close()
+	if shared && digest != "" {
+		got, err := digestDir(f)
+		if err != nil {
+			return nil, fmt.Errorf("checking the checkpoint of %s: %w", id, err)
+		}
+		if got != digest {
+			return nil, fmt.Errorf("the checkpoint of %s in the shared dir is not the one its pause saved (digest %s, want %s): refusing to restore it", id, got, digest)
+		}
+	}
+	dir := p.checkpoint
+	if shared {
+		dir = fdPath(f)
+	}
 	defer func() {
 		if retErr != nil {
 			b.stopContainer(context.WithoutCancel(ctx), id, p)
@@ -130,9 +184,12 @@ func (b *Backend) Resume(ctx context.Context, id string, spec sandbox.Spec) (_ s
 	if err != nil {
 		return nil, err
 	}
-	os.RemoveAll(dir)
 	if shared {
-		os.RemoveAll(p.shared)
+		if err := b.removeShared(id); err != nil {
+			slog.Warn("removing a restored shared checkpoint", "sandbox_id", id, "err", err)
+		}
+	} else {
+		os.RemoveAll(p.checkpoint)
 	}
 	return inst, nil
 }

@@ -40,7 +40,7 @@ func TestSharedCheckpointResumesOnAnotherNode(t *testing.T) {
 	a, dirA := newBackend()
 	b, dirB := newBackend()
 	ctx := t.Context()
-	id := fmt.Sprintf("sbxshare%d", os.Getpid())
+	id := fmt.Sprintf("sbx5a%014x", os.Getpid())
 	t.Cleanup(func() {
 		a.Destroy(context.Background(), id)
 		b.Destroy(context.Background(), id)
@@ -67,7 +67,20 @@ func TestSharedCheckpointResumesOnAnotherNode(t *testing.T) {
 		t.Fatalf("paused with shared checkpoints: %s is left in node A's data dir (%v)", a.paths(id).state, err)
 	}
 
-	inst, err = b.Resume(ctx, id, spec)
+	digest := a.CheckpointDigest(id)
+	if !strings.HasPrefix(digest, "sha256:") {
+		t.Fatalf("the pause's digest: got %q, want sha256:...", digest)
+	}
+	// A checkpoint changed in the shared dir since its pause is refused,
+	// and left as it is.
+	img := filepath.Join(shared, id, "checkpoint", "checkpoint.img")
+	orig := flipByte(t, img, 64)
+	if _, err := b.ResumeDigest(ctx, id, spec, digest); err == nil || !strings.Contains(err.Error(), "not the one its pause saved") {
+		t.Fatalf("resuming a tampered checkpoint: got %v, want a refusal", err)
+	}
+	writeByte(t, img, 64, orig)
+
+	inst, err = b.ResumeDigest(ctx, id, spec, digest)
 	if err != nil {
 		t.Fatalf("resuming on node B: %v", err)
 	}
@@ -243,5 +256,37 @@ func waitCPU(t *testing.T, b *Backend, id string, d time.Duration, when string) 
 			t.Fatalf("%s: the busy process used less than %v of CPU in 30s", when, d)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// flipByte inverts the byte at off of file and returns what it was.
+func flipByte(t *testing.T, file string, off int64) byte {
+	t.Helper()
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	orig := b[0]
+	b[0] = ^orig
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	return orig
+}
+
+func writeByte(t *testing.T, file string, off int64, v byte) {
+	t.Helper()
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte{v}, off); err != nil {
+		t.Fatal(err)
 	}
 }
