@@ -84,7 +84,7 @@ func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, account, 
 	rec := &sandbox.Record{
 		ID: e.id, Account: account, KeyID: keyID, Backend: m.cfg.Backend.Name(), Spec: spec,
 		State: sandbox.StateRunning, CreatedAt: now, StartedAt: &now, LeaseEndsAt: now.Add(spec.Timeout),
-		Node: m.cfg.Node,
+		Node: m.cfg.Node, NodeEpoch: m.epoch.Load(),
 	}
 	rec.Usage.SampledAt, rec.Usage.CPUCounterNs = now, counter
 	// Not the request's context: a client that goes away mid-claim would

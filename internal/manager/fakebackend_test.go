@@ -28,6 +28,9 @@ type fakeBackend struct {
 	cpu       map[string]time.Duration
 	warm      map[string]bool // started warm and not claimed yet
 	frozen    map[string]bool // frozen (sandbox.Freezer) and not thawed
+	// inflight and peak count the calls of each op under way at once, and
+	// the most there were.
+	inflight, peak map[string]int
 	// delay is how long Start, Pause and Resume take: it widens the
 	// windows in which unserialized calls would overlap.
 	delay time.Duration
@@ -50,7 +53,7 @@ type fakeInstance struct {
 }
 
 func newFakeBackend() *fakeBackend {
-	return &fakeBackend{boxes: map[string]*fakeBox{}, destroyed: map[string]int{}, calls: map[string]int{}, cpu: map[string]time.Duration{}, warm: map[string]bool{}, frozen: map[string]bool{}}
+	return &fakeBackend{boxes: map[string]*fakeBox{}, destroyed: map[string]int{}, calls: map[string]int{}, cpu: map[string]time.Duration{}, warm: map[string]bool{}, frozen: map[string]bool{}, inflight: map[string]int{}, peak: map[string]int{}}
 }
 
 func newFakeInstance() *fakeInstance { return &fakeInstance{done: make(chan struct{})} }
@@ -85,11 +88,16 @@ func (b *fakeBackend) Name() string { return "fake" }
 func (b *fakeBackend) begin(op, id string) error {
 	b.mu.Lock()
 	b.calls[op]++
+	b.inflight[op]++
+	b.peak[op] = max(b.peak[op], b.inflight[op])
 	fail := b.fail
 	b.mu.Unlock()
 	if b.delay > 0 {
 		time.Sleep(b.delay)
 	}
+	b.mu.Lock()
+	b.inflight[op]--
+	b.mu.Unlock()
 	if fail != nil {
 		return fail(op, id)
 	}
@@ -314,6 +322,13 @@ func (b *fakeBackend) count(op string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.calls[op]
+}
+
+// peakOf is the most calls of op that were under way at once.
+func (b *fakeBackend) peakOf(op string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.peak[op]
 }
 
 func (b *fakeBackend) destroys(id string) int {

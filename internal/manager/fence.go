@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
@@ -39,48 +41,100 @@ func (m *Manager) Fenced() bool {
 	return m.fenced
 }
 
+// freezeParallel bounds how many sandboxes Fence freezes at once: a
+// `runsc pause` takes a while, and a fence must be quick on a full node.
+const freezeParallel = 16
+
 // Fence freezes every live sandbox and refuses Agent, Create, Resume,
 // Pause, Extend, SetLease and SetNetwork until Unfence; the reaper, the
 // meter and the pools' filler pause too. It touches no store and takes no
 // sandbox's lock: an operation stuck on the store must not hold it up. A
 // sandbox that comes up meanwhile is frozen as it attaches. The error joins
 // the sandboxes that could not be frozen; the node is fenced all the same.
+//
+// It may be called again at any time, also while or after an Unfence that
+// was cut short: each call freezes whatever live sandbox is not frozen now
+// (those a partial Unfence thawed) and leaves the frozen ones be, and an
+// Unfence under way when it is called does not unfence the node.
 func (m *Manager) Fence(ctx context.Context) error {
 	m.mu.Lock()
-	if m.fenced {
-		m.mu.Unlock()
-		return nil
-	}
+	was := m.fenced
 	m.fenced = true
-	var ids []string
-	for id, e := range m.live {
+	m.fenceGen++
+	m.mu.Unlock()
+	n, err := m.freezeLive(ctx)
+	if !was {
+		m.cfg.Logger.Warn("fenced: the node's lease could not be renewed; its sandboxes are frozen", "sandboxes", n)
+	}
+	return err
+}
+
+// freezeLive freezes every live sandbox that is not frozen, up to
+// freezeParallel at once, and says how many it froze.
+func (m *Manager) freezeLive(ctx context.Context) (int, error) {
+	m.mu.Lock()
+	var es []*entry
+	for _, e := range m.live {
 		if e.inst != nil && !e.frozen {
-			e.frozen = true
-			ids = append(ids, id)
+			es = append(es, e)
 		}
 	}
 	m.mu.Unlock()
-	m.cfg.Logger.Warn("fenced: the node's lease could not be renewed; its sandboxes are frozen", "sandboxes", len(ids))
-	var errs []error
-	for _, id := range ids {
-		if err := m.freeze(ctx, id); err != nil {
-			errs = append(errs, fmt.Errorf("freezing %s: %w", id, err))
-		}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		n    int
+		errs []error
+		sem  = make(chan struct{}, freezeParallel)
+	)
+	for _, e := range es {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			froze, err := m.freezeOne(ctx, e)
+			mu.Lock()
+			defer mu.Unlock()
+			if froze {
+				n++
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("freezing %s: %w", e.id, err))
+			}
+		}()
 	}
-	return errors.Join(errs...)
+	wg.Wait()
+	return n, errors.Join(errs...)
 }
 
 // Unfence checks every local sandbox against its record: one still live
-// and this node's is thawed, any other is destroyed here without a record
-// write. Then the node serves again. It fails, staying fenced, when a
-// record cannot be read (the ones checked so far stay as checked).
+// and this node's is thawed (the time it was frozen is not billed), any
+// other is destroyed here without a record write. Then the node serves
+// again. It fails, staying fenced, when a record cannot be read or
+// written: what it thawed so far is frozen again, so a node that stays
+// fenced runs nothing, and the next Unfence checks again. It fails too,
+// fenced, when a Fence came while it ran.
 func (m *Manager) Unfence(ctx context.Context) error {
-	if err := m.reconcile(ctx, true); err != nil {
+	m.mu.Lock()
+	gen := m.fenceGen
+	m.mu.Unlock()
+	err := m.reconcile(ctx, true, gen)
+	m.mu.Lock()
+	again := m.fenceGen != gen
+	if err == nil && !again {
+		m.fenced = false
+	}
+	m.mu.Unlock()
+	if err == nil && again {
+		err = errors.New("the node was fenced again while it unfenced")
+	}
+	if err != nil {
+		if _, ferr := m.freezeLive(ctx); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
 		return err
 	}
-	m.mu.Lock()
-	m.fenced = false
-	m.mu.Unlock()
 	m.cfg.Logger.Info("unfenced: the node serves again")
 	m.pools.kick()
 	return nil
@@ -91,12 +145,13 @@ func (m *Manager) Unfence(ctx context.Context) error {
 // renewal of its lease. Sandboxes busy with an operation are left to the
 // next call.
 func (m *Manager) DropUnowned(ctx context.Context) error {
-	return m.reconcile(ctx, false)
+	return m.reconcile(ctx, false, 0)
 }
 
 // reconcile is Unfence's check (all, thawing) or DropUnowned's (the idle
-// sandboxes only, no thawing).
-func (m *Manager) reconcile(ctx context.Context, unfence bool) error {
+// sandboxes only, no thawing). gen is Unfence's fence generation: a thaw
+// after a later Fence leaves the sandbox frozen.
+func (m *Manager) reconcile(ctx context.Context, unfence bool, gen uint64) error {
 	idle := m.pools.idleIDs()
 	for _, id := range m.liveIDs() {
 		var e *entry
@@ -105,7 +160,7 @@ func (m *Manager) reconcile(ctx context.Context, unfence bool) error {
 		} else if e = m.tryLock(id); e == nil {
 			continue
 		}
-		err := m.reconcileOne(ctx, e, idle[id], unfence)
+		err := m.reconcileOne(ctx, e, idle[id], unfence, gen)
 		e.mu.Unlock()
 		if err != nil {
 			return err
@@ -115,14 +170,14 @@ func (m *Manager) reconcile(ctx context.Context, unfence bool) error {
 }
 
 // reconcileOne checks one sandbox; the caller holds e.mu.
-func (m *Manager) reconcileOne(ctx context.Context, e *entry, idle, unfence bool) error {
+func (m *Manager) reconcileOne(ctx context.Context, e *entry, idle, unfence bool, gen uint64) error {
 	if !m.isLive(e) || e.inst == nil {
 		return nil // it went, or it is still coming up
 	}
 	if idle {
 		// A pool member: nobody's, no record.
 		if unfence {
-			m.thaw(ctx, e)
+			m.thaw(ctx, e, gen)
 		}
 		return nil
 	}
@@ -131,14 +186,17 @@ func (m *Manager) reconcileOne(ctx context.Context, e *entry, idle, unfence bool
 	case sandbox.KindOf(err) == sandbox.KindNotFound:
 		// A member a claim is taking: the claim writes its record.
 		if unfence {
-			m.thaw(ctx, e)
+			m.thaw(ctx, e, gen)
 		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading %s: %w", e.id, err)
 	case rec.Live() && m.ours(rec):
 		if unfence {
-			m.thaw(ctx, e)
+			if err := m.skipFrozen(ctx, e, rec); err != nil {
+				return err
+			}
+			m.thaw(ctx, e, gen)
 		}
 		return nil
 	}
@@ -236,24 +294,70 @@ func (m *Manager) liveIDs() []string {
 	return ids
 }
 
-// freeze stops a sandbox's processes where they are, if the backend can.
-func (m *Manager) freeze(ctx context.Context, id string) error {
-	f, ok := m.cfg.Backend.(sandbox.Freezer)
-	if !ok {
+// skipFrozen bills a frozen running sandbox up to its freeze and moves
+// its sample to now at no cost, before it is thawed: its customer could
+// not use it meanwhile (and its CPU did not advance). A stale write drops
+// the sandbox here (it is not this node's); any other failure is
+// returned. The caller holds e.mu.
+func (m *Manager) skipFrozen(ctx context.Context, e *entry, rec *sandbox.Record) error {
+	m.mu.Lock()
+	frozen := e.frozen
+	m.mu.Unlock()
+	if !frozen || rec.State != sandbox.StateRunning {
 		return nil
 	}
-	err := f.Freeze(context.WithoutCancel(ctx), id)
-	if err != nil {
-		m.log.warn(id, "freezing sandbox", err)
+	err := m.sample(ctx, e, rec, m.now())
+	if stale(err) {
+		m.dropStale(ctx, e, rec)
+		return nil
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("recording the usage of %s before its thaw: %w", e.id, err)
+	}
+	return nil
 }
 
-// thaw lets a frozen sandbox go on; the caller holds e.mu.
-func (m *Manager) thaw(ctx context.Context, e *entry) {
+// freezeOne freezes a live sandbox unless it is frozen already or the node
+// is not fenced any more, and says whether it tried. When the backend
+// cannot freeze (no sandbox.Freezer), the sandbox is marked frozen all
+// the same: it is not billed while fenced.
+func (m *Manager) freezeOne(ctx context.Context, e *entry) (bool, error) {
+	e.fz.Lock()
+	defer e.fz.Unlock()
 	m.mu.Lock()
-	was := e.frozen
-	e.frozen = false
+	need := m.fenced && e.inst != nil && !e.frozen
+	if need {
+		e.frozen, e.frozenAt = true, m.now()
+	}
+	m.mu.Unlock()
+	if !need {
+		return false, nil
+	}
+	f, ok := m.cfg.Backend.(sandbox.Freezer)
+	if !ok {
+		return true, nil
+	}
+	err := f.Freeze(context.WithoutCancel(ctx), e.id)
+	if err != nil {
+		// Not frozen: the next Fence tries again, and it is billed.
+		m.log.warn(e.id, "freezing sandbox", err)
+		m.mu.Lock()
+		e.frozen, e.frozenAt = false, time.Time{}
+		m.mu.Unlock()
+	}
+	return true, err
+}
+
+// thaw lets a frozen sandbox go on, unless a Fence came after the Unfence
+// of generation gen began; the caller holds e.mu.
+func (m *Manager) thaw(ctx context.Context, e *entry, gen uint64) {
+	e.fz.Lock()
+	defer e.fz.Unlock()
+	m.mu.Lock()
+	was := e.frozen && m.fenceGen == gen
+	if was {
+		e.frozen, e.frozenAt = false, time.Time{}
+	}
 	m.mu.Unlock()
 	if !was {
 		return

@@ -40,7 +40,7 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 	rec := &sandbox.Record{
 		ID: id, Account: account, KeyID: keyID, Backend: m.cfg.Backend.Name(), Spec: spec,
 		State: sandbox.StateStarting, CreatedAt: now, LeaseEndsAt: now.Add(spec.Timeout),
-		Node: m.cfg.Node,
+		Node: m.cfg.Node, NodeEpoch: m.epoch.Load(),
 	}
 	// The store counts the account's live sandboxes on every node.
 	if err := m.cfg.Store.AdmitSandbox(ctx, rec, acct.Concurrency); err != nil {
@@ -285,7 +285,7 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 		return nil, err
 	}
 	starting := *rec
-	starting.State, starting.Node = sandbox.StateStarting, m.cfg.Node
+	starting.State, starting.Node, starting.NodeEpoch = sandbox.StateStarting, m.cfg.Node, m.epoch.Load()
 	if err := m.cfg.Store.AdmitSandbox(ctx, &starting, acct.Concurrency); err != nil {
 		m.release(e)
 		if stale(err) {
@@ -293,48 +293,68 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 		}
 		return nil, err
 	}
-	// stillPaused puts the record back as it was, with the version the
-	// starting write gave it.
-	stillPaused := func() {
-		back := *rec
-		back.Version = starting.Version
-		if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &back); err != nil {
-			m.log.warn(id, "recording that the sandbox stays paused", err)
-		}
-	}
 	inst, err := m.cfg.Backend.Resume(ctx, id, rec.Spec)
 	if err != nil {
 		m.release(e)
-		stillPaused()
+		m.putBackPaused(ctx, id, rec, starting.Version)
 		m.log.warn(id, "resuming sandbox", err)
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be resumed; it stays paused")
 	}
 	m.attach(e, inst)
 	m.indexAddr(e, rec.Spec.Network)
-	now := m.now()
-	running := starting
-	running.State, running.PausedAt, running.RetentionEndsAt = sandbox.StateRunning, nil, nil
-	running.Checkpoint = nil
-	running.LeaseEndsAt = now.Add(rec.Spec.Timeout)
-	running.Usage.SampledAt, running.Usage.CPUCounterNs = switched, 0
-	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &running); err != nil {
-		if stale(err) {
-			return nil, m.dropStale(ctx, e, &running)
-		}
-		// Unrecorded, it would run billed as paused: it is paused again.
-		m.log.warn(id, "recording the resume", err)
-		if perr := m.cfg.Backend.Pause(context.WithoutCancel(ctx), id); perr != nil {
-			m.log.warn(id, "pausing a sandbox whose resume was not recorded", perr)
-			m.finish(ctx, e, sandbox.EndError, "the resume could not be recorded")
-			return nil, sandbox.Wrap(sandbox.KindInternal, err, "the resume could not be recorded; the sandbox was stopped")
-		}
-		m.release(e)
-		m.closeFlows(id)
-		stillPaused()
-		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the resume could not be recorded; the sandbox stays paused")
+	running, err := m.recordResumed(ctx, e, &starting, rec, switched)
+	if err != nil {
+		return nil, err
 	}
 	m.log.info(id, "sandbox resumed", "from_node", rec.Node)
-	return &running, nil
+	return running, nil
+}
+
+// recordResumed records a restored sandbox (attached already) running,
+// from the starting record its resume wrote; billing as running counts
+// from switched. When the store cannot record it, it is paused again and
+// paused (the record as it was before the resume) is put back. The caller
+// holds e.mu.
+func (m *Manager) recordResumed(ctx context.Context, e *entry, starting, paused *sandbox.Record, switched time.Time) (*sandbox.Record, error) {
+	id := e.id
+	now := m.now()
+	running := *starting
+	running.State, running.PausedAt, running.RetentionEndsAt = sandbox.StateRunning, nil, nil
+	running.Checkpoint = nil
+	running.LeaseEndsAt = now.Add(starting.Spec.Timeout)
+	running.Usage.SampledAt, running.Usage.CPUCounterNs = switched, 0
+	err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &running)
+	if err == nil {
+		return &running, nil
+	}
+	if stale(err) {
+		return nil, m.dropStale(ctx, e, &running)
+	}
+	// Unrecorded, it would run billed as paused: it is paused again.
+	m.log.warn(id, "recording the resume", err)
+	if perr := m.cfg.Backend.Pause(context.WithoutCancel(ctx), id); perr != nil {
+		m.log.warn(id, "pausing a sandbox whose resume was not recorded", perr)
+		m.finish(ctx, e, sandbox.EndError, "the resume could not be recorded")
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the resume could not be recorded; the sandbox was stopped")
+	}
+	m.release(e)
+	m.closeFlows(id)
+	m.putBackPaused(ctx, id, paused, starting.Version)
+	return nil, sandbox.Wrap(sandbox.KindInternal, err, "the resume could not be recorded; the sandbox stays paused")
+}
+
+// putBackPaused writes paused again over the starting record (of version
+// version) that a resume that did not happen wrote, and reports whether
+// it did. A record left starting is taken up by the reaper
+// (recoverStarting).
+func (m *Manager) putBackPaused(ctx context.Context, id string, paused *sandbox.Record, version int64) error {
+	back := *paused
+	back.Version = version
+	err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &back)
+	if err != nil {
+		m.log.warn(id, "recording that the sandbox stays paused", err)
+	}
+	return err
 }
 
 // canRestore refuses the resume of a paused record whose checkpoint this

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
@@ -41,8 +42,14 @@ type entry struct {
 	// cpuWarned says the CPU counter's failure was logged once; guarded
 	// by e.mu.
 	cpuWarned bool
-	// frozen says Fence froze the instance; guarded by Manager.mu.
-	frozen bool
+	// frozen says Fence froze the instance, and frozenAt since when
+	// (what the meter bills up to); guarded by Manager.mu.
+	frozen   bool
+	frozenAt time.Time
+	// fz orders the backend's Freeze and Thaw of the instance with the
+	// frozen flag: a Fence that runs while an Unfence thaws freezes after
+	// the thaw, never before it. Taken after e.mu when both are held.
+	fz sync.Mutex
 }
 
 // entryLock is an entry's mutex. Its Unlock also drops the reference that

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -30,6 +31,12 @@ type Manager struct {
 	// fenced is set while the node cannot renew its lease (fence.go);
 	// guarded by mu.
 	fenced bool
+	// fenceGen counts Fence's calls, so that an Unfence that a Fence
+	// overtook does not unfence; guarded by mu.
+	fenceGen uint64
+	// epoch is the node's registration that records made live here name
+	// (SetNodeEpoch).
+	epoch atomic.Int64
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -82,7 +89,7 @@ func (m *Manager) release(e *entry) {
 	}
 	m.unindexAddrLocked(e)
 	t := e.transport
-	e.inst, e.transport, e.frozen = nil, nil, false
+	e.inst, e.transport, e.frozen, e.frozenAt = nil, nil, false, time.Time{}
 	m.mu.Unlock()
 	if t != nil {
 		t.CloseIdleConnections()
@@ -95,14 +102,10 @@ func (m *Manager) attach(e *entry, inst sandbox.Instance) {
 	t := newAgentTransport(inst)
 	m.mu.Lock()
 	e.inst, e.transport = inst, t
-	// Under mu with Fence's snapshot: a sandbox that comes up while the
-	// node is fenced is frozen once, here or there.
-	freeze := m.fenced && !e.frozen
-	e.frozen = e.frozen || freeze
 	m.mu.Unlock()
-	if freeze {
-		m.freeze(context.Background(), e.id) // logged
-	}
+	// A sandbox that comes up while the node is fenced is frozen once,
+	// here or by Fence (freezeOne decides under e.fz).
+	m.freezeOne(context.Background(), e) // logged
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -138,14 +141,19 @@ func (m *Manager) ended(id string, inst sandbox.Instance, reason sandbox.EndReas
 // An end with reason node_lost is not settled: the node was declared lost,
 // and what it ran is billed to its last report. A record another node
 // holds is not written (only what runs here goes), unless it is a paused
-// sandbox with a shared checkpoint, which any node may end. A write the
-// store refuses as stale leaves the record as the other writer made it.
+// sandbox with a shared checkpoint, which any node may end: that one's
+// settled usage and end are one write, and its checkpoint is removed only
+// after it (finishShared). A write the store refuses as stale leaves the
+// record as the other writer made it.
 func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason, msg string) (*sandbox.Record, error) {
 	ctx = context.WithoutCancel(ctx)
 	rec, getErr := m.cfg.Store.GetSandbox(ctx, e.id)
 	if getErr == nil && !m.ours(rec) && !sharedCheckpoint(rec) {
 		m.dropHere(ctx, e, rec)
 		return nil, elsewhere(rec, "end")
+	}
+	if getErr == nil && sharedCheckpoint(rec) {
+		return m.finishShared(ctx, e, rec, reason, msg)
 	}
 	now := m.now()
 	if getErr == nil && rec.State != sandbox.StateEnded && reason != sandbox.EndNodeLost {
@@ -182,6 +190,40 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 	}
 	m.log.info(e.id, "sandbox ended", "reason", string(reason), "cost_nanos", rec.Usage.CostNanos)
 	return rec, nil
+}
+
+// finishShared is finish of a paused sandbox whose checkpoint is in the
+// shared storage. Another node may resume it until the end is recorded,
+// and it is that node's sandbox then: so the settled usage and the end are
+// one conditional write, and the checkpoint is removed only once that
+// write has won. A write that fails leaves the checkpoint, and the record
+// as it was. The caller holds e.mu.
+func (m *Manager) finishShared(ctx context.Context, e *entry, rec *sandbox.Record, reason sandbox.EndReason, msg string) (*sandbox.Record, error) {
+	now := m.now()
+	ended := *rec
+	var delta store.UsageDelta
+	if reason != sandbox.EndNodeLost {
+		delta, _ = m.pausedDelta(&ended, now)
+	}
+	ended.State, ended.EndedAt, ended.EndReason, ended.EndMessage = sandbox.StateEnded, &now, reason, msg
+	ended.RetentionEndsAt = nil
+	if err := m.cfg.Store.RecordUsage(ctx, &ended, delta); err != nil {
+		if stale(err) {
+			m.dropHere(ctx, e, rec)
+			return m.afterStale(ctx, e.id)
+		}
+		m.log.warn(e.id, "recording the end", err)
+		return nil, fmt.Errorf("recording end of %s: %w", e.id, err)
+	}
+	if err := m.cfg.Backend.Destroy(ctx, e.id); err != nil {
+		m.log.warn(e.id, "destroying the checkpoint", err)
+	}
+	m.release(e)
+	if m.cfg.EgressState != nil {
+		m.cfg.EgressState.Release(e.id)
+	}
+	m.log.info(e.id, "sandbox ended", "reason", string(reason), "cost_nanos", ended.Usage.CostNanos)
+	return &ended, nil
 }
 
 // afterStale is what finish returns when another process wrote the record

@@ -13,17 +13,42 @@ func day(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
 // sample advances a running sandbox's usage to now: memory at its size
 // for the time since the last sample, and the CPU its cgroup consumed
-// since. The record and the ledger change in one transaction. The caller
-// holds e.mu.
+// since. The record and the ledger change in one transaction; when that
+// fails, rec's usage is left as it was, so that a later write of rec does
+// not claim what the ledger never counted. The caller holds e.mu.
 func (m *Manager) sample(ctx context.Context, e *entry, rec *sandbox.Record, now time.Time) error {
+	old := rec.Usage
+	d, ok := m.runningDelta(e, rec, now)
+	if !ok {
+		return nil
+	}
+	if err := m.cfg.Store.RecordUsage(ctx, rec, d); err != nil {
+		rec.Usage = old
+		return err
+	}
+	return nil
+}
+
+// runningDelta advances rec's usage to now as sample does and returns what
+// the ledger must add; ok is false when there is nothing to bill from
+// (never started). The time a fence kept the sandbox frozen is not billed:
+// its customer could not use it. Usage is billed up to the freeze, and the
+// sample then starts again at now. The caller holds e.mu.
+func (m *Manager) runningDelta(e *entry, rec *sandbox.Record, now time.Time) (store.UsageDelta, bool) {
 	u := &rec.Usage
 	if u.SampledAt.IsZero() {
 		if rec.StartedAt == nil {
-			return nil
+			return store.UsageDelta{}, false
 		}
 		u.SampledAt = *rec.StartedAt
 	}
-	dt := now.Sub(u.SampledAt).Milliseconds()
+	to := now
+	m.mu.Lock()
+	if e.frozen && !e.frozenAt.IsZero() && e.frozenAt.Before(to) {
+		to = e.frozenAt
+	}
+	m.mu.Unlock()
+	dt := to.Sub(u.SampledAt).Milliseconds()
 	if dt < 0 {
 		dt = 0
 	}
@@ -51,30 +76,50 @@ func (m *Manager) sample(ctx context.Context, e *entry, rec *sandbox.Record, now
 	u.CPUNs += dCPU
 	u.CostNanos += cost
 	u.SampledAt = u.SampledAt.Add(time.Duration(dt) * time.Millisecond)
-	return m.cfg.Store.RecordUsage(ctx, rec, store.UsageDelta{
+	if to != now && u.SampledAt.Before(now) {
+		// Frozen since to: the rest up to now costs nothing.
+		u.SampledAt = now
+	}
+	return store.UsageDelta{
 		Day: day(now), Account: rec.Account, KeyID: rec.KeyID,
 		AliveMs: dt, MemoryMiBMs: dMem, CPUNs: dCPU, CostNanos: cost,
-	})
+	}, true
 }
 
 // samplePaused advances a paused sandbox's usage: the storage price for
-// the time it was kept. The caller holds e.mu.
+// the time it was kept. As sample, it leaves rec's usage as it was when
+// the write fails. The caller holds e.mu.
 func (m *Manager) samplePaused(ctx context.Context, rec *sandbox.Record, now time.Time) error {
+	old := rec.Usage
+	d, ok := m.pausedDelta(rec, now)
+	if !ok {
+		return nil
+	}
+	if err := m.cfg.Store.RecordUsage(ctx, rec, d); err != nil {
+		rec.Usage = old
+		return err
+	}
+	return nil
+}
+
+// pausedDelta advances a paused record's usage to now and returns what the
+// ledger must add; ok is false when there is nothing to bill.
+func (m *Manager) pausedDelta(rec *sandbox.Record, now time.Time) (store.UsageDelta, bool) {
 	u := &rec.Usage
 	if u.SampledAt.IsZero() {
-		return nil
+		return store.UsageDelta{}, false
 	}
 	dt := now.Sub(u.SampledAt).Milliseconds()
 	if dt <= 0 {
-		return nil
+		return store.UsageDelta{}, false
 	}
 	cost := m.cfg.Prices.Paused(rec.Spec.MemoryMiB, dt)
 	u.PausedMs += dt
 	u.CostNanos += cost
 	u.SampledAt = u.SampledAt.Add(time.Duration(dt) * time.Millisecond)
-	return m.cfg.Store.RecordUsage(ctx, rec, store.UsageDelta{
+	return store.UsageDelta{
 		Day: day(now), Account: rec.Account, KeyID: rec.KeyID, CostNanos: cost,
-	})
+	}, true
 }
 
 // settle brings a sandbox's usage up to now, whatever its state. The

@@ -148,6 +148,7 @@ func TestFenceRefusesWorkAndStopsBilling(t *testing.T) {
 	if _, err := r.m.Agent(ctx, "acct", rec.ID); err != nil {
 		t.Errorf("agent after Unfence: %v", err)
 	}
+	r.clock.Advance(time.Second)
 	r.m.Meter(ctx)
 	if got := r.record(rec.ID).Usage; got.AliveMs <= before.AliveMs {
 		t.Errorf("after Unfence the meter bills again: alive %d ms, want more than %d", got.AliveMs, before.AliveMs)

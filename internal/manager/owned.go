@@ -30,6 +30,12 @@ func (m *Manager) mine(ctx context.Context, states ...sandbox.State) ([]*sandbox
 	return out, nil
 }
 
+// SetNodeEpoch sets the node's registration (store.Node.Epoch) that the
+// records this node makes live from now on name (Record.NodeEpoch): the
+// node daemon calls it after every registration. A failure detector that
+// gave up on an epoch ends only records of that epoch or earlier.
+func (m *Manager) SetNodeEpoch(epoch int64) { m.epoch.Store(epoch) }
+
 // ours reports whether the record is this node's.
 func (m *Manager) ours(rec *sandbox.Record) bool { return rec.Node == m.cfg.Node }
 

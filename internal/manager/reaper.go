@@ -8,7 +8,9 @@ import (
 )
 
 // Recover reattaches the sandboxes an earlier server of this node left
-// running, ends those it cannot reach with reason host_restart, removes
+// running, ends those it cannot reach with reason host_restart, takes up
+// the resumes it left cut short (recoverResume: reattached, or paused
+// again with their checkpoint), removes
 // every leftover of sandboxes that are not kept (an earlier server's pool
 // members among them: they have no record; and what other nodes hold),
 // and starts the reaper and the pools' filler.
@@ -19,6 +21,11 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	for _, rec := range recs {
 		e := m.lock(rec.ID)
+		if resuming(rec) {
+			m.recoverResume(ctx, e, rec)
+			e.mu.Unlock()
+			continue
+		}
 		var inst sandbox.Instance
 		if rec.State == sandbox.StateRunning {
 			inst, err = m.cfg.Backend.Attach(ctx, rec.ID, rec.Spec)
@@ -33,12 +40,14 @@ func (m *Manager) Recover(ctx context.Context) error {
 		e.mu.Unlock()
 	}
 	keep := map[string]bool{}
-	kept, err := m.mine(ctx, sandbox.StateRunning, sandbox.StatePaused)
+	kept, err := m.mine(ctx, sandbox.StateStarting, sandbox.StateRunning, sandbox.StatePaused)
 	if err != nil {
 		return err
 	}
 	for _, rec := range kept {
-		keep[rec.ID] = true
+		// A resume whose record could not be put back paused keeps its
+		// checkpoint: the reaper tries again.
+		keep[rec.ID] = rec.State != sandbox.StateStarting || resuming(rec)
 	}
 	if err := m.cfg.Backend.Sweep(ctx, func(id string) bool { return keep[id] }); err != nil {
 		m.cfg.Logger.Warn("sweeping leftovers", "err", err)
@@ -67,20 +76,33 @@ func (m *Manager) every(interval time.Duration, f func(context.Context)) {
 	}()
 }
 
-// Reap ends or pauses every sandbox of this node whose lease is over and
-// removes every paused one whose retention is over. A fenced node reaps
-// nothing: its records may not be its own any more.
+// Reap ends or pauses every sandbox of this node whose lease is over,
+// removes every paused one whose retention is over, and takes up the
+// starting records of this node that no operation here is making live (a
+// resume or create whose write committed though the store answered an
+// error, a resume whose record could not be put back paused; see
+// recoverStarting). A fenced node reaps nothing: its records may not be
+// its own any more.
 func (m *Manager) Reap(ctx context.Context) {
 	if m.Fenced() {
 		return
 	}
-	recs, err := m.mine(ctx, sandbox.StateRunning, sandbox.StatePaused)
+	recs, err := m.mine(ctx, sandbox.StateStarting, sandbox.StateRunning, sandbox.StatePaused)
 	if err != nil {
 		m.cfg.Logger.Warn("listing sandboxes to reap", "err", err)
 		return
 	}
 	now := m.now()
 	for _, r := range recs {
+		if r.State == sandbox.StateStarting {
+			// One that is busy is a create or resume under way here (or
+			// the next pass's).
+			if e := m.tryLock(r.ID); e != nil {
+				m.reapLocked(ctx, e)
+				e.mu.Unlock()
+			}
+			continue
+		}
 		due := (r.State == sandbox.StateRunning && !now.Before(r.LeaseEndsAt)) ||
 			(r.State == sandbox.StatePaused && r.RetentionEndsAt != nil && !now.Before(*r.RetentionEndsAt))
 		if due {
@@ -109,5 +131,63 @@ func (m *Manager) reapLocked(ctx context.Context, e *entry) {
 		m.finish(ctx, e, sandbox.EndLeaseEnded, "")
 	case rec.State == sandbox.StatePaused && rec.RetentionEndsAt != nil && !now.Before(*rec.RetentionEndsAt):
 		m.finish(ctx, e, sandbox.EndRetentionEnded, "")
+	case rec.State == sandbox.StateStarting && !m.isLive(e) && e.inst == nil:
+		// With the lock held no create or resume of it is under way
+		// here: nothing will write this record but this.
+		m.recoverStarting(ctx, e, rec)
+	}
+}
+
+// resuming reports whether a starting record is a resume under way (or
+// cut short): only a resume's starting record has a pause time, which the
+// running record clears (a create's has none).
+func resuming(rec *sandbox.Record) bool {
+	return rec.State == sandbox.StateStarting && rec.PausedAt != nil
+}
+
+// recoverStarting takes up a starting record of this node that nothing
+// here is making live: an interrupted resume is reattached or put back
+// paused (recoverResume); an interrupted create is ended with reason error,
+// since the sandbox never ran (or, when it did, did not get its record).
+// The caller holds e.mu.
+func (m *Manager) recoverStarting(ctx context.Context, e *entry, rec *sandbox.Record) {
+	if resuming(rec) {
+		m.recoverResume(ctx, e, rec)
+		return
+	}
+	m.finish(ctx, e, sandbox.EndError, "the sandbox's start was not recorded")
+}
+
+// recoverResume settles a resume cut short (the server was killed while the
+// backend restored the checkpoint, or the store answered an error to a
+// write it made): when the backend has the sandbox running it is
+// reattached and recorded running, else its record goes back to paused
+// (conditionally: another node may have taken it meanwhile), its
+// checkpoint kept. A record that cannot be put back stays starting, and
+// the reaper tries again. The caller holds e.mu.
+func (m *Manager) recoverResume(ctx context.Context, e *entry, rec *sandbox.Record) {
+	if inst, err := m.cfg.Backend.Attach(ctx, rec.ID, rec.Spec); err == nil && inst != nil {
+		m.admitRecovered(e, rec)
+		m.attach(e, inst)
+		m.indexAddr(e, rec.Spec.Network)
+		paused := *rec
+		paused.State = sandbox.StatePaused
+		// The resume settled the paused time up to its switch.
+		if _, err := m.recordResumed(ctx, e, rec, &paused, rec.Usage.SampledAt); err == nil {
+			m.log.info(rec.ID, "an interrupted resume's sandbox reattached")
+		}
+		return
+	}
+	paused := *rec
+	paused.State = sandbox.StatePaused
+	err := m.putBackPaused(ctx, rec.ID, &paused, rec.Version)
+	if stale(err) {
+		// Ended or taken by another process since: what this node holds of
+		// it goes, a shared checkpoint stays (see dropHere).
+		m.dropHere(ctx, e, &paused)
+		return
+	}
+	if err == nil {
+		m.log.info(rec.ID, "an interrupted resume: the sandbox stays paused")
 	}
 }
