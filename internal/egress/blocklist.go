@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,6 +56,8 @@ const hostAddrTTL = 5 * time.Second
 // NewBlocklist.
 type Blocklist struct {
 	extra []netip.Prefix
+	// more are prefixes set after the start (SetMore), as extra.
+	more atomic.Pointer[[]netip.Prefix]
 	// permit are taken off neverReachable (never off extra or the host's
 	// addresses).
 	permit []netip.Prefix
@@ -107,7 +110,23 @@ func (b *Blocklist) Blocked(addr netip.Addr) bool {
 			return true
 		}
 	}
+	if more := b.more.Load(); more != nil {
+		for _, p := range *more {
+			if p.Contains(addr) {
+				return true
+			}
+		}
+	}
 	return b.isHostAddr(addr)
+}
+
+// SetMore replaces the prefixes blocked besides the fixed list, the
+// host's addresses and NewBlocklist's: addresses learnt while serving (a
+// node's: the store's and the other nodes'). Like NewBlocklist's, no
+// permit takes them off.
+func (b *Blocklist) SetMore(prefixes []netip.Prefix) {
+	p := append([]netip.Prefix(nil), prefixes...)
+	b.more.Store(&p)
 }
 
 // isHostAddr reports whether addr is one of the host's own addresses, read

@@ -45,7 +45,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	srv := NewServer(NewHandler(Config{Node: testNode, Sandboxes: r.mgr, State: r.state}), tlsCfg, nil)
-	go srv.ServeTLS(l, "", "")
+	go Serve(srv, l)
 	t.Cleanup(func() { srv.Close() })
 	r.url = "https://" + l.Addr().String()
 	return r

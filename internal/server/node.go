@@ -21,7 +21,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"golang.org/x/sys/unix"
 
 	"github.com/withruntime/withruntime/internal/clusterpki"
@@ -35,11 +34,6 @@ import (
 // DefaultNodeListen is where a node daemon serves the node RPC unless
 // told otherwise.
 const DefaultNodeListen = ":7879"
-
-// maxRPCConns bounds the node RPC's open connections: callers are API
-// servers, which keep a few each; the rest are strangers whose handshakes
-// fail within the header timeout.
-const maxRPCConns = 1024
 
 // NodeConfig is a node daemon's configuration (withruntime node). Of
 // Config, the node uses Listen (the RPC's address), DataDir, CacheDir,
@@ -94,11 +88,13 @@ type Node struct {
 	store   store.Store
 	manager *manager.Manager
 	egress  *egressServices
+	lock    *os.File // DATA/node.lock, held while the daemon runs
 	lease   *node.Lease
 	http    *http.Server
 	done    chan error
 	stop    context.CancelFunc // ends the lease loop
 	renewed chan struct{}      // closed when the lease loop has returned
+	blocked chan struct{}      // closed when the blocklist's refresh has returned
 }
 
 // StartNode opens the store, takes the node's identity and certificate,
@@ -121,6 +117,15 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	lock, err := lockDataDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			lock.Close()
+		}
+	}()
 	st, err := store.Open(ctx, cfg.Store, dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("opening the store: %w", err)
@@ -130,6 +135,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 			st.Close()
 		}
 	}()
+	forgetStorePassword()
 	id, err := nodeID(dataDir)
 	if err != nil {
 		return nil, err
@@ -189,6 +195,16 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 	if addr == "" {
 		addr = l.Addr().String()
 	}
+	// Sandboxes never reach the installation's own services, whatever
+	// --egress-permit opens: the store, and the nodes (this one's
+	// advertised address may be one the host's interfaces do not carry).
+	var blocked *installationBlock
+	if egr != nil {
+		if p := egr.proxy.Load(); p != nil {
+			blocked = &installationBlock{list: p.Blocklist(), store: cfg.Store, self: addr, st: st, logger: cfg.Logger}
+			blocked.refresh(ctx)
+		}
+	}
 	var diskMiB int64
 	var sfs unix.Statfs_t
 	if unix.Statfs(dataDir, &sfs) == nil {
@@ -205,10 +221,11 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 		return nil, fmt.Errorf("registering node %s: %w", id, err)
 	}
 	n := &Node{
-		ID: id, Addr: addr, cfg: cfg, store: st, manager: mgr, egress: egr, lease: lease,
+		ID: id, Addr: addr, cfg: cfg, store: st, manager: mgr, egress: egr, lock: lock, lease: lease,
 		http:    node.NewServer(node.NewHandler(node.Config{Node: id, Sandboxes: mgr, State: lease, Logger: cfg.Logger}), tlsCfg, cfg.Logger),
 		done:    make(chan error, 2),
 		renewed: make(chan struct{}),
+		blocked: make(chan struct{}),
 	}
 	leaseCtx, stop := context.WithCancel(context.Background())
 	n.stop = stop
@@ -216,7 +233,13 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 		defer close(n.renewed)
 		lease.Run(leaseCtx)
 	}()
-	go func() { n.done <- n.http.ServeTLS(netutil.LimitListener(l, maxRPCConns), "", "") }()
+	go func() {
+		defer close(n.blocked)
+		if blocked != nil {
+			blocked.run(leaseCtx)
+		}
+	}()
+	go func() { n.done <- node.Serve(n.http, l) }()
 	if egr != nil {
 		go func() {
 			select {
@@ -254,11 +277,14 @@ func (n *Node) Close() error {
 	}
 	n.stop()
 	<-n.renewed
+	<-n.blocked
 	n.manager.Close()
 	if n.egress != nil {
 		n.egress.close()
 	}
-	return errors.Join(err, n.store.Close())
+	err = errors.Join(err, n.store.Close())
+	n.lock.Close() // the next daemon on this data dir may start
+	return err
 }
 
 // Manager exposes the node's manager (tests).

@@ -86,11 +86,19 @@ func TestNodeLive(t *testing.T) {
 		},
 		Store: db, LeaseTTL: 10 * time.Second,
 	}
+	t.Setenv("PGPASSWORD", "not-the-store's") // the URL's password wins
 	n, err := StartNode(ctx, cfg)
 	if err != nil {
 		t.Fatalf("StartNode: %v", err)
 	}
 	defer func() { n.Close() }()
+	if v, ok := os.LookupEnv("PGPASSWORD"); ok {
+		t.Fatalf("got PGPASSWORD=%q in the node's environment, which runsc inherits; want it unset", v)
+	}
+	// A second daemon on the data dir is refused at once.
+	if _, err := StartNode(ctx, cfg); err == nil || !strings.Contains(err.Error(), "another withruntime node runs on data dir") {
+		t.Fatalf("a second node on the data dir: got %v, want it refused", err)
+	}
 	idFile, err := os.ReadFile(filepath.Join(dataDir, "node.id"))
 	if err != nil || strings.TrimSpace(string(idFile)) != n.ID {
 		t.Fatalf("got node.id %q %v, want %s", idFile, err, n.ID)
