@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,6 +36,22 @@ func (r *orphanReaper) start(c *exec.Cmd) error {
 	}
 	r.own[c.Process.Pid] = true
 	return nil
+}
+
+// forkExec starts a program as syscall.ForkExec does and records it as a
+// child its caller will wait for. A nil reaper only starts it.
+func (r *orphanReaper) forkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	if r == nil {
+		return syscall.ForkExec(path, argv, attr)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pid, err := syscall.ForkExec(path, argv, attr)
+	if err != nil {
+		return 0, err
+	}
+	r.own[pid] = true
+	return pid, nil
 }
 
 // waited forgets a child once os/exec has reaped it.
@@ -65,6 +83,21 @@ func (r *orphanReaper) run() {
 func (r *orphanReaper) reap() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Most SIGCHLDs are for a command whose waiter has reaped it already:
+	// a look at the first waitable child (left waitable) saves reading
+	// every process's stat on each of them. Only a child that is waited
+	// for elsewhere, which may hide others behind it, needs the scan.
+	for {
+		pid, ok := waitable()
+		if !ok {
+			return
+		}
+		if r.own[pid] {
+			break
+		}
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
 	self := os.Getpid()
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -82,6 +115,24 @@ func (r *orphanReaper) reap() {
 			unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 		}
 	}
+}
+
+// waitable returns a zombie child, leaving it to be waited for, or false
+// when there is none.
+func waitable() (int, bool) {
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
+		return 0, false
+	}
+	pid := siginfoPid(&info)
+	return pid, pid > 0
+}
+
+// siginfoPid is si_pid: the union of siginfo_t starts after three ints,
+// aligned to a pointer.
+func siginfoPid(info *unix.Siginfo) int {
+	off := (3*unsafe.Sizeof(int32(0)) + unsafe.Sizeof(uintptr(0)) - 1) &^ (unsafe.Sizeof(uintptr(0)) - 1)
+	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off)))
 }
 
 // statePpid reads a process's state and parent from /proc/PID/stat.

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ func TestReaperHelper(t *testing.T) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		t.Fatal(err)
 	}
+	checkWaitable(t)
 	a := newTestAgent(t)
 	a.srv.ReapOrphans()
 	var orphans []int
@@ -53,6 +55,40 @@ func TestReaperHelper(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// checkWaitable: waitable names a zombie child and leaves it waitable,
+// and finds none once it is reaped (this process has no other children).
+func checkWaitable(t *testing.T) {
+	t.Helper()
+	if pid, ok := waitable(); ok {
+		t.Fatalf("before any child: waitable gave %d", pid)
+	}
+	pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		got, ok := waitable()
+		if ok {
+			if got != pid {
+				t.Fatalf("got waitable %d, want %d", got, pid)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d never waitable", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var ws syscall.WaitStatus
+	if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); got != pid || err != nil {
+		t.Fatalf("wait4 after waitable: got %d, %v, want %d: waitable must leave the child waitable", got, err, pid)
+	}
+	if got, ok := waitable(); ok {
+		t.Fatalf("after the reap: waitable gave %d", got)
 	}
 }
 
