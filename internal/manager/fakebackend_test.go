@@ -42,6 +42,10 @@ type fakeBackend struct {
 type fakeBox struct {
 	state sandbox.State // running or paused
 	inst  *fakeInstance
+	// digest is what the last pause's checkpoint digests to; pauses
+	// counts them, so each checkpoint's differs.
+	digest string
+	pauses int
 }
 
 type fakeInstance struct {
@@ -135,6 +139,8 @@ func (b *fakeBackend) Pause(ctx context.Context, id string) error {
 		return fmt.Errorf("sandbox %s is not running here", id)
 	}
 	box.state = sandbox.StatePaused
+	box.pauses++
+	box.digest = fmt.Sprintf("sha256:%s-%d", id, box.pauses)
 	box.inst.stop(sandbox.EndError, "checkpointed")
 	box.inst = nil
 	delete(b.cpu, id)
@@ -160,6 +166,38 @@ func (b *fakeBackend) Resume(ctx context.Context, id string, spec sandbox.Spec) 
 	}
 	box.state, box.inst = sandbox.StateRunning, newFakeInstance()
 	return box.inst, nil
+}
+
+// CheckpointDigest implements sandbox.CheckpointDigester.
+func (b *fakeBackend) CheckpointDigest(id string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if box := b.boxes[id]; box != nil && box.state == sandbox.StatePaused {
+		return box.digest
+	}
+	return ""
+}
+
+// ResumeDigest implements sandbox.CheckpointDigester.
+func (b *fakeBackend) ResumeDigest(ctx context.Context, id string, spec sandbox.Spec, digest string) (sandbox.Instance, error) {
+	b.mu.Lock()
+	box := b.boxes[id]
+	changed := digest != "" && box != nil && box.state == sandbox.StatePaused && box.digest != digest
+	b.mu.Unlock()
+	if changed {
+		return nil, fmt.Errorf("the checkpoint of %s is not the one its pause saved", id)
+	}
+	return b.Resume(ctx, id, spec)
+}
+
+// tamper changes a paused box's checkpoint, as a write to the shared
+// storage by someone else would.
+func (b *fakeBackend) tamper(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if box := b.boxes[id]; box != nil {
+		box.digest += "-changed"
+	}
 }
 
 func (b *fakeBackend) Destroy(ctx context.Context, id string) error {

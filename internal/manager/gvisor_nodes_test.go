@@ -58,8 +58,8 @@ func TestSharedCheckpointAcrossNodesWithGvisor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp := paused.Checkpoint; cp == nil || !cp.Shared || cp.Compat != "same-runsc" {
-		t.Fatalf("paused: checkpoint %+v, want shared with n1's compat", cp)
+	if cp := paused.Checkpoint; cp == nil || !cp.Shared || cp.Compat != "same-runsc" || len(cp.Digest) <= len("sha256:") || cp.Digest[:7] != "sha256:" {
+		t.Fatalf("paused: checkpoint %+v, want shared with n1's compat and the digest of what it saved", cp)
 	}
 	resumed, err := n2.Resume(ctx, "acct", rec.ID)
 	if err != nil {

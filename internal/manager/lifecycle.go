@@ -206,10 +206,14 @@ func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sa
 	paused.State, paused.PausedAt, paused.RetentionEndsAt = sandbox.StatePaused, &now, &retention
 	paused.Usage.SampledAt = now
 	paused.Checkpoint = nil
+	var digest string
+	if d, ok := m.cfg.Backend.(sandbox.CheckpointDigester); ok {
+		digest = d.CheckpointDigest(e.id)
+	}
 	if m.cfg.SharedCheckpoints {
 		// The backend left it in the shared storage: any node that can
-		// restore it may resume it.
-		paused.Checkpoint = &sandbox.Checkpoint{Shared: true, Compat: m.cfg.NodeCompat}
+		// restore it may resume it, once it checked it is this one.
+		paused.Checkpoint = &sandbox.Checkpoint{Shared: true, Compat: m.cfg.NodeCompat, Digest: digest}
 	}
 	if err := m.cfg.Store.PutSandbox(ctx, &paused); err != nil {
 		if stale(err) {
@@ -293,7 +297,7 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 		}
 		return nil, err
 	}
-	inst, err := m.cfg.Backend.Resume(ctx, id, rec.Spec)
+	inst, err := m.restore(ctx, rec)
 	if err != nil {
 		m.release(e)
 		m.putBackPaused(ctx, id, rec, starting.Version)
@@ -308,6 +312,17 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	}
 	m.log.info(id, "sandbox resumed", "from_node", rec.Node)
 	return running, nil
+}
+
+// restore has the backend restore a paused record's checkpoint; a shared
+// one only when it is still what the pause saved (its digest, when the
+// backend takes them): the shared storage is written by every node.
+func (m *Manager) restore(ctx context.Context, rec *sandbox.Record) (sandbox.Instance, error) {
+	d, ok := m.cfg.Backend.(sandbox.CheckpointDigester)
+	if cp := rec.Checkpoint; ok && cp != nil && cp.Shared && cp.Digest != "" {
+		return d.ResumeDigest(ctx, rec.ID, rec.Spec, cp.Digest)
+	}
+	return m.cfg.Backend.Resume(ctx, rec.ID, rec.Spec)
 }
 
 // recordResumed records a restored sandbox (attached already) running,

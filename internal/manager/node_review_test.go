@@ -460,3 +460,27 @@ func TestFenceAgainRetriesAFailedFreeze(t *testing.T) {
 		t.Errorf("Fence again: %v, frozen %v; want frozen", err, r.be.isFrozen(rec.ID))
 	}
 }
+
+// TestChangedSharedCheckpointIsNotRestored: a shared checkpoint's record
+// keeps the digest its pause saved, and a resume of a checkpoint changed
+// since is refused, the sandbox paused still.
+func TestChangedSharedCheckpointIsNotRestored(t *testing.T) {
+	shared := func(c *Config) { c.SharedCheckpoints, c.NodeCompat = true, "c" }
+	r := nodeRig(t, shared)
+	rec := r.create(api.CreateSandboxRequest{})
+	paused, err := r.m.Pause(t.Context(), "acct", rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paused.Checkpoint == nil || paused.Checkpoint.Digest == "" {
+		t.Fatalf("paused: checkpoint %+v, want a digest", paused.Checkpoint)
+	}
+	r.be.tamper(rec.ID)
+	n2 := r.peer("n2", r.be, shared)
+	if _, err := n2.Resume(t.Context(), "acct", rec.ID); sandbox.KindOf(err) != sandbox.KindInternal {
+		t.Fatalf("resuming a changed checkpoint: got %v, want internal (stays paused)", err)
+	}
+	if got := r.record(rec.ID); got.State != sandbox.StatePaused || r.be.state(rec.ID) != sandbox.StatePaused {
+		t.Errorf("after the refused resume: record %s, backend %q; want both paused", got.State, r.be.state(rec.ID))
+	}
+}
