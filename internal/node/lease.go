@@ -35,6 +35,9 @@ type Manager interface {
 	DropUnowned(ctx context.Context) error
 	// EndAll destroys every local sandbox and ends its record with reason.
 	EndAll(ctx context.Context, reason sandbox.EndReason) error
+	// SetNodeEpoch is told the epoch of each registration, before the
+	// node serves under it: the records the manager makes live carry it.
+	SetNodeEpoch(epoch int64)
 }
 
 // Clock is the lease loop's time: Now must carry the monotonic reading
@@ -156,9 +159,7 @@ func (l *Lease) Register(ctx context.Context) error {
 	if err := l.cfg.Registry.RegisterNode(ctx, &n, l.cfg.TTL); err != nil {
 		return err
 	}
-	if m, ok := l.cfg.Manager.(interface{ SetNodeEpoch(int64) }); ok {
-		m.SetNodeEpoch(n.Epoch)
-	}
+	l.cfg.Manager.SetNodeEpoch(n.Epoch)
 	l.mu.Lock()
 	l.epoch = n.Epoch
 	l.mu.Unlock()

@@ -132,8 +132,8 @@ func TestNodeLive(t *testing.T) {
 		t.Fatalf("create through the RPC: %v", err)
 	}
 	defer func() { c.Op(context.Background(), rec.ID, noderpc.OpStop, noderpc.OpRequest{Account: "acct1"}) }()
-	if rec.Node != n.ID {
-		t.Fatalf("got record node %q, want %s", rec.Node, n.ID)
+	if rec.Node != n.ID || rec.NodeEpoch != entry.Epoch {
+		t.Fatalf("got record node %q epoch %d, want %s epoch %d", rec.Node, rec.NodeEpoch, n.ID, entry.Epoch)
 	}
 
 	execHi(t, c, rec.ID)
