@@ -99,7 +99,7 @@ type Control struct {
 	cfg Config
 	log *slog.Logger
 
-	mu sync.Mutex // guards clients and placed
+	mu sync.Mutex // guards clients, placed and unremoved
 	// clients holds one client per node registration and address: a node
 	// that registers again (new epoch) or moves gets a fresh one.
 	clients map[clientKey]*noderpc.Client
@@ -107,6 +107,9 @@ type Control struct {
 	// reported load: creates in a burst spread before the next renewal
 	// says where they went.
 	placed map[string]placement
+	// unremoved holds the shared checkpoints whose retention is over but
+	// that no live node can remove yet (said once each).
+	unremoved map[string]bool
 }
 
 type clientKey struct {
@@ -132,8 +135,9 @@ func New(cfg Config) (*Control, error) {
 	}
 	return &Control{
 		cfg: cfg, log: cfg.Logger,
-		clients: map[clientKey]*noderpc.Client{},
-		placed:  map[string]placement{},
+		clients:   map[clientKey]*noderpc.Client{},
+		placed:    map[string]placement{},
+		unremoved: map[string]bool{},
 	}, nil
 }
 

@@ -48,7 +48,8 @@ func (c *Control) detect(ctx context.Context) {
 		c.log.Warn("failure detector: listing nodes", "err", err)
 		return
 	}
-	for _, n := range nodes {
+	for i := range nodes {
+		n := &nodes[i] // marked lost here for endRetained too
 		if n.Expired && !n.Lost {
 			won, err := c.cfg.Store.MarkNodeLost(ctx, n.ID, n.Epoch)
 			if err != nil {
@@ -69,6 +70,7 @@ func (c *Control) detect(ctx context.Context) {
 			c.endSandboxesOf(ctx, n.ID, n.Epoch)
 		}
 	}
+	c.endRetained(ctx, nodes)
 }
 
 // endSandboxesOf ends node id's sandboxes that nothing can bring back

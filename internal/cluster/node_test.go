@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -140,10 +141,22 @@ func (n *fakeNode) op(w http.ResponseWriter, r *http.Request) {
 		n.fail(w, sandbox.KindNotFound, "sandbox "+id+" not found")
 		return
 	}
+	// A reason as a node takes it: retention_ended on a stop of a paused
+	// sandbox whose retention is over, nothing else.
+	if req.Reason != "" {
+		switch {
+		case op != noderpc.OpStop || req.Reason != sandbox.EndRetentionEnded:
+			n.fail(w, sandbox.KindInvalid, "no reason "+string(req.Reason)+" for "+op)
+			return
+		case rec.State != sandbox.StatePaused || rec.RetentionEndsAt == nil || time.Now().Before(*rec.RetentionEndsAt):
+			n.fail(w, sandbox.KindConflict, "the retention of "+id+" is not over")
+			return
+		}
+	}
 	switch op {
 	case noderpc.OpStop:
 		now := time.Now().UTC()
-		rec.State, rec.EndedAt, rec.EndReason = sandbox.StateEnded, &now, sandbox.EndStopped
+		rec.State, rec.EndedAt, rec.EndReason = sandbox.StateEnded, &now, cmp.Or(req.Reason, sandbox.EndStopped)
 	case noderpc.OpResume:
 		rec.State, rec.Node, rec.PausedAt = sandbox.StateRunning, n.id, nil
 	}

@@ -206,13 +206,19 @@ func (c *Control) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 // node that took the call, or, when not "", was (a stop leaves a stopped
 // shared checkpoint's record on the node that paused it).
 func (c *Control) onEach(ctx context.Context, nodes []store.Node, id, op, account, was string) (*sandbox.Record, error) {
+	return c.onEachReq(ctx, nodes, id, op, noderpc.OpRequest{Account: account}, was)
+}
+
+// onEachReq is onEach with the request to send.
+func (c *Control) onEachReq(ctx context.Context, nodes []store.Node, id, op string, req noderpc.OpRequest, was string) (*sandbox.Record, error) {
+	account := req.Account
 	var last error
 	for _, n := range nodes {
 		cl, err := c.client(n)
 		if err != nil {
 			return nil, err
 		}
-		rec, err := cl.Op(ctx, id, op, noderpc.OpRequest{Account: account})
+		rec, err := cl.Op(ctx, id, op, req)
 		if err == nil || !noderpc.IsDialError(err) && sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
 			return checked(id, account, []string{n.ID, was})(answer(rec, err))
 		}

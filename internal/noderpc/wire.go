@@ -2,6 +2,7 @@ package noderpc
 
 import (
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
 // Paths of the node's RPC. {id} is a sandbox id; every body is JSON.
@@ -51,6 +52,13 @@ type OpRequest struct {
 	Account string `json:"account"`
 	// TimeoutMs is the lease asked for by extend and set_lease.
 	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	// Reason, on a stop, is the end reason the stop records instead of
+	// stopped. A node accepts only sandbox.EndRetentionEnded, and only
+	// for a paused sandbox whose retention is over: the failure detector
+	// sends it to remove a lost node's shared checkpoint when its
+	// retention ends, as that node's reaper would have. Anything else is
+	// refused (invalid).
+	Reason sandbox.EndReason `json:"reason,omitempty"`
 }
 
 // NetworkRequest replaces a sandbox's egress policy.
