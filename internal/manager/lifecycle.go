@@ -144,6 +144,19 @@ func (m *Manager) moveLease(ctx context.Context, account, id string, timeout tim
 // Stop ends a sandbox (running or paused) with reason stopped. Stopping an
 // ended sandbox returns it as it is.
 func (m *Manager) Stop(ctx context.Context, account, id string) (*sandbox.Record, error) {
+	return m.stopAs(ctx, account, id, sandbox.EndStopped)
+}
+
+// EndRetention ends a paused sandbox whose retention is over with reason
+// retention_ended, as the reaper does, on any node that may stop it: the
+// failure detector asks a live node so for a lost node's shared
+// checkpoint, which no reaper would remove otherwise. Anything else is
+// refused (conflict).
+func (m *Manager) EndRetention(ctx context.Context, id string) (*sandbox.Record, error) {
+	return m.stopAs(ctx, "", id, sandbox.EndRetentionEnded)
+}
+
+func (m *Manager) stopAs(ctx context.Context, account, id string, reason sandbox.EndReason) (*sandbox.Record, error) {
 	e := m.lock(id)
 	defer e.mu.Unlock()
 	rec, err := m.get(ctx, account, id)
@@ -158,7 +171,10 @@ func (m *Manager) Stop(ctx context.Context, account, id string) (*sandbox.Record
 	if !m.ours(rec) && !(sharedCheckpoint(rec) && m.cfg.SharedCheckpoints) {
 		return nil, elsewhere(rec, "stop")
 	}
-	return m.finish(ctx, e, sandbox.EndStopped, "")
+	if reason == sandbox.EndRetentionEnded && (rec.State != sandbox.StatePaused || rec.RetentionEndsAt == nil || m.now().Before(*rec.RetentionEndsAt)) {
+		return nil, sandbox.Errorf(sandbox.KindConflict, "the retention of sandbox %s is not over", id)
+	}
+	return m.finish(ctx, e, reason, "")
 }
 
 // Pause checkpoints a running sandbox.
