@@ -45,6 +45,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	if err != nil {
 		return nil, err
 	}
+	forgetStorePassword()
 	defer func() {
 		if retErr != nil {
 			st.Close()
