@@ -33,6 +33,12 @@ type Sandboxes interface {
 	Egress(ctx context.Context, account, id string) ([]api.EgressEvent, error)
 }
 
+// RetentionEnder is the manager's end of a paused sandbox whose retention
+// is over (manager.EndRetention): a stop with reason retention_ended.
+type RetentionEnder interface {
+	EndRetention(ctx context.Context, id string) (*sandbox.Record, error)
+}
+
 // State is what the RPC asks of the lease loop: the node's epoch, and
 // whether the node is fenced (it serves no sandbox then).
 type State interface {
@@ -155,9 +161,21 @@ func (s *rpc) op(w http.ResponseWriter, r *http.Request) error {
 	id, sb := r.PathValue("id"), s.cfg.Sandboxes
 	var call func() (*sandbox.Record, error)
 	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+	// A reason is taken on a stop only, and only retention_ended (the
+	// failure detector's removal of a lost node's shared checkpoint).
+	if req.Reason != "" && (r.PathValue("op") != noderpc.OpStop || req.Reason != sandbox.EndRetentionEnded) {
+		return sandbox.Errorf(sandbox.KindInvalid, "no reason %q for %s", req.Reason, r.PathValue("op"))
+	}
 	switch ctx := r.Context(); r.PathValue("op") {
 	case noderpc.OpStop:
 		call = func() (*sandbox.Record, error) { return sb.Stop(ctx, req.Account, id) }
+		if req.Reason == sandbox.EndRetentionEnded {
+			re, ok := sb.(RetentionEnder)
+			if !ok {
+				return sandbox.Errorf(sandbox.KindInvalid, "node %s cannot end a retention", s.cfg.Node)
+			}
+			call = func() (*sandbox.Record, error) { return re.EndRetention(ctx, id) }
+		}
 	case noderpc.OpPause:
 		call = func() (*sandbox.Record, error) { return sb.Pause(ctx, req.Account, id) }
 	case noderpc.OpResume:
