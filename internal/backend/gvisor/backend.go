@@ -137,11 +137,28 @@ func stageAgent(cfg Config) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o755); err != nil {
+	// A temporary file of this call's own: servers starting together on
+	// one cache each stage the same agent, and the first rename wins.
+	f, err := os.CreateTemp(dir, "sandbox-agent.*.tmp")
+	if err != nil {
 		return "", err
 	}
-	return dir, os.Rename(tmp, dst)
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o755)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return dir, nil
 }
 
 // paths of one sandbox.
