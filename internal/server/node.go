@@ -31,6 +31,10 @@ import (
 	"github.com/withruntime/withruntime/internal/store"
 )
 
+// The node RPC ends a lost node's shared checkpoints through this optional
+// method of the manager: a manager without it would refuse them quietly.
+var _ node.RetentionEnder = (*manager.Manager)(nil)
+
 // DefaultNodeListen is where a node daemon serves the node RPC unless
 // told otherwise.
 const DefaultNodeListen = ":7879"
