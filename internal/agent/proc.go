@@ -1,8 +1,9 @@
 package agent
 
 import (
-	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -58,25 +59,37 @@ func (s *Server) start(l *launch, onStart func(pid int), onOut, onErr func([]byt
 		outW.Close()
 		return nil, err
 	}
-	// stdin is /dev/null, the request's data through a pipe, or a pipe
-	// kept open for later writes (background processes only).
-	inR, inW, err := stdinFor(l)
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		return nil, err
+	c := &exec.Cmd{
+		Path:        l.path,
+		Args:        l.argv,
+		Dir:         l.dir,
+		Env:         l.env,
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: s.sysProcAttrAs(l.user.uid, l.user.gid),
+		// Bounds how long Wait lets the stdin copy block once the command
+		// has exited (a descendant may hold stdin and never read it).
+		WaitDelay: time.Second,
 	}
-	pid, err := s.reaper.forkExec(l.path, l.argv, &syscall.ProcAttr{
-		Dir:   l.dir,
-		Env:   l.env,
-		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
-		Sys:   s.sysProcAttrAs(l.user.uid, l.user.gid),
-	})
-	if inR != devNull {
-		inR.Close()
+	if l.stdin != "" {
+		c.Stdin = strings.NewReader(l.stdin)
 	}
+	var inW *os.File
+	if l.keepStdin {
+		// An *os.File as Stdin goes to the child as it is: no copying
+		// goroutine that Wait would wait for.
+		var inR *os.File
+		if inR, inW, err = os.Pipe(); err != nil {
+			outR.Close()
+			errR.Close()
+			outW.Close()
+			errW.Close()
+			return nil, err
+		}
+		c.Stdin = inR
+		defer inR.Close()
+	}
+	err = s.reaper.start(c)
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -87,18 +100,8 @@ func (s *Server) start(l *launch, onStart func(pid int), onOut, onErr func([]byt
 		}
 		return nil, startFailure(l.argv[0], err)
 	}
-	var feed *os.File // the write end of the request's stdin, being written
-	if l.stdin != "" {
-		feed, inW = inW, nil
-		go func() {
-			// A command that exits unread gets EPIPE: no failure; once
-			// wait closes the pipe the write ends too.
-			_, _ = feed.WriteString(l.stdin)
-			feed.Close()
-		}()
-	}
 	p := &proc{
-		pid:     pid,
+		pid:     c.Process.Pid,
 		cmd:     l.cmd,
 		tag:     l.tag,
 		started: time.Now().UTC(),
@@ -114,34 +117,8 @@ func (s *Server) start(l *launch, onStart func(pid int), onOut, onErr func([]byt
 	if onStart != nil {
 		onStart(p.pid)
 	}
-	go p.wait(outR, errR, feed, p.ringing(onOut), p.ringing(onErr), s.reaper)
+	go p.wait(c, outR, errR, p.ringing(onOut), p.ringing(onErr), s.reaper)
 	return p, nil
-}
-
-// stdinGrace bounds how long the request's stdin is still written once the
-// command has exited: a descendant may hold stdin and never read it.
-const stdinGrace = time.Second
-
-// devNull is every command's stdin when it is given none; opened once,
-// never closed.
-var devNull = func() *os.File {
-	f, err := os.Open(os.DevNull)
-	if err != nil {
-		return nil
-	}
-	return f
-}()
-
-// stdinFor is the read end the command gets as stdin, and the write end
-// the agent keeps, if any.
-func stdinFor(l *launch) (r, w *os.File, err error) {
-	if !l.keepStdin && l.stdin == "" {
-		if devNull == nil {
-			return nil, nil, fmt.Errorf("opening %s failed at start", os.DevNull)
-		}
-		return devNull, nil, nil
-	}
-	return os.Pipe()
 }
 
 // ringing is emit, then a ring of p's bell for those following p's output.
@@ -170,20 +147,12 @@ func (s *Server) sysProcAttrAs(uid, gid int) *syscall.SysProcAttr {
 	return a
 }
 
-// wait reaps the command, drains its output (for at most outputGrace
-// after it exited) and records its end.
-func (p *proc) wait(outR, errR, feed *os.File, onOut, onErr func([]byte), reaper *orphanReaper) {
+func (p *proc) wait(c *exec.Cmd, outR, errR *os.File, onOut, onErr func([]byte), reaper *orphanReaper) {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); pump(outR, onOut) }()
 	go func() { defer wg.Done(); pump(errR, onErr) }()
-	var ws syscall.WaitStatus
-	for {
-		_, err := syscall.Wait4(p.pid, &ws, 0, nil)
-		if err != syscall.EINTR {
-			break
-		}
-	}
+	_ = c.Wait() // the status is in c.ProcessState; ErrWaitDelay is no failure
 	reaper.waited(p.pid)
 	close(p.exited)
 	if p.timer != nil {
@@ -195,12 +164,8 @@ func (p *proc) wait(outR, errR, feed *os.File, onOut, onErr func([]byte), reaper
 	wg.Wait()
 	outR.Close()
 	errR.Close()
-	if feed != nil {
-		// Descendants that still hold stdin get stdinGrace to read it.
-		_ = feed.SetWriteDeadline(time.Now().Add(stdinGrace))
-	}
 	p.closeStdin()
-	code := exitCode(ws)
+	code := exitCode(c.ProcessState)
 	p.mu.Lock()
 	p.exitCode = &code
 	p.ended = time.Now().UTC()
@@ -234,14 +199,14 @@ func (p *proc) kill() {
 }
 
 // exitCode is the shell's view of a status: 128+n for a death by signal n.
-func exitCode(ws syscall.WaitStatus) int {
-	switch {
-	case ws.Signaled():
-		return 128 + int(ws.Signal())
-	case ws.Exited():
-		return ws.ExitStatus()
+func exitCode(st *os.ProcessState) int {
+	if st == nil {
+		return -1
 	}
-	return -1
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
 }
 
 // pump passes what r yields to emit, in chunks as they arrive, never
@@ -249,9 +214,7 @@ func exitCode(ws syscall.WaitStatus) int {
 // goes out as a JSON string, so a character cut in two must not make both
 // halves invalid (and base64).
 func pump(r *os.File, emit func([]byte)) {
-	bp := pumpBuffers.Get().(*[]byte)
-	defer pumpBuffers.Put(bp)
-	buf := *bp
+	buf := make([]byte, 32<<10)
 	carry := 0
 	for {
 		n, err := r.Read(buf[carry:])
@@ -269,11 +232,6 @@ func pump(r *os.File, emit func([]byte)) {
 		}
 	}
 }
-
-// pumpBuffers are pump's read buffers: each exec has two pumps, and
-// emit copies what it is given (into an event or a tail), so a buffer is
-// free again once its pump returns.
-var pumpBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // completeUTF8 is the length of the longest prefix of b that does not end
 // inside a UTF-8 sequence.

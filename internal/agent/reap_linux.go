@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -36,22 +35,6 @@ func (r *orphanReaper) start(c *exec.Cmd) error {
 	}
 	r.own[c.Process.Pid] = true
 	return nil
-}
-
-// forkExec starts a program as syscall.ForkExec does and records it as a
-// child its caller will wait for. A nil reaper only starts it.
-func (r *orphanReaper) forkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
-	if r == nil {
-		return syscall.ForkExec(path, argv, attr)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	pid, err := syscall.ForkExec(path, argv, attr)
-	if err != nil {
-		return 0, err
-	}
-	r.own[pid] = true
-	return pid, nil
 }
 
 // waited forgets a child once os/exec has reaped it.
