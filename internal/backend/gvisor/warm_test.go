@@ -280,3 +280,92 @@ func deref(p *uint64) string {
 	}
 	return fmt.Sprint(*p)
 }
+
+// warmProbe prints the shell's own pid, the pids of every process (a
+// builtin glob: it starts none) and what the places a user writes to
+// hold, with any bytecode written since the image was made.
+const warmProbe = `echo "self $$"; for d in /proc/[0-9]*; do echo "pid ${d#/proc/}"; done; ` +
+	`find /tmp /var/tmp /workspace /home /root /dev/shm -mindepth 1 | sort; find /usr/lib /usr/local/lib -name '*.pyc' -newer /etc/os-release | head -5`
+
+// TestWarmCachesLeaveNothing boots one sandbox cold and one warm: the warm
+// one's warm-up ran (its first command is not the sandbox's first
+// process) and left nothing behind: no process beyond the agent, the same
+// files as the cold one, no bytecode written.
+func TestWarmCachesLeaveNothing(t *testing.T) {
+	testenv.RequiresGvisor(t)
+	b, err := New(Config{DataDir: t.TempDir(), CacheDir: testenv.CacheDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sandbox.Spec{Image: image.DefaultName, VCPUs: 1, MemoryMiB: 512, DiskMiB: 1024, PidsLimit: 256}
+	probe := func(name string, start func(context.Context, string, sandbox.Spec) (sandbox.Instance, error)) (self string, others, files []string) {
+		id := fmt.Sprintf("sbx%s%d", name, os.Getpid())
+		defer b.Destroy(context.Background(), id)
+		inst, err := start(t.Context(), id, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := &http.Client{Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return inst.DialAgent(ctx) },
+		}}
+		defer hc.CloseIdleConnections()
+		for _, line := range strings.Split(strings.TrimSpace(agentShell(t, hc, warmProbe)), "\n") {
+			switch {
+			case strings.HasPrefix(line, "self "):
+				self = strings.TrimPrefix(line, "self ")
+			case strings.HasPrefix(line, "pid "):
+				if p := strings.TrimPrefix(line, "pid "); p != "1" {
+					others = append(others, p)
+				}
+			default:
+				files = append(files, line)
+			}
+		}
+		return self, others, files
+	}
+	coldSelf, coldOthers, coldFiles := probe("cold", b.Start)
+	warmSelf, warmOthers, warmFiles := probe("warm", b.StartWarm)
+	if coldSelf == warmSelf {
+		t.Errorf("the first command of the warm sandbox has pid %s, as in a cold one: the warm-up did not run", warmSelf)
+	}
+	for _, tc := range []struct {
+		name   string
+		self   string
+		others []string
+	}{{"cold", coldSelf, coldOthers}, {"warm", warmSelf, warmOthers}} {
+		if !slices.Equal(tc.others, []string{tc.self}) {
+			t.Errorf("%s: got processes %v beside the agent, want only the probe's own %s", tc.name, tc.others, tc.self)
+		}
+	}
+	if !slices.Equal(warmFiles, coldFiles) {
+		t.Errorf("warm sandbox: got files %q, want those of a cold one %q", warmFiles, coldFiles)
+	}
+}
+
+// agentShell runs a shell command through the agent and returns its stdout.
+func agentShell(t *testing.T, hc *http.Client, script string) string {
+	t.Helper()
+	exec, _ := json.Marshal(api.ExecRequest{Cmd: api.Command{Shell: script}})
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", "http://agent/exec", bytes.NewReader(exec))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("POST /exec: %v", err)
+	}
+	defer resp.Body.Close()
+	var out string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var ev api.ExecEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("decoding %q: %v", sc.Bytes(), err)
+		}
+		if ev.Type == api.EventStdout {
+			s, err := ev.Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out += s
+		}
+	}
+	return out
+}
