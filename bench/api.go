@@ -28,27 +28,36 @@ func (b *bencher) warm(ctx context.Context) {
 }
 
 // floor measures, in one sandbox, the exec round trip of `true` through
-// the API and the in-sandbox spawn floor under it.
-func (b *bencher) floor(ctx context.Context, execs, spawns int) (rt, spawnTrue, spawnPy series, err error) {
+// the API, that of a command not found (no process: the platform's own
+// path) and the in-sandbox spawn floor under them.
+func (b *bencher) floor(ctx context.Context, execs, spawns int) (rt, rtMissing, spawnTrue, spawnPy series, err error) {
 	sb, err := b.c.CreateSandbox(ctx, api.CreateSandboxRequest{VCPUs: b.vcpus, MemoryMiB: b.mem, TimeoutSeconds: 600})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	defer b.done(ctx, []string{sb.ID})
 	if rt, err = b.execRoundTrip(ctx, sb.ID, execs); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
+	}
+	if rtMissing, err = b.execSeries(ctx, sb.ID, execs, missing); err != nil {
+		return nil, nil, nil, nil, err
 	}
 	if spawnTrue, err = spawnFloor(ctx, b.c, sb.ID, spawns, "/bin/true"); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if spawnPy, err = spawnFloor(ctx, b.c, sb.ID, spawns, "/usr/bin/python3", "-c", "print(1)"); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return rt, spawnTrue, spawnPy, nil
+	return rt, rtMissing, spawnTrue, spawnPy, nil
 }
 
 func (b *bencher) execRoundTrip(ctx context.Context, id string, n int) (series, error) {
-	req := api.ExecRequest{Cmd: api.Command{Argv: []string{"true"}}}
+	return b.execSeries(ctx, id, n, api.ExecRequest{Cmd: api.Command{Argv: []string{"true"}}})
+}
+
+// execSeries times n execs of req, after 10 that open connections; a
+// command that is not found must answer 127.
+func (b *bencher) execSeries(ctx context.Context, id string, n int, req api.ExecRequest) (series, error) {
 	var s series
 	for i := 0; i < n+10; i++ {
 		start := time.Now()
@@ -56,14 +65,24 @@ func (b *bencher) execRoundTrip(ctx context.Context, id string, n int) (series, 
 		if err != nil {
 			return nil, err
 		}
-		if res.ExitCode != 0 {
-			return nil, fmt.Errorf("true exited %d", res.ExitCode)
+		if want := wantExit(req); res.ExitCode != want {
+			return nil, fmt.Errorf("%v exited %d, want %d", req.Cmd.Argv, res.ExitCode, want)
 		}
 		if i >= 10 { // the first calls open connections
 			s = append(s, time.Since(start))
 		}
 	}
 	return s, nil
+}
+
+// missing is a command no sandbox has: its exec starts no process.
+var missing = api.ExecRequest{Cmd: api.Command{Argv: []string{"withruntime-bench-no-such-command"}}}
+
+func wantExit(req api.ExecRequest) int {
+	if req.Cmd.Argv[0] == missing.Cmd.Argv[0] {
+		return 127
+	}
+	return 0
 }
 
 // idleMemory starts n idle sandboxes and returns the mean memory their

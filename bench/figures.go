@@ -10,12 +10,13 @@ import (
 
 // coldRun is what the server without a pool measured.
 type coldRun struct {
-	rows                   []row
-	rt, spawnTrue, spawnPy series
-	codeFirst, codeWarm    series
-	idleMiB                float64
-	egress                 *egressFigures
-	notes                  []string
+	rows                []row
+	rt, rtMissing       series
+	spawnTrue, spawnPy  series
+	codeFirst, codeWarm series
+	idleMiB             float64
+	egress              *egressFigures
+	notes               []string
 }
 
 // poolRun is what the server with a warm pool measured.
@@ -42,7 +43,7 @@ func coldFigures(ctx context.Context, c config, up *upstream, fresh *freshness) 
 			b.staggered(ctx, sh, c.n, c.stagger),
 			b.burst(ctx, sh, c.n, c.burst, nil))
 	}
-	if r.rt, r.spawnTrue, r.spawnPy, err = b.floor(ctx, c.execs, c.spawns); err != nil {
+	if r.rt, r.rtMissing, r.spawnTrue, r.spawnPy, err = b.floor(ctx, c.execs, c.spawns); err != nil {
 		return nil, fmt.Errorf("exec and spawn floor: %w", err)
 	}
 	if r.codeFirst, r.codeWarm, err = b.codeFigures(ctx, c.codeStarts, c.cells); err != nil {

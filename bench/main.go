@@ -22,6 +22,10 @@
 // It needs root, runsc and the image (`withruntime setup`). Run:
 //
 //	go run ./bench -n 30
+//
+// With -ab DIR,DIR,... it compares caches (another agent or runsc) instead,
+// samples interleaved: first python3 on a pool hit, exec of `true` and of
+// a command not found, the spawn floor, and idle pool member memory.
 package main
 
 import (
@@ -29,6 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -40,6 +45,8 @@ type config struct {
 	stagger, settle, refill                                            time.Duration
 	cache                                                              string
 	egress                                                             bool
+	ab                                                                 string
+	abProcs                                                            int
 }
 
 func main() {
@@ -63,9 +70,18 @@ func main() {
 	flag.IntVar(&c.requests, "requests", 1000, "HTTP requests per egress latency series")
 	flag.IntVar(&c.downloads, "downloads", 3, "100 MB downloads per egress throughput figure")
 	flag.BoolVar(&c.egress, "egress", true, "measure the egress proxy")
+	flag.StringVar(&c.ab, "ab", "", "comma-separated cache dirs to compare (A/B): only first python3 on a pool hit, exec `true` and spawn /bin/true, interleaved")
+	flag.IntVar(&c.abProcs, "ab-procs", 0, "with -ab: processes (sleeps) left running in each exec sandbox before the exec series")
 	flag.Parse()
 	if c.bigBurst == 0 {
 		c.bigBurst = 2 * c.pool
+	}
+	if c.ab != "" {
+		if err := abRun(context.Background(), c, strings.Split(c.ab, ",")); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -111,6 +127,7 @@ func run(ctx context.Context, c config) error {
 	}
 	raw.print("raw runsc create+start+exec python3 (baseline)")
 	cold.rt.print("exec round trip `true` on a live sandbox")
+	cold.rtMissing.print("exec round trip of a command not found (no process)")
 	cold.spawnTrue.print("in-sandbox spawn /bin/true (floor)")
 	cold.spawnPy.print("in-sandbox spawn python3 -c 'print(1)' (floor)")
 	cold.codeFirst.print("run_code `1 + 1` in a new context (kernel start)")
