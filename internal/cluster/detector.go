@@ -87,7 +87,7 @@ func (c *Control) endSandboxesOf(ctx context.Context, id string, epoch int64) {
 		return
 	}
 	for _, r := range recs {
-		if _, _, err := c.endLost(ctx, r.ID, id, epoch, lostWithNode); err != nil {
+		if _, _, err := c.endLost(ctx, r.ID, id, epoch, false, lostWithNode); err != nil {
 			c.log.Warn("failure detector: ending a sandbox of a lost node", "sandbox_id", r.ID, "node", id, "err", err)
 		}
 	}

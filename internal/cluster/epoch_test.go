@@ -144,3 +144,37 @@ func TestStopOnLostNodeKeepsLaterEpochs(t *testing.T) {
 		}
 	})
 }
+
+// TestDetectorPausesAnInterruptedSharedResume: a node lost in the middle of
+// resuming a shared checkpoint leaves the checkpoint whole in the shared
+// storage, so the sandbox is paused again, not ended; a create it was
+// starting, or a resume of a checkpoint on its own disk, ends node_lost.
+func TestDetectorPausesAnInterruptedSharedResume(t *testing.T) {
+	st := store.NewMemory()
+	ca := mustAuthority(t)
+	n := startNode(t, ca, st, "mid")
+	lostAt(t, st, n, 1, true)
+	shared := &sandbox.Checkpoint{Shared: true, Compat: "c1"}
+	resuming := putRecord(t, st, "sb-resuming", "mid", sandbox.StatePaused, shared)
+	resuming.State, resuming.NodeEpoch = sandbox.StateStarting, 1 // a resume's starting record keeps PausedAt
+	if err := st.PutSandbox(t.Context(), resuming); err != nil {
+		t.Fatal(err)
+	}
+	local := putRecord(t, st, "sb-local", "mid", sandbox.StatePaused, nil)
+	local.State, local.NodeEpoch = sandbox.StateStarting, 1
+	if err := st.PutSandbox(t.Context(), local); err != nil {
+		t.Fatal(err)
+	}
+	creating := putRecord(t, st, "sb-creating", "mid", sandbox.StateStarting, shared)
+	c := newControl(t, st, ca, nil, time.Hour)
+	c.DetectOnce(t.Context())
+	for id, want := range map[string]sandbox.State{resuming.ID: sandbox.StatePaused, local.ID: sandbox.StateEnded, creating.ID: sandbox.StateEnded} {
+		if got := stateOf(t, st, id); got != want {
+			t.Errorf("%s: got %s, want %s", id, got, want)
+		}
+	}
+	// Paused as it was before the resume began, billed as it was.
+	if r, err := st.GetSandbox(t.Context(), resuming.ID); err != nil || r.PausedAt == nil || r.Usage.CostNanos != 12345 {
+		t.Errorf("paused again: got %+v, %v; want PausedAt kept and usage unchanged", r, err)
+	}
+}

@@ -23,7 +23,7 @@ const maxStaleRetries = 10
 // renewed since is not lost, and its sandboxes are left to it. Usage is
 // left as it is too: the sandbox is billed to its node's last report. It
 // returns the record as last read and whether this call ended it.
-func (c *Control) endLost(ctx context.Context, id, node string, epoch int64, want func(*sandbox.Record) bool) (*sandbox.Record, bool, error) {
+func (c *Control) endLost(ctx context.Context, id, node string, epoch int64, stop bool, want func(*sandbox.Record) bool) (*sandbox.Record, bool, error) {
 	for range maxStaleRetries {
 		rec, err := c.cfg.Store.GetSandbox(ctx, id)
 		if err != nil {
@@ -34,6 +34,20 @@ func (c *Control) endLost(ctx context.Context, id, node string, epoch int64, wan
 		}
 		if still, err := c.stillGone(ctx, node, epoch); err != nil || !still {
 			return rec, false, err
+		}
+		if interruptedSharedResume(rec) && !stop {
+			// Its checkpoint is still in the shared storage, whole: the
+			// sandbox is paused again, for any compatible node to resume.
+			rec.State = sandbox.StatePaused
+			err = c.cfg.Store.PutSandbox(ctx, rec)
+			if err == nil {
+				c.log.Warn("sandbox paused again: its node was lost while it resumed", "sandbox_id", id, "node", node, "account", rec.Account)
+				return rec, false, nil
+			}
+			if !errors.Is(err, store.ErrStale) {
+				return nil, false, fmt.Errorf("pausing %s again: %w", id, err)
+			}
+			continue
 		}
 		now := c.now()
 		rec.State, rec.EndedAt = sandbox.StateEnded, &now
@@ -63,4 +77,12 @@ func (c *Control) stillGone(ctx context.Context, node string, epoch int64) (bool
 		return false, err
 	}
 	return n.Epoch == epoch && !live(*n), nil
+}
+
+// interruptedSharedResume reports whether r is a resume of a shared
+// checkpoint that its node had not finished: the resume's starting record
+// keeps PausedAt, and the checkpoint stays in the shared storage until the
+// restore is done.
+func interruptedSharedResume(r *sandbox.Record) bool {
+	return r.State == sandbox.StateStarting && r.PausedAt != nil && shared(r)
 }

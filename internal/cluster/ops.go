@@ -169,7 +169,7 @@ func (c *Control) Stop(ctx context.Context, account, id string) (*sandbox.Record
 	if entry != nil {
 		epoch = entry.Epoch
 	}
-	rec, ended, err := c.endLost(ctx, id, node, epoch, func(r *sandbox.Record) bool { return r.State != sandbox.StateEnded })
+	rec, ended, err := c.endLost(ctx, id, node, epoch, true, func(r *sandbox.Record) bool { return r.State != sandbox.StateEnded })
 	if err != nil || ended || rec.State == sandbox.StateEnded {
 		return rec, err
 	}
