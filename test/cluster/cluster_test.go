@@ -31,6 +31,7 @@ func TestCluster(t *testing.T) {
 		{"PlacementAndExecThroughBothAPIs", placementAndExec},
 		{"APIServerKilledMidCreate", apiKilledMidCreate},
 		{"SpendingLimitAcrossNodes", spendingLimitAcrossNodes},
+		{"RestartsLoseNothing", restartsLoseNothing},
 		{"NodeCutOffFencesItself", nodeCutOff},
 		{"NodeKilled", nodeKilled},
 		{"PauseHereResumeThere", pauseHereResumeThere},
