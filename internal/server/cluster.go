@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/cluster"
@@ -144,19 +141,10 @@ var errAdminExists = errors.New("the store has an admin key")
 // admin.key the store knows keeps it.
 func clusterAdminKey(ctx context.Context, st store.Store, dataDir string) (key string, made bool, err error) {
 	path := filepath.Join(dataDir, "admin.key")
-	if data, err := os.ReadFile(path); err == nil {
-		key = strings.TrimSpace(string(data))
-		sum := sha256.Sum256([]byte(key))
-		if _, err := st.KeyByHash(ctx, sum[:]); err == nil {
-			return key, false, nil
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", false, err
+	if key, ok, err := knownKey(ctx, st, path); ok || err != nil {
+		return key, false, err
 	}
-	var b [24]byte
-	rand.Read(b[:])
-	key = "wr_" + base64.RawURLEncoding.EncodeToString(b[:])
-	sum := sha256.Sum256([]byte(key))
+	key, sum := newAdminSecret()
 	// The claim is the key's hash: of servers starting together on a new
 	// store one wins, and every later start finds the claim made.
 	claim, err := st.InitValue(ctx, valueAdminMade, sum[:])
@@ -182,7 +170,7 @@ func clusterAdminKey(ctx context.Context, st store.Store, dataDir string) (key s
 	if err != nil && sandbox.KindOf(err) != sandbox.KindConflict {
 		return "", false, err
 	}
-	k := store.Key{ID: "key_admin", Account: DefaultAccount, Kind: store.KeyAdmin, Hash: sum[:], Name: "admin", CreatedAt: now}
+	k := firstAdminKey(sum, now)
 	err = st.PutKeyIf(ctx, k, func(keys []store.Key) error {
 		for _, o := range keys {
 			if o.Kind == store.KeyAdmin || o.ID == k.ID {
@@ -197,9 +185,5 @@ func clusterAdminKey(ctx context.Context, st store.Store, dataDir string) (key s
 	if err != nil {
 		return "", false, err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(key+"\n"), 0o600); err != nil {
-		return "", false, fmt.Errorf("writing admin key: %w", err)
-	}
-	return key, true, os.Rename(tmp, path)
+	return key, true, writeKeyFile(path, key)
 }
