@@ -5,18 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/clusterpki"
@@ -31,43 +27,7 @@ import (
 // dropped when the test ends, and returns its URL.
 func nodeDatabase(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv("WITHRUNTIME_TEST_POSTGRES")
-	if base == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI must have WITHRUNTIME_TEST_POSTGRES (scripts/postgres.sh url)")
-		}
-		t.Skip("WITHRUNTIME_TEST_POSTGRES is not set (scripts/postgres.sh start; scripts/postgres.sh url)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("WITHRUNTIME_TEST_POSTGRES: %v", err)
-	}
-	defer conn.Close(ctx)
-	name := fmt.Sprintf("wr_node_%d", time.Now().UnixNano())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("dropping %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("dropping %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return testenv.FreshPostgres(t, "wr_node_")
 }
 
 // A node daemon on a real store and gVisor: it registers itself, and an

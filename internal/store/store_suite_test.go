@@ -2,14 +2,10 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/withruntime/withruntime/internal/testenv"
 )
 
 // eachStore runs f against every Store implementation, each fresh: one
@@ -63,60 +59,14 @@ func eachStoreReopened(t *testing.T, f func(t *testing.T, st Store, reopen func(
 }
 
 // testPostgresURL is the test server's URL (scripts/postgres.sh url).
-// Without one the test is skipped, or fails under CI=true, where nothing
-// may be skipped.
-func testPostgresURL(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv("WITHRUNTIME_TEST_POSTGRES")
-	if u == "" {
-		const how = "scripts/postgres.sh start; export WITHRUNTIME_TEST_POSTGRES=$(scripts/postgres.sh url)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal("WITHRUNTIME_TEST_POSTGRES is not set, and CI=true skips nothing: " + how)
-		}
-		t.Skip("WITHRUNTIME_TEST_POSTGRES is not set: " + how)
-	}
-	return u
-}
+func testPostgresURL(t *testing.T) string { return testenv.PostgresURL(t) }
 
 // pgTestTimeout bounds the test's own statements on the server.
 const pgTestTimeout = 30 * time.Second
 
-// freshDatabase makes a database with a random name on the test server,
-// through the URL's own database, and returns its URL. It is dropped at
-// cleanup, after the stores opened later are closed (cleanups run last
-// registered first).
-func freshDatabase(t *testing.T) string {
-	t.Helper()
-	base := testPostgresURL(t)
-	var b [8]byte
-	rand.Read(b[:])
-	name := "withruntime_test_" + hex.EncodeToString(b[:])
-	admin := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), pgTestTimeout)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := admin("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("making a test database: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := admin("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
-			t.Errorf("dropping test database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
+// freshDatabase makes a database of its own on the test server, dropped
+// at cleanup, and returns its URL.
+func freshDatabase(t *testing.T) string { return testenv.FreshPostgres(t, "withruntime_test_") }
 
 // openPGURL opens a store on the database at u, closed at cleanup.
 func openPGURL(t *testing.T, u string) *Postgres {
