@@ -59,7 +59,6 @@ const posix = process.platform !== "win32";
 // from here; when it is, the CLI stays in the terminal's group (to read it),
 // so the terminal's SIGINT reaches it directly and is not forwarded.
 const ownGroup = posix && !interactive;
-const child = spawn(binary, process.argv.slice(2), { stdio: "inherit", detached: ownGroup });
 
 // Copies of one signal that arrive together (the terminal's and npm's) are
 // forwarded once; a second Ctrl-C a moment later is forwarded.
@@ -87,6 +86,11 @@ if (ownGroup) {
 for (const signal of forwarded) {
   process.on(signal, forward);
 }
+// The handlers come first: a signal sent as soon as the CLI runs (by a
+// supervisor that saw its first output) must find them, not end this
+// process and leave the CLI orphaned. They run from the event loop, so
+// `child` is set by then.
+const child = spawn(binary, process.argv.slice(2), { stdio: "inherit", detached: ownGroup });
 
 child.on("error", (err) => {
   fail(`cannot run ${binary}: ${err.message}`);
