@@ -228,28 +228,11 @@ func (b *Bolt) listKeys(ctx context.Context, account string, buckets ...[]byte) 
 	}
 	var out []Key
 	err := b.db.View(func(tx *bolt.Tx) error {
-		for _, bk := range buckets {
-			err := tx.Bucket(bk).ForEach(func(id, v []byte) error {
-				var k Key
-				if err := json.Unmarshal(v, &k); err != nil {
-					return fmt.Errorf("decoding key %s: %w", id, err)
-				}
-				if account == "" || k.Account == account {
-					out = append(out, k)
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		out, err = keysTx(tx, account, buckets...)
+		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	sortKeys(out)
-	return out, nil
+	return out, err
 }
 
 // DeleteKey removes the key with id and every key made through it, in one

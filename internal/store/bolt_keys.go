@@ -53,21 +53,27 @@ func (b *Bolt) DeleteKeyIf(ctx context.Context, id, account string, check func(k
 	})
 }
 
-// keysTx is ListKeys in tx.
-func keysTx(tx *bolt.Tx, account string) ([]Key, error) {
+// keysTx reads the keys of account (every key when it is "") from
+// buckets (bucketKeys when none) in tx, oldest first.
+func keysTx(tx *bolt.Tx, account string, buckets ...[]byte) ([]Key, error) {
+	if len(buckets) == 0 {
+		buckets = [][]byte{bucketKeys}
+	}
 	var out []Key
-	err := tx.Bucket(bucketKeys).ForEach(func(id, v []byte) error {
-		var k Key
-		if err := json.Unmarshal(v, &k); err != nil {
-			return fmt.Errorf("decoding key %s: %w", id, err)
+	for _, bk := range buckets {
+		err := tx.Bucket(bk).ForEach(func(id, v []byte) error {
+			var k Key
+			if err := json.Unmarshal(v, &k); err != nil {
+				return fmt.Errorf("decoding key %s: %w", id, err)
+			}
+			if account == "" || k.Account == account {
+				out = append(out, k)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		if account == "" || k.Account == account {
-			out = append(out, k)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	sortKeys(out)
 	return out, nil
