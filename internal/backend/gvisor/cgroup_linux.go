@@ -2,7 +2,11 @@ package gvisor
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +39,14 @@ type cgroupLayout interface {
 	// normalCPU gives the sandbox's cgroup the kernel's default CPU
 	// weight, that of every sandbox not booted warm.
 	normalCPU(id string) error
+	// memoryHeld is the memory the sandbox holds on the host: the
+	// sentry's own and its memory file's (anonymous and shared pages),
+	// not the host's page cache of its files, which the kernel reclaims.
+	memoryHeld(id string) (uint64, error)
+	// setMemoryLimit sets the sandbox cgroup's memory limit.
+	setMemoryLimit(id string, bytes uint64) error
+	// procs lists the processes in the sandbox's memory cgroup.
+	procs(id string) ([]int, error)
 }
 
 // hostCgroups is the layout of this host, detected the way runsc decides
@@ -83,6 +95,15 @@ func (noCgroups) oomKilled(string) bool  { return false }
 func (noCgroups) remove(string) error    { return nil }
 func (noCgroups) leftovers() []string    { return nil }
 func (noCgroups) normalCPU(string) error { return nil }
+func (noCgroups) memoryHeld(string) (uint64, error) {
+	return 0, errors.New("no cgroup file system on this host")
+}
+func (noCgroups) setMemoryLimit(string, uint64) error {
+	return errors.New("no cgroup file system on this host")
+}
+func (noCgroups) procs(string) ([]int, error) {
+	return nil, errors.New("no cgroup file system on this host")
+}
 func (noCgroups) cpuTime(string) (time.Duration, error) {
 	return 0, errors.New("no cgroup file system on this host")
 }
@@ -99,6 +120,50 @@ func writeCgroupFile(path, value string) error {
 		err = cerr
 	}
 	return err
+}
+
+// sumStat adds the values of keys in a cgroup's memory.stat ("key value"
+// lines); a key missing from the file is an error.
+func sumStat(path string, keys ...string) (uint64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var sum uint64
+	found := 0
+	for line := range strings.Lines(string(data)) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok || !slices.Contains(keys, k) {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %s: %w", path, k, err)
+		}
+		sum += n
+		found++
+	}
+	if found != len(keys) {
+		return 0, fmt.Errorf("%s: not every one of %v", path, keys)
+	}
+	return sum, nil
+}
+
+// readProcs parses a cgroup.procs file: one pid per line.
+func readProcs(path string) ([]int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
 }
 
 // untilRemoved retries del for as long as settle while killed processes

@@ -182,3 +182,40 @@ func (c cgroupV1) normalCPU(id string) error {
 	}
 	return nil // no cpu hierarchy: no share was set either
 }
+
+// memoryDir is the sandbox's cgroup in the memory hierarchy.
+func (c cgroupV1) memoryDir(id string) (string, error) {
+	subs, _ := c.mounted()
+	for _, s := range subs {
+		if s.Name() == cgroup1.Memory {
+			return s.(v1Pather).Path(c.group(id)), nil
+		}
+	}
+	return "", errors.New("no memory cgroup hierarchy on this host")
+}
+
+// memoryHeld is rss (the sentry's anonymous memory) and shmem (its memory
+// file) of memory.stat; v1's cache also counts the page cache.
+func (c cgroupV1) memoryHeld(id string) (uint64, error) {
+	dir, err := c.memoryDir(id)
+	if err != nil {
+		return 0, err
+	}
+	return sumStat(filepath.Join(dir, "memory.stat"), "rss", "shmem")
+}
+
+func (c cgroupV1) setMemoryLimit(id string, bytes uint64) error {
+	dir, err := c.memoryDir(id)
+	if err != nil {
+		return err
+	}
+	return writeCgroupFile(filepath.Join(dir, "memory.limit_in_bytes"), strconv.FormatUint(bytes, 10))
+}
+
+func (c cgroupV1) procs(id string) ([]int, error) {
+	dir, err := c.memoryDir(id)
+	if err != nil {
+		return nil, err
+	}
+	return readProcs(filepath.Join(dir, "cgroup.procs"))
+}

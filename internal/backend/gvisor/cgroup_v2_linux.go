@@ -156,3 +156,17 @@ func (c cgroupV2) normalCPU(id string) error {
 	}
 	return nil
 }
+
+// memoryHeld is anon (the sentry's anonymous memory) and shmem (its memory
+// file) of memory.stat; file, the page cache, is left out.
+func (c cgroupV2) memoryHeld(id string) (uint64, error) {
+	return sumStat(filepath.Join(c.mount, c.group(id), "memory.stat"), "anon", "shmem")
+}
+
+func (c cgroupV2) setMemoryLimit(id string, bytes uint64) error {
+	return writeCgroupFile(filepath.Join(c.mount, c.group(id), "memory.max"), strconv.FormatUint(bytes, 10))
+}
+
+func (c cgroupV2) procs(id string) ([]int, error) {
+	return readProcs(filepath.Join(c.mount, c.group(id), "cgroup.procs"))
+}

@@ -116,7 +116,7 @@ func (b *Backend) Sweep(ctx context.Context, keep func(id string) bool) error {
 }
 
 // Attach implements sandbox.Backend.
-func (b *Backend) Attach(ctx context.Context, id string, _ sandbox.Spec) (sandbox.Instance, error) {
+func (b *Backend) Attach(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
 	p := b.paths(id)
 	pid, err := readPid(p.pidFile)
 	if err != nil || !alive(pid) {
@@ -131,7 +131,7 @@ func (b *Backend) Attach(ctx context.Context, id string, _ sandbox.Spec) (sandbo
 	if err != nil {
 		return nil, err
 	}
-	return b.connect(ctx, id, p, ln, 10*time.Second)
+	return b.connect(ctx, id, p, ln, spec, 10*time.Second)
 }
 
 // Close removes what the backend keeps on the host for its data dir when

@@ -180,7 +180,7 @@ func (b *Backend) ResumeDigest(ctx context.Context, id string, spec sandbox.Spec
 		ln.close()
 		return nil, err
 	}
-	inst, err := b.connect(ctx, id, p, ln, 30*time.Second)
+	inst, err := b.connect(ctx, id, p, ln, spec, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}

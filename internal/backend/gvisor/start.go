@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/agentlink"
@@ -36,7 +37,7 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, warm 
 		ln.close()
 		return nil, err
 	}
-	return b.connect(ctx, id, p, ln, 30*time.Second)
+	return b.connect(ctx, id, p, ln, spec, 30*time.Second)
 }
 
 // prepare makes the sandbox's directories, the agent's listener, the
@@ -96,8 +97,9 @@ func (l *link) close() {
 }
 
 // connect waits until the agent answers on its link, then watches the
-// sandbox process. It takes ln over: on failure ln is closed.
-func (b *Backend) connect(ctx context.Context, id string, p paths, ln *link, limit time.Duration) (_ *instance, retErr error) {
+// sandbox process and its memory. It takes ln over: on failure ln is
+// closed.
+func (b *Backend) connect(ctx context.Context, id string, p paths, ln *link, spec sandbox.Spec, limit time.Duration) (_ *instance, retErr error) {
 	defer func() {
 		if retErr != nil {
 			ln.close()
@@ -116,6 +118,7 @@ func (b *Backend) connect(ctx context.Context, id string, p paths, ln *link, lim
 	if err := inst.watch(pid); err != nil {
 		return nil, err
 	}
+	inst.limitMemory(pid, spec)
 	b.mu.Lock()
 	old := b.instances[id]
 	b.instances[id] = inst
@@ -142,6 +145,9 @@ type instance struct {
 
 	reason  sandbox.EndReason // set before done is closed
 	message string
+	// overMemory is set when the host ended the sandbox for holding more
+	// than its size.
+	overMemory atomic.Bool
 }
 
 var _ sandbox.Instance = (*instance)(nil)

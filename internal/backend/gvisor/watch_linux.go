@@ -28,7 +28,7 @@ func (i *instance) watch(pid int) error {
 			break
 		}
 		i.reason, i.message = sandbox.EndError, "the sandbox stopped unexpectedly"
-		if oomKilled(i.id) {
+		if i.overMemory.Load() || oomKilled(i.id) {
 			i.reason, i.message = sandbox.EndOutOfMemory, "the sandbox ran out of memory"
 		}
 		close(i.done)

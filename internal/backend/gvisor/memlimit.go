@@ -1,0 +1,117 @@
+package gvisor
+
+import (
+	"log/slog"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// A sandbox's memory has two limits on the host.
+//
+// The soft one is its size: runsc boots the sandbox's kernel with the
+// cgroup's limit at the size, so that free and /proc/meminfo show it,
+// and the agent's OOM watch kills the largest program before the
+// programs reach it. What the sandbox holds on the host past its size
+// for longer than overGrace (memory of /tmp and /dev/shm, which no kill
+// frees) ends it, as out of memory.
+//
+// The hard one is the cgroup's limit once the agent answers: the size and
+// a headroom for what the programs take between two looks of the watch.
+// Without it the watch raced the host: a program filling memory at
+// 1.3 GB/s outran a look delayed by a busy host, and the kernel's OOM
+// killer ended the whole sandbox for one program (four allocating
+// processes did in one run of ten on a quiet 2-core host).
+const (
+	// headroomPerCPU is the hard limit's headroom per vCPU: about 90 ms
+	// of one CPU filling memory under gVisor.
+	headroomPerCPU = 128 << 20
+	// overGrace is how long the sandbox may hold more than its size: a
+	// killed program's memory takes up to 2 s to leave the host
+	// (measured), and the hard limit bounds the excess meanwhile.
+	overGrace = 4 * time.Second
+	// overLook is how often the host reads what a sandbox holds and marks
+	// its new stubs (oomorder.go).
+	overLook = 250 * time.Millisecond
+)
+
+// hardLimit is the cgroup's memory limit of a running sandbox of spec:
+// its size and a headroom of headroomPerCPU per vCPU, at most half the
+// size.
+func hardLimit(spec sandbox.Spec) uint64 {
+	size := uint64(spec.MemoryMiB) << 20
+	return size + min(uint64(max(spec.VCPUs, 1))*headroomPerCPU, size/2)
+}
+
+// overWatch tells when a sandbox has held more than its size for longer
+// than the grace: fed one reading at a time.
+type overWatch struct {
+	size  uint64
+	grace time.Duration
+	since time.Time // the first reading over size of the current run
+}
+
+// over takes what the sandbox held at now and reports whether it has been
+// over its size, at every reading, for the grace.
+func (w *overWatch) over(held uint64, now time.Time) bool {
+	if held <= w.size {
+		w.since = time.Time{}
+		return false
+	}
+	if w.since.IsZero() {
+		w.since = now
+	}
+	return now.Sub(w.since) >= w.grace
+}
+
+// limitMemory raises the cgroup's limit of the running sandbox to its
+// hard limit, marks its stubs for the host's OOM killer and watches what
+// it holds against its size until it ends.
+// A host whose cgroups cannot be read or written keeps the limit runsc
+// set, the size.
+func (i *instance) limitMemory(pid int, spec sandbox.Spec) {
+	size := uint64(spec.MemoryMiB) << 20
+	if size == 0 {
+		return
+	}
+	cg := hostCgroups()
+	if err := cg.setMemoryLimit(i.id, hardLimit(spec)); err != nil {
+		slog.Warn("raising a sandbox's memory limit by its headroom", "sandbox_id", i.id, "err", err)
+		return
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	go func() {
+		defer unix.Close(fd)
+		w := overWatch{size: size, grace: overGrace}
+		var order oomOrder
+		if pids, err := cg.procs(i.id); err == nil {
+			order.update(pids)
+		}
+		t := time.NewTicker(overLook)
+		defer t.Stop()
+		for {
+			select {
+			case <-i.done:
+				return
+			case now := <-t.C:
+				if pids, err := cg.procs(i.id); err == nil {
+					order.update(pids)
+				}
+				held, err := cg.memoryHeld(i.id)
+				if err != nil || !w.over(held, now) {
+					continue
+				}
+				i.overMemory.Store(true)
+				slog.Warn("a sandbox held more memory than its size: ending it", "sandbox_id", i.id,
+					"held_mib", held>>20, "size_mib", size>>20)
+				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				return
+			}
+		}
+	}()
+}

@@ -1,0 +1,210 @@
+package gvisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/image"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/testenv"
+)
+
+func TestHardLimit(t *testing.T) {
+	for _, tc := range []struct {
+		vcpus, mib int
+		want       uint64
+	}{
+		{1, 512, (512 + 128) << 20},
+		{2, 4096, (4096 + 256) << 20},
+		// Half the size at most: 8 vCPUs of 512 MiB would get 1 GiB.
+		{8, 512, (512 + 256) << 20},
+		{0, 1024, (1024 + 128) << 20},
+	} {
+		if got := hardLimit(sandbox.Spec{VCPUs: tc.vcpus, MemoryMiB: tc.mib}); got != tc.want {
+			t.Errorf("%d vCPUs, %d MiB: got %d MiB, want %d MiB", tc.vcpus, tc.mib, got>>20, tc.want>>20)
+		}
+	}
+}
+
+func TestOverWatch(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	w := overWatch{size: 100, grace: time.Second}
+	steps := []struct {
+		ms   int
+		held uint64
+		want bool
+	}{
+		{0, 50, false},
+		{100, 150, false}, // over from here
+		{900, 150, false},
+		{1000, 100, false}, // at the size is not over: the run restarts
+		{1100, 101, false},
+		{2000, 120, false},
+		{2100, 120, true}, // over at every reading for the grace
+		{2200, 10, false},
+	}
+	for _, s := range steps {
+		if got := w.over(s.held, at(s.ms)); got != s.want {
+			t.Fatalf("at %d ms holding %d: got %v, want %v", s.ms, s.held, got, s.want)
+		}
+	}
+}
+
+func TestCgroupV2Memory(t *testing.T) {
+	c := fakeV2(t, map[string]map[string]string{
+		"busy": {"memory.stat": "anon 16777216\nfile 3140407296\nkernel 528384\nshmem 536870912\n"},
+		"old":  {"memory.stat": "anon 16777216\nfile 0\n"},
+	})
+	// The page cache (file) is the host's to reclaim: not held.
+	if got, err := c.memoryHeld("busy"); err != nil || got != (16+512)<<20 {
+		t.Fatalf("memoryHeld: got %d, %v; want %d", got, err, (16+512)<<20)
+	}
+	if _, err := c.memoryHeld("old"); err == nil {
+		t.Fatal("memoryHeld without shmem: got no error")
+	}
+	if _, err := c.memoryHeld("gone"); err == nil {
+		t.Fatal("memoryHeld of no cgroup: got no error")
+	}
+	if err := c.setMemoryLimit("busy", 640<<20); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(c.mount, c.group("busy"), "memory.max")); string(got) != strconv.Itoa(640<<20) {
+		t.Fatalf("memory.max: got %q", got)
+	}
+	if err := c.setMemoryLimit("gone", 640<<20); err == nil {
+		t.Fatal("setMemoryLimit of no cgroup: got no error")
+	}
+	if _, err := os.Stat(filepath.Join(c.mount, c.group("gone"))); !os.IsNotExist(err) {
+		t.Fatalf("setMemoryLimit made a cgroup for a sandbox that is gone: %v", err)
+	}
+}
+
+// TestMemoryHeadroom boots a real sandbox: its kernel sees its size, and
+// once it answers the host's limit is the size and the headroom.
+func TestMemoryHeadroom(t *testing.T) {
+	testenv.RequiresGvisor(t)
+	b, err := New(Config{DataDir: t.TempDir(), CacheDir: testenv.CacheDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("sbxmem%d", os.Getpid())
+	spec := sandbox.Spec{Image: image.DefaultName, VCPUs: 1, MemoryMiB: 512, DiskMiB: 1024, PidsLimit: 256}
+	if _, err := b.Start(t.Context(), id, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Destroy(context.Background(), id) })
+	var limitFile string
+	switch l := hostCgroups().(type) {
+	case cgroupV1:
+		dir, err := l.memoryDir(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		limitFile = filepath.Join(dir, "memory.limit_in_bytes")
+	case cgroupV2:
+		limitFile = filepath.Join(l.mount, l.group(id), "memory.max")
+	default:
+		t.Fatal("no cgroups on this host: runsc limits nothing")
+	}
+	data, err := os.ReadFile(limitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(data)); got != strconv.FormatUint(hardLimit(spec), 10) {
+		t.Fatalf("%s: got %s, want %d (%d MiB)", limitFile, got, hardLimit(spec), hardLimit(spec)>>20)
+	}
+	held, err := hostCgroups().memoryHeld(id)
+	if err != nil || held == 0 || held > 512<<20 {
+		t.Fatalf("memoryHeld of an idle sandbox: got %d MiB, %v", held>>20, err)
+	}
+	t.Logf("an idle sandbox of 512 MiB holds %d MiB on the host", held>>20)
+
+	// The host's OOM killer takes a program's stub before the sentry.
+	sentry, err := readPid(b.paths(id).pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * overLook)
+	pids, err := hostCgroups().procs(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stubs := 0
+	for _, pid := range pids {
+		adj := adjOf(t, "/proc", pid)
+		switch {
+		case pid == sentry && adj != "0":
+			t.Errorf("the sentry: got oom_score_adj %s, want 0", adj)
+		case adj == strconv.Itoa(stubOOMScoreAdj):
+			stubs++
+		}
+	}
+	if stubs == 0 || stubs > len(pids)-2 {
+		t.Fatalf("%d of the cgroup's %d processes are marked stubs, want all but the sentry and the gofer", stubs, len(pids))
+	}
+}
+
+// fakeProc is a proc file system with a stat and an oom_score_adj per
+// pid: parents[pid] is its parent.
+func fakeProc(t *testing.T, parents map[int]int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for pid, ppid := range parents {
+		d := filepath.Join(dir, strconv.Itoa(pid))
+		os.MkdirAll(d, 0o755)
+		// A command name with a space and a parenthesis, as a program
+		// may choose.
+		stat := fmt.Sprintf("%d (a b) c) S %d %d 0 0 -1\n", pid, ppid, pid)
+		os.WriteFile(filepath.Join(d, "stat"), []byte(stat), 0o644)
+		os.WriteFile(filepath.Join(d, "oom_score_adj"), []byte("0\n"), 0o644)
+	}
+	return dir
+}
+
+func adjOf(t *testing.T, proc string, pid int) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "oom_score_adj"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+func TestOOMOrderMarksStubsOnly(t *testing.T) {
+	// 10 the gofer and 11 the sentry (parents outside the cgroup), 12 and
+	// 13 stubs of the sentry, 14 a stub's child.
+	proc := fakeProc(t, map[int]int{10: 1, 11: 9, 12: 11, 13: 11, 14: 13, 15: 11})
+	o := oomOrder{proc: proc}
+	o.update([]int{10, 11, 12, 13, 14})
+	want := map[int]string{10: "0", 11: "0", 12: "500", 13: "500", 14: "500", 15: "0"}
+	for pid, adj := range want {
+		if got := adjOf(t, proc, pid); got != adj {
+			t.Errorf("pid %d: got oom_score_adj %s, want %s", pid, got, adj)
+		}
+	}
+	// Marked once: a stub whose mark was changed since is left alone, and
+	// a new one (15) is marked.
+	os.WriteFile(filepath.Join(proc, "12", "oom_score_adj"), []byte("7"), 0o644)
+	o.update([]int{10, 11, 12, 15})
+	if got := adjOf(t, proc, 12); got != "7" {
+		t.Errorf("a stub seen before: got %s, want it left at 7", got)
+	}
+	if got := adjOf(t, proc, 15); got != "500" {
+		t.Errorf("a new stub: got %s, want 500", got)
+	}
+	// A pid gone from the cgroup is forgotten: back, it is looked at anew.
+	o.update([]int{10, 11, 15})
+	o.update([]int{10, 11, 12, 15})
+	if got := adjOf(t, proc, 12); got != "500" {
+		t.Errorf("a pid back in the cgroup: got %s, want 500", got)
+	}
+	// A process gone between the list and the look is no error.
+	o.update([]int{10, 11, 99})
+}
