@@ -60,19 +60,12 @@ func (o *oomOrder) procDir() string {
 	return o.proc
 }
 
-// parent reads the parent pid of /proc/PID/stat: the field after the
-// state, which follows the command name in parentheses.
+// parent reads the parent pid of /proc/PID/stat.
 func (o *oomOrder) parent(pid int) (int, error) {
-	data, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", o.procDir(), pid))
+	f, err := statFields(o.procDir(), pid)
 	if err != nil {
 		return 0, err
 	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("pid %d: malformed stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
 	if len(f) < 2 {
 		return 0, fmt.Errorf("pid %d: malformed stat", pid)
 	}
@@ -82,13 +75,21 @@ func (o *oomOrder) parent(pid int) (int, error) {
 // writeAdj writes an existing process's oom_score_adj: a process gone is
 // nothing to mark.
 func (o *oomOrder) writeAdj(pid, adj int) error {
-	f, err := os.OpenFile(fmt.Sprintf("%s/%d/oom_score_adj", o.procDir(), pid), os.O_WRONLY, 0)
+	return writeCgroupFile(fmt.Sprintf("%s/%d/oom_score_adj", o.procDir(), pid), strconv.Itoa(adj))
+}
+
+// statFields are the fields of PROC/PID/stat after the command name,
+// which is in parentheses and may hold anything: the state first, then
+// the parent pid.
+func statFields(proc string, pid int) ([]string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", proc, pid))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = f.WriteString(strconv.Itoa(adj))
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("pid %d: malformed stat", pid)
 	}
-	return err
+	return strings.Fields(s[i+1:]), nil
 }

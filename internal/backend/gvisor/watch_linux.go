@@ -1,9 +1,6 @@
 package gvisor
 
 import (
-	"fmt"
-	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -41,14 +38,12 @@ func alive(pid int) bool {
 	if pid <= 0 || unix.Kill(pid, 0) != nil {
 		return false
 	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := statFields("/proc", pid)
 	if err != nil {
 		return false
 	}
-	// The state follows the command name, which is in parentheses.
-	s := string(data)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z' && s[i+2] != 'X'
+	if len(f) > 0 {
+		return f[0] != "Z" && f[0] != "X"
 	}
 	return true
 }
