@@ -88,7 +88,7 @@ func (i *instance) limitMemory(pid int, spec sandbox.Spec) {
 	go func() {
 		defer unix.Close(fd)
 		w := overWatch{size: size, grace: overGrace}
-		var order oomOrder
+		order := oomOrder{group: cgroupPath(i.id)}
 		if pids, err := cg.procs(i.id); err == nil {
 			order.update(pids)
 		}

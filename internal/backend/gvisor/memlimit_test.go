@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -151,9 +152,10 @@ func TestMemoryHeadroom(t *testing.T) {
 	}
 }
 
-// fakeProc is a proc file system with a stat and an oom_score_adj per
-// pid: parents[pid] is its parent.
-func fakeProc(t *testing.T, parents map[int]int) string {
+// fakeProc is a proc file system with a stat, a cgroup and an
+// oom_score_adj per pid: parents[pid] is its parent, and every pid but
+// those of outside is in the cgroup /withruntime/sbxtest.
+func fakeProc(t *testing.T, parents map[int]int, outside ...int) string {
 	t.Helper()
 	dir := t.TempDir()
 	for pid, ppid := range parents {
@@ -164,6 +166,11 @@ func fakeProc(t *testing.T, parents map[int]int) string {
 		stat := fmt.Sprintf("%d (a b) c) S %d %d 0 0 -1\n", pid, ppid, pid)
 		os.WriteFile(filepath.Join(d, "stat"), []byte(stat), 0o644)
 		os.WriteFile(filepath.Join(d, "oom_score_adj"), []byte("0\n"), 0o644)
+		group := "/withruntime/sbxtest"
+		if slices.Contains(outside, pid) {
+			group = "/system.slice/sshd.service"
+		}
+		os.WriteFile(filepath.Join(d, "cgroup"), []byte("12:pids:"+group+"\n4:memory:"+group+"\n0::/\n"), 0o644)
 	}
 	return dir
 }
@@ -180,8 +187,10 @@ func adjOf(t *testing.T, proc string, pid int) string {
 func TestOOMOrderMarksStubsOnly(t *testing.T) {
 	// 10 the gofer and 11 the sentry (parents outside the cgroup), 12 and
 	// 13 stubs of the sentry, 14 a stub's child.
-	proc := fakeProc(t, map[int]int{10: 1, 11: 9, 12: 11, 13: 11, 14: 13, 15: 11})
-	o := oomOrder{proc: proc}
+	// 16 is a host process that took the pid of a stub gone since the
+	// listing.
+	proc := fakeProc(t, map[int]int{10: 1, 11: 9, 12: 11, 13: 11, 14: 13, 15: 11, 16: 11}, 16)
+	o := oomOrder{proc: proc, group: cgroupPath("sbxtest")}
 	o.update([]int{10, 11, 12, 13, 14})
 	want := map[int]string{10: "0", 11: "0", 12: "500", 13: "500", 14: "500", 15: "0"}
 	for pid, adj := range want {
@@ -207,4 +216,10 @@ func TestOOMOrderMarksStubsOnly(t *testing.T) {
 	}
 	// A process gone between the list and the look is no error.
 	o.update([]int{10, 11, 99})
+	// A process outside the sandbox's cgroup is never marked, whatever
+	// its parent.
+	o.update([]int{10, 11, 16})
+	if got := adjOf(t, proc, 16); got != "0" {
+		t.Errorf("a host process with a listed pid: got oom_score_adj %s, want it left at 0", got)
+	}
 }
