@@ -1,7 +1,6 @@
 package gvisor
 
 import (
-
 	"golang.org/x/sys/unix"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
