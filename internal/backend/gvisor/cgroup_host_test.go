@@ -140,10 +140,10 @@ func TestCgroupV1OnThisHost(t *testing.T) {
 	if !fill.killed(t) {
 		t.Fatalf("256 MiB under a %d MiB limit: the process was not killed", limit>>20)
 	}
-	if !c.oomKilled("hog") {
+	if !oomKilledIn(c, "hog") {
 		t.Fatal("oomKilled(hog): got false after the OOM killer acted, want true")
 	}
-	if c.oomKilled("busy") {
+	if oomKilledIn(c, "busy") {
 		t.Fatal("oomKilled(busy): got true, want false")
 	}
 

@@ -28,9 +28,9 @@ type cgroupLayout interface {
 	prepare() error
 	// cpuTime is the CPU time of every process in the sandbox's cgroup.
 	cpuTime(id string) (time.Duration, error)
-	// oomKilled reports whether the kernel's OOM killer acted in the
-	// sandbox's memory cgroup.
-	oomKilled(id string) bool
+	// oomKills is how many times the kernel's OOM killer acted in the
+	// sandbox's memory cgroup; false when that cannot be read.
+	oomKills(id string) (uint64, bool)
 	// remove kills whatever is left in the sandbox's cgroups and removes
 	// them. A sandbox with no cgroup is not an error.
 	remove(id string) error
@@ -69,9 +69,9 @@ func prepareCgroups() error { return hostCgroups().prepare() }
 // takes it as is on v1 and v2 alike.
 func cgroupPath(id string) string { return "/" + cgroupParent + "/" + id }
 
-// oomKilled reports whether the kernel's OOM killer acted in the sandbox's
-// memory cgroup.
-func oomKilled(id string) bool { return hostCgroups().oomKilled(id) }
+// oomKills is how many times the kernel's OOM killer acted in the
+// sandbox's memory cgroup.
+func oomKills(id string) (uint64, bool) { return hostCgroups().oomKills(id) }
 
 // removeCgroups removes the sandbox's cgroups in every hierarchy, killing
 // what is still in them first. runsc removes them on delete; this catches
@@ -90,11 +90,11 @@ func (b *Backend) CPUTime(id string) (time.Duration, error) { return hostCgroups
 // sandbox there, and nothing can be read.
 type noCgroups struct{}
 
-func (noCgroups) prepare() error         { return nil }
-func (noCgroups) oomKilled(string) bool  { return false }
-func (noCgroups) remove(string) error    { return nil }
-func (noCgroups) leftovers() []string    { return nil }
-func (noCgroups) normalCPU(string) error { return nil }
+func (noCgroups) prepare() error                 { return nil }
+func (noCgroups) oomKills(string) (uint64, bool) { return 0, false }
+func (noCgroups) remove(string) error            { return nil }
+func (noCgroups) leftovers() []string            { return nil }
+func (noCgroups) normalCPU(string) error         { return nil }
 func (noCgroups) memoryHeld(string) (uint64, error) {
 	return 0, errors.New("no cgroup file system on this host")
 }

@@ -118,13 +118,16 @@ func (c cgroupV1) cpuTime(id string) (time.Duration, error) {
 	return time.Duration(m.CPU.Usage.Total), nil
 }
 
-func (c cgroupV1) oomKilled(id string) bool {
+func (c cgroupV1) oomKills(id string) (uint64, bool) {
 	cg, err := c.load(id, cgroup1.Memory)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	m, err := cg.Stat()
-	return err == nil && m.MemoryOomControl != nil && m.MemoryOomControl.OomKill > 0
+	if err != nil || m.MemoryOomControl == nil {
+		return 0, false
+	}
+	return m.MemoryOomControl.OomKill, true
 }
 
 func (c cgroupV1) remove(id string) error {

@@ -93,13 +93,16 @@ func (c cgroupV2) cpuTime(id string) (time.Duration, error) {
 	return time.Duration(st.CPU.UsageUsec) * time.Microsecond, nil
 }
 
-func (c cgroupV2) oomKilled(id string) bool {
+func (c cgroupV2) oomKills(id string) (uint64, bool) {
 	m, err := c.load(id)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	st, err := m.Stat()
-	return err == nil && st.MemoryEvents != nil && st.MemoryEvents.OomKill > 0
+	if err != nil || st.MemoryEvents == nil {
+		return 0, false
+	}
+	return st.MemoryEvents.OomKill, true
 }
 
 func (c cgroupV2) remove(id string) error {

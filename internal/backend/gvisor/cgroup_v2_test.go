@@ -133,7 +133,7 @@ func TestCgroupV2OOM(t *testing.T) {
 		{"no such cgroup", "gone", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := c.oomKilled(tc.id); got != tc.want {
+			if got := oomKilledIn(c, tc.id); got != tc.want {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
@@ -225,3 +225,9 @@ func TestCgroupV2Prepare(t *testing.T) {
 }
 
 func sortedIDs(ids []string) []string { return slices.Sorted(slices.Values(ids)) }
+
+// oomKilledIn reports whether the kernel's OOM killer acted in id's cgroup.
+func oomKilledIn(c cgroupLayout, id string) bool {
+	n, ok := c.oomKills(id)
+	return ok && n > 0
+}

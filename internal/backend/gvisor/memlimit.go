@@ -45,25 +45,33 @@ func hardLimit(spec sandbox.Spec) uint64 {
 	return size + min(uint64(max(spec.VCPUs, 1))*headroomPerCPU, size/2)
 }
 
-// overWatch tells when a sandbox has held more than its size for longer
-// than the grace: fed one reading at a time.
+// overWatch tells when a sandbox has held more than its size for too
+// long, fed one reading at a time. Time over the size fills a bucket and
+// time under it drains the bucket at half that rate, so a sandbox over
+// its size without a break ends after the grace, and one that dips under
+// it now and then to keep the headroom (root inside can spare a process
+// from the agent's watch) ends too unless it spends twice as long under.
 type overWatch struct {
 	size  uint64
 	grace time.Duration
-	since time.Time // the first reading over size of the current run
+	level time.Duration // what the bucket holds
+	last  time.Time     // the previous reading
 }
 
-// over takes what the sandbox held at now and reports whether it has been
-// over its size, at every reading, for the grace.
+// over takes what the sandbox held at now and reports whether the bucket
+// has reached the grace.
 func (w *overWatch) over(held uint64, now time.Time) bool {
-	if held <= w.size {
-		w.since = time.Time{}
-		return false
+	var dt time.Duration
+	if !w.last.IsZero() {
+		dt = now.Sub(w.last)
 	}
-	if w.since.IsZero() {
-		w.since = now
+	w.last = now
+	if held > w.size {
+		w.level += dt
+	} else {
+		w.level = max(w.level-dt/2, 0)
 	}
-	return now.Sub(w.since) >= w.grace
+	return w.level >= w.grace
 }
 
 // limitMemory raises the cgroup's limit of the running sandbox to its
@@ -71,18 +79,17 @@ func (w *overWatch) over(held uint64, now time.Time) bool {
 // it holds against its size until it ends.
 // A host whose cgroups cannot be read or written keeps the limit runsc
 // set, the size.
-func (i *instance) limitMemory(pid int, spec sandbox.Spec) {
+// It takes fd over, a pidfd of the sandbox process.
+func (i *instance) limitMemory(fd int, spec sandbox.Spec) {
 	size := uint64(spec.MemoryMiB) << 20
+	cg := hostCgroups()
 	if size == 0 {
+		unix.Close(fd)
 		return
 	}
-	cg := hostCgroups()
 	if err := cg.setMemoryLimit(i.id, hardLimit(spec)); err != nil {
 		slog.Warn("raising a sandbox's memory limit by its headroom", "sandbox_id", i.id, "err", err)
-		return
-	}
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
+		unix.Close(fd)
 		return
 	}
 	go func() {
@@ -99,6 +106,9 @@ func (i *instance) limitMemory(pid int, spec sandbox.Spec) {
 			case <-i.done:
 				return
 			case now := <-t.C:
+				if n, ok := cg.oomKills(i.id); ok {
+					i.oomKills.Store(n)
+				}
 				if pids, err := cg.procs(i.id); err == nil {
 					order.update(pids)
 				}

@@ -3,6 +3,8 @@ package gvisor
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,27 +37,53 @@ func TestHardLimit(t *testing.T) {
 
 func TestOverWatch(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	w := overWatch{size: 100, grace: time.Second}
-	steps := []struct {
-		ms   int
-		held uint64
-		want bool
-	}{
-		{0, 50, false},
-		{100, 150, false}, // over from here
-		{900, 150, false},
-		{1000, 100, false}, // at the size is not over: the run restarts
-		{1100, 101, false},
-		{2000, 120, false},
-		{2100, 120, true}, // over at every reading for the grace
-		{2200, 10, false},
-	}
-	for _, s := range steps {
-		if got := w.over(s.held, at(s.ms)); got != s.want {
-			t.Fatalf("at %d ms holding %d: got %v, want %v", s.ms, s.held, got, s.want)
+	feed := func(w *overWatch, from, to, every int, held uint64) (endedAt int) {
+		for ms := from; ms <= to; ms += every {
+			if w.over(held, t0.Add(time.Duration(ms)*time.Millisecond)) {
+				return ms
+			}
 		}
+		return -1
 	}
+	t.Run("over without a break ends after the grace", func(t *testing.T) {
+		w := overWatch{size: 100, grace: time.Second}
+		if got := feed(&w, 0, 5000, 250, 150); got != 1000 {
+			t.Fatalf("ended at %d ms, want 1000", got)
+		}
+	})
+	t.Run("at the size is not over", func(t *testing.T) {
+		w := overWatch{size: 100, grace: time.Second}
+		if got := feed(&w, 0, 5000, 250, 100); got != -1 {
+			t.Fatalf("ended at %d ms, want never", got)
+		}
+	})
+	t.Run("a short excess drains away", func(t *testing.T) {
+		// A killed program's memory leaves the host within 2 s: about 1 s
+		// over in every 4 s, again and again, never ends it.
+		w := overWatch{size: 100, grace: 2 * time.Second}
+		for start := 0; start < 60000; start += 4000 {
+			if got := feed(&w, start, start+750, 250, 150); got != -1 {
+				t.Fatalf("ended at %d ms, want never", got)
+			}
+			if got := feed(&w, start+1000, start+3750, 250, 50); got != -1 {
+				t.Fatalf("ended at %d ms under the size", got)
+			}
+		}
+	})
+	t.Run("dipping under now and then does not keep the headroom", func(t *testing.T) {
+		// Over for 3.75 s, one reading under, again: the old rule (one
+		// reading under starts the count anew) never ended this.
+		w := overWatch{size: 100, grace: 4 * time.Second}
+		ended := -1
+		for start := 0; start < 60000 && ended < 0; start += 4000 {
+			if ended = feed(&w, start, start+3750, 250, 150); ended < 0 {
+				w.over(50, t0.Add(time.Duration(start+4000-1)*time.Millisecond))
+			}
+		}
+		if ended < 0 || ended > 10000 {
+			t.Fatalf("ended at %d ms, want within 10 s", ended)
+		}
+	})
 }
 
 func TestCgroupV2Memory(t *testing.T) {
@@ -97,7 +125,8 @@ func TestMemoryHeadroom(t *testing.T) {
 	}
 	id := fmt.Sprintf("sbxmem%d", os.Getpid())
 	spec := sandbox.Spec{Image: image.DefaultName, VCPUs: 1, MemoryMiB: 512, DiskMiB: 1024, PidsLimit: 256}
-	if _, err := b.Start(t.Context(), id, spec); err != nil {
+	inst, err := b.Start(t.Context(), id, spec)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Destroy(context.Background(), id) })
@@ -126,6 +155,13 @@ func TestMemoryHeadroom(t *testing.T) {
 		t.Fatalf("memoryHeld of an idle sandbox: got %d MiB, %v", held>>20, err)
 	}
 	t.Logf("an idle sandbox of 512 MiB holds %d MiB on the host", held>>20)
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return inst.DialAgent(ctx) },
+	}}
+	defer hc.CloseIdleConnections()
+	if out := agentExec(t, hc, "grep", "MemTotal", "/proc/meminfo"); !strings.Contains(out, " 524288 kB") {
+		t.Fatalf("inside: got %q, want MemTotal of 512 MiB, the size and not the hard limit", out)
+	}
 
 	// The host's OOM killer takes a program's stub before the sentry.
 	sentry, err := readPid(b.paths(id).pidFile)
@@ -147,7 +183,7 @@ func TestMemoryHeadroom(t *testing.T) {
 			stubs++
 		}
 	}
-	if stubs == 0 || stubs > len(pids)-2 {
+	if stubs != len(pids)-2 {
 		t.Fatalf("%d of the cgroup's %d processes are marked stubs, want all but the sentry and the gofer", stubs, len(pids))
 	}
 }

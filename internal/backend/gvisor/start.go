@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/withruntime/withruntime/internal/agentlink"
 	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/network"
@@ -115,10 +117,22 @@ func (b *Backend) connect(ctx context.Context, id string, p paths, ln *link, spe
 	if err != nil {
 		return nil, err
 	}
-	if err := inst.watch(pid); err != nil {
+	// One pidfd for the process, opened once: a pid freed meanwhile could
+	// name another process.
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
 		return nil, err
 	}
-	inst.limitMemory(pid, spec)
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if n, ok := oomKills(id); ok {
+		inst.oomKills.Store(n)
+	}
+	inst.watch(fd)
+	inst.limitMemory(dup, spec)
 	b.mu.Lock()
 	old := b.instances[id]
 	b.instances[id] = inst
@@ -146,8 +160,10 @@ type instance struct {
 	reason  sandbox.EndReason // set before done is closed
 	message string
 	// overMemory is set when the host ended the sandbox for holding more
-	// than its size.
+	// than its size; oomKills is the cgroup's count of the kernel's OOM
+	// kills at the memory watcher's last look.
 	overMemory atomic.Bool
+	oomKills   atomic.Uint64
 }
 
 var _ sandbox.Instance = (*instance)(nil)

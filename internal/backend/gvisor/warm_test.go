@@ -195,9 +195,16 @@ func agentEnv(t *testing.T, hc *http.Client, body string) string {
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("PUT /env: got %d, want 204", resp.StatusCode)
 	}
-	exec, _ := json.Marshal(api.ExecRequest{Cmd: api.Command{Argv: []string{"env"}}})
-	req, _ = http.NewRequestWithContext(t.Context(), "POST", "http://agent/exec", bytes.NewReader(exec))
-	resp, err = hc.Do(req)
+	return agentExec(t, hc, "env")
+}
+
+// agentExec runs argv through the agent's /exec and returns "\n" and its
+// standard output.
+func agentExec(t *testing.T, hc *http.Client, argv ...string) string {
+	t.Helper()
+	exec, _ := json.Marshal(api.ExecRequest{Cmd: api.Command{Argv: argv}})
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", "http://agent/exec", bytes.NewReader(exec))
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatalf("POST /exec: %v", err)
 	}

@@ -6,13 +6,12 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// watch closes i.done when the sandbox process exits, with the cause read
-// from its cgroup.
-func (i *instance) watch(pid int) error {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return err
-	}
+// watch closes i.done when the sandbox process of pidfd fd exits, with
+// the cause read from its cgroup: out of memory when the host ended it for
+// that, or when the kernel's OOM killer acted since the memory watcher's
+// last look (it kills programs' stubs too, and those the sandbox
+// survives). It takes fd over.
+func (i *instance) watch(fd int) {
 	go func() {
 		defer unix.Close(fd)
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
@@ -24,12 +23,11 @@ func (i *instance) watch(pid int) error {
 			break
 		}
 		i.reason, i.message = sandbox.EndError, "the sandbox stopped unexpectedly"
-		if i.overMemory.Load() || oomKilled(i.id) {
+		if n, ok := oomKills(i.id); i.overMemory.Load() || ok && n > i.oomKills.Load() {
 			i.reason, i.message = sandbox.EndOutOfMemory, "the sandbox ran out of memory"
 		}
 		close(i.done)
 	}()
-	return nil
 }
 
 // alive reports whether pid is a live process (a zombie is not).
