@@ -196,7 +196,7 @@ func lockHost() (unlock func(), err error) {
 // peer) on the root namespace's interfaces, every server's host ends
 // included.
 func hostPrefixes() ([]netip.Prefix, error) {
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	addrs, err := addrList(nil, netlink.FAMILY_V4)
 	if err != nil {
 		return nil, fmt.Errorf("listing host addresses: %w", err)
 	}

@@ -69,7 +69,7 @@ func (p *Plumbing) SetOnline(l Link, online bool) error {
 // Sweep deletes this server's veths whose host end keep refuses, and
 // frees their addresses.
 func (p *Plumbing) Sweep(keep func(hostIf string) bool) error {
-	links, err := netlink.LinkList()
+	links, err := linkList()
 	if err != nil {
 		return fmt.Errorf("listing links: %w", err)
 	}
@@ -79,7 +79,7 @@ func (p *Plumbing) Sweep(keep func(hostIf string) bool) error {
 		if !strings.HasPrefix(name, p.cfg.ifPrefix()) || link.Type() != "veth" || keep(name) {
 			continue
 		}
-		addrs, _ := netlink.AddrList(link, netlink.FAMILY_V4)
+		addrs, _ := addrList(link, netlink.FAMILY_V4)
 		if err := netlink.LinkDel(link); err != nil && !isNotFound(err) {
 			errs = append(errs, fmt.Errorf("deleting %s: %w", name, err))
 			continue
