@@ -12,9 +12,9 @@ import (
 // got with ErrDumpInterrupted: results that may be incomplete.
 const dumpTries = 20
 
-// completeDump runs dump until the kernel lets it finish, at most
-// dumpTries times.
-func completeDump[T any](dump func() (T, error)) (T, error) {
+// CompleteDump runs dump (a netlink listing) until the kernel lets it
+// finish, at most dumpTries times.
+func CompleteDump[T any](dump func() (T, error)) (T, error) {
 	for i := 1; ; i++ {
 		v, err := dump()
 		if !errors.Is(err, netlink.ErrDumpInterrupted) || i == dumpTries {
@@ -24,9 +24,9 @@ func completeDump[T any](dump func() (T, error)) (T, error) {
 }
 
 // linkList lists every link of the namespace, whole.
-func linkList() ([]netlink.Link, error) { return completeDump(netlink.LinkList) }
+func linkList() ([]netlink.Link, error) { return CompleteDump(netlink.LinkList) }
 
 // addrList lists the addresses of link (every link when nil), whole.
 func addrList(link netlink.Link, family int) ([]netlink.Addr, error) {
-	return completeDump(func() ([]netlink.Addr, error) { return netlink.AddrList(link, family) })
+	return CompleteDump(func() ([]netlink.Addr, error) { return netlink.AddrList(link, family) })
 }

@@ -9,7 +9,7 @@ import (
 
 func TestCompleteDumpRetriesInterrupted(t *testing.T) {
 	calls := 0
-	got, err := completeDump(func() (int, error) {
+	got, err := CompleteDump(func() (int, error) {
 		calls++
 		if calls < 3 {
 			return -1, netlink.ErrDumpInterrupted
@@ -22,12 +22,12 @@ func TestCompleteDumpRetriesInterrupted(t *testing.T) {
 	// Another error is returned at once.
 	calls = 0
 	other := errors.New("permission denied")
-	if _, err := completeDump(func() (int, error) { calls++; return 0, other }); err != other || calls != 1 {
+	if _, err := CompleteDump(func() (int, error) { calls++; return 0, other }); err != other || calls != 1 {
 		t.Fatalf("got %v after %d calls, want the error after 1", err, calls)
 	}
 	// Interrupted for good: bounded, and the error says so.
 	calls = 0
-	if _, err := completeDump(func() (int, error) { calls++; return 0, netlink.ErrDumpInterrupted }); !errors.Is(err, netlink.ErrDumpInterrupted) || calls != dumpTries {
+	if _, err := CompleteDump(func() (int, error) { calls++; return 0, netlink.ErrDumpInterrupted }); !errors.Is(err, netlink.ErrDumpInterrupted) || calls != dumpTries {
 		t.Fatalf("got %v after %d calls, want ErrDumpInterrupted after %d", err, calls, dumpTries)
 	}
 }

@@ -136,7 +136,7 @@ func freshName(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("nft list tables: %v: %s", err, out)
 	}
-	links, err := netlink.LinkList()
+	links, err := linkList()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func (r *rig) sandbox(id string) (Link, string) {
 		if len(addrs) != 1 || !addrs[0].IP.Equal(l.SandboxAddr.AsSlice()) {
 			return fmt.Errorf("eth0 has %v, want only %s", addrs, l.SandboxAddr)
 		}
-		routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+		routes, err := CompleteDump(func() ([]netlink.Route, error) { return netlink.RouteList(nil, netlink.FAMILY_V4) })
 		if err != nil {
 			return err
 		}

@@ -111,7 +111,7 @@ func newUpstreams(t *testing.T) *upstreams {
 
 	// Nobody else may use the prefix: a host route there would take our
 	// packets somewhere we did not make.
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	addrs, err := network.CompleteDump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func lockUpstreams(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Cleanup(func() { f.Close() })
-	links, _ := netlink.LinkList()
+	links, _ := network.CompleteDump(netlink.LinkList)
 	for _, l := range links {
 		if strings.HasPrefix(l.Attrs().Name, "e2eup") && l.Type() == "veth" {
 			netlink.LinkDel(l)

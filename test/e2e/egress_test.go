@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
@@ -58,7 +59,7 @@ type (
 // its proxy and refuses).
 func hostAddr(t *testing.T) string {
 	t.Helper()
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+	routes, err := network.CompleteDump(func() ([]netlink.Route, error) { return netlink.RouteList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func hostAddr(t *testing.T) string {
 		if err != nil {
 			continue
 		}
-		addrs, _ := netlink.AddrList(link, netlink.FAMILY_V4)
+		addrs, _ := network.CompleteDump(func() ([]netlink.Addr, error) { return netlink.AddrList(link, netlink.FAMILY_V4) })
 		for _, a := range addrs {
 			if a.IP.IsGlobalUnicast() {
 				return a.IP.String()
@@ -82,7 +83,7 @@ func hostAddr(t *testing.T) string {
 
 // hostAddr6 is a global IPv6 address of the host, or "".
 func hostAddr6() string {
-	addrs, _ := netlink.AddrList(nil, netlink.FAMILY_V6)
+	addrs, _ := network.CompleteDump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V6) })
 	for _, a := range addrs {
 		if a.IP.IsGlobalUnicast() {
 			return a.IP.String()
