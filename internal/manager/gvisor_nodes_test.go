@@ -50,8 +50,8 @@ func TestSharedCheckpointAcrossNodesWithGvisor(t *testing.T) {
 	}
 	t.Cleanup(func() { n2.Stop(ctx, "acct", rec.ID); n1.Stop(ctx, "acct", rec.ID) })
 	exec(t, n1, rec.ID, `echo from-n1 > /root/note`)
-	exec(t, n1, rec.ID, `setsid sh -c 'echo $$ > /root/keeper.pid; s=$(cat /proc/sys/kernel/random/uuid); trap "echo \$s > /root/said" USR1; while :; do sleep 0.1; done' > /dev/null 2>&1 < /dev/null &`)
-	const say = `rm -f /root/said; while [ ! -s /root/keeper.pid ]; do sleep 0.05; done; kill -USR1 $(cat /root/keeper.pid); while [ ! -s /root/said ]; do sleep 0.05; done; cat /root/said`
+	exec(t, n1, rec.ID, `setsid sh -c 's=$(cat /proc/sys/kernel/random/uuid); trap "echo \$s > /root/said" USR1; echo $$ > /root/keeper.pid; while :; do sleep 0.1; done' > /dev/null 2>&1 < /dev/null &`)
+	const say = `rm -f /root/said; i=0; while [ ! -s /root/keeper.pid ]; do i=$((i+1)); [ $i -le 400 ] || exit 2; sleep 0.05; done; kill -USR1 $(cat /root/keeper.pid); i=0; while [ ! -s /root/said ]; do i=$((i+1)); [ $i -le 400 ] || exit 3; sleep 0.05; done; cat /root/said`
 	secret := exec(t, n1, rec.ID, say)
 
 	paused, err := n1.Pause(ctx, "acct", rec.ID)

@@ -53,7 +53,7 @@ func TestSharedCheckpointResumesOnAnotherNode(t *testing.T) {
 	hc := agentClient(inst)
 	run(t, hc, "sh", "-c", "echo written-on-a > /root/note")
 	// The secret lives in the shell's variable only; USR1 makes it say it.
-	background(t, hc, "sh", "-c", `echo $$ > /root/keeper.pid; s=$(cat /proc/sys/kernel/random/uuid); trap 'echo $s > /root/said' USR1; while :; do sleep 0.1; done`)
+	background(t, hc, "sh", "-c", `s=$(cat /proc/sys/kernel/random/uuid); trap 'echo $s > /root/said' USR1; echo $$ > /root/keeper.pid; while :; do sleep 0.1; done`)
 	secret := say(t, hc)
 	hc.CloseIdleConnections()
 
@@ -234,7 +234,7 @@ func background(t *testing.T, hc *http.Client, argv ...string) {
 // say signals the secret-keeping process and returns what it wrote.
 func say(t *testing.T, hc *http.Client) string {
 	t.Helper()
-	return run(t, hc, "sh", "-c", `rm -f /root/said; while [ ! -s /root/keeper.pid ]; do sleep 0.05; done; kill -USR1 $(cat /root/keeper.pid); while [ ! -s /root/said ]; do sleep 0.05; done; cat /root/said`)
+	return run(t, hc, "sh", "-c", `rm -f /root/said; i=0; while [ ! -s /root/keeper.pid ]; do i=$((i+1)); [ $i -le 400 ] || exit 2; sleep 0.05; done; kill -USR1 $(cat /root/keeper.pid); i=0; while [ ! -s /root/said ]; do i=$((i+1)); [ $i -le 400 ] || exit 3; sleep 0.05; done; cat /root/said`)
 }
 
 func cpuTime(t *testing.T, b *Backend, id string) time.Duration {
