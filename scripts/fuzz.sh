@@ -20,11 +20,29 @@ for target in \
   pkg=${target%%:*}
   name=${target##*:}
   echo "==> fuzz $name ($pkg, $fuzztime)"
-  if ! go test -count=1 -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -fuzzminimizetime 0 "$pkg"; then
-    for f in $(git status --porcelain --untracked-files=all -- "$pkg/testdata/fuzz/$name" | awk '{print $2}'); do
+  log=$(mktemp)
+  tries=0
+  while :; do
+    tries=$((tries + 1))
+    if go test -count=1 -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -fuzzminimizetime 0 "$pkg" >"$log" 2>&1; then
+      cat "$log"
+      break
+    fi
+    cat "$log"
+    inputs=$(git status --porcelain --untracked-files=all -- "$pkg/testdata/fuzz/$name" | awk '{print $2}')
+    # Go's fuzzer can end a run with "context deadline exceeded" when the
+    # time box closes while a worker is busy, with no failing input: that
+    # run is tried once more. A failing input always fails the script.
+    if [ -z "$inputs" ] && [ "$tries" -lt 2 ] && grep -q "context deadline exceeded" "$log"; then
+      echo "(the time box closed under a busy worker, with no failing input: once more)"
+      continue
+    fi
+    for f in $inputs; do
       echo "--- failing input $f:"
       cat "$f"
     done
+    rm -f "$log"
     exit 1
-  fi
+  done
+  rm -f "$log"
 done
