@@ -173,26 +173,32 @@ func (c cgroupV1) leftovers() []string {
 
 // normalCPU writes the default cpu.shares, 1024, in the cpu hierarchy.
 func (c cgroupV1) normalCPU(id string) error {
+	dir, ok := c.dirIn(cgroup1.Cpu, id)
+	if !ok {
+		return nil // no cpu hierarchy: no share was set either
+	}
+	if err := writeCgroupFile(filepath.Join(dir, "cpu.shares"), strconv.Itoa(v1DefaultShares)); err != nil {
+		return fmt.Errorf("setting CPU shares of %s: %w", id, err)
+	}
+	return nil
+}
+
+// dirIn is the sandbox's cgroup in the hierarchy of subsystem name, if
+// that hierarchy is mounted.
+func (c cgroupV1) dirIn(name cgroup1.Name, id string) (string, bool) {
 	subs, _ := c.mounted()
 	for _, s := range subs {
-		if s.Name() == cgroup1.Cpu {
-			path := filepath.Join(s.(v1Pather).Path(c.group(id)), "cpu.shares")
-			if err := writeCgroupFile(path, strconv.Itoa(v1DefaultShares)); err != nil {
-				return fmt.Errorf("setting CPU shares of %s: %w", id, err)
-			}
-			return nil
+		if s.Name() == name {
+			return s.(v1Pather).Path(c.group(id)), true
 		}
 	}
-	return nil // no cpu hierarchy: no share was set either
+	return "", false
 }
 
 // memoryDir is the sandbox's cgroup in the memory hierarchy.
 func (c cgroupV1) memoryDir(id string) (string, error) {
-	subs, _ := c.mounted()
-	for _, s := range subs {
-		if s.Name() == cgroup1.Memory {
-			return s.(v1Pather).Path(c.group(id)), nil
-		}
+	if dir, ok := c.dirIn(cgroup1.Memory, id); ok {
+		return dir, nil
 	}
 	return "", errors.New("no memory cgroup hierarchy on this host")
 }
