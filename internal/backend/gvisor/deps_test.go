@@ -6,7 +6,7 @@ import (
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
-// TestImports fences the package: a backend never imports the manager or the API.
+// TestImports fences the package: a backend never imports the manager or the API; the host's cgroup layer is shared by every backend.
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.OwnPackages("internal/sandbox", "internal/network", "internal/image", "internal/agentlink"))
+	testenv.CheckImports(t, testenv.OwnPackages("internal/sandbox", "internal/network", "internal/image", "internal/agentlink", "internal/hostcgroup"))
 }

@@ -87,7 +87,7 @@ func (i *instance) limitMemory(fd int, spec sandbox.Spec) {
 		unix.Close(fd)
 		return
 	}
-	if err := cg.setMemoryLimit(i.id, hardLimit(spec)); err != nil {
+	if err := cg.SetMemoryLimit(i.id, hardLimit(spec)); err != nil {
 		slog.Warn("raising a sandbox's memory limit by its headroom", "sandbox_id", i.id, "err", err)
 		unix.Close(fd)
 		return
@@ -96,7 +96,7 @@ func (i *instance) limitMemory(fd int, spec sandbox.Spec) {
 		defer unix.Close(fd)
 		w := overWatch{size: size, grace: overGrace}
 		order := oomOrder{group: cgroupPath(i.id)}
-		if pids, err := cg.procs(i.id); err == nil {
+		if pids, err := cg.Procs(i.id); err == nil {
 			order.update(pids)
 		}
 		t := time.NewTicker(overLook)
@@ -106,13 +106,13 @@ func (i *instance) limitMemory(fd int, spec sandbox.Spec) {
 			case <-i.done:
 				return
 			case now := <-t.C:
-				if n, ok := cg.oomKills(i.id); ok {
+				if n, ok := cg.OOMKills(i.id); ok {
 					i.oomKills.Store(n)
 				}
-				if pids, err := cg.procs(i.id); err == nil {
+				if pids, err := cg.Procs(i.id); err == nil {
 					order.update(pids)
 				}
-				held, err := cg.memoryHeld(i.id)
+				held, err := cg.MemoryHeld(i.id)
 				if err != nil || !w.over(held, now) {
 					continue
 				}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/withruntime/withruntime/internal/hostcgroup"
 	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/testenv"
@@ -86,35 +87,6 @@ func TestOverWatch(t *testing.T) {
 	})
 }
 
-func TestCgroupV2Memory(t *testing.T) {
-	c := fakeV2(t, map[string]map[string]string{
-		"busy": {"memory.stat": "anon 16777216\nfile 3140407296\nkernel 528384\nshmem 536870912\n"},
-		"old":  {"memory.stat": "anon 16777216\nfile 0\n"},
-	})
-	// The page cache (file) is the host's to reclaim: not held.
-	if got, err := c.memoryHeld("busy"); err != nil || got != (16+512)<<20 {
-		t.Fatalf("memoryHeld: got %d, %v; want %d", got, err, (16+512)<<20)
-	}
-	if _, err := c.memoryHeld("old"); err == nil {
-		t.Fatal("memoryHeld without shmem: got no error")
-	}
-	if _, err := c.memoryHeld("gone"); err == nil {
-		t.Fatal("memoryHeld of no cgroup: got no error")
-	}
-	if err := c.setMemoryLimit("busy", 640<<20); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(filepath.Join(c.mount, c.group("busy"), "memory.max")); string(got) != strconv.Itoa(640<<20) {
-		t.Fatalf("memory.max: got %q", got)
-	}
-	if err := c.setMemoryLimit("gone", 640<<20); err == nil {
-		t.Fatal("setMemoryLimit of no cgroup: got no error")
-	}
-	if _, err := os.Stat(filepath.Join(c.mount, c.group("gone"))); !os.IsNotExist(err) {
-		t.Fatalf("setMemoryLimit made a cgroup for a sandbox that is gone: %v", err)
-	}
-}
-
 // TestMemoryHeadroom boots a real sandbox: its kernel sees its size, and
 // once it answers the host's limit is the size and the headroom.
 func TestMemoryHeadroom(t *testing.T) {
@@ -132,16 +104,15 @@ func TestMemoryHeadroom(t *testing.T) {
 	t.Cleanup(func() { b.Destroy(context.Background(), id) })
 	var limitFile string
 	switch l := hostCgroups().(type) {
-	case cgroupV1:
-		dir, err := l.memoryDir(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		limitFile = filepath.Join(dir, "memory.limit_in_bytes")
-	case cgroupV2:
-		limitFile = filepath.Join(l.mount, l.group(id), "memory.max")
+	case hostcgroup.V1:
+		limitFile, err = l.File(id, "memory", "memory.limit_in_bytes")
+	case hostcgroup.V2:
+		limitFile, err = l.File(id, "memory", "memory.max")
 	default:
 		t.Fatal("no cgroups on this host: runsc limits nothing")
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	data, err := os.ReadFile(limitFile)
 	if err != nil {
@@ -150,7 +121,7 @@ func TestMemoryHeadroom(t *testing.T) {
 	if got := strings.TrimSpace(string(data)); got != strconv.FormatUint(hardLimit(spec), 10) {
 		t.Fatalf("%s: got %s, want %d (%d MiB)", limitFile, got, hardLimit(spec), hardLimit(spec)>>20)
 	}
-	held, err := hostCgroups().memoryHeld(id)
+	held, err := hostCgroups().MemoryHeld(id)
 	if err != nil || held == 0 || held > 512<<20 {
 		t.Fatalf("memoryHeld of an idle sandbox: got %d MiB, %v", held>>20, err)
 	}
@@ -169,7 +140,7 @@ func TestMemoryHeadroom(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * overLook)
-	pids, err := hostCgroups().procs(id)
+	pids, err := hostCgroups().Procs(id)
 	if err != nil {
 		t.Fatal(err)
 	}

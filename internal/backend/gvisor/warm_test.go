@@ -19,6 +19,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/hostcgroup"
 	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/testenv"
@@ -52,25 +53,6 @@ func TestWriteSpecCPUShares(t *testing.T) {
 				t.Errorf("got quota %v, want %d", q, cpuPeriod)
 			}
 		})
-	}
-}
-
-// TestCgroupV2NormalCPU: a claim writes the default weight over the 1
-// runsc made of the warm shares, and makes no cgroup for a gone sandbox.
-func TestCgroupV2NormalCPU(t *testing.T) {
-	c := fakeV2(t, map[string]map[string]string{"warm": {"cpu.weight": "1\n"}})
-	if err := c.normalCPU("warm"); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := os.ReadFile(filepath.Join(c.mount, c.parent, "warm", "cpu.weight"))
-	if string(got) != "100" {
-		t.Fatalf("got cpu.weight %q, want 100", got)
-	}
-	if err := c.normalCPU("gone"); err == nil {
-		t.Fatal("claiming a sandbox with no cgroup: got no error, want one")
-	}
-	if _, err := os.Stat(filepath.Join(c.mount, c.parent, "gone")); !os.IsNotExist(err) {
-		t.Fatalf("a claim made a cgroup for a gone sandbox: %v", err)
 	}
 }
 
@@ -130,7 +112,7 @@ func TestWarmStartAndClaim(t *testing.T) {
 		t.Fatalf("destroy: %v", err)
 	}
 	destroyed = true
-	if slices.Contains(layout.leftovers(), id) {
+	if slices.Contains(layout.Leftovers(), id) {
 		t.Errorf("a cgroup of %s is left after Destroy", id)
 	}
 	p := b.paths(id)
@@ -142,7 +124,7 @@ func TestWarmStartAndClaim(t *testing.T) {
 	if err := b.Claim(ctx, id); err == nil {
 		t.Errorf("claiming a destroyed sandbox: got no error, want one")
 	}
-	if slices.Contains(layout.leftovers(), id) {
+	if slices.Contains(layout.Leftovers(), id) {
 		t.Errorf("a claim after Destroy made a cgroup for %s", id)
 	}
 }
@@ -228,16 +210,20 @@ func agentExec(t *testing.T, hc *http.Client, argv ...string) string {
 }
 
 // cpuPriority reads the sandbox's CPU priority as the layout keeps it.
-func cpuPriority(t *testing.T, layout cgroupLayout, id string) string {
+func cpuPriority(t *testing.T, layout hostcgroup.Layout, id string) string {
 	t.Helper()
 	var path string
+	var err error
 	switch c := layout.(type) {
-	case cgroupV1:
-		path = filepath.Join(c.root, "cpu", c.parent, id, "cpu.shares")
-	case cgroupV2:
-		path = filepath.Join(c.mount, c.parent, id, "cpu.weight")
+	case hostcgroup.V1:
+		path, err = c.File(id, "cpu", "cpu.shares")
+	case hostcgroup.V2:
+		path, err = c.File(id, "cpu", "cpu.weight")
 	default:
 		t.Skipf("no cgroups on this host (%T)", layout)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -246,15 +232,15 @@ func cpuPriority(t *testing.T, layout cgroupLayout, id string) string {
 	return strings.TrimSpace(string(data))
 }
 
-func warmPriority(layout cgroupLayout) string {
-	if _, v2 := layout.(cgroupV2); v2 {
+func warmPriority(layout hostcgroup.Layout) string {
+	if _, v2 := layout.(hostcgroup.V2); v2 {
 		return "1"
 	}
 	return "2"
 }
 
-func normalPriority(layout cgroupLayout) string {
-	if _, v2 := layout.(cgroupV2); v2 {
+func normalPriority(layout hostcgroup.Layout) string {
+	if _, v2 := layout.(hostcgroup.V2); v2 {
 		return "100"
 	}
 	return "1024"

@@ -1,4 +1,4 @@
-package gvisor
+package hostcgroup
 
 import (
 	"errors"
@@ -16,11 +16,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cgroupV1 is the v1 layout: one hierarchy per controller under root
+// V1 is the v1 layout: one hierarchy per controller under root
 // (root/cpuacct, root/memory, root/cpuset, ...), each holding
 // <parent>/<id>. CPU time is cpuacct.usage, an OOM kill is oom_kill in
 // memory.oom_control.
-type cgroupV1 struct {
+type V1 struct {
 	root, parent string
 	// settle is how long remove waits for killed processes to leave.
 	settle time.Duration
@@ -28,8 +28,8 @@ type cgroupV1 struct {
 	mounted func() ([]cgroup1.Subsystem, error)
 }
 
-func newCgroupV1(root, parent string) cgroupV1 {
-	return cgroupV1{
+func newV1(root, parent string) V1 {
+	return V1{
 		root: root, parent: parent, settle: 5 * time.Second,
 		mounted: sync.OnceValues(func() ([]cgroup1.Subsystem, error) { return v1Subsystems(root), nil }),
 	}
@@ -72,10 +72,10 @@ func v1Subsystems(root string) []cgroup1.Subsystem {
 	return mounted
 }
 
-func (c cgroupV1) group(id string) string { return filepath.Join("/", c.parent, id) }
+func (c V1) group(id string) string { return filepath.Join("/", c.parent, id) }
 
 // hierarchy is the mounted subsystems, or only those named.
-func (c cgroupV1) hierarchy(only ...cgroup1.Name) cgroup1.Hierarchy {
+func (c V1) hierarchy(only ...cgroup1.Name) cgroup1.Hierarchy {
 	return func() ([]cgroup1.Subsystem, error) {
 		all, err := c.mounted()
 		if err != nil || len(only) == 0 {
@@ -91,14 +91,14 @@ func (c cgroupV1) hierarchy(only ...cgroup1.Name) cgroup1.Hierarchy {
 	}
 }
 
-func (c cgroupV1) load(id string, only ...cgroup1.Name) (cgroup1.Cgroup, error) {
+func (c V1) load(id string, only ...cgroup1.Name) (cgroup1.Cgroup, error) {
 	return cgroup1.Load(cgroup1.StaticPath(c.group(id)), cgroup1.WithHierarchy(c.hierarchy(only...)))
 }
 
-// prepare gives the parent cpuset cgroup CPUs and memory nodes: a new one
+// Prepare gives the parent cpuset cgroup CPUs and memory nodes: a new one
 // starts with none, and runsc cannot give its child any until the parent
 // has them. The library copies the root's. runsc makes the rest.
-func (c cgroupV1) prepare() error {
+func (c V1) Prepare() error {
 	_, err := cgroup1.New(cgroup1.StaticPath("/"+c.parent), &specs.LinuxResources{}, cgroup1.WithHierarchy(c.hierarchy(cgroup1.Cpuset)))
 	if err != nil {
 		return fmt.Errorf("making cpuset cgroup: %w", err)
@@ -106,7 +106,7 @@ func (c cgroupV1) prepare() error {
 	return nil
 }
 
-func (c cgroupV1) cpuTime(id string) (time.Duration, error) {
+func (c V1) CPUTime(id string) (time.Duration, error) {
 	cg, err := c.load(id, cgroup1.Cpuacct)
 	if err != nil {
 		return 0, fmt.Errorf("loading CPU cgroup of %s: %w", id, err)
@@ -118,7 +118,7 @@ func (c cgroupV1) cpuTime(id string) (time.Duration, error) {
 	return time.Duration(m.CPU.Usage.Total), nil
 }
 
-func (c cgroupV1) oomKills(id string) (uint64, bool) {
+func (c V1) OOMKills(id string) (uint64, bool) {
 	cg, err := c.load(id, cgroup1.Memory)
 	if err != nil {
 		return 0, false
@@ -130,7 +130,7 @@ func (c cgroupV1) oomKills(id string) (uint64, bool) {
 	return m.MemoryOomControl.OomKill, true
 }
 
-func (c cgroupV1) remove(id string) error {
+func (c V1) Remove(id string) error {
 	cg, err := c.load(id)
 	if errors.Is(err, cgroup1.ErrCgroupDeleted) {
 		return nil
@@ -141,7 +141,8 @@ func (c cgroupV1) remove(id string) error {
 	// Killed again on every try, without the freezer: the library waits
 	// without bound for every task to freeze, and one in uninterruptible
 	// sleep never does. Nothing here forks for the guest (the sentry makes
-	// its own stubs, and it is dead by now), so the list runs dry.
+	// its own stubs, QEMU makes none, and both are dead by now), so the
+	// list runs dry.
 	killAndDelete := func() error {
 		for _, s := range cg.Subsystems() {
 			procs, _ := cg.Processes(s.Name(), true)
@@ -157,7 +158,7 @@ func (c cgroupV1) remove(id string) error {
 	return nil
 }
 
-func (c cgroupV1) leftovers() []string {
+func (c V1) Leftovers() []string {
 	seen := map[string]bool{}
 	subs, _ := c.mounted()
 	for _, s := range subs {
@@ -171,8 +172,8 @@ func (c cgroupV1) leftovers() []string {
 	return slices.Sorted(maps.Keys(seen))
 }
 
-// normalCPU writes the default cpu.shares, 1024, in the cpu hierarchy.
-func (c cgroupV1) normalCPU(id string) error {
+// NormalCPU writes the default cpu.shares, 1024, in the cpu hierarchy.
+func (c V1) NormalCPU(id string) error {
 	dir, ok := c.dirIn(cgroup1.Cpu, id)
 	if !ok {
 		return nil // no cpu hierarchy: no share was set either
@@ -185,7 +186,7 @@ func (c cgroupV1) normalCPU(id string) error {
 
 // dirIn is the sandbox's cgroup in the hierarchy of subsystem name, if
 // that hierarchy is mounted.
-func (c cgroupV1) dirIn(name cgroup1.Name, id string) (string, bool) {
+func (c V1) dirIn(name cgroup1.Name, id string) (string, bool) {
 	subs, _ := c.mounted()
 	for _, s := range subs {
 		if s.Name() == name {
@@ -196,16 +197,17 @@ func (c cgroupV1) dirIn(name cgroup1.Name, id string) (string, bool) {
 }
 
 // memoryDir is the sandbox's cgroup in the memory hierarchy.
-func (c cgroupV1) memoryDir(id string) (string, error) {
+func (c V1) memoryDir(id string) (string, error) {
 	if dir, ok := c.dirIn(cgroup1.Memory, id); ok {
 		return dir, nil
 	}
 	return "", errors.New("no memory cgroup hierarchy on this host")
 }
 
-// memoryHeld is rss (the sentry's anonymous memory) and shmem (its memory
-// file) of memory.stat; v1's cache also counts the page cache.
-func (c cgroupV1) memoryHeld(id string) (uint64, error) {
+// MemoryHeld is rss (anonymous memory: the sentry's, a VM's RAM) and
+// shmem (a memory file) of memory.stat; v1's cache also counts the page
+// cache.
+func (c V1) MemoryHeld(id string) (uint64, error) {
 	dir, err := c.memoryDir(id)
 	if err != nil {
 		return 0, err
@@ -213,7 +215,7 @@ func (c cgroupV1) memoryHeld(id string) (uint64, error) {
 	return sumStat(filepath.Join(dir, "memory.stat"), "rss", "shmem")
 }
 
-func (c cgroupV1) setMemoryLimit(id string, bytes uint64) error {
+func (c V1) SetMemoryLimit(id string, bytes uint64) error {
 	dir, err := c.memoryDir(id)
 	if err != nil {
 		return err
@@ -221,7 +223,7 @@ func (c cgroupV1) setMemoryLimit(id string, bytes uint64) error {
 	return writeCgroupFile(filepath.Join(dir, "memory.limit_in_bytes"), strconv.FormatUint(bytes, 10))
 }
 
-func (c cgroupV1) procs(id string) ([]int, error) {
+func (c V1) Procs(id string) ([]int, error) {
 	dir, err := c.memoryDir(id)
 	if err != nil {
 		return nil, err

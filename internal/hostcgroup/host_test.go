@@ -1,4 +1,4 @@
-package gvisor
+package hostcgroup
 
 import (
 	"errors"
@@ -91,16 +91,16 @@ func TestCgroupV1OnThisHost(t *testing.T) {
 	if err != nil {
 		t.Fatal("no python3 to fill memory with")
 	}
-	c := newCgroupV1(cgroupRoot, testParent())
+	c := newV1(Root, testParent())
 	t.Cleanup(func() {
-		for _, s := range v1Subsystems(cgroupRoot) {
+		for _, s := range v1Subsystems(Root) {
 			os.Remove(s.(v1Pather).Path("/" + c.parent))
 		}
 	})
-	if err := c.prepare(); err != nil {
+	if err := c.Prepare(); err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
-	cpus, _ := os.ReadFile(filepath.Join(cgroupRoot, "cpuset", c.parent, "cpuset.cpus"))
+	cpus, _ := os.ReadFile(filepath.Join(Root, "cpuset", c.parent, "cpuset.cpus"))
 	if len(cpus) <= 1 {
 		t.Fatalf("the parent cpuset has no CPUs (%q): runsc could not place a sandbox", cpus)
 	}
@@ -110,7 +110,7 @@ func TestCgroupV1OnThisHost(t *testing.T) {
 		if err != nil {
 			t.Fatalf("making %s: %v", id, err)
 		}
-		t.Cleanup(func() { c.remove(id) })
+		t.Cleanup(func() { c.Remove(id) })
 		return cg
 	}
 	busy := newGroup("busy", &specs.LinuxResources{})
@@ -124,7 +124,7 @@ func TestCgroupV1OnThisHost(t *testing.T) {
 	// Liveness only: however loaded the host, the loop gets some CPU.
 	var used time.Duration
 	for deadline := time.Now().Add(30 * time.Second); used < 200*time.Millisecond; time.Sleep(20 * time.Millisecond) {
-		if used, err = c.cpuTime("busy"); err != nil {
+		if used, err = c.CPUTime("busy"); err != nil {
 			t.Fatalf("cpuTime: %v", err)
 		}
 		if time.Now().After(deadline) {
@@ -147,29 +147,38 @@ func TestCgroupV1OnThisHost(t *testing.T) {
 		t.Fatal("oomKilled(busy): got true, want false")
 	}
 
-	if got, want := c.leftovers(), []string{"busy", "hog"}; !slices.Equal(got, want) {
+	if got, want := c.Leftovers(), []string{"busy", "hog"}; !slices.Equal(got, want) {
 		t.Fatalf("leftovers: got %v, want %v", got, want)
 	}
 	// The sweep's removal kills what is left (the busy loop) and removes
 	// the cgroup from every hierarchy.
-	for _, id := range []string{"busy", "hog"} {
-		if err := c.remove(id); err != nil {
+	removeV1(t, c, spin, "busy", "hog")
+	if _, err := c.CPUTime("busy"); err == nil {
+		t.Fatal("cpuTime of a removed cgroup: got no error")
+	}
+}
+
+// removeV1 removes the cgroups of ids: the process p in them is killed,
+// and no hierarchy keeps a cgroup of theirs.
+func removeV1(t *testing.T, c V1, p *held, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if err := c.Remove(id); err != nil {
 			t.Fatalf("remove %s: %v", id, err)
 		}
 	}
-	if !spin.killed(t) {
-		t.Fatal("the busy loop outlived the removal of its cgroup")
+	if !p.killed(t) {
+		t.Fatal("the process outlived the removal of its cgroup")
 	}
-	for _, s := range v1Subsystems(cgroupRoot) {
-		if _, err := os.Stat(s.(v1Pather).Path(c.group("busy"))); !os.IsNotExist(err) {
-			t.Errorf("%s: the removed cgroup is still there: %v", s.Name(), err)
+	for _, s := range v1Subsystems(Root) {
+		for _, id := range ids {
+			if _, err := os.Stat(s.(v1Pather).Path(c.group(id))); !os.IsNotExist(err) {
+				t.Errorf("%s: the removed cgroup of %s is still there: %v", s.Name(), id, err)
+			}
 		}
 	}
-	if got := c.leftovers(); len(got) != 0 {
+	if got := c.Leftovers(); len(got) != 0 {
 		t.Fatalf("leftovers after the removal: got %v, want none", got)
-	}
-	if _, err := c.cpuTime("busy"); err == nil {
-		t.Fatal("cpuTime of a removed cgroup: got no error")
 	}
 }
 
@@ -182,20 +191,20 @@ func TestCgroupV1OnThisHost(t *testing.T) {
 // say so rather than read zero.
 func TestCgroupV2OnTheCgroup2Mount(t *testing.T) {
 	testenv.RequiresRoot(t)
-	mount := cgroupRoot
+	mount := Root
 	if cgroups.Mode() != cgroups.Unified {
-		mount = filepath.Join(cgroupRoot, "unified")
+		mount = filepath.Join(Root, "unified")
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(mount, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
 		t.Skip("no cgroup2 mount on this host")
 	}
-	c := newCgroupV2(mount, testParent())
+	c := newV2(mount, testParent())
 	t.Cleanup(func() {
 		os.Remove(filepath.Join(mount, c.parent, "spin"))
 		os.Remove(filepath.Join(mount, c.parent))
 	})
-	if err := c.prepare(); err != nil {
+	if err := c.Prepare(); err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(mount, c.parent, "cgroup.procs")); err != nil {
@@ -218,21 +227,21 @@ func TestCgroupV2OnTheCgroup2Mount(t *testing.T) {
 		var used time.Duration
 		var err error
 		for deadline := time.Now().Add(30 * time.Second); used < 200*time.Millisecond; time.Sleep(20 * time.Millisecond) {
-			if used, err = c.cpuTime("spin"); err != nil {
+			if used, err = c.CPUTime("spin"); err != nil {
 				t.Fatalf("cpuTime: %v", err)
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("got %v of CPU after 30 s of a busy loop, want at least 200ms", used)
 			}
 		}
-	} else if got, err := c.cpuTime("spin"); err == nil {
+	} else if got, err := c.CPUTime("spin"); err == nil {
 		t.Fatalf("no cpu controller in %q: got %v and no error, want an error", ctrls, got)
 	}
 
-	if got, want := c.leftovers(), []string{"spin"}; !slices.Equal(got, want) {
+	if got, want := c.Leftovers(), []string{"spin"}; !slices.Equal(got, want) {
 		t.Fatalf("leftovers: got %v, want %v", got, want)
 	}
-	if err := c.remove("spin"); err != nil {
+	if err := c.Remove("spin"); err != nil {
 		t.Fatalf("remove: %v", err)
 	}
 	if !spin.killed(t) {
@@ -241,7 +250,7 @@ func TestCgroupV2OnTheCgroup2Mount(t *testing.T) {
 	if _, err := os.Stat(leaf); !os.IsNotExist(err) {
 		t.Fatalf("the removed cgroup is still there: %v", err)
 	}
-	if got := c.leftovers(); len(got) != 0 {
+	if got := c.Leftovers(); len(got) != 0 {
 		t.Fatalf("leftovers after the removal: got %v, want none", got)
 	}
 }

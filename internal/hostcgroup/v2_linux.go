@@ -1,4 +1,4 @@
-package gvisor
+package hostcgroup
 
 import (
 	"errors"
@@ -13,19 +13,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cgroupV2 is the v2 layout: one unified hierarchy at mount, each
+// V2 is the v2 layout: one unified hierarchy at mount, each
 // sandbox's cgroup at mount/<parent>/<id>, where runsc puts it when
 // /sys/fs/cgroup is cgroup2. CPU time is usage_usec in cpu.stat, an OOM
 // kill is oom_kill in memory.events, the processes are in cgroup.procs,
 // and a cgroup goes with an rmdir once they are gone.
-type cgroupV2 struct {
+type V2 struct {
 	mount, parent string
 	// settle is how long remove waits for killed processes to leave.
 	settle time.Duration
 }
 
-func newCgroupV2(mount, parent string) cgroupV2 {
-	return cgroupV2{mount: mount, parent: parent, settle: 5 * time.Second}
+func newV2(mount, parent string) V2 {
+	return V2{mount: mount, parent: parent, settle: 5 * time.Second}
 }
 
 // v2Controllers are those every sandbox's cgroup must have: the counters
@@ -33,16 +33,16 @@ func newCgroupV2(mount, parent string) cgroupV2 {
 // cgroup.controllers the library reads no cpu.stat.
 var v2Controllers = []string{"cpu", "memory", "pids"}
 
-func (c cgroupV2) group(id string) string { return filepath.Join("/", c.parent, id) }
+func (c V2) group(id string) string { return filepath.Join("/", c.parent, id) }
 
-func (c cgroupV2) load(id string) (*cgroup2.Manager, error) {
+func (c V2) load(id string) (*cgroup2.Manager, error) {
 	return cgroup2.Load(c.group(id), cgroup2.WithMountpoint(c.mount))
 }
 
-// prepare makes the parent and enables the controllers for its children.
+// Prepare makes the parent and enables the controllers for its children.
 // The parent is made here and not by runsc: runsc removes on delete every
 // cgroup it made, and would try the shared parent too.
-func (c cgroupV2) prepare() error {
+func (c V2) Prepare() error {
 	parent, err := cgroup2.NewManager(c.mount, "/"+c.parent, &cgroup2.Resources{})
 	if err != nil {
 		return fmt.Errorf("making cgroup %s: %w", c.parent, err)
@@ -73,7 +73,7 @@ func (c cgroupV2) prepare() error {
 	return nil
 }
 
-func (c cgroupV2) cpuTime(id string) (time.Duration, error) {
+func (c V2) CPUTime(id string) (time.Duration, error) {
 	m, err := c.load(id)
 	if err != nil {
 		return 0, fmt.Errorf("loading cgroup of %s: %w", id, err)
@@ -93,7 +93,7 @@ func (c cgroupV2) cpuTime(id string) (time.Duration, error) {
 	return time.Duration(st.CPU.UsageUsec) * time.Microsecond, nil
 }
 
-func (c cgroupV2) oomKills(id string) (uint64, bool) {
+func (c V2) OOMKills(id string) (uint64, bool) {
 	m, err := c.load(id)
 	if err != nil {
 		return 0, false
@@ -105,7 +105,7 @@ func (c cgroupV2) oomKills(id string) (uint64, bool) {
 	return st.MemoryEvents.OomKill, true
 }
 
-func (c cgroupV2) remove(id string) error {
+func (c V2) Remove(id string) error {
 	dir := filepath.Join(c.mount, c.group(id))
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -128,7 +128,7 @@ func (c cgroupV2) remove(id string) error {
 // as long as one is left. cgroup.kill (Linux 5.14) kills them all at once.
 // Without it the library would freeze the cgroup first and wait without
 // bound for the freeze, so the processes listed are killed one by one.
-func (c cgroupV2) kill(m *cgroup2.Manager, dir string) {
+func (c V2) kill(m *cgroup2.Manager, dir string) {
 	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err == nil {
 		m.Kill()
 		return
@@ -139,7 +139,7 @@ func (c cgroupV2) kill(m *cgroup2.Manager, dir string) {
 	}
 }
 
-func (c cgroupV2) leftovers() []string {
+func (c V2) Leftovers() []string {
 	entries, _ := os.ReadDir(filepath.Join(c.mount, c.parent))
 	var ids []string
 	for _, e := range entries {
@@ -150,9 +150,9 @@ func (c cgroupV2) leftovers() []string {
 	return ids
 }
 
-// normalCPU writes the default cpu.weight, 100 (runsc turned the warm
+// NormalCPU writes the default cpu.weight, 100 (runsc turned the warm
 // start's shares into a weight of 1).
-func (c cgroupV2) normalCPU(id string) error {
+func (c V2) NormalCPU(id string) error {
 	path := filepath.Join(c.mount, c.group(id), "cpu.weight")
 	if err := writeCgroupFile(path, strconv.Itoa(v2DefaultWeight)); err != nil {
 		return fmt.Errorf("setting CPU weight of %s: %w", id, err)
@@ -160,16 +160,17 @@ func (c cgroupV2) normalCPU(id string) error {
 	return nil
 }
 
-// memoryHeld is anon (the sentry's anonymous memory) and shmem (its memory
-// file) of memory.stat; file, the page cache, is left out.
-func (c cgroupV2) memoryHeld(id string) (uint64, error) {
+// MemoryHeld is anon (anonymous memory: the sentry's, a VM's RAM) and
+// shmem (a memory file) of memory.stat; file, the page cache, is left
+// out.
+func (c V2) MemoryHeld(id string) (uint64, error) {
 	return sumStat(filepath.Join(c.mount, c.group(id), "memory.stat"), "anon", "shmem")
 }
 
-func (c cgroupV2) setMemoryLimit(id string, bytes uint64) error {
+func (c V2) SetMemoryLimit(id string, bytes uint64) error {
 	return writeCgroupFile(filepath.Join(c.mount, c.group(id), "memory.max"), strconv.FormatUint(bytes, 10))
 }
 
-func (c cgroupV2) procs(id string) ([]int, error) {
+func (c V2) Procs(id string) ([]int, error) {
 	return readProcs(filepath.Join(c.mount, c.group(id), "cgroup.procs"))
 }

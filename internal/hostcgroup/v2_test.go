@@ -1,4 +1,4 @@
-package gvisor
+package hostcgroup
 
 import (
 	"os"
@@ -47,7 +47,7 @@ var v2Files = map[string]string{
 // fakeV2 is a v2 tree at a temporary mount: the root cgroup with the
 // controllers of a Debian 12 host, the parent, and a cgroup per id whose
 // files override v2Files.
-func fakeV2(t *testing.T, ids map[string]map[string]string) cgroupV2 {
+func fakeV2(t *testing.T, ids map[string]map[string]string) V2 {
 	t.Helper()
 	mount := t.TempDir()
 	write := func(dir string, files map[string]string) {
@@ -68,7 +68,7 @@ func fakeV2(t *testing.T, ids map[string]map[string]string) cgroupV2 {
 		"cpu.stat":               "usage_usec 912381201\nuser_usec 601120011\nsystem_usec 311261190\n",
 		"memory.stat":            "anon 912261120\nfile 3140407296\n",
 	})
-	c := newCgroupV2(mount, "withruntime")
+	c := newV2(mount, "withruntime")
 	c.settle = 100 * time.Millisecond
 	write(filepath.Join(mount, c.parent), v2Files)
 	for id, over := range ids {
@@ -103,7 +103,7 @@ func TestCgroupV2CPUTime(t *testing.T) {
 		{"no such cgroup", "gone", 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := c.cpuTime(tc.id)
+			got, err := c.CPUTime(tc.id)
 			if tc.fails {
 				if err == nil {
 					t.Fatalf("got %v and no error, want an error", got)
@@ -146,10 +146,10 @@ func TestCgroupV2Sweep(t *testing.T) {
 		"held":  {"cgroup.procs": "4242\n", "cgroup.events": "populated 1\nfrozen 0\n"},
 		"other": {},
 	})
-	if got, want := sortedIDs(c.leftovers()), []string{"held", "left", "other"}; !slices.Equal(got, want) {
+	if got, want := sortedIDs(c.Leftovers()), []string{"held", "left", "other"}; !slices.Equal(got, want) {
 		t.Fatalf("leftovers: got %v, want %v", got, want)
 	}
-	if err := c.remove("left"); err != nil {
+	if err := c.Remove("left"); err != nil {
 		t.Fatalf("removing an empty cgroup: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(c.mount, c.parent, "left")); !os.IsNotExist(err) {
@@ -157,17 +157,17 @@ func TestCgroupV2Sweep(t *testing.T) {
 	}
 	// The fake's processes never leave (no kernel acts on cgroup.kill
 	// here): the removal gives up, as the kernel's rmdir would refuse.
-	if err := c.remove("held"); err == nil || !strings.Contains(err.Error(), "running tasks") {
+	if err := c.Remove("held"); err == nil || !strings.Contains(err.Error(), "running tasks") {
 		t.Fatalf("removing a cgroup with a process: got %v, want an error about running tasks", err)
 	}
 	// The processes were killed before the removal was tried.
 	if kill, _ := os.ReadFile(filepath.Join(c.mount, c.parent, "held", "cgroup.kill")); string(kill) != "1" {
 		t.Fatalf("cgroup.kill of the held cgroup: got %q, want 1", kill)
 	}
-	if err := c.remove("gone"); err != nil {
+	if err := c.Remove("gone"); err != nil {
 		t.Fatalf("removing a cgroup that is not there: %v", err)
 	}
-	if got, want := sortedIDs(c.leftovers()), []string{"held", "other"}; !slices.Equal(got, want) {
+	if got, want := sortedIDs(c.Leftovers()), []string{"held", "other"}; !slices.Equal(got, want) {
 		t.Fatalf("leftovers after: got %v, want %v", got, want)
 	}
 }
@@ -188,7 +188,7 @@ func TestCgroupV2SweepWithoutCgroupKill(t *testing.T) {
 		os.WriteFile(procs, nil, 0o644)
 		p.done <- err
 	}()
-	if err := c.remove("old"); err != nil {
+	if err := c.Remove("old"); err != nil {
 		t.Fatalf("remove: %v", err)
 	}
 	if !p.killed(t) {
@@ -209,7 +209,7 @@ func TestCgroupV2Prepare(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fakeV2(t, nil)
 			os.WriteFile(filepath.Join(c.mount, "cgroup.controllers"), []byte(tc.root), 0o644)
-			if err := c.prepare(); err != nil {
+			if err := c.Prepare(); err != nil {
 				t.Fatal(err)
 			}
 			// The root's and the parent's subtree_control give each
@@ -227,7 +227,55 @@ func TestCgroupV2Prepare(t *testing.T) {
 func sortedIDs(ids []string) []string { return slices.Sorted(slices.Values(ids)) }
 
 // oomKilledIn reports whether the kernel's OOM killer acted in id's cgroup.
-func oomKilledIn(c cgroupLayout, id string) bool {
-	n, ok := c.oomKills(id)
+func oomKilledIn(c Layout, id string) bool {
+	n, ok := c.OOMKills(id)
 	return ok && n > 0
+}
+
+func TestCgroupV2Memory(t *testing.T) {
+	c := fakeV2(t, map[string]map[string]string{
+		"busy": {"memory.stat": "anon 16777216\nfile 3140407296\nkernel 528384\nshmem 536870912\n"},
+		"old":  {"memory.stat": "anon 16777216\nfile 0\n"},
+	})
+	// The page cache (file) is the host's to reclaim: not held.
+	if got, err := c.MemoryHeld("busy"); err != nil || got != (16+512)<<20 {
+		t.Fatalf("memoryHeld: got %d, %v; want %d", got, err, (16+512)<<20)
+	}
+	if _, err := c.MemoryHeld("old"); err == nil {
+		t.Fatal("memoryHeld without shmem: got no error")
+	}
+	if _, err := c.MemoryHeld("gone"); err == nil {
+		t.Fatal("memoryHeld of no cgroup: got no error")
+	}
+	if err := c.SetMemoryLimit("busy", 640<<20); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(c.mount, c.group("busy"), "memory.max")); string(got) != strconv.Itoa(640<<20) {
+		t.Fatalf("memory.max: got %q", got)
+	}
+	if err := c.SetMemoryLimit("gone", 640<<20); err == nil {
+		t.Fatal("setMemoryLimit of no cgroup: got no error")
+	}
+	if _, err := os.Stat(filepath.Join(c.mount, c.group("gone"))); !os.IsNotExist(err) {
+		t.Fatalf("setMemoryLimit made a cgroup for a sandbox that is gone: %v", err)
+	}
+}
+
+// TestCgroupV2NormalCPU: a claim writes the default weight over the 1
+// runsc made of the warm shares, and makes no cgroup for a gone sandbox.
+func TestCgroupV2NormalCPU(t *testing.T) {
+	c := fakeV2(t, map[string]map[string]string{"warm": {"cpu.weight": "1\n"}})
+	if err := c.NormalCPU("warm"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(c.mount, c.parent, "warm", "cpu.weight"))
+	if string(got) != "100" {
+		t.Fatalf("got cpu.weight %q, want 100", got)
+	}
+	if err := c.NormalCPU("gone"); err == nil {
+		t.Fatal("claiming a sandbox with no cgroup: got no error, want one")
+	}
+	if _, err := os.Stat(filepath.Join(c.mount, c.parent, "gone")); !os.IsNotExist(err) {
+		t.Fatalf("a claim made a cgroup for a gone sandbox: %v", err)
+	}
 }
