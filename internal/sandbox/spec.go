@@ -7,6 +7,10 @@ import (
 // Spec is what a sandbox is asked to be. It is validated and filled with
 // defaults before a backend sees it.
 type Spec struct {
+	// Isolation names the backend the sandbox runs on (IsolationGVisor,
+	// IsolationMicroVM); validated specs always name one. Records from
+	// before it existed have "" and name it in Record.Backend.
+	Isolation  string            `json:"isolation,omitempty"`
 	Image      string            `json:"image"`
 	VCPUs      int               `json:"vcpus"`
 	MemoryMiB  int               `json:"memory_mib"`

@@ -1,0 +1,283 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Isolation names. A Spec's Isolation is one of them once validated.
+const (
+	IsolationGVisor  = "gvisor"
+	IsolationMicroVM = "microvm"
+)
+
+// Isolations lists every isolation the API knows, whether or not a server
+// runs it.
+var Isolations = []string{IsolationGVisor, IsolationMicroVM}
+
+// Multi is one backend made of several, one per isolation, so that one
+// server runs sandboxes of each: calls with a Spec go to the backend its
+// Isolation names ("" is the default's), and calls with an id only go to
+// the backend that last started, attached or resumed that id.
+//
+// It offers every optional capability; when the backend a call goes to
+// lacks it, the call fails with a not_supported error (Meter's failure
+// makes the manager bill memory only, as without a meter).
+type Multi struct {
+	def      string
+	backends map[string]Backend
+
+	mu    sync.Mutex         // guards owner
+	owner map[string]Backend // sandbox id -> the backend that has it
+}
+
+// NewMulti makes a Multi of backends, keyed by their names; def names the
+// default.
+func NewMulti(def string, backends ...Backend) (*Multi, error) {
+	m := &Multi{def: def, backends: map[string]Backend{}, owner: map[string]Backend{}}
+	for _, b := range backends {
+		if _, dup := m.backends[b.Name()]; dup {
+			return nil, fmt.Errorf("backend %q given twice", b.Name())
+		}
+		m.backends[b.Name()] = b
+	}
+	if _, ok := m.backends[def]; !ok {
+		return nil, fmt.Errorf("default backend %q not given", def)
+	}
+	return m, nil
+}
+
+// Name is the default backend's name.
+func (m *Multi) Name() string { return m.def }
+
+// Offered lists the isolations this Multi runs, sorted.
+func (m *Multi) Offered() []string {
+	names := make([]string, 0, len(m.backends))
+	for n := range m.backends {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// pick is the backend spec's isolation names, remembered as id's owner.
+func (m *Multi) pick(id string, spec Spec) (Backend, error) {
+	name := spec.Isolation
+	if name == "" {
+		name = m.def
+	}
+	b, ok := m.backends[name]
+	if !ok {
+		return nil, Errorf(KindNotSupported, "isolation %q is not available on this server", name)
+	}
+	m.mu.Lock()
+	m.owner[id] = b
+	m.mu.Unlock()
+	return b, nil
+}
+
+// of is the backend that has id, or nil.
+func (m *Multi) of(id string) Backend {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.owner[id]
+}
+
+func (m *Multi) mustOf(id string) (Backend, error) {
+	if b := m.of(id); b != nil {
+		return b, nil
+	}
+	return nil, Errorf(KindNotFound, "sandbox %s is not on this server", id)
+}
+
+func lacks(b Backend, what string) error {
+	return Errorf(KindNotSupported, "the %s isolation cannot %s", b.Name(), what)
+}
+
+func (m *Multi) Start(ctx context.Context, id string, spec Spec) (Instance, error) {
+	b, err := m.pick(id, spec)
+	if err != nil {
+		return nil, err
+	}
+	return b.Start(ctx, id, spec)
+}
+
+func (m *Multi) Attach(ctx context.Context, id string, spec Spec) (Instance, error) {
+	b, err := m.pick(id, spec)
+	if err != nil {
+		return nil, err
+	}
+	return b.Attach(ctx, id, spec)
+}
+
+func (m *Multi) Resume(ctx context.Context, id string, spec Spec) (Instance, error) {
+	b, err := m.pick(id, spec)
+	if err != nil {
+		return nil, err
+	}
+	return b.Resume(ctx, id, spec)
+}
+
+func (m *Multi) Pause(ctx context.Context, id string) error {
+	b, err := m.mustOf(id)
+	if err != nil {
+		return err
+	}
+	return b.Pause(ctx, id)
+}
+
+// Destroy goes to id's backend; an id none started (a sandbox of an
+// earlier process not attached) goes to every backend: Destroy is
+// idempotent, and a backend without the id has nothing to remove.
+func (m *Multi) Destroy(ctx context.Context, id string) error {
+	if b := m.of(id); b != nil {
+		if err := b.Destroy(ctx, id); err != nil {
+			return err
+		}
+		m.mu.Lock()
+		if m.owner[id] == b {
+			delete(m.owner, id)
+		}
+		m.mu.Unlock()
+		return nil
+	}
+	var errs []error
+	for _, name := range m.Offered() {
+		if err := m.backends[name].Destroy(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Sweep sweeps every backend with keep: each finds only its own sandboxes.
+func (m *Multi) Sweep(ctx context.Context, keep func(id string) bool) error {
+	var errs []error
+	for _, name := range m.Offered() {
+		if err := m.backends[name].Sweep(ctx, keep); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Multi) CPUTime(id string) (time.Duration, error) {
+	b, err := m.mustOf(id)
+	if err != nil {
+		return 0, err
+	}
+	if mt, ok := b.(Meter); ok {
+		return mt.CPUTime(id)
+	}
+	return 0, lacks(b, "meter CPU time")
+}
+
+// StartWarm boots a pool member; a backend that is no Warmer starts it
+// like any sandbox, as the manager does without a Warmer.
+func (m *Multi) StartWarm(ctx context.Context, id string, spec Spec) (Instance, error) {
+	b, err := m.pick(id, spec)
+	if err != nil {
+		return nil, err
+	}
+	if w, ok := b.(Warmer); ok {
+		return w.StartWarm(ctx, id, spec)
+	}
+	return b.Start(ctx, id, spec)
+}
+
+// Claim is a no-op for a backend that is no Warmer: its members were
+// started at the normal priority.
+func (m *Multi) Claim(ctx context.Context, id string) error {
+	b, err := m.mustOf(id)
+	if err != nil {
+		return err
+	}
+	if w, ok := b.(Warmer); ok {
+		return w.Claim(ctx, id)
+	}
+	return nil
+}
+
+func (m *Multi) SandboxAddr(id string) (netip.Addr, bool) {
+	if n, ok := m.of(id).(Networked); ok {
+		return n.SandboxAddr(id)
+	}
+	return netip.Addr{}, false
+}
+
+func (m *Multi) SetOnline(id string, online bool) error {
+	b, err := m.mustOf(id)
+	if err != nil {
+		return err
+	}
+	if n, ok := b.(Networked); ok {
+		return n.SetOnline(id, online)
+	}
+	return lacks(b, "give sandboxes a network")
+}
+
+func (m *Multi) Freeze(ctx context.Context, id string) error {
+	b, err := m.mustOf(id)
+	if err != nil {
+		return err
+	}
+	if f, ok := b.(Freezer); ok {
+		return f.Freeze(ctx, id)
+	}
+	return lacks(b, "freeze sandboxes")
+}
+
+func (m *Multi) Thaw(ctx context.Context, id string) error {
+	b, err := m.mustOf(id)
+	if err != nil {
+		return err
+	}
+	if f, ok := b.(Freezer); ok {
+		return f.Thaw(ctx, id)
+	}
+	return lacks(b, "thaw sandboxes")
+}
+
+// CheckpointDigest is "" for a backend that takes no digests: the manager
+// then resumes without checking one.
+func (m *Multi) CheckpointDigest(id string) string {
+	if d, ok := m.of(id).(CheckpointDigester); ok {
+		return d.CheckpointDigest(id)
+	}
+	return ""
+}
+
+// ResumeDigest refuses a digest the backend cannot check rather than
+// resume a shared checkpoint unchecked.
+func (m *Multi) ResumeDigest(ctx context.Context, id string, spec Spec, digest string) (Instance, error) {
+	b, err := m.pick(id, spec)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := b.(CheckpointDigester); ok {
+		return d.ResumeDigest(ctx, id, spec, digest)
+	}
+	if digest == "" {
+		return b.Resume(ctx, id, spec)
+	}
+	return nil, lacks(b, "check a checkpoint's digest")
+}
+
+// Close closes every backend that has a Close.
+func (m *Multi) Close() error {
+	var errs []error
+	for _, name := range m.Offered() {
+		if c, ok := m.backends[name].(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
