@@ -27,6 +27,9 @@ const (
 	sockDir = "/run/withruntime"
 	// envKeysVar names the variables of the sandbox's environment.
 	envKeysVar = "WITHRUNTIME_ENV_KEYS"
+	// channelVar names a microVM's agent port (its guest init sets it):
+	// the link then runs over that one stream instead of sockDir.
+	channelVar = "WITHRUNTIME_CHANNEL"
 )
 
 func main() {
@@ -57,16 +60,28 @@ func serve() int {
 		h.ReapOrphans()
 		// gVisor has no OOM killer: without this, a program that outgrows
 		// the sandbox's memory ends the whole sandbox at the host's limit.
-		go (&agent.OOMWatch{Self: os.Getpid()}).Run()
+		// A microVM's own kernel has one.
+		if os.Getenv(channelVar) == "" {
+			go (&agent.OOMWatch{Self: os.Getpid()}).Run()
+		}
 	}
-	sock := filepath.Join(sockDir, agentlink.SockName)
-	link := &agentlink.Agent{
-		Dial: func(ctx context.Context) (net.Conn, error) {
+	link := &agentlink.Agent{Handler: h}
+	if port := os.Getenv(channelVar); port != "" {
+		f, err := os.OpenFile(port, os.O_RDWR, 0)
+		if err != nil {
+			os.Stderr.WriteString("sandbox-agent: " + err.Error() + "\n")
+			return 1
+		}
+		p := agentlink.NewPort(f)
+		go p.Run(context.Background())
+		link.Dial, link.WaitResume = p.Dial, p.WaitResume
+	} else {
+		sock := filepath.Join(sockDir, agentlink.SockName)
+		link.Dial = func(ctx context.Context) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
-		},
-		Handler:    h,
-		WaitResume: waitFile(filepath.Join(sockDir, agentlink.ResumeName)),
+		}
+		link.WaitResume = waitFile(filepath.Join(sockDir, agentlink.ResumeName))
 	}
 	if err := link.Run(context.Background()); err != nil {
 		os.Stderr.WriteString("sandbox-agent: " + err.Error() + "\n")

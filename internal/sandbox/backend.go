@@ -64,6 +64,9 @@ type BackendConfig struct {
 	// same cache) can resume the sandbox; Destroy removes it. Sandboxes
 	// that are not paused keep their state in DataDir.
 	SharedCheckpoints string
+	// MicroVMAccel is the microVM backend's QEMU accelerator: "kvm"
+	// (default) or "tcg" (software emulation).
+	MicroVMAccel string
 }
 
 // EgressWiring says where a sandbox's traffic goes on the host.

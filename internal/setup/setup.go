@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/withruntime/withruntime/internal/backend/microvm"
 	"github.com/withruntime/withruntime/internal/image"
 )
 
@@ -25,7 +26,8 @@ type Options struct {
 
 // debPackages are the host's Debian packages: mmdebstrap builds the image,
 // iproute2 and nftables serve the network plumbing.
-var debPackages = []string{"mmdebstrap", "iproute2", "nftables", "iptables", "ca-certificates"}
+// qemu-system-x86 runs microVMs.
+var debPackages = []string{"mmdebstrap", "iproute2", "nftables", "iptables", "ca-certificates", "qemu-system-x86"}
 
 const gvisorModule = "gvisor.dev/gvisor"
 
@@ -42,6 +44,7 @@ func Run(ctx context.Context, o Options) error {
 		{"runsc", buildRunsc},
 		{"sandbox agent", buildAgent},
 		{"default image", buildImage},
+		{"microVM guest", buildGuest},
 	}
 	for i, s := range steps {
 		start := time.Now()
@@ -131,6 +134,18 @@ func goBuild(ctx context.Context, o Options, out, pkg string) error {
 		return err
 	}
 	return os.Rename(tmp, out)
+}
+
+// buildGuest makes what microVMs boot: the guest init, the kernel the
+// archive serves today, and the default image as an ext4 disk.
+func buildGuest(ctx context.Context, o Options) error {
+	if err := goBuild(ctx, o, filepath.Join(o.CacheDir, "bin", "microvm-init"), "./cmd/microvm-init"); err != nil {
+		return err
+	}
+	if err := microvm.InstallKernel(ctx, o.CacheDir, indent{o.Out}); err != nil {
+		return err
+	}
+	return microvm.BuildBaseDisk(ctx, o.CacheDir, image.Default, indent{o.Out})
 }
 
 func buildImage(ctx context.Context, o Options) error {

@@ -112,3 +112,28 @@ func CLI(t testing.TB) string {
 	}
 	return cliPath
 }
+
+var (
+	initOnce sync.Once
+	initErr  error
+)
+
+// RequiresMicroVM skips (fails under CI) unless setup made what microVMs
+// boot: QEMU, the guest kernel and the image's disk. It builds the agent
+// and the guest init from this checkout into the cache, as the gVisor
+// tests build the agent.
+func RequiresMicroVM(t testing.TB) {
+	t.Helper()
+	RequiresGvisor(t)
+	for _, p := range []string{"/usr/bin/qemu-system-x86_64", filepath.Join(CacheDir(), "microvm", "kernel", "current"), filepath.Join(image.Dir(CacheDir(), image.Default), "rootfs.ext4")} {
+		if _, err := os.Stat(p); err != nil {
+			missing(t, p+" is missing: run `withruntime setup`")
+		}
+	}
+	initOnce.Do(func() {
+		initErr = build(filepath.Join(CacheDir(), "bin", "microvm-init"), "./cmd/microvm-init")
+	})
+	if initErr != nil {
+		t.Fatalf("building the guest init: %v", initErr)
+	}
+}

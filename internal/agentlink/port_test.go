@@ -1,0 +1,98 @@
+package agentlink
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestPortSessions serves requests over one stream, then over a second
+// host connection after the first host went away mid-stream: the agent
+// skips what was in flight and serves the new host.
+func TestPortSessions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hostEnd, guestEnd := net.Pipe()
+	sw := &switchRW{c: make(chan net.Conn, 1)}
+	sw.c <- guestEnd
+	port := NewPort(sw)
+	go port.Run(ctx)
+	agent := &Agent{Dial: port.Dial, WaitResume: port.WaitResume, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello "+r.URL.Path)
+	})}
+	go agent.Run(ctx)
+
+	for round := range 2 {
+		h, err := ServePort(ctx, hostEnd)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return h.Dial(ctx) }}}
+		for i := range 3 {
+			resp, err := client.Get("http://agent/x")
+			if err != nil {
+				t.Fatalf("round %d request %d: %v", round, i, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != "hello /x" {
+				t.Fatalf("round %d: got %q, want %q", round, b, "hello /x")
+			}
+		}
+		// The host goes away with a half-written frame in flight; a new
+		// host end takes over the guest's stream.
+		hostEnd.Write([]byte{0, 1, 2})
+		h.Close()
+		hostEnd, guestEnd = net.Pipe()
+		sw.c <- guestEnd
+	}
+}
+
+// switchRW reads and writes the newest connection it was given, as the
+// agent's port device does across host connections.
+type switchRW struct {
+	c   chan net.Conn
+	mu  sync.Mutex // guards cur
+	cur net.Conn
+}
+
+func (s *switchRW) conn() net.Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case c := <-s.c:
+		s.cur = c
+	default:
+	}
+	return s.cur
+}
+
+func (s *switchRW) Read(b []byte) (int, error) {
+	for {
+		n, err := s.conn().Read(b)
+		if err == nil || n > 0 {
+			return n, nil
+		}
+		c := <-s.c // the host end closed: wait for the next
+		s.mu.Lock()
+		s.cur = c
+		s.mu.Unlock()
+	}
+}
+
+func (s *switchRW) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	c := s.cur
+	s.mu.Unlock()
+	n, err := c.Write(b)
+	if err != nil {
+		return len(b), nil // lost, as a port with no host drops it
+	}
+	return n, nil
+}
+
+func (s *switchRW) Close() error { return nil }

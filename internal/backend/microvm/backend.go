@@ -1,0 +1,133 @@
+package microvm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/withruntime/withruntime/internal/hostcgroup"
+	"github.com/withruntime/withruntime/internal/image"
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// Name is the backend's registered name.
+const Name = "microvm"
+
+func init() {
+	sandbox.RegisterBackend(Name, func(cfg sandbox.BackendConfig) (sandbox.Backend, error) {
+		return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Accel: cfg.MicroVMAccel})
+	})
+}
+
+// Config locates what the backend needs on the host.
+type Config struct {
+	DataDir  string
+	CacheDir string
+	// Accel is QEMU's accelerator: "kvm" (the default) or "tcg"
+	// (software emulation: for tests and hosts without KVM).
+	Accel string
+	// RunDir holds what must not outlive a reboot; default
+	// /run/withruntime-vm/<hash of DataDir>.
+	RunDir string
+}
+
+// cgroupParent holds every microVM's cgroup (QEMU and its threads).
+const cgroupParent = "withruntime-vm"
+
+// Backend runs sandboxes as QEMU microVMs.
+type Backend struct {
+	cfg  Config
+	root string // the jail's read-only tree (jailRoot)
+	base string // the default image's ext4 disk
+	cg   hostcgroup.Layout
+
+	mu        sync.Mutex // guards instances
+	instances map[string]*instance
+}
+
+var (
+	_ sandbox.Backend = (*Backend)(nil)
+	_ sandbox.Meter   = (*Backend)(nil)
+)
+
+// New checks that setup made the guest's files and builds the jail's tree.
+func New(cfg Config) (*Backend, error) {
+	if cfg.DataDir == "" || cfg.CacheDir == "" {
+		return nil, fmt.Errorf("microvm backend needs a data dir and a cache dir")
+	}
+	switch cfg.Accel {
+	case "":
+		cfg.Accel = "kvm"
+	case "kvm", "tcg":
+	default:
+		return nil, fmt.Errorf("microvm accelerator %q: want kvm or tcg", cfg.Accel)
+	}
+	if cfg.RunDir == "" {
+		sum := sha256.Sum256([]byte(cfg.DataDir))
+		cfg.RunDir = filepath.Join("/run/withruntime-vm", hex.EncodeToString(sum[:])[:12])
+	}
+	bin := filepath.Join(cfg.CacheDir, "bin")
+	root, err := jailRoot(cfg.CacheDir, filepath.Join(bin, "sandbox-agent"), filepath.Join(bin, "microvm-init"))
+	if err != nil {
+		return nil, err
+	}
+	base := BaseDisk(cfg.CacheDir, image.Default)
+	if !exists(base) {
+		return nil, fmt.Errorf("%s is missing: run `withruntime setup`", base)
+	}
+	cg := hostcgroup.Host(cgroupParent)
+	if err := cg.Prepare(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.RunDir, 0o700); err != nil {
+		return nil, err
+	}
+	return &Backend{cfg: cfg, root: root, base: base, cg: cg, instances: map[string]*instance{}}, nil
+}
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return Name }
+
+// paths of one sandbox.
+type paths struct {
+	state      string // DataDir/microvm/ID: survives restarts
+	disk       string // the sandbox's writable disk
+	config     string // the guest's settings, a small read-only disk
+	checkpoint string // a paused sandbox's saved machine
+	run        string // RunDir/ID
+	jail       string // QEMU's root: the read-only tree
+	vm         string // mounted at jail/run: QEMU's sockets
+	pidFile    string
+}
+
+// stateRoot holds every microVM's state dir: apart from the gVisor
+// backend's DataDir/sandboxes, whose sweep must not see them.
+func (b *Backend) stateRoot() string { return filepath.Join(b.cfg.DataDir, "microvm") }
+
+func (b *Backend) paths(id string) paths {
+	state := filepath.Join(b.stateRoot(), id)
+	run := filepath.Join(b.cfg.RunDir, id)
+	return paths{
+		state:      state,
+		disk:       filepath.Join(state, "disk.img"),
+		config:     filepath.Join(state, "config"),
+		checkpoint: filepath.Join(state, "checkpoint"),
+		run:        run,
+		jail:       filepath.Join(run, "jail"),
+		vm:         filepath.Join(run, "vm"),
+		pidFile:    filepath.Join(run, "qemu.pid"),
+	}
+}
+
+// vmUID is the unprivileged user a sandbox's QEMU runs as: one per
+// sandbox, from a range no Debian installation hands out, so that one
+// QEMU cannot signal or trace another.
+func vmUID(id string) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return 1_800_000_000 + int(h.Sum32()%100_000_000)
+}

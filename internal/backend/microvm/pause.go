@@ -1,0 +1,144 @@
+package microvm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// Pause implements sandbox.Backend: the agent drops its connections,
+// QEMU migrates the machine (memory, devices) into a file the host
+// opened, and QEMU ends. The disk stays as it is.
+func (b *Backend) Pause(ctx context.Context, id string) error {
+	b.mu.Lock()
+	i := b.instances[id]
+	b.mu.Unlock()
+	if i == nil {
+		return sandbox.Errorf(sandbox.KindNotFound, "sandbox %s is not running here", id)
+	}
+	p := b.paths(id)
+	if err := i.host.Suspend(ctx); err != nil {
+		return fmt.Errorf("suspending the agent: %w", err)
+	}
+	if err := os.MkdirAll(p.checkpoint, 0o700); err != nil {
+		return err
+	}
+	state := filepath.Join(p.checkpoint, "machine")
+	f, err := os.OpenFile(state+".tmp", os.O_CREATE|os.O_TRUNC|os.O_WRONLY|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := i.qmp.run("stop", nil, nil); err != nil {
+		return err
+	}
+	if err := i.qmp.sendFD("state", f); err != nil {
+		return err
+	}
+	if err := i.qmp.run("migrate", map[string]string{"uri": "fd:state"}, nil); err != nil {
+		return err
+	}
+	if err := waitMigration(ctx, i.qmp); err != nil {
+		i.qmp.run("cont", nil, nil)
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := os.Rename(state+".tmp", state); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	delete(b.instances, id)
+	b.mu.Unlock()
+	i.kill()
+	<-i.done
+	releaseJail(p)
+	return b.cg.Remove(id)
+}
+
+// waitMigration polls query-migrate until it completes.
+func waitMigration(ctx context.Context, q *qmp) error {
+	for {
+		var st struct {
+			Status    string `json:"status"`
+			ErrorDesc string `json:"error-desc"`
+		}
+		if err := q.run("query-migrate", nil, &st); err != nil {
+			return err
+		}
+		switch st.Status {
+		case "completed":
+			return nil
+		case "failed", "cancelled":
+			return fmt.Errorf("saving the machine: %s %s", st.Status, st.ErrorDesc)
+		}
+		select {
+		case <-ctx.Done():
+			q.run("migrate_cancel", nil, nil)
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Resume implements sandbox.Backend: a new QEMU takes the saved machine
+// (-incoming defer, then migrate-incoming from the file the host opened).
+func (b *Backend) Resume(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
+	p := b.paths(id)
+	state := filepath.Join(p.checkpoint, "machine")
+	f, err := os.OpenFile(state, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.KindNotFound, err, "no checkpoint")
+	}
+	defer f.Close()
+	inst, err := b.boot(ctx, id, p, spec, func(q *qmp) error {
+		if err := q.sendFD("state", f); err != nil {
+			return err
+		}
+		if err := q.run("migrate-incoming", map[string]string{"uri": "fd:state"}, nil); err != nil {
+			return err
+		}
+		return waitIncoming(ctx, q)
+	})
+	if err != nil {
+		return nil, err
+	}
+	os.RemoveAll(p.checkpoint)
+	return inst, nil
+}
+
+// waitIncoming waits until the incoming migration has loaded the machine
+// (QEMU then stands paused).
+func waitIncoming(ctx context.Context, q *qmp) error {
+	for {
+		var st struct {
+			Status string `json:"status"`
+		}
+		if err := q.run("query-status", nil, &st); err != nil {
+			return err
+		}
+		switch st.Status {
+		case "paused", "postmigrate", "prelaunch":
+			if st.Status != "inmigrate" {
+				return nil
+			}
+		case "internal-error", "shutdown", "guest-panicked":
+			return fmt.Errorf("restoring the machine: %s", st.Status)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// CPUTime implements sandbox.Meter: the CPU of QEMU's cgroup.
+func (b *Backend) CPUTime(id string) (time.Duration, error) { return b.cg.CPUTime(id) }

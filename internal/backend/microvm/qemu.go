@@ -1,0 +1,246 @@
+package microvm
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// Inside the jail (its root is the read-only tree, run/ the sandbox's
+// writable directory).
+const (
+	jailKernel  = "/boot/vmlinuz"
+	jailInitrd  = "/boot/initrd.img"
+	jailAgent   = "/run/agent.sock"
+	jailConsole = "/run/console.sock"
+	jailQMP     = "/run/qmp.sock"
+)
+
+// guestConfig is what cmd/microvm-init reads from the config disk.
+type guestConfig struct {
+	Env       []string `json:"env"`
+	MemoryMiB int      `json:"memory_mib"`
+	Hostname  string   `json:"hostname"`
+}
+
+// configSize is the config disk's size: one block device sector count.
+const configSize = 64 << 10
+
+func writeConfig(path string, spec sandbox.Spec) error {
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}
+	keys := make([]string, 0, len(spec.Env))
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+		keys = append(keys, k)
+	}
+	env = append(env, "WITHRUNTIME_ENV_KEYS="+strings.Join(keys, ","))
+	data, err := json.Marshal(guestConfig{Env: env, MemoryMiB: spec.MemoryMiB, Hostname: "sandbox"})
+	if err != nil {
+		return err
+	}
+	if len(data) > configSize {
+		return sandbox.Errorf(sandbox.KindInvalid, "the environment is over %d KiB", configSize>>10)
+	}
+	return os.WriteFile(path, append(data, make([]byte, configSize-len(data))...), 0o600)
+}
+
+// kernelArgs is the guest's command line. panic=-1 and -no-reboot make a
+// panic end QEMU; under TCG the TSC options spare a calibration that
+// hangs now and then without a PIT reference.
+func (b *Backend) kernelArgs() string {
+	args := "console=ttyS0 panic=-1 quiet"
+	if b.cfg.Accel == "tcg" {
+		args += " tsc_early_khz=2000000 tsc=reliable no_timer_check"
+	}
+	return args
+}
+
+// qemuArgs is QEMU's command line; the disks are descriptors 3 (base,
+// read-only), 4 and 6 (the sandbox's disk, read-write and read-only:
+// QEMU asks an fd set for either) and 5 (config, read-only).
+func (b *Backend) qemuArgs(id string, spec sandbox.Spec, incoming bool) []string {
+	cpu := "max"
+	if b.cfg.Accel == "kvm" {
+		cpu = "host"
+	}
+	a := []string{
+		qemuBinary, "-name", "wr-" + id,
+		"-M", "microvm,rtc=on,pit=on,pic=on,isa-serial=on",
+		"-accel", b.accel(), "-smp", strconv.Itoa(spec.VCPUs), "-m", strconv.Itoa(spec.MemoryMiB),
+		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot", "-S",
+		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+		"-kernel", jailKernel, "-initrd", jailInitrd, "-append", b.kernelArgs(),
+		"-chardev", "socket,id=con,path=" + jailConsole + ",server=on,wait=off", "-serial", "chardev:con",
+		"-add-fd", "fd=3,set=1", "-add-fd", "fd=4,set=2", "-add-fd", "fd=6,set=2", "-add-fd", "fd=5,set=3",
+		"-drive", "id=base,file=/dev/fdset/1,format=raw,if=none,readonly=on",
+		"-device", "virtio-blk-device,drive=base,serial=wr-base",
+		"-drive", "id=disk,file=/dev/fdset/2,format=raw,if=none,discard=unmap",
+		"-device", "virtio-blk-device,drive=disk,serial=wr-disk",
+		"-drive", "id=cfg,file=/dev/fdset/3,format=raw,if=none,readonly=on",
+		"-device", "virtio-blk-device,drive=cfg,serial=wr-config",
+		"-device", "virtio-serial-device",
+		"-chardev", "socket,id=agent,path=" + jailAgent + ",server=on,wait=off",
+		"-device", "virtserialport,chardev=agent,name=withruntime.agent",
+		"-qmp", "unix:" + jailQMP + ",server=on,wait=off",
+	}
+	if cpu == "max" {
+		// TCG's default CPU: "max" turns on features TCG emulates slowly.
+		cpu = ""
+	}
+	if cpu != "" {
+		a = append(a, "-cpu", cpu)
+	}
+	if incoming {
+		a = append(a, "-incoming", "defer")
+	}
+	return a
+}
+
+// accel is QEMU's -accel; TCG's translation cache is capped (its default
+// is 1 GiB per machine).
+func (b *Backend) accel() string {
+	if b.cfg.Accel == "tcg" {
+		return "tcg,tb-size=64"
+	}
+	return b.cfg.Accel
+}
+
+// prepareJail mounts the read-only tree at jail/ and the sandbox's own
+// directory at jail/run, owned by its QEMU's user.
+func (b *Backend) prepareJail(p paths, uid int) error {
+	for _, d := range []string{p.jail, p.vm} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := os.Chown(p.vm, uid, uid); err != nil {
+		return err
+	}
+	if !mounted(p.jail) {
+		if err := unix.Mount(b.root, p.jail, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("jail: %w", err)
+		}
+		if err := unix.Mount("", p.jail, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			unix.Unmount(p.jail, unix.MNT_DETACH)
+			return fmt.Errorf("jail read-only: %w", err)
+		}
+	}
+	run := filepath.Join(p.jail, "run")
+	if !mounted(run) {
+		if err := unix.Mount(p.vm, run, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("jail run: %w", err)
+		}
+		if err := unix.Mount("", run, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("jail run: %w", err)
+		}
+	}
+	devs := []string{"null"}
+	if b.cfg.Accel == "kvm" {
+		devs = append(devs, "kvm")
+	}
+	for _, d := range devs {
+		dst := filepath.Join(p.jail, "dev", d)
+		if !mounted(dst) {
+			if err := unix.Mount("/dev/"+d, dst, "", unix.MS_BIND, ""); err != nil {
+				return fmt.Errorf("jail /dev/%s: %w", d, err)
+			}
+		}
+	}
+	return nil
+}
+
+// releaseJail unmounts what prepareJail mounted.
+func releaseJail(p paths) {
+	for _, m := range []string{filepath.Join(p.jail, "dev", "kvm"), filepath.Join(p.jail, "dev", "null"), filepath.Join(p.jail, "run"), p.jail} {
+		for mounted(m) {
+			if unix.Unmount(m, unix.MNT_DETACH) != nil {
+				break
+			}
+		}
+	}
+}
+
+// mounted reports whether path is a mount point (its device differs from
+// its parent's, or it is a bind of a file).
+func mounted(path string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && unescapeMount(f[4]) == path {
+			return true
+		}
+	}
+	return false
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}
+
+// launch starts QEMU jailed and stopped (-S): the caller puts it in its
+// cgroup before it runs a guest instruction.
+func (b *Backend) launch(id string, p paths, spec sandbox.Spec, incoming bool) (*exec.Cmd, error) {
+	uid := vmUID(id)
+	if err := b.prepareJail(p, uid); err != nil {
+		return nil, err
+	}
+	baseF, err := os.OpenFile(b.base, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer baseF.Close()
+	diskF, err := os.OpenFile(p.disk, os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer diskF.Close()
+	cfgF, err := os.OpenFile(p.config, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer cfgF.Close()
+	args := b.qemuArgs(id, spec, incoming)
+	cmd := &exec.Cmd{Path: qemuBinary, Args: args, Dir: "/", Env: []string{}}
+	diskRO, err := os.OpenFile(p.disk, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer diskRO.Close()
+	cmd.ExtraFiles = []*os.File{baseF, diskF, cfgF, diskRO}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Chroot:     p.jail,
+		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}},
+		Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
+		Setsid:     true,
+	}
+	log, err := os.OpenFile(filepath.Join(p.run, "qemu.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting qemu: %w", err)
+	}
+	if err := os.WriteFile(p.pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o600); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, err
+	}
+	return cmd, nil
+}
