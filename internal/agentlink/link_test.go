@@ -18,8 +18,10 @@ import (
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
+// TestImports: the link ships in every sandbox's agent, so it imports
+// little: yamux only multiplexes a microVM's one port.
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.StdlibAnd("golang.org/x/sys/unix"))
+	testenv.CheckImports(t, testenv.StdlibAnd("golang.org/x/sys/unix", "github.com/hashicorp/yamux"))
 }
 
 // countingDialer dials path and counts the agent's connections still open.
