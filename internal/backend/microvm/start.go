@@ -38,6 +38,12 @@ const qemuThreads = 256
 
 // Start implements sandbox.Backend.
 func (b *Backend) Start(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
+	if spec.Network.Internet || len(spec.Network.Allow) > 0 {
+		// The VM's NIC (a tap in the sandbox's network namespace, behind
+		// the same packet rules) is not built yet: a policy that would be
+		// silently dropped is refused instead.
+		return nil, sandbox.Errorf(sandbox.KindNotSupported, "network access is not available for microvm sandboxes yet: use isolation gvisor")
+	}
 	p := b.paths(id)
 	if err := b.makeDisk(ctx, p, spec); err != nil {
 		return nil, err

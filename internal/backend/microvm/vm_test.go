@@ -176,3 +176,114 @@ func (u *unixName) read(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestJail: QEMU runs as the sandbox's own user, under seccomp and no new
+// privileges, and sees only its tree: no host file, no data dir.
+func TestJail(t *testing.T) {
+	b := newTestBackend(t)
+	const id = "sbx_vmjail01"
+	inst, err := b.Start(t.Context(), id, testSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Destroy(context.Background(), id)
+	pid := strconv.Itoa(inst.(*instance).pid)
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := strconv.Itoa(vmUID(id))
+	for _, want := range []string{"Uid:\t" + uid + "\t" + uid, "NoNewPrivs:\t1", "Seccomp:\t2", "CapEff:\t0000000000000000"} {
+		if !strings.Contains(string(status), want) {
+			t.Errorf("QEMU's status lacks %q", want)
+		}
+	}
+	root := "/proc/" + pid + "/root"
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	slices.Sort(names)
+	if want := []string{".done", "boot", "dev", "lib", "lib64", "run", "usr"}; !slices.Equal(names, want) {
+		t.Errorf("QEMU's root holds %v, want only %v", names, want)
+	}
+	for _, p := range []string{"etc/shadow", "var", "tmp", strings.TrimPrefix(b.cfg.DataDir, "/"), strings.TrimPrefix(b.cfg.CacheDir, "/")} {
+		if _, err := os.Lstat(root + "/" + p); err == nil {
+			t.Errorf("QEMU sees /%s", p)
+		}
+	}
+	if run, _ := os.ReadDir(root + "/run"); len(run) != 3 {
+		t.Errorf("QEMU's writable dir holds %d entries, want its 3 sockets", len(run))
+	}
+}
+
+// TestPauseResume: pause saves memory, processes and disk into the
+// checkpoint and ends QEMU; resume brings them back.
+func TestPauseResume(t *testing.T) {
+	b := newTestBackend(t)
+	ctx := t.Context()
+	const id = "sbx_vmpause01"
+	spec := testSpec()
+	inst, err := b.Start(ctx, id, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Destroy(context.Background(), id)
+	hc := agentClient(inst)
+	agentSh(t, hc, "echo kept > /home/user/f; sleep 3600 & echo $! > /tmp/pid; python3 -c 'import time; open(\"/tmp/x\",\"w\").write(str(time.time()))'")
+	pid := inst.(*instance).pid
+	if err := b.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		t.Fatal("QEMU still runs after pause")
+	}
+	if _, ok := b.cg.OOMKills(id); ok {
+		t.Error("the cgroup is still there after pause")
+	}
+	inst, err = b.Resume(ctx, id, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc = agentClient(inst)
+	if got := agentSh(t, hc, "cat /home/user/f; kill -0 $(cat /tmp/pid) && echo alive; test -s /tmp/x && echo tmp"); got != "kept\nalive\ntmp" {
+		t.Errorf("after resume: got %q, want the file, the process and /tmp (memory)", got)
+	}
+}
+
+// TestAttachAfterRestart: a new backend (a restarted server) finds the
+// running QEMU and talks to the same guest.
+func TestAttachAfterRestart(t *testing.T) {
+	b := newTestBackend(t)
+	const id = "sbx_vmattach01"
+	inst, err := b.Start(t.Context(), id, testSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Destroy(context.Background(), id)
+	agentSh(t, agentClient(inst), "echo before > /tmp/mark")
+	inst.(*instance).close() // the old server goes away without ending it
+	b2, err := New(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst2, err := b2.Attach(t.Context(), id, testSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := agentSh(t, agentClient(inst2), "cat /tmp/mark"); got != "before" {
+		t.Errorf("after attach: got %q, want the same guest's file", got)
+	}
+	if err := b2.Destroy(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inst2.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the attached instance did not end")
+	}
+}
