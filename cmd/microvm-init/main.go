@@ -39,11 +39,11 @@ type netConf struct {
 // and powers off: the host's check that a guest boots with an
 // accelerator.
 const (
-	probeOK     = "withruntime-probe-ok"
-	agentSrc    = "/sandbox-agent"
-	agentDir    = "/opt/withruntime"
-	newRoot     = "/newroot"
-	portName    = "withruntime.agent"
+	probeOK  = "withruntime-probe-ok"
+	agentSrc = "/sandbox-agent"
+	agentDir = "/opt/withruntime"
+	newRoot  = "/newroot"
+	portName = "withruntime.agent"
 )
 
 func main() {

@@ -197,8 +197,8 @@ func newInstance(id string, pid int, cg hostcgroup.Layout) *instance {
 }
 
 func (i *instance) DialAgent(ctx context.Context) (net.Conn, error) { return i.host.Dial(ctx) }
-func (i *instance) Done() <-chan struct{}                          { return i.done }
-func (i *instance) Cause() (sandbox.EndReason, string)             { return i.reason, i.message }
+func (i *instance) Done() <-chan struct{}                           { return i.done }
+func (i *instance) Cause() (sandbox.EndReason, string)              { return i.reason, i.message }
 
 // connect opens QEMU's monitor and drains its console.
 func (i *instance) connect(ctx context.Context, p paths) error {
