@@ -13,6 +13,7 @@ type Network struct {
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Zero values take
 // the server's defaults.
 type CreateSandboxRequest struct {
+	Isolation      string            `json:"isolation,omitempty"` // "": the server's default
 	Image          string            `json:"image,omitempty"`
 	VCPUs          int               `json:"vcpus,omitempty"`
 	MemoryMiB      int               `json:"memory_mib,omitempty"`
@@ -30,6 +31,7 @@ type CreateSandboxRequest struct {
 type Sandbox struct {
 	ID              string            `json:"id"`
 	State           string            `json:"state"`
+	Isolation       string            `json:"isolation"`
 	Image           string            `json:"image"`
 	VCPUs           int               `json:"vcpus"`
 	MemoryMiB       int               `json:"memory_mib"`

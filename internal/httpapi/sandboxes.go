@@ -50,6 +50,7 @@ func SandboxView(r *sandbox.Record) api.Sandbox {
 	v := api.Sandbox{
 		ID:              r.ID,
 		State:           string(r.State),
+		Isolation:       r.Spec.Isolation,
 		Image:           r.Spec.Image,
 		VCPUs:           r.Spec.VCPUs,
 		MemoryMiB:       r.Spec.MemoryMiB,
@@ -71,6 +72,9 @@ func SandboxView(r *sandbox.Record) api.Sandbox {
 			CPUSeconds:       float64(r.Usage.CPUNs) / 1e9,
 			MemoryGiBSeconds: float64(r.Usage.MemoryMiBMs) / 1024 / 1e3,
 		},
+	}
+	if v.Isolation == "" {
+		v.Isolation = r.Backend // a record from before specs named it
 	}
 	if len(r.Spec.Metadata) > 0 {
 		v.Metadata = maps.Clone(r.Spec.Metadata)

@@ -82,7 +82,7 @@ func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, account, 
 	}
 	now := m.now()
 	rec := &sandbox.Record{
-		ID: e.id, Account: account, KeyID: keyID, Backend: m.cfg.Backend.Name(), Spec: spec,
+		ID: e.id, Account: account, KeyID: keyID, Backend: spec.Isolation, Spec: spec,
 		State: sandbox.StateRunning, CreatedAt: now, StartedAt: &now, LeaseEndsAt: now.Add(spec.Timeout),
 		Node: m.cfg.Node, NodeEpoch: m.epoch.Load(),
 	}

@@ -38,7 +38,7 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 	}
 	now := m.now()
 	rec := &sandbox.Record{
-		ID: id, Account: account, KeyID: keyID, Backend: m.cfg.Backend.Name(), Spec: spec,
+		ID: id, Account: account, KeyID: keyID, Backend: spec.Isolation, Spec: spec,
 		State: sandbox.StateStarting, CreatedAt: now, LeaseEndsAt: now.Add(spec.Timeout),
 		Node: m.cfg.Node, NodeEpoch: m.epoch.Load(),
 	}
@@ -336,9 +336,9 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 func (m *Manager) restore(ctx context.Context, rec *sandbox.Record) (sandbox.Instance, error) {
 	d, ok := m.cfg.Backend.(sandbox.CheckpointDigester)
 	if cp := rec.Checkpoint; ok && cp != nil && cp.Shared && cp.Digest != "" {
-		return d.ResumeDigest(ctx, rec.ID, rec.Spec, cp.Digest)
+		return d.ResumeDigest(ctx, rec.ID, withIsolation(rec), cp.Digest)
 	}
-	return m.cfg.Backend.Resume(ctx, rec.ID, rec.Spec)
+	return m.cfg.Backend.Resume(ctx, rec.ID, withIsolation(rec))
 }
 
 // recordResumed records a restored sandbox (attached already) running,

@@ -214,20 +214,21 @@ func (p *pools) counts() map[poolKey]int {
 }
 
 // poolKeyOf is the pool a spec can be taken from: the pools hold sandboxes
-// of the default image, disk and process limit, with nothing set at boot
-// but their size.
+// of the default isolation, image, disk and process limit, with nothing
+// set at boot but their size.
 func (m *Manager) poolKeyOf(spec sandbox.Spec) (poolKey, bool) {
 	key := poolKey{spec.VCPUs, spec.MemoryMiB}
 	if _, ok := m.pools.target[key]; !ok {
 		return key, false
 	}
-	return key, spec.Image == image.DefaultName && spec.DiskMiB == m.cfg.DiskMiB && spec.PidsLimit == m.cfg.PidsLimit
+	return key, spec.Isolation == m.cfg.Backend.Name() && spec.Image == image.DefaultName && spec.DiskMiB == m.cfg.DiskMiB && spec.PidsLimit == m.cfg.PidsLimit
 }
 
 // memberSpec is what a member of key boots as.
 func (m *Manager) memberSpec(key poolKey) sandbox.Spec {
 	return sandbox.Spec{
-		Image: image.DefaultName, VCPUs: key.vcpus, MemoryMiB: key.memoryMiB,
+		Isolation: m.cfg.Backend.Name(),
+		Image:     image.DefaultName, VCPUs: key.vcpus, MemoryMiB: key.memoryMiB,
 		DiskMiB: m.cfg.DiskMiB, PidsLimit: m.cfg.PidsLimit,
 		Timeout: m.cfg.DefaultTimeout, OnLeaseEnd: sandbox.OnLeaseEndStop,
 	}

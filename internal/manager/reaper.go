@@ -28,7 +28,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 		var inst sandbox.Instance
 		if rec.State == sandbox.StateRunning {
-			inst, err = m.cfg.Backend.Attach(ctx, rec.ID, rec.Spec)
+			inst, err = m.cfg.Backend.Attach(ctx, rec.ID, withIsolation(rec))
 		}
 		if inst != nil && err == nil && m.admitRecovered(e, rec) {
 			m.attach(e, inst)
@@ -166,7 +166,7 @@ func (m *Manager) recoverStarting(ctx context.Context, e *entry, rec *sandbox.Re
 // checkpoint kept. A record that cannot be put back stays starting, and
 // the reaper tries again. The caller holds e.mu.
 func (m *Manager) recoverResume(ctx context.Context, e *entry, rec *sandbox.Record) {
-	if inst, err := m.cfg.Backend.Attach(ctx, rec.ID, rec.Spec); err == nil && inst != nil {
+	if inst, err := m.cfg.Backend.Attach(ctx, rec.ID, withIsolation(rec)); err == nil && inst != nil {
 		m.admitRecovered(e, rec)
 		m.attach(e, inst)
 		m.indexAddr(e, rec.Spec.Network)

@@ -31,7 +31,12 @@ func (m *Manager) specFor(req api.CreateSandboxRequest) (sandbox.Spec, error) {
 	if req.MaxCostMicros != nil && *req.MaxCostMicros < 0 {
 		return sandbox.Spec{}, invalid("max_cost_micros must not be negative, got %d", *req.MaxCostMicros)
 	}
+	iso, err := m.isolationFor(req.Isolation)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
 	s := sandbox.Spec{
+		Isolation:  iso,
 		Image:      req.Image,
 		VCPUs:      req.VCPUs,
 		MemoryMiB:  req.MemoryMiB,

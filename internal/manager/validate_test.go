@@ -10,7 +10,7 @@ import (
 )
 
 func TestSpecFor(t *testing.T) {
-	m := &Manager{cfg: Config{}}
+	m := &Manager{cfg: Config{Backend: namedFake{newFakeBackend(), sandbox.IsolationGVisor}}}
 	m.cfg.setDefaults()
 	maxCost, negCost := int64(1), int64(-1)
 	gib := func(n int) *int { return &n }
@@ -21,7 +21,7 @@ func TestSpecFor(t *testing.T) {
 		check    func(sandbox.Spec) bool
 	}{
 		{"defaults", api.CreateSandboxRequest{}, "", func(s sandbox.Spec) bool {
-			return s.VCPUs == 2 && s.MemoryMiB == 4096 && s.Timeout == 300*time.Second && s.OnLeaseEnd == sandbox.OnLeaseEndStop && s.Image == "default"
+			return s.Isolation == sandbox.IsolationGVisor && s.VCPUs == 2 && s.MemoryMiB == 4096 && s.Timeout == 300*time.Second && s.OnLeaseEnd == sandbox.OnLeaseEndStop && s.Image == "default"
 		}},
 		{"explicit size", api.CreateSandboxRequest{VCPUs: 8, MemoryMiB: 16384, TimeoutSeconds: 86400, OnLeaseEnd: "pause"}, "", func(s sandbox.Spec) bool {
 			return s.VCPUs == 8 && s.MemoryMiB == 16384 && s.Timeout == 24*time.Hour && s.OnLeaseEnd == sandbox.OnLeaseEndPause
@@ -49,6 +49,10 @@ func TestSpecFor(t *testing.T) {
 		{"disk_gib 0", api.CreateSandboxRequest{DiskGiB: gib(0)}, sandbox.KindInvalid, nil},
 		{"negative disk_gib", api.CreateSandboxRequest{DiskGiB: gib(-1)}, sandbox.KindInvalid, nil},
 		{"disk_gib above the limit", api.CreateSandboxRequest{DiskGiB: gib(101)}, sandbox.KindInvalid, nil},
+		{"isolation gvisor", api.CreateSandboxRequest{Isolation: "gvisor"}, "", func(s sandbox.Spec) bool { return s.Isolation == "gvisor" }},
+		{"isolation the server does not run", api.CreateSandboxRequest{Isolation: "microvm"}, sandbox.KindNotSupported, nil},
+		{"unknown isolation", api.CreateSandboxRequest{Isolation: "kvm"}, sandbox.KindInvalid, nil},
+		{"isolation in capitals", api.CreateSandboxRequest{Isolation: "GVISOR"}, sandbox.KindInvalid, nil},
 		{"negative max cost", api.CreateSandboxRequest{MaxCostMicros: &negCost}, sandbox.KindInvalid, nil},
 	}
 	for _, tt := range tests {

@@ -67,9 +67,14 @@ func (m *Multi) Offered() []string {
 }
 
 // pick is the backend spec's isolation names, remembered as id's owner.
+// A spec without one (a record older than isolations) goes to id's owner
+// when there is one, else to the default.
 func (m *Multi) pick(id string, spec Spec) (Backend, error) {
 	name := spec.Isolation
 	if name == "" {
+		if b := m.of(id); b != nil {
+			return b, nil
+		}
 		name = m.def
 	}
 	b, ok := m.backends[name]

@@ -1,0 +1,51 @@
+package manager
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// offerer is a backend made of several isolations (sandbox.Multi).
+type offerer interface{ Offered() []string }
+
+// offered lists the isolations this server runs: a plain backend runs its
+// own only.
+func (m *Manager) offered() []string {
+	if o, ok := m.cfg.Backend.(offerer); ok {
+		return o.Offered()
+	}
+	return []string{m.cfg.Backend.Name()}
+}
+
+// isolationFor validates a create's isolation: "" is the server's default,
+// so that a record always names the isolation it has.
+func (m *Manager) isolationFor(name string) (string, error) {
+	if name == "" {
+		return m.cfg.Backend.Name(), nil
+	}
+	if !slices.Contains(sandbox.Isolations, name) {
+		quoted := make([]string, len(sandbox.Isolations))
+		for i, n := range sandbox.Isolations {
+			quoted[i] = strconv.Quote(n)
+		}
+		return "", invalid("isolation must be %s, got %q", strings.Join(quoted, " or "), name)
+	}
+	if !slices.Contains(m.offered(), name) {
+		return "", sandbox.Errorf(sandbox.KindNotSupported, "isolation %q is not available on this server, which runs %s", name, strings.Join(m.offered(), ", "))
+	}
+	return name, nil
+}
+
+// withIsolation is rec's spec naming its isolation: a record from before
+// specs had one names it in its Backend only, and the backend must see it
+// (the server's default may have changed since).
+func withIsolation(rec *sandbox.Record) sandbox.Spec {
+	spec := rec.Spec
+	if spec.Isolation == "" {
+		spec.Isolation = rec.Backend
+	}
+	return spec
+}
