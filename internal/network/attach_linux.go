@@ -47,6 +47,7 @@ func (p *Plumbing) Attach(id, nsPath string) (_ Link, retErr error) {
 	if err := sandboxEnd(ns, l); err != nil {
 		return Link{}, fmt.Errorf("configuring eth0 in %s: %w", nsPath, err)
 	}
+	p.hold(l.HostIf)
 	// No flows to forget here: every way an address is given up (Detach,
 	// Sweep) forgets its flows, and a dump of the connection table costs
 	// tens of milliseconds on a busy host, too much for every create.
@@ -152,6 +153,7 @@ func (p *Plumbing) Adopt(l Link) error {
 	p.mu.Lock()
 	p.slots.mark(l.Prefix)
 	p.mu.Unlock()
+	p.hold(l.HostIf)
 	// The flows it had were steered to the ports of the server before.
 	return forgetFlows(l.SandboxAddr)
 }
@@ -160,6 +162,7 @@ func (p *Plumbing) Adopt(l Link) error {
 // /30. A link already gone, as it is once the namespace is, is not an
 // error.
 func (p *Plumbing) Detach(l Link) error {
+	p.release(l.HostIf)
 	link, err := p.hostEnd(l.HostIf)
 	switch {
 	case errors.Is(err, ErrNoLink):

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
 )
@@ -17,9 +18,23 @@ import (
 type Plumbing struct {
 	cfg Config
 
-	mu    sync.Mutex // guards slots
+	mu    sync.Mutex // guards slots and live
 	slots *slots
+	// live are the host ends this process attached or adopted and has
+	// not detached: while several backends share the plumbing, one's
+	// sweep never takes what another holds.
+	live map[string]bool
+
+	refs atomic.Int32 // users; changed under installedMu
 }
+
+var (
+	installedMu sync.Mutex // guards installed and every Plumbing's refs
+	// installed is the plumbing of each table this process installed:
+	// the backends of one server (gVisor and the microVM) share it, its
+	// addresses and its table, which goes only with its last user.
+	installed = map[string]*Plumbing{}
+)
 
 // Install (re)writes the server's nft table in one transaction and returns
 // the plumbing to attach sandboxes with. It is idempotent: a restarting
@@ -29,10 +44,35 @@ func Install(cfg Config) (*Plumbing, error) {
 		return nil, err
 	}
 	cfg.Pool = cfg.pool()
+	installedMu.Lock()
+	defer installedMu.Unlock()
+	if p := installed[cfg.Name]; p != nil {
+		if p.cfg.ProxyPort != cfg.ProxyPort || p.cfg.DNSPort != cfg.DNSPort || p.cfg.Pool != cfg.Pool {
+			return nil, fmt.Errorf("table %s is installed with other ports in this process", cfg.table())
+		}
+		p.refs.Add(1)
+		return p, nil
+	}
 	if err := nft(cfg.ruleset()); err != nil {
 		return nil, fmt.Errorf("installing table %s: %w", cfg.table(), err)
 	}
-	return &Plumbing{cfg: cfg, slots: newSlots(cfg.Pool)}, nil
+	p := &Plumbing{cfg: cfg, slots: newSlots(cfg.Pool), live: map[string]bool{}}
+	p.refs.Store(1)
+	installed[cfg.Name] = p
+	return p, nil
+}
+
+// hold and release track the links this process holds.
+func (p *Plumbing) hold(name string) {
+	p.mu.Lock()
+	p.live[name] = true
+	p.mu.Unlock()
+}
+
+func (p *Plumbing) release(name string) {
+	p.mu.Lock()
+	delete(p.live, name)
+	p.mu.Unlock()
 }
 
 // Uninstall removes every veth of this server and then its table. It is
@@ -40,6 +80,17 @@ func Install(cfg Config) (*Plumbing, error) {
 // a veth left without the table would route a sandbox wherever the host
 // routes.
 func (p *Plumbing) Uninstall() error {
+	installedMu.Lock()
+	defer installedMu.Unlock()
+	if p.refs.Add(-1) > 0 {
+		return nil // another backend of the server still uses it
+	}
+	if installed[p.cfg.Name] == p {
+		delete(installed, p.cfg.Name)
+	}
+	p.mu.Lock()
+	p.live = map[string]bool{}
+	p.mu.Unlock()
 	if err := p.Sweep(func(string) bool { return false }); err != nil {
 		return err
 	}
@@ -76,7 +127,10 @@ func (p *Plumbing) Sweep(keep func(hostIf string) bool) error {
 	var errs []error
 	for _, link := range links {
 		name := link.Attrs().Name
-		if !strings.HasPrefix(name, p.cfg.ifPrefix()) || link.Type() != "veth" || keep(name) {
+		p.mu.Lock()
+		held := p.live[name] && p.refs.Load() > 1
+		p.mu.Unlock()
+		if !strings.HasPrefix(name, p.cfg.ifPrefix()) || link.Type() != "veth" || held || keep(name) {
 			continue
 		}
 		addrs, _ := addrList(link, netlink.FAMILY_V4)

@@ -526,3 +526,38 @@ func TestRemove(t *testing.T) {
 		t.Error("Remove of a name that is no server's: got nil, want an error")
 	}
 }
+
+// TestSharedPlumbing: a server's two backends install the same table and
+// get one plumbing; neither's sweep takes a link the other holds, and the
+// table goes only with the last Uninstall.
+func TestSharedPlumbing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, testPool(t))
+	other, err := Install(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other != r.p {
+		t.Fatal("a second Install of the same table: got another plumbing")
+	}
+	held, _ := r.sandbox("heldbyvm")
+	if err := r.p.Sweep(func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByName(held.HostIf); err != nil {
+		t.Errorf("a link the plumbing's other user holds was swept: %v", err)
+	}
+	if err := other.Uninstall(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("nft", "list", "table", "inet", r.cfg.table()).CombinedOutput(); err != nil {
+		t.Errorf("the table went with the first of two Uninstalls: %v %s", err, out)
+	}
+	// With one user left, a sweep takes what keep refuses again.
+	if err := r.p.Sweep(func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByName(held.HostIf); err == nil {
+		t.Errorf("%s survived a sweep with one user", held.HostIf)
+	}
+}
