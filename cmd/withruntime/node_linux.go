@@ -28,6 +28,7 @@ func nodeWith(fs *pflag.FlagSet, run func(context.Context, server.NodeConfig) er
 	fs.StringVar(&cfg.SharedCheckpoints, "shared-checkpoints", "", "a `DIR` every node mounts (e.g. NFS) for paused sandboxes' checkpoints, so that any node with the same runsc and CPU may resume them")
 	fs.DurationVar(&cfg.LeaseTTL, "node-lease", node.DefaultLeaseTTL, "the node's lease in the store: renewed every fifth of it; the node stops serving sandboxes after half of it without a renewal, and is declared lost after all of it")
 	managerFlags(fs, &cfg.Config)
+	isolationFlags(fs, &cfg.Config)
 	egressFlags(fs, &cfg.Config)
 	poolFlags(fs, &cfg.Manager)
 	return func(args []string) int {

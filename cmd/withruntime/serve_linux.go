@@ -29,6 +29,7 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "the `DIR` for the database, admin.key and per-sandbox state (required)")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", server.DefaultCacheDir, "the `DIR` of built images and runsc, shared by every data dir")
 	managerFlags(fs, &cfg)
+	isolationFlags(fs, &cfg)
 	fs.IntVar(&cfg.MaxConns, "max-conns", httpapi.DefaultMaxConns, "how many API client connections may be open at once (the longest-waiting one without a request in progress makes room for a new one)")
 	fs.BoolVar(&cfg.Trial.Enabled, "allow-trial", false, "let clients obtain trial accounts (POST /v1/trial, rate-limited per client address)")
 	fs.Float64Var(&cfg.Trial.Hours, "trial-hours", 50, "free sandbox hours of each trial account")

@@ -65,6 +65,7 @@ type createFlags struct {
 	allow      listValue
 	internet   bool
 	image      string
+	isolation  string
 	onLeaseEnd string
 	maxCost    *int64
 	trial      bool
@@ -87,6 +88,13 @@ func (f *createFlags) register(fs *pflag.FlagSet) {
 	fs.Var(&f.allow, "allow", "let the sandbox reach `HOST` (exact or *.domain; repeatable) and no other; without it or --internet the network is off")
 	fs.BoolVar(&f.internet, "internet", false, "turn the internet on with no allow list (with --allow: only those hosts)")
 	fs.StringVar(&f.image, "image", "", "the `IMAGE` to boot (server default)")
+	fs.Func("isolation", "the sandbox's boundary: `gvisor|microvm` (a microVM has its own Linux kernel; server default: serve --isolation)", func(s string) error {
+		if s != "gvisor" && s != "microvm" {
+			return errors.New("want gvisor or microvm")
+		}
+		f.isolation = s
+		return nil
+	})
 	fs.Func("on-lease-end", "what the end of the lease does: `stop|pause` (server default stop)", func(s string) error {
 		if s != "stop" && s != "pause" {
 			return errors.New("want stop or pause")
@@ -108,6 +116,7 @@ func (f *createFlags) register(fs *pflag.FlagSet) {
 
 func (f *createFlags) request() api.CreateSandboxRequest {
 	req := api.CreateSandboxRequest{
+		Isolation:      f.isolation,
 		Image:          f.image,
 		VCPUs:          f.vcpus,
 		MemoryMiB:      f.memory,
@@ -300,6 +309,7 @@ func printSandbox(w io.Writer, sb *api.Sandbox) {
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("ID", sb.ID)
 	row("State", sb.State)
+	row("Isolation", dash(sb.Isolation))
 	row("Image", dash(sb.Image))
 	row("vCPUs", fmt.Sprint(sb.VCPUs))
 	row("Memory", fmt.Sprintf("%d MiB", sb.MemoryMiB))

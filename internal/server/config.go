@@ -25,8 +25,14 @@ type Config struct {
 	Listen   string
 	DataDir  string
 	CacheDir string
-	Backend  string
-	Logger   *slog.Logger
+	// Backend is the default isolation when Isolation is "" (tests name
+	// one); Isolation is serve --isolation: "auto" (microvm when KVM
+	// boots a guest on this host, else gvisor), "gvisor" or "microvm".
+	Backend   string
+	Isolation string
+	// MicroVMAccel is serve --microvm-accel: "kvm" (default) or "tcg".
+	MicroVMAccel string
+	Logger       *slog.Logger
 	// Quiet suppresses the one-time notice about the admin key (for
 	// servers with no operator to tell).
 	Quiet   bool
@@ -91,6 +97,9 @@ func (c *Config) setDefaults() {
 	if c.Backend == "" {
 		c.Backend = "gvisor"
 	}
+	if c.MicroVMAccel == "" {
+		c.MicroVMAccel = AccelKVM
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -103,6 +112,16 @@ func (c *Config) Validate() error {
 	}
 	if !filepath.IsAbs(c.CacheDir) {
 		return errors.New("--cache-dir must be an absolute path")
+	}
+	switch c.Isolation {
+	case "", IsolationAuto, "gvisor", "microvm":
+	default:
+		return fmt.Errorf("--isolation %q: want auto, gvisor or microvm", c.Isolation)
+	}
+	switch c.MicroVMAccel {
+	case "", AccelKVM, AccelTCG:
+	default:
+		return fmt.Errorf("--microvm-accel %q: want kvm or tcg", c.MicroVMAccel)
 	}
 	for _, p := range c.EgressPermit {
 		if err := egress.CheckPermit(p); err != nil {

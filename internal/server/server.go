@@ -146,7 +146,7 @@ func startHost(ctx context.Context, cfg Config, dataDir string, st store.Store, 
 		}()
 		bcfg.Egress = egr.wiring
 	}
-	backend, err := sandbox.NewBackend(cfg.Backend, bcfg)
+	backend, err := newBackend(ctx, cfg, bcfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,132 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// stubBackend is a backend that is only a name: these tests choose
+// backends, they run none.
+type stubBackend struct {
+	sandbox.Backend
+	name string
+}
+
+func (b stubBackend) Name() string { return b.name }
+
+// stubRegistry replaces the registry with names whose factories fail with
+// failing[name], and the probe with kvm; it returns the accelerators the
+// factories were given.
+func stubRegistry(t *testing.T, names []string, failing map[string]error, kvm bool) *[]string {
+	t.Helper()
+	oldReg, oldMake, oldProbe := registered, makeBackend, probeKVM
+	t.Cleanup(func() { registered, makeBackend, probeKVM = oldReg, oldMake, oldProbe })
+	var accels []string
+	registered = func() []string { return names }
+	makeBackend = func(name string, cfg sandbox.BackendConfig) (sandbox.Backend, error) {
+		accels = append(accels, cfg.MicroVMAccel)
+		if err := failing[name]; err != nil {
+			return nil, err
+		}
+		return stubBackend{name: name}, nil
+	}
+	probeKVM = func(context.Context, string) bool { return kvm }
+	return &accels
+}
+
+func TestDefaultIsolation(t *testing.T) {
+	tests := []struct {
+		name      string
+		isolation string
+		backend   string
+		accel     string
+		kvm       bool
+		want      string
+	}{
+		{"auto with KVM", "auto", "gvisor", "kvm", true, "microvm"},
+		{"auto without KVM", "auto", "gvisor", "kvm", false, "gvisor"},
+		{"auto under TCG", "auto", "gvisor", "tcg", true, "gvisor"},
+		{"gvisor", "gvisor", "gvisor", "kvm", true, "gvisor"},
+		{"microvm", "microvm", "gvisor", "tcg", false, "microvm"},
+		{"none: the Backend", "", "microvm", "tcg", false, "microvm"},
+	}
+	for _, tt := range tests {
+		stubRegistry(t, nil, nil, tt.kvm)
+		cfg := Config{Isolation: tt.isolation, Backend: tt.backend, MicroVMAccel: tt.accel}
+		if got := defaultIsolation(t.Context(), cfg); got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestNewBackendIsolations(t *testing.T) {
+	both := []string{"gvisor", "microvm"}
+	notSetUp := map[string]error{"microvm": errors.New("microvm kernel is missing: run `withruntime setup`")}
+	tests := []struct {
+		name      string
+		names     []string
+		failing   map[string]error
+		isolation string
+		wantErr   string   // "": starts
+		want      []string // the isolations offered
+		wantWarn  bool
+	}{
+		{"both", both, nil, "gvisor", "", both, false},
+		{"microvm the default", both, nil, "microvm", "", both, false},
+		{"microvm not set up", both, notSetUp, "gvisor", "", []string{"gvisor"}, true},
+		{"microvm not built in", []string{"gvisor"}, nil, "gvisor", "", []string{"gvisor"}, false},
+		{"microvm the default, not set up", both, notSetUp, "microvm", "kernel is missing", nil, false},
+		{"microvm the default, not built in", []string{"gvisor"}, nil, "microvm", "no backend", nil, false},
+		{"gvisor broken", both, map[string]error{"gvisor": errors.New("runsc is missing")}, "microvm", "runsc is missing", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			accels := stubRegistry(t, tt.names, tt.failing, false)
+			if tt.wantErr == "no backend" {
+				makeBackend = func(name string, cfg sandbox.BackendConfig) (sandbox.Backend, error) {
+					if name == "microvm" {
+						return sandbox.NewBackend("no such backend", cfg)
+					}
+					return stubBackend{name: name}, nil
+				}
+			}
+			var log bytes.Buffer
+			cfg := Config{Isolation: tt.isolation, MicroVMAccel: "tcg", Logger: slog.New(slog.NewTextHandler(&log, nil))}
+			b, err := newBackend(t.Context(), cfg, sandbox.BackendConfig{})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Name() != tt.isolation {
+				t.Errorf("default: got %q, want %q", b.Name(), tt.isolation)
+			}
+			got := []string{b.Name()}
+			if m, ok := b.(*sandbox.Multi); ok {
+				got = m.Offered()
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("offered: got %v, want %v", got, tt.want)
+			}
+			if warned := strings.Contains(log.String(), "running without an isolation"); warned != tt.wantWarn {
+				t.Errorf("warned: got %v, want %v (log: %s)", warned, tt.wantWarn, log.String())
+			}
+			for _, a := range *accels {
+				if a != "tcg" {
+					t.Errorf("a backend was given accelerator %q, want tcg", a)
+				}
+			}
+		})
+	}
+}
