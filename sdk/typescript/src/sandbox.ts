@@ -40,6 +40,8 @@ export interface SandboxInfo {
   id: string;
   /** `starting`, `running`, `paused` or `ended`. */
   state: SandboxWire["state"];
+  /** `gvisor` (gVisor's user-space kernel) or `microvm` (its own Linux kernel). */
+  isolation: SandboxWire["isolation"];
   image: string;
   vcpus: number;
   memoryMib: number;
@@ -81,6 +83,7 @@ export function sandboxInfoOf(d: SandboxWire): SandboxInfo {
   return {
     id: String(d?.id ?? ""),
     state: d?.state,
+    isolation: d?.isolation,
     image: d?.image ?? "",
     vcpus: d?.vcpus ?? 0,
     memoryMib: d?.memory_mib ?? 0,
@@ -111,6 +114,9 @@ export function sandboxInfoOf(d: SandboxWire): SandboxInfo {
  * defaults apply to the rest (2 vCPU, 4 GiB, a 10 GiB disk, a 300 s lease,
  * no network). */
 export interface CreateOptions extends ClientOptions {
+  /** `microvm` (its own Linux kernel) or `gvisor`; the server's default
+   * (serve --isolation) when left out; not_supported if the server does not run it. */
+  isolation?: "gvisor" | "microvm";
   vcpus?: number;
   memoryMib?: number;
   /** The root disk's size (the server's limits apply, invalid_request otherwise). */
@@ -165,6 +171,7 @@ export class Sandbox {
    * to WITHRUNTIME_API_KEY and WITHRUNTIME_BASE_URL (then http://127.0.0.1:7878). */
   static async create(opts: CreateOptions = {}): Promise<Sandbox> {
     const body: components["schemas"]["CreateSandboxRequest"] = {};
+    if (opts.isolation !== undefined) body.isolation = opts.isolation;
     if (opts.image !== undefined) body.image = opts.image;
     if (opts.vcpus !== undefined) body.vcpus = opts.vcpus;
     if (opts.memoryMib !== undefined) body.memory_mib = opts.memoryMib;

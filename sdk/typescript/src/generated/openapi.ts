@@ -750,6 +750,11 @@ export interface components {
             secrets: components["schemas"]["SecretInfo"][];
         };
         CreateSandboxRequest: {
+            /**
+             * @description The sandbox's boundary: microvm (its own Linux kernel) or gvisor (gVisor's user-space kernel). Left out takes the server's default (serve --isolation). A value the server does not run is refused with 422 not_supported.
+             * @enum {string}
+             */
+            isolation?: "gvisor" | "microvm";
             image?: string;
             /** @description 1 to 8 by default (server configuration); 0 takes the default, 2. */
             vcpus?: number;
@@ -777,6 +782,8 @@ export interface components {
         };
         Sandbox: {
             id: string;
+            /** @enum {string} */
+            isolation: "gvisor" | "microvm";
             /** @enum {string} */
             state: "starting" | "running" | "paused" | "ended";
             image: string;
