@@ -27,6 +27,8 @@ type config struct {
 	MemoryMiB int      `json:"memory_mib"`
 	Hostname  string   `json:"hostname"`
 	Net       *netConf `json:"net,omitempty"`
+	// Files are written into the new root (the resolver, the CA).
+	Files map[string]string `json:"files,omitempty"`
 }
 
 type netConf struct {
@@ -91,6 +93,17 @@ func boot() error {
 	}
 	if err := mountRoot(cfg, disks["wr-base"], disks["wr-disk"]); err != nil {
 		return err
+	}
+	for path, content := range cfg.Files {
+		dst := newRoot + "/" + strings.TrimPrefix(path, "/")
+		if strings.Contains(path, "..") {
+			return fmt.Errorf("file %q: not a plain path", path)
+		}
+		os.MkdirAll(dst[:strings.LastIndex(dst, "/")], 0o755)
+		os.Remove(dst) // the image's may be a link
+		if err := os.WriteFile(dst, []byte(content), 0o644); err != nil {
+			return err
+		}
 	}
 	if cfg.Net != nil {
 		if err := configureNet(*cfg.Net); err != nil {

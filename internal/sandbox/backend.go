@@ -172,3 +172,21 @@ type CheckpointDigester interface {
 	// digest is not digest ("": not checked).
 	ResumeDigest(ctx context.Context, id string, spec Spec, digest string) (Instance, error)
 }
+
+// Where a sandbox with egress finds the installation's trust: the bundle
+// (the image's roots and the platform's authority) and the authority
+// alone, whatever the backend.
+const (
+	CABundlePath = "/etc/ssl/certs/ca-certificates.crt"
+	CACertPath   = "/usr/local/share/ca-certificates/withruntime.crt"
+)
+
+// CAEnv points the usual clients at the bundle that includes the
+// platform's authority: Python's requests and pip, curl, Node.
+var CAEnv = []string{
+	"SSL_CERT_FILE=" + CABundlePath,
+	"REQUESTS_CA_BUNDLE=" + CABundlePath,
+	"CURL_CA_BUNDLE=" + CABundlePath,
+	"PIP_CERT=" + CABundlePath,
+	"NODE_EXTRA_CA_CERTS=" + CACertPath,
+}

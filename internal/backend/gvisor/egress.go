@@ -15,20 +15,6 @@ import (
 )
 
 // Inside the sandbox: where the platform's own authority is trusted.
-const (
-	caBundlePath = "/etc/ssl/certs/ca-certificates.crt"
-	caCertPath   = "/usr/local/share/ca-certificates/withruntime.crt"
-)
-
-// caEnv points the usual clients at the bundle that includes the
-// platform's authority: Python's requests and pip, curl, Node.
-var caEnv = []string{
-	"SSL_CERT_FILE=" + caBundlePath,
-	"REQUESTS_CA_BUNDLE=" + caBundlePath,
-	"CURL_CA_BUNDLE=" + caBundlePath,
-	"PIP_CERT=" + caBundlePath,
-	"NODE_EXTRA_CA_CERTS=" + caCertPath,
-}
 
 // attachNetwork wires the sandbox's namespace to the host's egress
 // services, online or not as its policy says, and writes its resolver
@@ -122,8 +108,8 @@ func (b *Backend) egressMounts(p paths) []specs.Mount {
 	m := []specs.Mount{{Destination: "/etc/resolv.conf", Type: "bind", Source: filepath.Join(p.run, "resolv.conf"), Options: []string{"rbind", "ro"}}}
 	if w := b.cfg.Egress; w.CABundle != "" && w.CACert != "" {
 		m = append(m,
-			specs.Mount{Destination: caBundlePath, Type: "bind", Source: w.CABundle, Options: []string{"rbind", "ro"}},
-			specs.Mount{Destination: caCertPath, Type: "bind", Source: w.CACert, Options: []string{"rbind", "ro"}},
+			specs.Mount{Destination: sandbox.CABundlePath, Type: "bind", Source: w.CABundle, Options: []string{"rbind", "ro"}},
+			specs.Mount{Destination: sandbox.CACertPath, Type: "bind", Source: w.CACert, Options: []string{"rbind", "ro"}},
 		)
 	}
 	return m

@@ -74,7 +74,7 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 		env = append(env, k+"="+spec.Env[k])
 	}
 	if b.plumb != nil && b.cfg.Egress.CABundle != "" {
-		for _, kv := range caEnv {
+		for _, kv := range sandbox.CAEnv {
 			k, _, _ := strings.Cut(kv, "=")
 			if _, set := spec.Env[k]; !set {
 				env = append(env, kv)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/hostcgroup"
 	"github.com/withruntime/withruntime/internal/image"
+	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
@@ -19,7 +20,7 @@ const Name = "microvm"
 
 func init() {
 	sandbox.RegisterBackend(Name, func(cfg sandbox.BackendConfig) (sandbox.Backend, error) {
-		return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Accel: cfg.MicroVMAccel})
+		return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Accel: cfg.MicroVMAccel, Egress: cfg.Egress})
 	})
 }
 
@@ -33,6 +34,10 @@ type Config struct {
 	// RunDir holds what must not outlive a reboot; default
 	// /run/withruntime-vm/<hash of DataDir>.
 	RunDir string
+	// Egress wires sandboxes to the host's egress services (nil: no
+	// network at all), through the plumbing the server's gVisor backend
+	// shares.
+	Egress *sandbox.EgressWiring
 }
 
 // cgroupParent holds every microVM's cgroup (QEMU and its threads).
@@ -45,13 +50,17 @@ type Backend struct {
 	base string // the default image's ext4 disk
 	cg   hostcgroup.Layout
 
-	mu        sync.Mutex // guards instances
+	plumb *network.Plumbing // nil: sandboxes have no network
+
+	mu        sync.Mutex // guards instances and links
 	instances map[string]*instance
+	links     map[string]network.Link
 }
 
 var (
-	_ sandbox.Backend = (*Backend)(nil)
-	_ sandbox.Meter   = (*Backend)(nil)
+	_ sandbox.Backend   = (*Backend)(nil)
+	_ sandbox.Meter     = (*Backend)(nil)
+	_ sandbox.Networked = (*Backend)(nil)
 )
 
 // New checks that setup made the guest's files and builds the jail's tree.
@@ -86,7 +95,15 @@ func New(cfg Config) (*Backend, error) {
 	if err := os.MkdirAll(cfg.RunDir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg, root: root, base: base, cg: cg, instances: map[string]*instance{}}, nil
+	b := &Backend{cfg: cfg, root: root, base: base, cg: cg, instances: map[string]*instance{}, links: map[string]network.Link{}}
+	if w := cfg.Egress; w != nil {
+		p, err := network.Install(network.Config{Name: w.Tag, ProxyPort: w.ProxyPort, DNSPort: w.DNSPort})
+		if err != nil {
+			return nil, fmt.Errorf("installing packet rules: %w", err)
+		}
+		b.plumb = p
+	}
+	return b, nil
 }
 
 // Name implements sandbox.Backend.
@@ -102,6 +119,7 @@ type paths struct {
 	jail       string // QEMU's root: the read-only tree
 	vm         string // mounted at jail/run: QEMU's sockets
 	pidFile    string
+	netns      string
 }
 
 // stateRoot holds every microVM's state dir: apart from the gVisor
@@ -120,6 +138,7 @@ func (b *Backend) paths(id string) paths {
 		jail:       filepath.Join(run, "jail"),
 		vm:         filepath.Join(run, "vm"),
 		pidFile:    filepath.Join(run, "qemu.pid"),
+		netns:      filepath.Join(run, "netns"),
 	}
 }
 
@@ -130,4 +149,16 @@ func vmUID(id string) int {
 	h := fnv.New32a()
 	h.Write([]byte(id))
 	return 1_800_000_000 + int(h.Sum32()%100_000_000)
+}
+
+// Close removes the packet rules this backend installed when no sandbox
+// of it is live (the server's other backend may still hold them).
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	live := len(b.links) + len(b.instances)
+	b.mu.Unlock()
+	if live > 0 || b.plumb == nil {
+		return nil
+	}
+	return b.plumb.Uninstall()
 }

@@ -61,6 +61,9 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 		return err
 	}
 	releaseJail(p)
+	if err := b.detachNetwork(id, p); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(p.run); err != nil {
 		return err
 	}
@@ -86,11 +89,20 @@ func (b *Backend) Sweep(ctx context.Context, keep func(id string) bool) error {
 		}
 	}
 	var errs []error
+	keepIf := map[string]bool{}
 	for id := range seen {
 		if keep(id) {
+			if l, err := b.readLink(b.paths(id)); err == nil {
+				keepIf[l.HostIf] = true
+			}
 			continue
 		}
 		if err := b.Destroy(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if b.plumb != nil {
+		if err := b.plumb.Sweep(func(hostIf string) bool { return keepIf[hostIf] }); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -98,7 +98,14 @@ func (b *Backend) Resume(ctx context.Context, id string, spec sandbox.Spec) (san
 		return nil, sandbox.Wrap(sandbox.KindNotFound, err, "no checkpoint")
 	}
 	defer f.Close()
-	inst, err := b.boot(ctx, id, p, spec, func(q *qmp) error {
+	tap, err := b.reopenTap(id, p)
+	if err != nil {
+		return nil, err
+	}
+	if tap != nil {
+		defer tap.Close()
+	}
+	inst, err := b.boot(ctx, id, p, spec, tap, func(q *qmp) error {
 		if err := q.sendFD("state", f); err != nil {
 			return err
 		}

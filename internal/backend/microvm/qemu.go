@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
@@ -27,23 +28,43 @@ const (
 
 // guestConfig is what cmd/microvm-init reads from the config disk.
 type guestConfig struct {
-	Env       []string `json:"env"`
-	MemoryMiB int      `json:"memory_mib"`
-	Hostname  string   `json:"hostname"`
+	Env       []string  `json:"env"`
+	MemoryMiB int       `json:"memory_mib"`
+	Hostname  string    `json:"hostname"`
+	Net       *guestNet `json:"net,omitempty"`
+	// Files are written into the guest's root before the agent starts
+	// (its resolver, the installation's CA).
+	Files map[string]string `json:"files,omitempty"`
 }
 
-// configSize is the config disk's size: one block device sector count.
-const configSize = 64 << 10
+// configSize is the config disk's size (a CA bundle fits).
+const configSize = 1 << 20
 
-func writeConfig(path string, spec sandbox.Spec) error {
+func (b *Backend) writeConfig(path string, spec sandbox.Spec, link *network.Link) error {
 	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}
 	keys := make([]string, 0, len(spec.Env))
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 		keys = append(keys, k)
 	}
-	env = append(env, "WITHRUNTIME_ENV_KEYS="+strings.Join(keys, ","))
-	data, err := json.Marshal(guestConfig{Env: env, MemoryMiB: spec.MemoryMiB, Hostname: "sandbox"})
+	cfg := guestConfig{MemoryMiB: spec.MemoryMiB, Hostname: "sandbox"}
+	if link != nil {
+		cfg.Net = &guestNet{Addr: link.SandboxAddr.String(), Prefix: link.Prefix.Bits(), Gw: link.HostAddr.String()}
+		files, caEnv, err := b.guestTrust(link)
+		if err != nil {
+			return err
+		}
+		cfg.Files = files
+		for _, kv := range caEnv {
+			k, _, _ := strings.Cut(kv, "=")
+			if _, set := spec.Env[k]; !set {
+				env = append(env, kv)
+				keys = append(keys, k)
+			}
+		}
+	}
+	cfg.Env = append(env, "WITHRUNTIME_ENV_KEYS="+strings.Join(keys, ","))
+	data, err := json.Marshal(cfg)
 	if err != nil {
 		return err
 	}
@@ -67,7 +88,7 @@ func (b *Backend) kernelArgs() string {
 // qemuArgs is QEMU's command line; the disks are descriptors 3 (base,
 // read-only), 4 and 6 (the sandbox's disk, read-write and read-only:
 // QEMU asks an fd set for either) and 5 (config, read-only).
-func (b *Backend) qemuArgs(id string, spec sandbox.Spec, incoming bool) []string {
+func (b *Backend) qemuArgs(id string, spec sandbox.Spec, incoming, nic bool) []string {
 	cpu := "max"
 	if b.cfg.Accel == "kvm" {
 		cpu = "host"
@@ -98,6 +119,10 @@ func (b *Backend) qemuArgs(id string, spec sandbox.Spec, incoming bool) []string
 	}
 	if cpu != "" {
 		a = append(a, "-cpu", cpu)
+	}
+	if nic {
+		// The tap is descriptor 7, with virtio-net headers.
+		a = append(a, "-netdev", "tap,id=net,fd=7,vhost=off", "-device", "virtio-net-device,netdev=net")
 	}
 	if incoming {
 		a = append(a, "-incoming", "defer")
@@ -194,7 +219,7 @@ func unescapeMount(s string) string {
 
 // launch starts QEMU jailed and stopped (-S): the caller puts it in its
 // cgroup before it runs a guest instruction.
-func (b *Backend) launch(id string, p paths, spec sandbox.Spec, incoming bool) (*exec.Cmd, error) {
+func (b *Backend) launch(id string, p paths, spec sandbox.Spec, incoming bool, tap *os.File) (*exec.Cmd, error) {
 	uid := vmUID(id)
 	if err := b.prepareJail(p, uid); err != nil {
 		return nil, err
@@ -214,7 +239,7 @@ func (b *Backend) launch(id string, p paths, spec sandbox.Spec, incoming bool) (
 		return nil, err
 	}
 	defer cfgF.Close()
-	args := b.qemuArgs(id, spec, incoming)
+	args := b.qemuArgs(id, spec, incoming, tap != nil)
 	cmd := &exec.Cmd{Path: qemuBinary, Args: args, Dir: "/", Env: []string{}}
 	diskRO, err := os.OpenFile(p.disk, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
@@ -222,6 +247,9 @@ func (b *Backend) launch(id string, p paths, spec sandbox.Spec, incoming bool) (
 	}
 	defer diskRO.Close()
 	cmd.ExtraFiles = []*os.File{baseF, diskF, cfgF, diskRO}
+	if tap != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, tap)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Chroot:     p.jail,
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}},

@@ -38,17 +38,30 @@ const qemuThreads = 256
 
 // Start implements sandbox.Backend.
 func (b *Backend) Start(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
-	if spec.Network.Internet || len(spec.Network.Allow) > 0 {
-		// The VM's NIC (a tap in the sandbox's network namespace, behind
-		// the same packet rules) is not built yet: a policy that would be
-		// silently dropped is refused instead.
-		return nil, sandbox.Errorf(sandbox.KindNotSupported, "network access is not available for microvm sandboxes yet: use isolation gvisor")
-	}
 	p := b.paths(id)
+	if err := os.MkdirAll(p.run, 0o700); err != nil {
+		return nil, err
+	}
 	if err := b.makeDisk(ctx, p, spec); err != nil {
 		return nil, err
 	}
-	return b.boot(ctx, id, p, spec, nil)
+	tap, link, err := b.attachNetwork(id, p, spec)
+	if err != nil {
+		return nil, err
+	}
+	if tap != nil {
+		defer tap.Close()
+	}
+	if err := b.writeConfig(p.config, spec, link); err != nil {
+		b.detachNetwork(id, p)
+		return nil, err
+	}
+	inst, err := b.boot(ctx, id, p, spec, tap, nil)
+	if err != nil {
+		b.detachNetwork(id, p)
+		return nil, err
+	}
+	return inst, nil
 }
 
 // makeDisk makes the sandbox's state dir, its empty writable disk of the
@@ -71,12 +84,12 @@ func (b *Backend) makeDisk(ctx context.Context, p paths, spec sandbox.Spec) erro
 	if out, err := mk.CombinedOutput(); err != nil {
 		return fmt.Errorf("formatting the disk: %v: %s", err, out)
 	}
-	return writeConfig(p.config, spec)
+	return nil
 }
 
 // boot starts QEMU and waits for the agent. With restore set, QEMU
 // takes the machine from it (a resume) instead of booting.
-func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spec, restore func(*qmp) error) (_ sandbox.Instance, retErr error) {
+func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spec, tap *os.File, restore func(*qmp) error) (_ sandbox.Instance, retErr error) {
 	ctx, cancel := context.WithTimeout(ctx, b.bootTimeout())
 	defer cancel()
 	if err := os.MkdirAll(p.run, 0o700); err != nil {
@@ -90,7 +103,7 @@ func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spe
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	cmd, err := b.launch(id, p, spec, restore != nil)
+	cmd, err := b.launch(id, p, spec, restore != nil, tap)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +157,9 @@ func (b *Backend) Attach(ctx context.Context, id string, spec sandbox.Spec) (san
 	}
 	i := newInstance(id, pid, b.cg)
 	if err := i.watchPid(); err != nil {
+		return nil, err
+	}
+	if err := b.adoptNetwork(id, p); err != nil {
 		return nil, err
 	}
 	if err := i.connect(ctx, p); err != nil {

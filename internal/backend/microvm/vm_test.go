@@ -154,7 +154,8 @@ func TestGuestCrash(t *testing.T) {
 			select {
 			case <-inst.Done():
 			case <-time.After(60 * time.Second):
-				t.Fatal("the sandbox did not end")
+				con := inst.(*instance).con.String()
+				t.Fatalf("the sandbox did not end; console ends %q", con[max(0, len(con)-1500):])
 			}
 			if reason, msg := inst.Cause(); reason != sandbox.EndError {
 				t.Errorf("got reason %s (%s), want %s", reason, msg, sandbox.EndError)
