@@ -29,6 +29,8 @@ class SandboxInfo:
     """A sandbox as the API shows it (the fields of the API's Sandbox).
 
     ``state`` is ``starting``, ``running``, ``paused`` or ``ended``;
+    ``isolation`` is ``gvisor`` (gVisor's user-space kernel) or ``microvm``
+    (a microVM with its own Linux kernel);
     ``end_reason`` (once ended) is ``stopped``, ``lease_ended``,
     ``out_of_memory``, ``spending_limit``, ``retention_ended``,
     ``host_restart``, ``node_lost`` or ``error``. ``node`` names the node
@@ -41,6 +43,7 @@ class SandboxInfo:
 
     id: str
     state: str
+    isolation: str = ""
     image: str = ""
     vcpus: int = 0
     memory_mib: int = 0
@@ -66,6 +69,7 @@ class SandboxInfo:
         return cls(
             id=str(d.get("id", "")),
             state=str(d.get("state", "")),
+            isolation=str(d.get("isolation") or ""),
             image=str(d.get("image") or ""),
             vcpus=int(d.get("vcpus") or 0),
             memory_mib=int(d.get("memory_mib") or 0),
@@ -121,6 +125,7 @@ class Sandbox:
     def create(
         cls,
         *,
+        isolation: str | None = None,
         vcpus: int | None = None,
         memory_mib: int | None = None,
         disk_gib: int | None = None,
@@ -138,7 +143,9 @@ class Sandbox:
 
         Only the options given are sent; the server's defaults apply to the
         rest (2 vCPU, 4 GiB, a 10 GiB disk, a 300 s lease, no network).
-        ``disk_gib`` is the root disk's size (1 to 100 GiB by default; the
+        ``isolation`` is ``"microvm"`` (its own Linux kernel) or ``"gvisor"``;
+        left out, the server's default (``serve --isolation``); one the server
+        does not run is refused with not_supported. ``disk_gib`` is the root disk's size (1 to 100 GiB by default; the
         server's limits apply, invalid_request otherwise). ``timeout_seconds``
         is the lease; ``on_lease_end`` is ``"stop"`` or ``"pause"``;
         ``network`` is ``{"internet": bool, "allow": [hosts]}``;
@@ -148,6 +155,7 @@ class Sandbox:
         """
         body: dict[str, Any] = {}
         for name, value in (
+            ("isolation", isolation),
             ("image", image),
             ("vcpus", vcpus),
             ("memory_mib", memory_mib),
