@@ -188,3 +188,20 @@ func TestMultiRefusals(t *testing.T) {
 		t.Errorf("NewMulti without its default: got no error")
 	}
 }
+
+// A spec without an isolation (a record from before they existed) goes to
+// the backend that has the id, and only without one to the default.
+func TestMultiSpecWithoutIsolation(t *testing.T) {
+	ctx := context.Background()
+	m, g, v := newTestMulti(t)
+	m.Start(ctx, "vm", Spec{Isolation: IsolationMicroVM})
+	m.Pause(ctx, "vm")
+	m.Resume(ctx, "vm", Spec{})
+	m.Attach(ctx, "old", Spec{})
+	if got, want := v.calls(), []string{"start vm", "pause vm", "resume vm"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("microvm calls: got %v, want %v", got, want)
+	}
+	if got, want := g.calls(), []string{"attach old"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("gvisor calls: got %v, want %v", got, want)
+	}
+}
