@@ -58,9 +58,8 @@ func TestDefaultIsolation(t *testing.T) {
 		{"none: the Backend", "", "microvm", "tcg", false, "microvm"},
 	}
 	for _, tt := range tests {
-		stubRegistry(t, nil, nil, tt.kvm)
 		cfg := Config{Isolation: tt.isolation, Backend: tt.backend, MicroVMAccel: tt.accel}
-		if got := defaultIsolation(t.Context(), cfg); got != tt.want {
+		if got := defaultIsolation(t.Context(), cfg, func() bool { return tt.kvm }); got != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -74,21 +73,27 @@ func TestNewBackendIsolations(t *testing.T) {
 		names     []string
 		failing   map[string]error
 		isolation string
+		accel     string
+		kvm       bool
 		wantErr   string   // "": starts
 		want      []string // the isolations offered
 		wantWarn  bool
 	}{
-		{"both", both, nil, "gvisor", "", both, false},
-		{"microvm the default", both, nil, "microvm", "", both, false},
-		{"microvm not set up", both, notSetUp, "gvisor", "", []string{"gvisor"}, true},
-		{"microvm not built in", []string{"gvisor"}, nil, "gvisor", "", []string{"gvisor"}, false},
-		{"microvm the default, not set up", both, notSetUp, "microvm", "kernel is missing", nil, false},
-		{"microvm the default, not built in", []string{"gvisor"}, nil, "microvm", "no backend", nil, false},
-		{"gvisor broken", both, map[string]error{"gvisor": errors.New("runsc is missing")}, "microvm", "runsc is missing", nil, false},
+		{"both under tcg", both, nil, "gvisor", "tcg", false, "", both, false},
+		{"both under a working kvm", both, nil, "gvisor", "kvm", true, "", both, false},
+		{"microvm under a kvm that boots nothing", both, nil, "gvisor", "kvm", false, "", []string{"gvisor"}, true},
+		{"auto under a working kvm", both, nil, "auto", "kvm", true, "", both, false},
+		{"auto under a kvm that boots nothing", both, nil, "auto", "kvm", false, "", []string{"gvisor"}, true},
+		{"microvm the default", both, nil, "microvm", "tcg", false, "", both, false},
+		{"microvm not set up", both, notSetUp, "gvisor", "tcg", false, "", []string{"gvisor"}, true},
+		{"microvm not built in", []string{"gvisor"}, nil, "gvisor", "tcg", false, "", []string{"gvisor"}, false},
+		{"microvm the default, not set up", both, notSetUp, "microvm", "tcg", false, "kernel is missing", nil, false},
+		{"microvm the default, not built in", []string{"gvisor"}, nil, "microvm", "tcg", false, "no backend", nil, false},
+		{"gvisor broken", both, map[string]error{"gvisor": errors.New("runsc is missing")}, "microvm", "tcg", false, "runsc is missing", nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			accels := stubRegistry(t, tt.names, tt.failing, false)
+			accels := stubRegistry(t, tt.names, tt.failing, tt.kvm)
 			if tt.wantErr == "no backend" {
 				makeBackend = func(name string, cfg sandbox.BackendConfig) (sandbox.Backend, error) {
 					if name == "microvm" {
@@ -98,7 +103,7 @@ func TestNewBackendIsolations(t *testing.T) {
 				}
 			}
 			var log bytes.Buffer
-			cfg := Config{Isolation: tt.isolation, MicroVMAccel: "tcg", Logger: slog.New(slog.NewTextHandler(&log, nil))}
+			cfg := Config{Isolation: tt.isolation, MicroVMAccel: tt.accel, Logger: slog.New(slog.NewTextHandler(&log, nil))}
 			b, err := newBackend(t.Context(), cfg, sandbox.BackendConfig{})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -109,8 +114,12 @@ func TestNewBackendIsolations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b.Name() != tt.isolation {
-				t.Errorf("default: got %q, want %q", b.Name(), tt.isolation)
+			wantDef := tt.isolation
+			if wantDef == "auto" {
+				wantDef = map[bool]string{true: "microvm", false: "gvisor"}[tt.kvm]
+			}
+			if b.Name() != wantDef {
+				t.Errorf("default: got %q, want %q", b.Name(), wantDef)
 			}
 			got := []string{b.Name()}
 			if m, ok := b.(*sandbox.Multi); ok {
@@ -123,8 +132,8 @@ func TestNewBackendIsolations(t *testing.T) {
 				t.Errorf("warned: got %v, want %v (log: %s)", warned, tt.wantWarn, log.String())
 			}
 			for _, a := range *accels {
-				if a != "tcg" {
-					t.Errorf("a backend was given accelerator %q, want tcg", a)
+				if a != tt.accel {
+					t.Errorf("a backend was given accelerator %q, want %q", a, tt.accel)
 				}
 			}
 		})
