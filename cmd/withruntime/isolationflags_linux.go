@@ -15,9 +15,9 @@ import (
 func isolationFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	cfg.Isolation, cfg.MicroVMAccel = server.IsolationAuto, server.AccelKVM
 	fs.Var(&choice{&cfg.Isolation, []string{server.IsolationAuto, "gvisor", "microvm"}}, "isolation",
-		"the isolation of a sandbox created without one: auto (microvm when KVM boots a guest on this host, else gvisor), gvisor or microvm")
+		"the isolation of a sandbox created without one: `auto|gvisor|microvm` (auto: microvm when KVM boots a guest on this host, else gvisor)")
 	fs.Var(&choice{&cfg.MicroVMAccel, []string{server.AccelKVM, server.AccelTCG}}, "microvm-accel",
-		"the microVMs' accelerator: kvm, or tcg (software emulation, many times slower: for tests and hosts without KVM)")
+		"the microVMs' accelerator: `kvm|tcg` (tcg: software emulation, many times slower; for tests and hosts without KVM)")
 }
 
 // choice is a string flag that takes one of a few values.

@@ -88,7 +88,7 @@ func (f *createFlags) register(fs *pflag.FlagSet) {
 	fs.Var(&f.allow, "allow", "let the sandbox reach `HOST` (exact or *.domain; repeatable) and no other; without it or --internet the network is off")
 	fs.BoolVar(&f.internet, "internet", false, "turn the internet on with no allow list (with --allow: only those hosts)")
 	fs.StringVar(&f.image, "image", "", "the `IMAGE` to boot (server default)")
-	fs.Func("isolation", "the sandbox's boundary: `gvisor|microvm` (a microVM has its own Linux kernel; server default: serve --isolation)", func(s string) error {
+	fs.Func("isolation", "the sandbox's boundary: `gvisor|microvm` (microvm: its own Linux kernel; server default: serve --isolation)", func(s string) error {
 		if s != "gvisor" && s != "microvm" {
 			return errors.New("want gvisor or microvm")
 		}
