@@ -108,7 +108,7 @@ func ServePort(ctx context.Context, c net.Conn) (*Host, error) {
 				c.Close()
 				return nil, err
 			}
-			return Serve(s), nil
+			return Serve(streamListener{s}), nil
 		case <-tick.C:
 		case <-ctx.Done():
 			c.Close()
@@ -184,7 +184,11 @@ func (p *Port) Dial(ctx context.Context) (net.Conn, error) {
 		s, changed := p.sess, p.changed
 		p.mu.Unlock()
 		if s != nil {
-			return s.Open()
+			st, err := s.OpenStream()
+			if err != nil {
+				return nil, err
+			}
+			return closingStream{st}, nil
 		}
 		select {
 		case <-changed:
@@ -234,4 +238,25 @@ func (e eofWait) Read(b []byte) (int, error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// closingStream is a yamux stream whose Close also ends a Read that is
+// waiting: yamux lets a stream closed on one end go on reading until the
+// other end closes, and the link's ends close spares they wait on.
+type closingStream struct{ *yamux.Stream }
+
+func (c closingStream) Close() error {
+	c.Stream.SetReadDeadline(time.Now())
+	return c.Stream.Close()
+}
+
+// streamListener hands out the agent's streams as closingStreams.
+type streamListener struct{ *yamux.Session }
+
+func (l streamListener) Accept() (net.Conn, error) {
+	st, err := l.Session.AcceptStream()
+	if err != nil {
+		return nil, err
+	}
+	return closingStream{st}, nil
 }

@@ -43,6 +43,17 @@ func TestPortSessions(t *testing.T) {
 				t.Fatalf("round %d: got %q, want %q", round, b, "hello /x")
 			}
 		}
+		if round == 1 {
+			// A suspend over the port: the agent drops every stream,
+			// spares it waits on included, and confirms.
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := h.Suspend(sctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("suspend over the port: %v", err)
+			}
+			break
+		}
 		// The host goes away with a half-written frame in flight; a new
 		// host end takes over the guest's stream.
 		hostEnd.Write([]byte{0, 1, 2})

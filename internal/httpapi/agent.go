@@ -7,6 +7,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -169,6 +170,11 @@ func (s *server) agentError(w http.ResponseWriter, r *http.Request, c caller, er
 func (s *server) agentUnreachable(r *http.Request, c caller, err error) error {
 	id := r.PathValue("id")
 	rec, gerr := s.cfg.Sandboxes.Get(r.Context(), c.account, id)
+	if gerr == nil && rec.State == sandbox.StateRunning && !rec.LeaseEndsAt.IsZero() && time.Now().After(rec.LeaseEndsAt) {
+		// The reaper is ending it as the lease ran out; its record is
+		// not written yet.
+		return sandbox.Wrap(sandbox.KindLeaseEnded, err, fmt.Sprintf("sandbox %s ended: its lease ran out", id))
+	}
 	if gerr == nil && rec.State != sandbox.StateRunning {
 		if rec.EndReason == sandbox.EndLeaseEnded {
 			return sandbox.Wrap(sandbox.KindLeaseEnded, err, fmt.Sprintf("sandbox %s ended: its lease ran out", id))

@@ -3,6 +3,7 @@ package conformance
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,8 +77,9 @@ func TestBombsStayInside(t *testing.T) {
 			// killed (the agent's OOM watch), and the sandbox lives on with
 			// its files and its other processes.
 			sb := e.create(t, api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 512, TimeoutSeconds: 600})
-			if got := e.out(t, sb.ID, "free -m | awk '/^Mem:/ {print $2}'"); got != "512" {
-				t.Fatalf("free -m: got total %s MiB, want 512", got)
+			// A kernel of its own (a microVM's) keeps a little for itself.
+			if got, _ := strconv.Atoi(e.out(t, sb.ID, "free -m | awk '/^Mem:/ {print $2}'")); got > 512 || got < 512*9/10 {
+				t.Fatalf("free -m: got total %d MiB, want about 512", got)
 			}
 			e.out(t, sb.ID, "echo kept > /workspace/kept")
 			bg, err := e.c.StartProcess(ctx, sb.ID, api.ExecRequest{Cmd: api.Command{Argv: []string{"sleep", "600"}}})

@@ -298,6 +298,10 @@ func (i *instance) exited(err error) {
 		switch {
 		case errors.As(err, &ee) && ee.ProcessState.String() == "signal: killed" && i.oomKilled():
 			i.reason, i.message = sandbox.EndOutOfMemory, "the microVM's QEMU outgrew its memory"
+		case guestOOM(i.con.String()):
+			// The guest's own kernel found nothing left to kill (memory
+			// file systems hold it all) and panicked.
+			i.reason, i.message = sandbox.EndOutOfMemory, "the guest ran out of memory"
 		case err != nil:
 			i.message = "QEMU ended: " + err.Error()
 		default:
@@ -340,6 +344,14 @@ func (i *instance) close() {
 	if i.host != nil {
 		i.host.Close()
 	}
+}
+
+// guestOOM reports whether the guest's kernel panicked for want of
+// memory. Root in the guest can print such a line itself, and so lie
+// only about its own sandbox's end.
+func guestOOM(console string) bool {
+	return strings.Contains(console, "Kernel panic") &&
+		(strings.Contains(console, "Out of memory and no killable processes") || strings.Contains(console, "System is deadlocked on memory"))
 }
 
 // consoleTail is the last lines of the guest's console that say why it

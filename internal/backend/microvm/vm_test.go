@@ -46,7 +46,7 @@ func agentClient(inst sandbox.Instance) *http.Client {
 }
 
 // agentSh runs a shell command through the agent and returns its stdout.
-func agentSh(t *testing.T, hc *http.Client, cmd string) string {
+func agentSh(t testing.TB, hc *http.Client, cmd string) string {
 	t.Helper()
 	body, _ := json.Marshal(api.ExecRequest{Cmd: api.Command{Shell: cmd}})
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", "http://agent/exec", bytes.NewReader(body))
@@ -153,7 +153,7 @@ func TestGuestCrash(t *testing.T) {
 			}
 			select {
 			case <-inst.Done():
-			case <-time.After(60 * time.Second):
+			case <-time.After(2 * time.Minute):
 				con := inst.(*instance).con.String()
 				t.Fatalf("the sandbox did not end; console ends %q", con[max(0, len(con)-1500):])
 			}
@@ -237,19 +237,23 @@ func TestPauseResume(t *testing.T) {
 	hc := agentClient(inst)
 	agentSh(t, hc, "echo kept > /home/user/f; sleep 3600 & echo $! > /tmp/pid; python3 -c 'import time; open(\"/tmp/x\",\"w\").write(str(time.time()))'")
 	pid := inst.(*instance).pid
+	t0 := time.Now()
 	if err := b.Pause(ctx, id); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("pause took %s", time.Since(t0))
 	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
 		t.Fatal("QEMU still runs after pause")
 	}
 	if _, ok := b.cg.OOMKills(id); ok {
 		t.Error("the cgroup is still there after pause")
 	}
+	t0 = time.Now()
 	inst, err = b.Resume(ctx, id, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("resume took %s", time.Since(t0))
 	hc = agentClient(inst)
 	if got := agentSh(t, hc, "cat /home/user/f; kill -0 $(cat /tmp/pid) && echo alive; test -s /tmp/x && echo tmp"); got != "kept\nalive\ntmp" {
 		t.Errorf("after resume: got %q, want the file, the process and /tmp (memory)", got)
