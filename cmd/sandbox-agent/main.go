@@ -63,6 +63,8 @@ func serve() int {
 		// A microVM's own kernel has one.
 		if os.Getenv(channelVar) == "" {
 			go (&agent.OOMWatch{Self: os.Getpid()}).Run()
+		} else {
+			go (&agent.MemFSWatch{End: powerOff}).Run()
 		}
 	}
 	link := &agentlink.Agent{Handler: h}
@@ -106,6 +108,17 @@ func detachConsole() error {
 		}
 	}
 	return nil
+}
+
+// powerOff ends a microVM, saying why on its console first (at a level
+// a quiet kernel still prints).
+func powerOff(reason string) {
+	if f, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0); err == nil {
+		f.WriteString("<2>" + reason + "\n")
+		f.Close()
+	}
+	unix.Sync()
+	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
 }
 
 // waitFile waits for the host to create path: the host's only way to

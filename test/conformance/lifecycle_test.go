@@ -100,7 +100,7 @@ func TestLifecycle(t *testing.T) {
 func TestLeaseEnds(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		req := small()
-		req.TimeoutSeconds = 2
+		req.TimeoutSeconds = e.lease(2)
 		sb := e.create(t, req)
 		// A command still running when the lease ends is killed with it,
 		// and its stream ends with an error event saying so.
@@ -123,7 +123,7 @@ func TestPauseResumeKeepsFilesAndProcesses(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ctx := t.Context()
 		req := small()
-		req.TimeoutSeconds = 3
+		req.TimeoutSeconds = e.lease(3)
 		req.OnLeaseEnd = "pause"
 		sb := e.create(t, req)
 		e.out(t, sb.ID, "echo kept > note.txt")

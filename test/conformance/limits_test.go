@@ -11,11 +11,16 @@ import (
 	"github.com/withruntime/withruntime/api"
 )
 
-// cpuUsage reads the host's CPU accounting of a gVisor sandbox's cgroup,
-// on a v1 host or a pure v2 one.
-func cpuUsage(t *testing.T, id string) time.Duration {
+// cpuUsage reads the host's CPU accounting of a sandbox's cgroup (runsc's
+// under withruntime/, QEMU's under withruntime-vm/), on a v1 host or a
+// pure v2 one.
+func cpuUsage(t *testing.T, e *env, id string) time.Duration {
 	t.Helper()
-	if data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/withruntime", id, "cpu.stat")); err == nil {
+	parent := "withruntime"
+	if e.backend == "microvm" {
+		parent = "withruntime-vm"
+	}
+	if data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", parent, id, "cpu.stat")); err == nil {
 		for _, line := range strings.Split(string(data), "\n") {
 			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
 				us, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -24,8 +29,8 @@ func cpuUsage(t *testing.T, id string) time.Duration {
 		}
 	}
 	for _, p := range []string{
-		filepath.Join("/sys/fs/cgroup/cpuacct/withruntime", id, "cpuacct.usage"),
-		filepath.Join("/sys/fs/cgroup/cpu,cpuacct/withruntime", id, "cpuacct.usage"),
+		filepath.Join("/sys/fs/cgroup/cpuacct", parent, id, "cpuacct.usage"),
+		filepath.Join("/sys/fs/cgroup/cpu,cpuacct", parent, id, "cpuacct.usage"),
 	} {
 		if data, err := os.ReadFile(p); err == nil {
 			ns, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
@@ -38,17 +43,14 @@ func cpuUsage(t *testing.T, id string) time.Duration {
 
 func TestCPULimitIsReal(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		if e.backend != "gvisor" {
-			t.Skip("reads the gVisor backend's host cgroup")
-		}
 		sb := e.create(t, api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 1024, TimeoutSeconds: 600})
-		before := cpuUsage(t, sb.ID)
+		before := cpuUsage(t, e, sb.ID)
 		start := time.Now()
 		// Two busy processes for two seconds: on one vCPU they share one
 		// host CPU.
 		e.out(t, sb.ID, "timeout 2 sh -c 'while :; do :; done' & timeout 2 sh -c 'while :; do :; done' & wait; true")
 		wall := time.Since(start)
-		used := cpuUsage(t, sb.ID) - before
+		used := cpuUsage(t, e, sb.ID) - before
 		t.Logf("2 busy processes on 1 vCPU: %.2f s of CPU in %.2f s", used.Seconds(), wall.Seconds())
 		if used > wall*115/100 {
 			t.Fatalf("used %.2f s of CPU in %.2f s of wall time: more than one host CPU", used.Seconds(), wall.Seconds())

@@ -159,6 +159,15 @@ func (e *env) out(t *testing.T, id, cmd string) string {
 	return strings.TrimSpace(res.Stdout)
 }
 
+// lease is a lease of seconds long enough for the test's few commands:
+// microVMs run under TCG here, where a command takes a second.
+func (e *env) lease(seconds int) int {
+	if e.backend == "microvm" {
+		return seconds * 5
+	}
+	return seconds
+}
+
 // waitState polls until the sandbox reaches state or the time runs out.
 func (e *env) waitState(t *testing.T, id string, state sandbox.State, limit time.Duration) *api.Sandbox {
 	t.Helper()

@@ -346,10 +346,18 @@ func (i *instance) close() {
 	}
 }
 
+// agentOOMMark is agent.MemFSOOMMark (a backend does not import the
+// agent): the line a guest prints when its memory file systems hold all
+// its memory.
+const agentOOMMark = "withruntime: out of memory"
+
 // guestOOM reports whether the guest's kernel panicked for want of
 // memory. Root in the guest can print such a line itself, and so lie
 // only about its own sandbox's end.
 func guestOOM(console string) bool {
+	if strings.Contains(console, agentOOMMark) {
+		return true // the agent's MemFSWatch
+	}
 	return strings.Contains(console, "Kernel panic") &&
 		(strings.Contains(console, "Out of memory and no killable processes") || strings.Contains(console, "System is deadlocked on memory"))
 }

@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// MemFSWatch ends a microVM whose memory file systems (/tmp, /dev/shm)
+// hold its memory: the guest kernel's OOM killer frees none of it, so
+// the machine would limp on with nothing left for any program. The
+// gVisor tier ends such a sandbox from the host; a VM's memory is its own
+// kernel's, so the guest ends itself and says why on its console, which
+// the host reads as out_of_memory (a guest's root can print the same line
+// and lie only about its own end).
+type MemFSWatch struct {
+	// Proc is the proc mount; default /proc.
+	Proc string
+	// End reports the reason and powers the guest off.
+	End func(reason string)
+}
+
+// MemFSOOMMark starts the console line of a guest that ended itself for
+// memory.
+const MemFSOOMMark = "withruntime: out of memory"
+
+// memFSGrace is how long memory must stay exhausted by the file systems.
+const memFSGrace = 2 * time.Second
+
+// Run looks every 250 ms, forever.
+func (w *MemFSWatch) Run() {
+	var over time.Duration
+	const tick = 250 * time.Millisecond
+	for {
+		time.Sleep(tick)
+		if reason, full := w.full(); full {
+			over += tick
+			if over >= memFSGrace {
+				w.End(reason)
+				return
+			}
+		} else {
+			over = 0
+		}
+	}
+}
+
+// full reports whether memory is all but gone and memory file systems
+// hold most of it.
+func (w *MemFSWatch) full() (string, bool) {
+	proc := w.Proc
+	if proc == "" {
+		proc = "/proc"
+	}
+	data, err := os.ReadFile(filepath.Join(proc, "meminfo"))
+	if err != nil {
+		return "", false
+	}
+	var total, avail, shmem uint64
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		key, rest, _ := strings.Cut(sc.Text(), ":")
+		switch key {
+		case "MemTotal":
+			total, _ = kiB(rest)
+		case "MemAvailable":
+			avail, _ = kiB(rest)
+		case "Shmem":
+			shmem, _ = kiB(rest)
+		}
+	}
+	if total == 0 || avail >= total/50 || shmem < total*85/100 {
+		return "", false
+	}
+	return fmt.Sprintf("%s: memory file systems hold %d of %d MiB", MemFSOOMMark, shmem>>20, total>>20), true
+}
