@@ -211,6 +211,8 @@ func TestAgentUnreachable(t *testing.T) {
 	l.Close()
 	e.fake.mu.Lock()
 	e.fake.agentAddr = dead
+	lease := e.fake.recs["sbx-1"].LeaseEndsAt
+	e.fake.recs["sbx-1"].LeaseEndsAt = time.Now().Add(time.Hour)
 	e.fake.mu.Unlock()
 
 	resp := e.doJSON("POST", "/v1/sandboxes/sbx-1/exec", e.keys[store.KeyFull], `{"cmd":"ls"}`)
@@ -237,6 +239,15 @@ func TestAgentUnreachable(t *testing.T) {
 	}
 	if got := errorOf(t, resp).Code; got != "lease_ended" {
 		t.Errorf("code: got %q, want lease_ended", got)
+	}
+	// A lease already over while its stop is not yet recorded (the
+	// reaper is ending it): lease_ended, not internal.
+	e.fake.mu.Lock()
+	e.fake.recs["sbx-1"].LeaseEndsAt = lease
+	e.fake.mu.Unlock()
+	resp = e.doJSON("POST", "/v1/sandboxes/sbx-1/exec", e.keys[store.KeyFull], `{"cmd":"ls"}`)
+	if d := errorOf(t, resp); d.Code != "lease_ended" {
+		t.Errorf("lease over: got %+v, want lease_ended", d)
 	}
 }
 
