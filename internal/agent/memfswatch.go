@@ -1,12 +1,7 @@
 package agent
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -56,23 +51,8 @@ func (w *MemFSWatch) full() (string, bool) {
 	if proc == "" {
 		proc = "/proc"
 	}
-	data, err := os.ReadFile(filepath.Join(proc, "meminfo"))
-	if err != nil {
-		return "", false
-	}
-	var total, avail, shmem uint64
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		key, rest, _ := strings.Cut(sc.Text(), ":")
-		switch key {
-		case "MemTotal":
-			total, _ = kiB(rest)
-		case "MemAvailable":
-			avail, _ = kiB(rest)
-		case "Shmem":
-			shmem, _ = kiB(rest)
-		}
-	}
+	m := readMeminfo(proc)
+	total, avail, shmem := m["MemTotal"], m["MemAvailable"], m["Shmem"]
 	if total == 0 || avail >= total/50 || shmem < total*85/100 {
 		return "", false
 	}

@@ -138,22 +138,28 @@ func (w *OOMWatch) proc() string {
 
 // meminfo reads MemTotal and MemAvailable in bytes.
 func (w *OOMWatch) meminfo() (total, avail uint64, ok bool) {
-	data, err := os.ReadFile(filepath.Join(w.proc(), "meminfo"))
+	m := readMeminfo(w.proc())
+	total, haveTotal := m["MemTotal"]
+	avail, haveAvail := m["MemAvailable"]
+	return total, avail, haveTotal && haveAvail && total > 0
+}
+
+// readMeminfo reads proc/meminfo's sizes in bytes, by name (nil when it
+// cannot be read).
+func readMeminfo(proc string) map[string]uint64 {
+	data, err := os.ReadFile(filepath.Join(proc, "meminfo"))
 	if err != nil {
-		return 0, 0, false
+		return nil
 	}
-	var haveTotal, haveAvail bool
+	m := map[string]uint64{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		key, rest, _ := strings.Cut(sc.Text(), ":")
-		switch key {
-		case "MemTotal":
-			total, haveTotal = kiB(rest)
-		case "MemAvailable":
-			avail, haveAvail = kiB(rest)
+		if v, ok := kiB(rest); ok {
+			m[key] = v
 		}
 	}
-	return total, avail, haveTotal && haveAvail && total > 0
+	return m
 }
 
 // kiB parses " 1234 kB" into bytes.
