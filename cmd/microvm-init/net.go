@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,6 +19,10 @@ func configureNet(n netConf) error {
 	gw, err := netip.ParseAddr(n.Gw)
 	if err != nil {
 		return err
+	}
+	// IPv4 only, as under gVisor (the host end drops IPv6 anyway).
+	for _, k := range []string{"all", "default", "eth0"} {
+		os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/disable_ipv6", []byte("1"), 0o644)
 	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

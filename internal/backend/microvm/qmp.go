@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,8 +17,9 @@ import (
 // more than the guest: lines are bounded and only what a command returns
 // is read.
 type qmp struct {
-	c net.Conn
-	r *bufio.Reader
+	mu sync.Mutex // one command at a time
+	c  net.Conn
+	r  *bufio.Reader
 }
 
 // maxQMPLine bounds one line QEMU writes on its monitor.
@@ -98,6 +100,8 @@ func (q *qmp) line() ([]byte, error) {
 // run executes one command and decodes its return value into out (nil:
 // ignored). Events that arrive meanwhile are skipped.
 func (q *qmp) run(cmd string, args any, out any) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	req := map[string]any{"execute": cmd}
 	if args != nil {
 		req["arguments"] = args
@@ -137,6 +141,8 @@ func (q *qmp) run(cmd string, args any, out any) error {
 // sendFD passes f to QEMU under name (QMP getfd), for migrating to or
 // from a file the host opened.
 func (q *qmp) sendFD(name string, f *os.File) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	data, _ := json.Marshal(map[string]any{"execute": "getfd", "arguments": map[string]string{"fdname": name}})
 	uc := q.c.(*net.UnixConn)
 	if _, _, err := uc.WriteMsgUnix(append(data, '\n'), unix.UnixRights(int(f.Fd())), nil); err != nil {

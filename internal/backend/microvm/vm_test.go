@@ -292,3 +292,49 @@ func TestAttachAfterRestart(t *testing.T) {
 		t.Fatal("the attached instance did not end")
 	}
 }
+
+// TestFreezeThaw: a frozen VM runs nothing (a counter that ticks every
+// 0.1 s stands still) and goes on after a thaw.
+func TestFreezeThaw(t *testing.T) {
+	b := newTestBackend(t)
+	ctx := t.Context()
+	const id = "sbx_vmfreeze01"
+	inst, err := b.Start(ctx, id, testSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Destroy(context.Background(), id)
+	hc := agentClient(inst)
+	agentSh(t, hc, "(i=0; while true; do i=$((i+1)); echo $i > /tmp/n; sleep 0.1; done) > /dev/null 2>&1 &")
+	time.Sleep(time.Second)
+	counter := func() int {
+		n, err := strconv.Atoi(agentSh(t, hc, "cat /tmp/n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// How far it counts in 3 s here (TCG runs it slower than 10 a second).
+	first := counter()
+	time.Sleep(3 * time.Second)
+	before := counter()
+	running := before - first
+	if running < 6 {
+		t.Fatalf("the counter went only from %d to %d in 3 s of running", first, before)
+	}
+	if err := b.Freeze(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if err := b.Thaw(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	thawed := counter()
+	if thawed-before > running/2 {
+		t.Errorf("the counter went from %d to %d over a 3 s freeze (%d in 3 s running): the guest ran", before, thawed, running)
+	}
+	time.Sleep(time.Second)
+	if after := counter(); after <= thawed {
+		t.Errorf("after the thaw the counter stands at %d", after)
+	}
+}
