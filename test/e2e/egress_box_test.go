@@ -21,8 +21,10 @@ import (
 // recorder makes API calls and keeps every answer it got, so that a test
 // can say what never appeared in one.
 type recorder struct {
-	s  *testenv.Server
-	mu sync.Mutex
+	s *testenv.Server
+	// isolation is what its boxes ask for ("": the server's default).
+	isolation string
+	mu        sync.Mutex
 	// seen is every response body, CLI output and exec stream so far.
 	seen [][]byte
 }
@@ -71,7 +73,11 @@ type box struct {
 // the probe script and the test CA, and stops it when the test ends.
 func newBox(t *testing.T, r *recorder, networkJSON string, caPEM []byte) *box {
 	t.Helper()
-	st, data := r.call(t, "POST", "/v1/sandboxes", strings.NewReader(`{"vcpus":1,"memory_mib":1024,"network":`+networkJSON+`}`))
+	iso := ""
+	if r.isolation != "" {
+		iso = `,"isolation":"` + r.isolation + `"`
+	}
+	st, data := r.call(t, "POST", "/v1/sandboxes", strings.NewReader(`{"vcpus":1,"memory_mib":1024`+iso+`,"network":`+networkJSON+`}`))
 	var sb api.Sandbox
 	if st != http.StatusCreated || json.Unmarshal(data, &sb) != nil {
 		t.Fatalf("create with network %s: %d %s", networkJSON, st, data)
@@ -241,5 +247,21 @@ func (b *box) noProxyVariables(t *testing.T) {
 	t.Helper()
 	if res := b.sh(t, "env | grep -i '_proxy=' || true"); strings.TrimSpace(res.Out) != "" {
 		t.Fatalf("the sandbox has proxy variables: %s", res.Out)
+	}
+}
+
+// forIsolations runs an egress test against each isolation tier, each on
+// a server of its own: the packet rules, the proxy and the resolver must
+// hold for a microVM (under TCG here) exactly as for gVisor.
+func forIsolations(t *testing.T, f func(t *testing.T, isolation string, flags ...string)) {
+	for _, iso := range []string{"gvisor", "microvm"} {
+		t.Run(iso, func(t *testing.T) {
+			if iso == "microvm" {
+				testenv.RequiresMicroVM(t)
+				f(t, iso, "--microvm-accel", "tcg")
+				return
+			}
+			f(t, iso)
+		})
 	}
 }

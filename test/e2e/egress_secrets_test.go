@@ -45,10 +45,12 @@ type scanAnswer struct {
 // CLI, seen by sandboxes as placeholders only, swapped in by the egress
 // proxy on HTTPS requests to the bound host only, and never written
 // anywhere else.
-func TestSecrets(t *testing.T) {
+func TestSecrets(t *testing.T) { forIsolations(t, testSecrets) }
+
+func testSecrets(t *testing.T, isolation string, flags ...string) {
 	u := newUpstreams(t)
-	s := testenv.StartServer(t, u.serverFlags()...)
-	r := &recorder{s: s}
+	s := testenv.StartServer(t, append(u.serverFlags(), flags...)...)
+	r := &recorder{s: s, isolation: isolation}
 	value, value2, badValue := newSecretValue(), newSecretValue(), newSecretValue()
 	values := []string{value, value2, badValue}
 

@@ -96,10 +96,12 @@ func hostAddr6() string {
 // against upstreams of the test's own in a network namespace. Every
 // program here connects directly, ignoring any proxy variable (the
 // sandboxes have none): what holds, holds for programs that ignore them.
-func TestEgress(t *testing.T) {
+func TestEgress(t *testing.T) { forIsolations(t, testEgress) }
+
+func testEgress(t *testing.T, isolation string, flags ...string) {
 	u := newUpstreams(t)
-	s := testenv.StartServer(t, u.serverFlags()...)
-	r := &recorder{s: s}
+	s := testenv.StartServer(t, append(u.serverFlags(), flags...)...)
+	r := &recorder{s: s, isolation: isolation}
 	const allowJSON = `{"internet":true,"allow":["allowed.example.test","*.wild.example.test"]}`
 	allow := newBox(t, r, allowJSON, u.CAPEM)
 	off := newBox(t, r, `{"internet":false}`, u.CAPEM)
