@@ -105,6 +105,8 @@ func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spe
 	}
 	cmd, err := b.launch(id, p, spec, restore != nil, tap)
 	if err != nil {
+		releaseJail(p)
+		b.cg.Remove(id)
 		return nil, err
 	}
 	i := newInstance(id, cmd.Process.Pid, b.cg)
@@ -116,6 +118,9 @@ func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spe
 			if msg := consoleTail(i); msg != "" {
 				retErr = fmt.Errorf("%w (console: %s)", retErr, msg)
 			}
+			// A boot that failed holds nothing: no mount, no cgroup.
+			releaseJail(p)
+			b.cg.Remove(id)
 		}
 	}()
 	if err := b.cg.Add(id, cmd.Process.Pid); err != nil {

@@ -338,3 +338,29 @@ func TestFreezeThaw(t *testing.T) {
 		t.Errorf("after the thaw the counter stands at %d", after)
 	}
 }
+
+// TestFailedBootLeavesNothing: a boot that cannot finish (here its time
+// runs out at once) kills QEMU and leaves no mount and no cgroup.
+func TestFailedBootLeavesNothing(t *testing.T) {
+	b := newTestBackend(t)
+	const id = "sbx_vmfail01"
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := b.Start(ctx, id, testSpec()); err == nil {
+		b.Destroy(context.Background(), id)
+		t.Fatal("a boot with no time to finish: got no error")
+	}
+	p := b.paths(id)
+	for _, m := range []string{p.jail, p.jail + "/run", p.jail + "/dev/null"} {
+		if mounted(m) {
+			t.Errorf("%s is still mounted", m)
+		}
+	}
+	if _, ok := b.cg.OOMKills(id); ok {
+		t.Error("the cgroup is still there")
+	}
+	if pid, ok := b.recordedPid(p, id); ok {
+		t.Errorf("QEMU %d still runs", pid)
+	}
+	b.Destroy(context.Background(), id)
+}
