@@ -110,11 +110,11 @@ func detachConsole() error {
 	return nil
 }
 
-// powerOff ends a microVM, saying why on its console first (at a level
-// a quiet kernel still prints).
+// powerOff ends a microVM for memory, saying so on its console first (at
+// a level a quiet kernel still prints).
 func powerOff(reason string) {
 	if f, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0); err == nil {
-		f.WriteString("<2>" + reason + "\n")
+		f.WriteString("<2>" + agentlink.OOMMark + ": " + reason + "\n")
 		f.Close()
 	}
 	unix.Sync()

@@ -15,13 +15,10 @@ import (
 type MemFSWatch struct {
 	// Proc is the proc mount; default /proc.
 	Proc string
-	// End reports the reason and powers the guest off.
+	// End reports the reason and powers the guest off (the agent's main
+	// prints agentlink.OOMMark before it, which the host reads).
 	End func(reason string)
 }
-
-// MemFSOOMMark starts the console line of a guest that ended itself for
-// memory.
-const MemFSOOMMark = "withruntime: out of memory"
 
 // memFSGrace is how long memory must stay exhausted by the file systems.
 const memFSGrace = 2 * time.Second
@@ -56,5 +53,5 @@ func (w *MemFSWatch) full() (string, bool) {
 	if total == 0 || avail >= total/50 || shmem < total*85/100 {
 		return "", false
 	}
-	return fmt.Sprintf("%s: memory file systems hold %d of %d MiB", MemFSOOMMark, shmem>>20, total>>20), true
+	return fmt.Sprintf("memory file systems hold %d of %d MiB", shmem>>20, total>>20), true
 }

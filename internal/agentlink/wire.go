@@ -20,3 +20,8 @@ const ResumeName = "resume"
 // ErrClosed is returned by a Host that was closed: the sandbox is gone or
 // paused.
 var ErrClosed = errors.New("agent link closed")
+
+// OOMMark starts the console line a microVM's agent prints before it
+// powers the guest off for memory (its memory file systems hold it all):
+// the host reads the line as the end reason out_of_memory.
+const OOMMark = "withruntime: out of memory"

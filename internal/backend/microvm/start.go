@@ -208,7 +208,6 @@ type instance struct {
 
 	reason  sandbox.EndReason // set before done is closed
 	message string
-	ended   func() // set by the backend: a hook when the process ended
 }
 
 var _ sandbox.Instance = (*instance)(nil)
@@ -228,6 +227,10 @@ func (i *instance) connect(ctx context.Context, p paths) error {
 		return err
 	}
 	i.qmp = q
+	go func() {
+		<-i.done
+		q.Close()
+	}()
 	con, err := dialJailSocket(ctx, filepath.Join(p.vm, "console.sock"), i.pid)
 	if err != nil {
 		return err
@@ -299,13 +302,14 @@ func (i *instance) exited(err error) {
 	i.reason, i.message = sandbox.EndStopped, ""
 	if !stopping {
 		i.reason = sandbox.EndError
-		var ee *exec.ExitError
 		switch {
-		case errors.As(err, &ee) && ee.ProcessState.String() == "signal: killed" && i.oomKilled():
+		case i.oomKilled():
+			// QEMU is alone in its cgroup: whatever the kernel killed there
+			// was QEMU.
 			i.reason, i.message = sandbox.EndOutOfMemory, "the microVM's QEMU outgrew its memory"
 		case guestOOM(i.con.String()):
-			// The guest's own kernel found nothing left to kill (memory
-			// file systems hold it all) and panicked.
+			// The guest ended itself for memory: its kernel found nothing
+			// left to kill, or its memory file systems hold it all.
 			i.reason, i.message = sandbox.EndOutOfMemory, "the guest ran out of memory"
 		case err != nil:
 			i.message = "QEMU ended: " + err.Error()
@@ -316,13 +320,7 @@ func (i *instance) exited(err error) {
 			i.message += ": " + tail
 		}
 	}
-	if i.qmp != nil {
-		i.qmp.Close()
-	}
 	close(i.done)
-	if i.ended != nil {
-		i.ended()
-	}
 }
 
 // oomKilled reports whether the kernel's OOM killer acted in the
@@ -351,16 +349,11 @@ func (i *instance) close() {
 	}
 }
 
-// agentOOMMark is agent.MemFSOOMMark (a backend does not import the
-// agent): the line a guest prints when its memory file systems hold all
-// its memory.
-const agentOOMMark = "withruntime: out of memory"
-
 // guestOOM reports whether the guest's kernel panicked for want of
 // memory. Root in the guest can print such a line itself, and so lie
 // only about its own sandbox's end.
 func guestOOM(console string) bool {
-	if strings.Contains(console, agentOOMMark) {
+	if strings.Contains(console, agentlink.OOMMark) {
 		return true // the agent's MemFSWatch
 	}
 	return strings.Contains(console, "Kernel panic") &&
