@@ -53,9 +53,10 @@ type Backend struct {
 	// without shared checkpoints): every access to it goes through it.
 	shared *os.Root
 
-	mu        sync.Mutex // guards instances, links and digests
+	net *network.Links // the sandboxes' links (nil: no network)
+
+	mu        sync.Mutex // guards instances and digests
 	instances map[string]*instance
-	links     map[string]network.Link
 	// digests holds the digest of each checkpoint Pause left in the
 	// shared dir, until CheckpointDigest takes it.
 	digests map[string]string
@@ -100,7 +101,7 @@ func New(cfg Config) (*Backend, error) {
 	if err := prepareCgroups(); err != nil {
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, agentDir: agentDir, instances: map[string]*instance{}, links: map[string]network.Link{}, digests: map[string]string{}}
+	b := &Backend{cfg: cfg, agentDir: agentDir, instances: map[string]*instance{}, digests: map[string]string{}}
 	if d := cfg.SharedCheckpoints; d != "" {
 		r, err := openSharedRoot(d)
 		if err != nil {
@@ -114,6 +115,7 @@ func New(cfg Config) (*Backend, error) {
 			return nil, fmt.Errorf("installing packet rules: %w", err)
 		}
 		b.plumb = p
+		b.net = network.NewLinks(p)
 	}
 	return b, nil
 }

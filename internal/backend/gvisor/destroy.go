@@ -25,7 +25,7 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	}
 	var errs []error
 	b.stopContainer(ctx, id, p)
-	if err := b.detachNetwork(id, p); err != nil {
+	if err := b.net.Detach(id, p.state); err != nil {
 		errs = append(errs, err)
 	}
 	if err := network.RemoveNamespace(p.netns); err != nil {
@@ -97,7 +97,7 @@ func (b *Backend) Sweep(ctx context.Context, keep func(id string) bool) error {
 		keepIf := map[string]bool{}
 		for id := range seen {
 			if keep(id) {
-				if l, err := b.readLink(b.paths(id)); err == nil {
+				if l, err := network.ReadLink(b.paths(id).state); err == nil {
 					keepIf[l.HostIf] = true
 				}
 			}
@@ -122,7 +122,7 @@ func (b *Backend) Attach(ctx context.Context, id string, spec sandbox.Spec) (san
 	if err != nil || !alive(pid) {
 		return nil, errors.New("sandbox process is gone")
 	}
-	if err := b.adoptNetwork(id, p); err != nil {
+	if err := b.net.Adopt(id, p.state); err != nil {
 		return nil, err
 	}
 	// The agent lost its connections with the last server and dials again
@@ -141,7 +141,7 @@ func (b *Backend) Attach(ctx context.Context, id string, spec sandbox.Spec) (san
 // finds its sandboxes still steered and known to runsc.
 func (b *Backend) Close() error {
 	b.mu.Lock()
-	live := len(b.links) + len(b.instances)
+	live := b.net.Len() + len(b.instances)
 	b.mu.Unlock()
 	if live > 0 {
 		return nil

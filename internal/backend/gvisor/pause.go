@@ -85,7 +85,7 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	}
 	b.stopContainer(ctx, id, p)
 	removeCgroups(id)
-	b.detachNetwork(id, p)
+	b.net.Detach(id, p.state)
 	err = network.RemoveNamespace(p.netns)
 	if p.shared != "" {
 		b.removeLocal(p)
@@ -157,7 +157,7 @@ func (b *Backend) ResumeDigest(ctx context.Context, id string, spec sandbox.Spec
 	defer func() {
 		if retErr != nil {
 			b.stopContainer(context.WithoutCancel(ctx), id, p)
-			b.detachNetwork(id, p)
+			b.net.Detach(id, p.state)
 			network.RemoveNamespace(p.netns)
 			if shared {
 				// Still paused, and maybe another node's to resume:

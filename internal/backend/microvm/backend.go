@@ -51,10 +51,10 @@ type Backend struct {
 	cg   hostcgroup.Layout
 
 	plumb *network.Plumbing // nil: sandboxes have no network
+	net   *network.Links    // the sandboxes' links (nil: no network)
 
-	mu        sync.Mutex // guards instances and links
+	mu        sync.Mutex // guards instances
 	instances map[string]*instance
-	links     map[string]network.Link
 }
 
 var (
@@ -95,13 +95,14 @@ func New(cfg Config) (*Backend, error) {
 	if err := os.MkdirAll(cfg.RunDir, 0o700); err != nil {
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, root: root, base: base, cg: cg, instances: map[string]*instance{}, links: map[string]network.Link{}}
+	b := &Backend{cfg: cfg, root: root, base: base, cg: cg, instances: map[string]*instance{}}
 	if w := cfg.Egress; w != nil {
 		p, err := network.Install(network.Config{Name: w.Tag, ProxyPort: w.ProxyPort, DNSPort: w.DNSPort})
 		if err != nil {
 			return nil, fmt.Errorf("installing packet rules: %w", err)
 		}
 		b.plumb = p
+		b.net = network.NewLinks(p)
 	}
 	return b, nil
 }
@@ -155,7 +156,7 @@ func vmUID(id string) int {
 // of it is live (the server's other backend may still hold them).
 func (b *Backend) Close() error {
 	b.mu.Lock()
-	live := len(b.links) + len(b.instances)
+	live := b.net.Len() + len(b.instances)
 	b.mu.Unlock()
 	if live > 0 || b.plumb == nil {
 		return nil

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/withruntime/withruntime/internal/network"
 )
 
 // recordedPid is the QEMU pid an earlier server wrote, if that process
@@ -92,7 +94,7 @@ func (b *Backend) Sweep(ctx context.Context, keep func(id string) bool) error {
 	keepIf := map[string]bool{}
 	for id := range seen {
 		if keep(id) {
-			if l, err := b.readLink(b.paths(id)); err == nil {
+			if l, err := network.ReadLink(b.paths(id).state); err == nil {
 				keepIf[l.HostIf] = true
 			}
 			continue

@@ -1,12 +1,10 @@
 package microvm
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -35,26 +33,19 @@ type guestNet struct {
 // attachNetwork wires sandbox id and returns its tap's descriptor (nil
 // without egress: then the VM has no NIC at all).
 func (b *Backend) attachNetwork(id string, p paths, spec sandbox.Spec) (*os.File, *network.Link, error) {
-	if b.plumb == nil {
+	if b.net == nil {
 		return nil, nil, nil
 	}
 	if err := network.NewNamespace(p.netns); err != nil {
 		return nil, nil, err
 	}
-	link, err := b.plumb.Attach(id, p.netns)
+	link, err := b.net.Attach(id, p.netns, p.state, spec.Network.Internet)
 	if err != nil {
-		return nil, nil, fmt.Errorf("wiring the network: %w", err)
-	}
-	fail := func(err error) (*os.File, *network.Link, error) {
-		b.plumb.Detach(link)
 		return nil, nil, err
 	}
-	if err := b.plumb.SetOnline(link, spec.Network.Internet); err != nil {
-		return fail(err)
-	}
-	data, _ := json.Marshal(link)
-	if err := os.WriteFile(filepath.Join(p.state, "link.json"), data, 0o600); err != nil {
-		return fail(err)
+	fail := func(err error) (*os.File, *network.Link, error) {
+		b.detachNetwork(id, p)
+		return nil, nil, err
 	}
 	var tap *os.File
 	err = network.InNamespace(p.netns, func() error {
@@ -67,9 +58,6 @@ func (b *Backend) attachNetwork(id string, p paths, spec sandbox.Spec) (*os.File
 	if err != nil {
 		return fail(fmt.Errorf("the VM's tap: %w", err))
 	}
-	b.mu.Lock()
-	b.links[id] = link
-	b.mu.Unlock()
 	return tap, &link, nil
 }
 
@@ -147,77 +135,33 @@ func (b *Backend) reopenTap(id string, p paths) (*os.File, error) {
 	return tap, err
 }
 
-func (b *Backend) readLink(p paths) (network.Link, error) {
-	var l network.Link
-	data, err := os.ReadFile(filepath.Join(p.state, "link.json"))
-	if err != nil {
-		return l, err
-	}
-	return l, json.Unmarshal(data, &l)
-}
-
-// adoptNetwork takes over the link of a sandbox a server before started.
+// adoptNetwork takes over the link of a sandbox a server before started
+// (one made without egress has none).
 func (b *Backend) adoptNetwork(id string, p paths) error {
-	if b.plumb == nil {
-		return nil
-	}
-	link, err := b.readLink(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil // it was made without egress
-	}
-	if err != nil {
+	if err := b.net.Adopt(id, p.state); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err := b.plumb.Adopt(link); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	b.links[id] = link
-	b.mu.Unlock()
 	return nil
 }
 
+// detachNetwork removes the sandbox's link and its namespace, with the
+// bridge and the tap in it.
 func (b *Backend) detachNetwork(id string, p paths) error {
-	if b.plumb == nil {
+	if b.net == nil {
 		return nil
 	}
-	b.mu.Lock()
-	link, ok := b.links[id]
-	delete(b.links, id)
-	b.mu.Unlock()
-	if !ok {
-		l, err := b.readLink(p)
-		if err != nil {
-			network.RemoveNamespace(p.netns)
-			return nil
-		}
-		link = l
-	}
-	err := b.plumb.Detach(link)
-	if rerr := network.RemoveNamespace(p.netns); err == nil && !errors.Is(rerr, os.ErrNotExist) {
+	err := b.net.Detach(id, p.state)
+	if rerr := network.RemoveNamespace(p.netns); err == nil && rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = rerr
 	}
 	return err
 }
 
 // SandboxAddr implements sandbox.Networked.
-func (b *Backend) SandboxAddr(id string) (netip.Addr, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l, ok := b.links[id]
-	return l.SandboxAddr, ok
-}
+func (b *Backend) SandboxAddr(id string) (netip.Addr, bool) { return b.net.Addr(id) }
 
 // SetOnline implements sandbox.Networked.
-func (b *Backend) SetOnline(id string, online bool) error {
-	b.mu.Lock()
-	l, ok := b.links[id]
-	b.mu.Unlock()
-	if !ok {
-		return sandbox.Errorf(sandbox.KindNotFound, "sandbox %s has no link", id)
-	}
-	return b.plumb.SetOnline(l, online)
-}
+func (b *Backend) SetOnline(id string, online bool) error { return b.net.SetOnline(id, online) }
 
 // guestTrust is what the guest writes for egress: its resolver and the
 // installation's CA files, and the variables that point clients at them.
