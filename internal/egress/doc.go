@@ -61,8 +61,10 @@
 // every connection closed. Otherwise the proxy reads the connection's
 // first bytes. A TLS ClientHello gives the server name, an HTTP/1.x
 // request head the host (absolute-form target or Host, which must agree);
-// a client that sends nothing for 300 ms (ssh, smtp) or something else
-// is opaque TCP.
+// something else is opaque TCP, and so is a connection on which the
+// server speaks first (ssh, smtp). A client silent for 300 ms makes the
+// proxy dial where opaque TCP may go and wait for either side: a late
+// ClientHello or request head is still routed by its name.
 //
 //   - A name must pass the policy. The proxy resolves it itself (hosts
 //     file, then the host's resolver), keeps the IPv4 addresses not

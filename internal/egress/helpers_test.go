@@ -136,6 +136,9 @@ func newEnv(t testing.TB, pol Policy, opts ...func(*Config)) *env {
 			return d.DialContext(ctx, network, address)
 		},
 		UnblockLoopback: true,
+		// A client silent past the peek timeout where no server can
+		// speak is refused after this.
+		HeadTimeout: 2 * time.Second,
 		// Names of *.far.test resolve there: answered, never dialed.
 		Permit: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/15")},
 	}

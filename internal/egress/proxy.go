@@ -197,6 +197,18 @@ func (p *Proxy) handle(tc *net.TCPConn) {
 	if s.gone {
 		return
 	}
+	if s.proto == opaque && len(s.peeked) == 0 {
+		var routed bool
+		if s, routed = p.silent(c, f, sb, dst, ev); routed {
+			return
+		}
+	}
+	p.route(c, f, sb, s, dst, ev)
+}
+
+// route sends a connection that has been sniffed where the policy lets it
+// go: through the secrets' TLS termination, the HTTP relay or a splice.
+func (p *Proxy) route(c net.Conn, f *flow, sb Sandbox, s sniffed, dst netip.AddrPort, ev Event) {
 	ev.Kind, ev.Name = s.proto.kind(), s.name
 	// refuse logs the refusal and, to an HTTP client, says why.
 	refuse := func(reason string) {

@@ -272,6 +272,26 @@ func bannerUpstream(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// lineEchoUpstream is a client-first service that is neither TLS nor
+// HTTP: it answers a line with "+" and the line.
+func lineEchoUpstream(t *testing.T) string {
+	l := listen(t)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				io.WriteString(c, "+"+line)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
 func TestOpaqueTCP(t *testing.T) {
 	e := newEnv(t, Policy{Internet: true, Allow: []string{"git.test"}})
 	banner := bannerUpstream(t)
@@ -299,21 +319,7 @@ func TestOpaqueTCP(t *testing.T) {
 	e.wantEvent("tcp", "git.test", Allowed, "")
 
 	// A client-first protocol that is neither TLS nor HTTP is opaque too.
-	echo := listen(t)
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				io.WriteString(c, "+"+line)
-			}()
-		}
-	}()
-	e.toAddr(echo.Addr().String())
+	e.toAddr(lineEchoUpstream(t))
 	if got := e.rawExchange("PING\r\n"); got != "+PING\r\n" {
 		t.Errorf("client-first opaque: got %q, want +PING", got)
 	}
