@@ -3,11 +3,14 @@ package microvm
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/withruntime/withruntime/internal/hostcgroup"
 	"github.com/withruntime/withruntime/internal/image"
@@ -158,8 +161,17 @@ func (b *Backend) Close() error {
 	b.mu.Lock()
 	live := b.net.Len() + len(b.instances)
 	b.mu.Unlock()
-	if live > 0 || b.plumb == nil {
+	if live > 0 {
 		return nil
 	}
-	return b.plumb.Uninstall()
+	var err error
+	if b.plumb != nil {
+		err = b.plumb.Uninstall()
+	}
+	// Empty once no sandbox is left (a sandbox's own directory goes with
+	// it); Remove takes only an empty one.
+	if rerr := os.Remove(b.cfg.RunDir); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && !errors.Is(rerr, syscall.ENOTEMPTY) {
+		err = errors.Join(err, rerr)
+	}
+	return err
 }

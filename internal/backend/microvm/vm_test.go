@@ -117,6 +117,12 @@ func TestOwnKernel(t *testing.T) {
 	if l := b.cg.Leftovers(); slices.Contains(l, id) {
 		t.Errorf("cgroup left: %v", l)
 	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(b.cfg.RunDir); err == nil {
+		t.Errorf("run dir %s is left after Close", b.cfg.RunDir)
+	}
 }
 
 // TestGuestCrash: a kernel panic ends the sandbox with reason error, and
