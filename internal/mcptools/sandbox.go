@@ -9,14 +9,15 @@ import (
 	"github.com/withruntime/withruntime/client"
 )
 
-// CreateInput is sandbox_create's arguments: a size, a lease and a
-// network policy, each taking the server's default when absent.
+// CreateInput is sandbox_create's arguments: a size, a lease, a network
+// policy and an isolation, each taking the server's default when absent.
 type CreateInput struct {
 	VCPUs          int           `json:"vcpus,omitempty" jsonschema:"Virtual CPUs; absent means the server's default."`
 	MemoryMiB      int           `json:"memory_mib,omitempty" jsonschema:"Memory in MiB; absent means the server's default."`
 	DiskGiB        int           `json:"disk_gib,omitempty" jsonschema:"Disk in GiB; absent means the server's default."`
 	TimeoutSeconds int           `json:"timeout_seconds,omitempty" jsonschema:"The lease in seconds: the sandbox stops by itself when it ends; absent means the server's default."`
 	Network        *NetworkInput `json:"network,omitempty" jsonschema:"The network; absent means no network at all."`
+	Isolation      string        `json:"isolation,omitempty" jsonschema:"The boundary: gvisor (a user-space kernel) or microvm (a VM with its own Linux kernel); absent means the server's default."`
 }
 
 // NetworkInput is a sandbox's network policy.
@@ -60,7 +61,7 @@ func (t tools) addSandboxTools(s *mcp.Server) {
 }
 
 func create(ctx context.Context, c *client.Client, in CreateInput) (CreateOutput, error) {
-	req := api.CreateSandboxRequest{VCPUs: in.VCPUs, MemoryMiB: in.MemoryMiB, TimeoutSeconds: in.TimeoutSeconds}
+	req := api.CreateSandboxRequest{VCPUs: in.VCPUs, MemoryMiB: in.MemoryMiB, TimeoutSeconds: in.TimeoutSeconds, Isolation: in.Isolation}
 	if in.DiskGiB != 0 {
 		req.DiskGiB = &in.DiskGiB
 	}

@@ -40,6 +40,9 @@ func (f *fakeAPI) handler() http.Handler {
 		json.NewDecoder(r.Body).Decode(&req)
 		s := sbx
 		s.VCPUs = req.VCPUs
+		if s.Isolation = req.Isolation; s.Isolation == "" {
+			s.Isolation = "gvisor"
+		}
 		if req.Network != nil {
 			s.Network = *req.Network
 		}
@@ -359,6 +362,13 @@ func TestCreateListStop(t *testing.T) {
 	res := call(t, cs, "sandbox_create", map[string]any{"vcpus": 2, "network": map[string]any{"internet": true, "allow": []string{"pypi.example"}}}, &c)
 	if res.IsError || c.ID != "sbx-1" || c.Sandbox.VCPUs != 2 || !c.Sandbox.Network.Internet || !slices.Equal(c.Sandbox.Network.Allow, []string{"pypi.example"}) {
 		t.Errorf("create: got %v %q %+v, want sbx-1 with 2 vcpus and the allow list", res.IsError, text(res), c)
+	}
+	if c.Sandbox.Isolation != "gvisor" {
+		t.Errorf("create without isolation: got %q, want the server's default", c.Sandbox.Isolation)
+	}
+	res = call(t, cs, "sandbox_create", map[string]any{"isolation": "microvm"}, &c)
+	if res.IsError || c.Sandbox.Isolation != "microvm" {
+		t.Errorf("create with isolation microvm: got %v %q %+v", res.IsError, text(res), c)
 	}
 	var l ListOutput
 	res = call(t, cs, "sandbox_list", map[string]any{}, &l)

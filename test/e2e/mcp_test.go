@@ -98,10 +98,14 @@ func exerciseMCP(t *testing.T, cs *mcp.ClientSession) {
 		}
 	}
 
+	// The isolation goes to the server, which checks it.
+	if res, text, _ := mcpCall(t, cs, "sandbox_create", map[string]any{"isolation": "bogus"}); !res.IsError || !strings.HasPrefix(text, "invalid_request: ") {
+		t.Errorf("sandbox_create with isolation bogus: got %v %q, want an invalid_request tool error", res.IsError, text)
+	}
 	var created mcptools.CreateOutput
-	res, text, out := mcpCall(t, cs, "sandbox_create", map[string]any{"vcpus": 1, "memory_mib": 1024, "timeout_seconds": 600})
-	if res.IsError || json.Unmarshal([]byte(out), &created) != nil || created.ID == "" || created.Sandbox.State != "running" {
-		t.Fatalf("sandbox_create: got %v %q %s, want a running sandbox's id", res.IsError, text, out)
+	res, text, out := mcpCall(t, cs, "sandbox_create", map[string]any{"vcpus": 1, "memory_mib": 1024, "timeout_seconds": 600, "isolation": "gvisor"})
+	if res.IsError || json.Unmarshal([]byte(out), &created) != nil || created.ID == "" || created.Sandbox.State != "running" || created.Sandbox.Isolation != "gvisor" {
+		t.Fatalf("sandbox_create: got %v %q %s, want a running gvisor sandbox's id", res.IsError, text, out)
 	}
 	id := created.ID
 	stopped := false
