@@ -728,6 +728,29 @@ func testEgress(t *testing.T, isolation string, flags ...string) {
 			t.Fatalf("a new allowed name after the limit: %+v", a)
 		}
 	})
+
+	// A microVM's NIC is a new tap descriptor in a restored QEMU; a gVisor
+	// sandbox's namespace is rejoined from its checkpoint. Either way the
+	// link, the resolver and the policy are what they were.
+	t.Run("after a pause and a resume the same network and policy", func(t *testing.T) {
+		for _, op := range []string{"pause", "resume"} {
+			if st, data := r.call(t, "POST", "/v1/sandboxes/"+allow.ID+"/"+op, nil); st != http.StatusOK {
+				t.Fatalf("%s: %d %s", op, st, data)
+			}
+		}
+		m := u.mark()
+		st, res := allow.curl(t, "--cacert /workspace/test-ca.pem https://allowed.example.test/")
+		if st != "200" || !strings.Contains(res.Out, "hello from allowed.example.test over https") {
+			t.Fatalf("an allowed host after resume: got %s %s", st, res)
+		}
+		oneRequest(t, m, upAllowed)
+		m, lm := u.mark(), allow.logMark(t)
+		if st, res := allow.curl(t, "--resolve denied.example.test:80:"+upDenied+" http://denied.example.test/"); st != "502" || !strings.Contains(res.Out, "name not allowed") {
+			t.Fatalf("a denied host after resume: got %s %s, want the proxy's 502", st, res)
+		}
+		nothingAt(t, m, upDenied)
+		allow.expectEvent(t, lm, "denied.example.test", "refused", "name not allowed")
+	})
 }
 
 // waitFile waits until path exists in the sandbox.
