@@ -2,7 +2,6 @@ package manager
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -20,18 +19,28 @@ func (m *Manager) offered() []string {
 	return []string{m.cfg.Backend.Name()}
 }
 
+// Isolations lists the isolations this server runs, its default first:
+// what a node registers, so that placement sends a create only to a node
+// that runs its isolation.
+func (m *Manager) Isolations() []string {
+	def := m.cfg.Backend.Name()
+	out := []string{def}
+	for _, n := range m.offered() {
+		if n != def {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // isolationFor validates a create's isolation: "" is the server's default,
 // so that a record always names the isolation it has.
 func (m *Manager) isolationFor(name string) (string, error) {
 	if name == "" {
 		return m.cfg.Backend.Name(), nil
 	}
-	if !slices.Contains(sandbox.Isolations, name) {
-		quoted := make([]string, len(sandbox.Isolations))
-		for i, n := range sandbox.Isolations {
-			quoted[i] = strconv.Quote(n)
-		}
-		return "", invalid("isolation must be %s, got %q", strings.Join(quoted, " or "), name)
+	if err := sandbox.CheckIsolation(name); err != nil {
+		return "", err
 	}
 	if !slices.Contains(m.offered(), name) {
 		return "", sandbox.Errorf(sandbox.KindNotSupported, "isolation %q is not available on this server, which runs %s", name, strings.Join(m.offered(), ", "))

@@ -54,6 +54,10 @@ type Node struct {
 	// SharedCheckpoints is true when the node keeps paused sandboxes'
 	// checkpoints in the shared checkpoint storage.
 	SharedCheckpoints bool `json:"shared_checkpoints,omitempty"`
+	// Isolations are the isolations the node runs (sandbox.Isolations),
+	// its default first. Empty is a node from before isolations, which
+	// runs gVisor only.
+	Isolations []string `json:"isolations,omitempty"`
 	// Load is what the node reported at its last renewal.
 	Load NodeLoad `json:"load"`
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -305,7 +306,8 @@ func TestDeleteKeyIfRace(t *testing.T) {
 func TestNodeRegistry(t *testing.T) {
 	eachStore(t, func(t *testing.T, st Store) {
 		ctx := context.Background()
-		n := &Node{ID: "node1", Addr: "198.18.0.1:7443", CPUs: 8, MemoryMiB: 16384, DiskMiB: 100000, Overcommit: 2, Compat: "runsc-x/avx2", SharedCheckpoints: true}
+		n := &Node{ID: "node1", Addr: "198.18.0.1:7443", CPUs: 8, MemoryMiB: 16384, DiskMiB: 100000, Overcommit: 2, Compat: "runsc-x/avx2", SharedCheckpoints: true,
+			Isolations: []string{"microvm", "gvisor"}}
 		if err := st.RegisterNode(ctx, n, time.Hour); err != nil {
 			t.Fatalf("RegisterNode: %v", err)
 		}
@@ -323,9 +325,12 @@ func TestNodeRegistry(t *testing.T) {
 			got.Compat != n.Compat || !got.SharedCheckpoints || got.Epoch != 1 || got.Expired || got.Lost {
 			t.Fatalf("GetNode: got %+v, want %+v", got, n)
 		}
+		if !slices.Equal(got.Isolations, n.Isolations) {
+			t.Fatalf("GetNode isolations: got %v, want %v", got.Isolations, n.Isolations)
+		}
 
 		// Registering again is a new epoch: the old one cannot renew.
-		again := &Node{ID: "node1", Addr: "198.18.0.9:7443", CPUs: 4}
+		again := &Node{ID: "node1", Addr: "198.18.0.9:7443", CPUs: 4, Isolations: []string{"gvisor"}}
 		if err := st.RegisterNode(ctx, again, time.Hour); err != nil {
 			t.Fatal(err)
 		}
@@ -344,6 +349,13 @@ func TestNodeRegistry(t *testing.T) {
 		}
 		if got, _ := st.GetNode(ctx, "node1"); got.Load != load {
 			t.Fatalf("stored load: got %+v, want %+v", got.Load, load)
+		}
+		// A registration replaces the isolations; a renewal keeps them.
+		if !slices.Equal(renewed.Isolations, again.Isolations) {
+			t.Fatalf("renewed isolations: got %v, want %v", renewed.Isolations, again.Isolations)
+		}
+		if all, err := st.ListNodes(ctx); err != nil || len(all) != 1 || !slices.Equal(all[0].Isolations, again.Isolations) {
+			t.Fatalf("ListNodes: got %+v, %v; want node1 with isolations %v", all, err, again.Isolations)
 		}
 		_, err = st.RenewNode(ctx, "node9", 1, load, time.Hour)
 		wantStale(t, "renewal of an unknown node", err)
