@@ -54,7 +54,9 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 
 // LeaseConfig configures a Lease.
 type LeaseConfig struct {
-	// Node is the entry to register: ID, Addr, capacity and Compat.
+	// Node is the entry to register: ID, Addr, capacity, Compat and the
+	// isolations the node runs (placement sends a create only where its
+	// isolation runs).
 	Node     store.Node
 	Registry Registry
 	Manager  Manager

@@ -64,7 +64,8 @@ func newLease(t *testing.T, ttl time.Duration) (*Lease, *flakyRegistry, *fakeMan
 	mgr := &fakeManager{}
 	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
 	l := NewLease(LeaseConfig{
-		Node:     store.Node{ID: testNode, Addr: "127.0.0.1:7900", CPUs: 4, MemoryMiB: 8192, Overcommit: 4, Compat: "c1"},
+		Node:     store.Node{ID: testNode, Addr: "127.0.0.1:7900", CPUs: 4, MemoryMiB: 8192, Overcommit: 4, Compat: "c1",
+			Isolations: []string{sandbox.IsolationMicroVM, sandbox.IsolationGVisor}},
 		Registry: reg, Manager: mgr, TTL: ttl, Clock: clock,
 	})
 	if err := l.Register(context.Background()); err != nil {
@@ -156,6 +157,10 @@ func TestLeaseLostRegistersAgain(t *testing.T) {
 	}
 	if n.Epoch != 2 || n.Lost || l.Epoch() != 2 || l.Fenced() {
 		t.Fatalf("got entry epoch %d lost %v, lease epoch %d fenced %v; want epoch 2, not lost, serving", n.Epoch, n.Lost, l.Epoch(), l.Fenced())
+	}
+	// Placement reads the isolations off the entry of every epoch.
+	if want := []string{sandbox.IsolationMicroVM, sandbox.IsolationGVisor}; !slices.Equal(n.Isolations, want) {
+		t.Fatalf("isolations of the new epoch's entry: got %v, want %v", n.Isolations, want)
 	}
 	// The manager stamps records with the epoch they went live under.
 	if got, want := mgr.Epochs(), []int64{1, 2}; !slices.Equal(got, want) {

@@ -218,6 +218,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 		Node: store.Node{
 			ID: id, Addr: addr, CPUs: mc.HostCPUs, MemoryMiB: mc.HostMemoryMiB, DiskMiB: diskMiB,
 			Overcommit: mc.Overcommit, Compat: compat, SharedCheckpoints: cfg.SharedCheckpoints != "",
+			Isolations: mgr.Isolations(),
 		},
 		Registry: st, Manager: mgr, TTL: cfg.LeaseTTL, Logger: cfg.Logger,
 	})

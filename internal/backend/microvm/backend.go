@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -144,15 +143,6 @@ func (b *Backend) paths(id string) paths {
 		pidFile:    filepath.Join(run, "qemu.pid"),
 		netns:      filepath.Join(run, "netns"),
 	}
-}
-
-// vmUID is the unprivileged user a sandbox's QEMU runs as: one per
-// sandbox, from a range no Debian installation hands out, so that one
-// QEMU cannot signal or trace another.
-func vmUID(id string) int {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return 1_800_000_000 + int(h.Sum32()%100_000_000)
 }
 
 // Close removes the packet rules this backend installed when no sandbox

@@ -21,7 +21,7 @@ func (b *Backend) recordedPid(p paths, id string) (int, bool) {
 		return 0, false
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || !isQEMUOf(pid, id) {
+	if err != nil || !isQEMUOf(p, pid, id) {
 		return 0, false
 	}
 	return pid, true

@@ -220,7 +220,19 @@ func unescapeMount(s string) string {
 // launch starts QEMU jailed and stopped (-S): the caller puts it in its
 // cgroup before it runs a guest instruction.
 func (b *Backend) launch(id string, p paths, spec sandbox.Spec, incoming bool, tap *os.File) (*exec.Cmd, error) {
-	uid := vmUID(id)
+	launchMu.Lock()
+	defer launchMu.Unlock()
+	used, err := uidsInUse()
+	if err != nil {
+		return nil, err
+	}
+	uid, err := pickUID(id, func(u int) bool { return used[u] })
+	if err != nil {
+		return nil, err
+	}
+	if err := writeUID(p, uid); err != nil {
+		return nil, err
+	}
 	if err := b.prepareJail(p, uid); err != nil {
 		return nil, err
 	}

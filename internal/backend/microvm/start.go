@@ -157,7 +157,7 @@ func (b *Backend) Attach(ctx context.Context, id string, spec sandbox.Spec) (san
 		return nil, sandbox.Wrap(sandbox.KindNotFound, err, "no QEMU on record")
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || !isQEMUOf(pid, id) {
+	if err != nil || !isQEMUOf(p, pid, id) {
 		return nil, sandbox.Errorf(sandbox.KindNotFound, "sandbox %s's QEMU is gone", id)
 	}
 	i := newInstance(id, pid, b.cg)
@@ -182,10 +182,14 @@ func (b *Backend) Attach(ctx context.Context, id string, spec sandbox.Spec) (san
 }
 
 // isQEMUOf reports whether pid is QEMU started for sandbox id: its user
-// is the sandbox's and its command line names it.
-func isQEMUOf(pid int, id string) bool {
+// is the one on record for the sandbox and its command line names it.
+func isQEMUOf(p paths, pid int, id string) bool {
+	uid, err := recordedUID(p, id)
+	if err != nil {
+		return false
+	}
 	var st unix.Stat_t
-	if unix.Stat("/proc/"+strconv.Itoa(pid), &st) != nil || int(st.Uid) != vmUID(id) {
+	if unix.Stat("/proc/"+strconv.Itoa(pid), &st) != nil || int(st.Uid) != uid {
 		return false
 	}
 	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")

@@ -199,7 +199,11 @@ func TestJail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uid := strconv.Itoa(vmUID(id))
+	recorded, err := recordedUID(b.paths(id), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := strconv.Itoa(recorded)
 	for _, want := range []string{"Uid:\t" + uid + "\t" + uid, "NoNewPrivs:\t1", "Seccomp:\t2", "CapEff:\t0000000000000000"} {
 		if !strings.Contains(string(status), want) {
 			t.Errorf("QEMU's status lacks %q", want)
