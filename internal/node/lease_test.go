@@ -64,7 +64,7 @@ func newLease(t *testing.T, ttl time.Duration) (*Lease, *flakyRegistry, *fakeMan
 	mgr := &fakeManager{}
 	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
 	l := NewLease(LeaseConfig{
-		Node:     store.Node{ID: testNode, Addr: "127.0.0.1:7900", CPUs: 4, MemoryMiB: 8192, Overcommit: 4, Compat: "c1",
+		Node: store.Node{ID: testNode, Addr: "127.0.0.1:7900", CPUs: 4, MemoryMiB: 8192, Overcommit: 4, Compat: "c1",
 			Isolations: []string{sandbox.IsolationMicroVM, sandbox.IsolationGVisor}},
 		Registry: reg, Manager: mgr, TTL: ttl, Clock: clock,
 	})
