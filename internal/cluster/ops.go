@@ -243,12 +243,12 @@ func (c *Control) compatible(ctx context.Context, rec *sandbox.Record) ([]store.
 	}
 	var fits []store.Node
 	for _, n := range nodes {
-		if live(n) && n.SharedCheckpoints && n.Compat == rec.Checkpoint.Compat {
+		if live(n) && n.SharedCheckpoints && n.Compat == rec.Checkpoint.Compat && runs(n, rec.Spec.Isolation) {
 			fits = append(fits, n)
 		}
 	}
 	var out []store.Node
-	for _, cd := range c.candidates(fits, size{rec.Spec.VCPUs, rec.Spec.MemoryMiB, rec.Spec.DiskMiB}, false) {
+	for _, cd := range c.candidates(fits, size{rec.Spec.VCPUs, rec.Spec.MemoryMiB, rec.Spec.DiskMiB}, "", false) {
 		out = append(out, cd.node)
 	}
 	for _, n := range fits {

@@ -39,18 +39,27 @@ type candidate struct {
 // cannot be reached is passed over for the next; a node that may have
 // received the create is never: no sandbox is made twice.
 func (c *Control) Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
+	// Checked here, not left to the node: with no node that runs it, the
+	// answer would be not_supported where the value is no isolation at all.
+	if err := sandbox.CheckIsolation(req.Isolation); err != nil {
+		return nil, err
+	}
 	nodes, err := c.cfg.Store.ListNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
 	sz := c.sizeOf(req)
-	cands := c.candidates(nodes, sz, false)
+	cands := c.candidates(nodes, sz, req.Isolation, false)
 	if len(cands) == 0 {
 		// No node has room by its last report. The least loaded one is
 		// asked all the same: it checks the request (a size beyond every
 		// node's limits is invalid there, not a want of room), and it may
 		// have freed room since.
-		cands = c.candidates(nodes, sz, true)
+		cands = c.candidates(nodes, sz, req.Isolation, true)
+		if len(cands) == 0 && slices.ContainsFunc(nodes, live) {
+			// Live nodes, none of which runs it: room will not help.
+			return nil, sandbox.Errorf(sandbox.KindNotSupported, "isolation %s is run by no node of this cluster", req.Isolation)
+		}
 		cands = cands[:min(len(cands), 1)]
 	}
 	body := noderpc.CreateRequest{Account: account, KeyID: keyID, Request: req}
@@ -88,16 +97,16 @@ func (c *Control) Create(ctx context.Context, account, keyID string, req api.Cre
 	return nil, sandbox.Errorf(sandbox.KindCapacityExhausted, "no node has room for a sandbox of %d vCPUs and %d MiB", sz.vcpus, sz.memoryMiB)
 }
 
-// candidates are the live nodes whose capacity after overcommit, less what
-// they reported and what this process placed since, fits sz (all live
-// nodes when all is set): least loaded first (the fuller of CPU and
-// memory), ties by id.
-func (c *Control) candidates(nodes []store.Node, sz size, all bool) []candidate {
+// candidates are the live nodes that run isolation ("": any) and whose
+// capacity after overcommit, less what they reported and what this process
+// placed since, fits sz (all such nodes when all is set): least loaded
+// first (the fuller of CPU and memory), ties by id.
+func (c *Control) candidates(nodes []store.Node, sz size, isolation string, all bool) []candidate {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []candidate
 	for _, n := range nodes {
-		if !live(n) {
+		if !live(n) || !runs(n, isolation) {
 			continue
 		}
 		used := size{n.Load.VCPUs, n.Load.MemoryMiB, n.Load.DiskMiB}
@@ -123,6 +132,19 @@ func (c *Control) candidates(nodes []store.Node, sz size, all bool) []candidate 
 		return cmp.Or(cmp.Compare(a.load, b.load), cmp.Compare(a.node.ID, b.node.ID))
 	})
 	return out
+}
+
+// runs reports whether n runs isolation ("": the node's default, which any
+// node runs). A node registered before nodes named their isolations runs
+// gVisor only.
+func runs(n store.Node, isolation string) bool {
+	switch {
+	case isolation == "":
+		return true
+	case len(n.Isolations) == 0:
+		return isolation == sandbox.IsolationGVisor
+	}
+	return slices.Contains(n.Isolations, isolation)
 }
 
 // place counts a create on n until n reports its load again.

@@ -3,6 +3,7 @@ package microvm
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -219,7 +220,9 @@ func unescapeMount(s string) string {
 
 // launch starts QEMU jailed and stopped (-S): the caller puts it in its
 // cgroup before it runs a guest instruction.
-func (b *Backend) launch(id string, p paths, spec sandbox.Spec, incoming bool, tap *os.File) (*exec.Cmd, error) {
+// QEMU's own output goes to out, which must be bounded (a ring): QEMU is
+// untrusted, and a file it could write would have no limit.
+func (b *Backend) launch(id string, p paths, spec sandbox.Spec, incoming bool, tap *os.File, out io.Writer) (*exec.Cmd, error) {
 	launchMu.Lock()
 	defer launchMu.Unlock()
 	used, err := uidsInUse()
@@ -268,12 +271,9 @@ func (b *Backend) launch(id string, p paths, spec sandbox.Spec, incoming bool, t
 		Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
 		Setsid:     true,
 	}
-	log, err := os.OpenFile(filepath.Join(p.run, "qemu.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	defer log.Close()
-	cmd.Stdout, cmd.Stderr = log, log
+	// A pipe (exec copies it into out): after a restart its reader is
+	// gone and QEMU, which ignores SIGPIPE, loses only these lines.
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting qemu: %w", err)
 	}

@@ -103,7 +103,8 @@ func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spe
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	cmd, err := b.launch(id, p, spec, restore != nil, tap)
+	qemuOut := &ring{max: 16 << 10}
+	cmd, err := b.launch(id, p, spec, restore != nil, tap, qemuOut)
 	if err != nil {
 		releaseJail(p)
 		b.cg.Remove(id)
@@ -117,6 +118,9 @@ func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spe
 			<-i.done
 			if msg := consoleTail(i); msg != "" {
 				retErr = fmt.Errorf("%w (console: %s)", retErr, msg)
+			}
+			if msg := lastLine(qemuOut.String()); msg != "" {
+				retErr = fmt.Errorf("%w (qemu: %s)", retErr, msg)
 			}
 			// A boot that failed holds nothing: no mount, no cgroup.
 			releaseJail(p)
@@ -370,13 +374,30 @@ func consoleTail(i *instance) string {
 	lines := strings.Split(strings.TrimSpace(i.con.String()), "\n")
 	for j := len(lines) - 1; j >= 0; j-- {
 		if l := strings.TrimSpace(lines[j]); strings.Contains(l, "Kernel panic") || strings.Contains(l, "microvm-init:") {
-			if len(l) > 300 {
-				l = l[:300]
-			}
-			return l
+			return clip(l)
 		}
 	}
 	return ""
+}
+
+// lastLine is the last line of s that says something, clipped.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	return clip(strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:]))
+}
+
+// clip bounds a line quoted in an end message; what it quotes came from
+// the guest or QEMU, so it is also made printable.
+func clip(l string) string {
+	if len(l) > 300 {
+		l = l[:300]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < ' ' && r != '\t' {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(l, ""))
 }
 
 // ring keeps the last max bytes written to it.

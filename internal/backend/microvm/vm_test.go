@@ -373,4 +373,35 @@ func TestFailedBootLeavesNothing(t *testing.T) {
 		t.Errorf("QEMU %d still runs", pid)
 	}
 	b.Destroy(context.Background(), id)
+
+	// QEMU refuses to start (no host has 300 TiB): what it said is in the
+	// error, from its bounded output, and nothing is left either.
+	const id2 = "sbx_vmfail02"
+	spec := testSpec()
+	spec.MemoryMiB = 300 << 20
+	_, err := b.Start(t.Context(), id2, spec)
+	if err == nil {
+		b.Destroy(context.Background(), id2)
+		t.Fatal("a VM of 300 TiB: got no error")
+	}
+	if !strings.Contains(err.Error(), "qemu: ") || !strings.Contains(err.Error(), "cannot set up guest memory") {
+		t.Errorf("got %q, want QEMU's own message", err)
+	}
+	if mounted(b.paths(id2).jail) {
+		t.Error("the jail is still mounted")
+	}
+	b.Destroy(context.Background(), id2)
+}
+
+func TestLastLine(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"one\ntwo\n\n", "two"},
+		{"x: \x1b[31mred\x00\xff", "x: [31mred"},
+		{strings.Repeat("a", 400), strings.Repeat("a", 300)},
+	} {
+		if got := lastLine(tc.in); got != tc.want {
+			t.Errorf("lastLine(%q): got %q, want %q", tc.in, got, tc.want)
+		}
+	}
 }
