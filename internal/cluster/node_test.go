@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,9 @@ type fakeNode struct {
 	// lie, when set, changes every record the node answers with (not
 	// what it stores).
 	lie func(*sandbox.Record)
+	// isolations are what it registered; a create of another is refused
+	// as a manager refuses it (none: gVisor only).
+	isolations []string
 }
 
 // answer writes rec as the node's answer, changed by n.lie.
@@ -101,9 +105,16 @@ func (n *fakeNode) create(w http.ResponseWriter, r *http.Request) {
 	}
 	n.mu.Lock()
 	n.creates++
-	seq, refuse, drop := n.creates, n.refuse, n.drop
+	seq, refuse, drop, runs := n.creates, n.refuse, n.drop, n.isolations
 	n.mu.Unlock()
+	if len(runs) == 0 {
+		runs = []string{sandbox.IsolationGVisor}
+	}
+	iso := cmp.Or(req.Request.Isolation, runs[0])
 	switch {
+	case !slices.Contains(runs, iso):
+		n.fail(w, sandbox.KindNotSupported, "isolation "+iso+" is not available on "+n.id)
+		return
 	case drop:
 		r.Context().Value(connKey{}).(net.Conn).Close()
 		return
@@ -115,7 +126,7 @@ func (n *fakeNode) create(w http.ResponseWriter, r *http.Request) {
 	rec := &sandbox.Record{
 		ID: fmt.Sprintf("%s-sb%d", n.id, seq), Account: req.Account, KeyID: req.KeyID, Node: n.id,
 		State: sandbox.StateRunning, CreatedAt: now, StartedAt: &now, LeaseEndsAt: now.Add(time.Hour),
-		Spec: sandbox.Spec{VCPUs: req.Request.VCPUs, MemoryMiB: req.Request.MemoryMiB},
+		Spec: sandbox.Spec{VCPUs: req.Request.VCPUs, MemoryMiB: req.Request.MemoryMiB, Isolation: iso},
 	}
 	if err := n.st.PutSandbox(r.Context(), rec); err != nil {
 		n.fail(w, sandbox.KindInternal, err.Error())
@@ -212,6 +223,7 @@ type nodeOpts struct {
 	compat          string
 	shared          bool
 	addr            string // instead of the node's own
+	isolations      []string
 }
 
 func register(t *testing.T, st store.Store, n *fakeNode, o nodeOpts) {
@@ -227,7 +239,10 @@ func register(t *testing.T, st store.Store, n *fakeNode, o nodeOpts) {
 	if o.addr != "" {
 		addr = o.addr
 	}
-	e := &store.Node{ID: n.id, Addr: addr, CPUs: o.cpus, MemoryMiB: o.memoryMiB, Overcommit: 1, Compat: o.compat, SharedCheckpoints: o.shared}
+	e := &store.Node{ID: n.id, Addr: addr, CPUs: o.cpus, MemoryMiB: o.memoryMiB, Overcommit: 1, Compat: o.compat, SharedCheckpoints: o.shared, Isolations: o.isolations}
+	n.mu.Lock()
+	n.isolations = o.isolations
+	n.mu.Unlock()
 	if err := st.RegisterNode(ctx, e, o.ttl); err != nil {
 		t.Fatal(err)
 	}

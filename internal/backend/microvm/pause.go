@@ -2,7 +2,9 @@ package microvm
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -38,9 +40,24 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	if err := i.qmp.run("stop", nil, nil); err != nil {
 		return err
 	}
-	if err := i.qmp.sendFD("state", f); err != nil {
+	// QEMU writes into a pipe, and the host copies at most what a machine
+	// of this size can hold into the file: QEMU is untrusted, and a file
+	// it wrote itself could fill the disk.
+	r, w, err := os.Pipe()
+	if err != nil {
 		return err
 	}
+	defer r.Close()
+	err = i.qmp.sendFD("state", w)
+	w.Close() // QEMU holds its own copy
+	if err != nil {
+		return err
+	}
+	copied := make(chan error, 1)
+	go func() {
+		copied <- copyBounded(f, r, checkpointLimit(i.memMiB))
+		r.Close() // past the limit QEMU's writes fail: the migration fails
+	}()
 	// QEMU's default migration speed is 32 MiB/s, tuned for networks; a
 	// local file takes what the disk gives.
 	if err := i.qmp.run("migrate-set-parameters", map[string]any{"max-bandwidth": int64(8) << 30}, nil); err != nil {
@@ -50,6 +67,19 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 		return err
 	}
 	if err := waitMigration(ctx, i.qmp); err != nil {
+		i.qmp.run("cont", nil, nil)
+		return errors.Join(err, <-copied)
+	}
+	// A completed migration closes QEMU's end of the pipe; a QEMU that
+	// keeps it open is ended, which closes it (what it wrote is all read).
+	select {
+	case err = <-copied:
+	case <-time.After(10 * time.Second):
+		i.kill()
+		<-i.done
+		err = <-copied
+	}
+	if err != nil {
 		i.qmp.run("cont", nil, nil)
 		return err
 	}
@@ -154,3 +184,25 @@ func waitIncoming(ctx context.Context, q *qmp) error {
 
 // CPUTime implements sandbox.Meter: the CPU of QEMU's cgroup.
 func (b *Backend) CPUTime(id string) (time.Duration, error) { return b.cg.CPUTime(id) }
+
+// checkpointLimit bounds a saved machine of memMiB: its pages with their
+// headers, and the devices' state.
+func checkpointLimit(memMiB int) int64 {
+	return int64(memMiB)<<20 + int64(memMiB)<<20/16 + 64<<20
+}
+
+// errCheckpointTooLarge is a saved machine larger than its memory allows.
+var errCheckpointTooLarge = errors.New("saving the machine: QEMU wrote more than the machine's memory can hold")
+
+// copyBounded copies r to w until r ends, failing once more than limit
+// bytes came.
+func copyBounded(w io.Writer, r io.Reader, limit int64) error {
+	n, err := io.Copy(w, io.LimitReader(r, limit+1))
+	if err != nil {
+		return fmt.Errorf("saving the machine: %w", err)
+	}
+	if n > limit {
+		return errCheckpointTooLarge
+	}
+	return nil
+}

@@ -110,7 +110,7 @@ func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spe
 		b.cg.Remove(id)
 		return nil, err
 	}
-	i := newInstance(id, cmd.Process.Pid, b.cg)
+	i := newInstance(id, cmd.Process.Pid, b.cg, spec.MemoryMiB)
 	go i.reap(cmd)
 	defer func() {
 		if retErr != nil {
@@ -164,7 +164,7 @@ func (b *Backend) Attach(ctx context.Context, id string, spec sandbox.Spec) (san
 	if err != nil || !isQEMUOf(p, pid, id) {
 		return nil, sandbox.Errorf(sandbox.KindNotFound, "sandbox %s's QEMU is gone", id)
 	}
-	i := newInstance(id, pid, b.cg)
+	i := newInstance(id, pid, b.cg, spec.MemoryMiB)
 	if err := i.watchPid(); err != nil {
 		return nil, err
 	}
@@ -202,10 +202,11 @@ func isQEMUOf(p paths, pid int, id string) bool {
 
 // instance is a running QEMU.
 type instance struct {
-	id   string
-	pid  int
-	cg   hostcgroup.Layout
-	done chan struct{}
+	id     string
+	pid    int
+	cg     hostcgroup.Layout
+	memMiB int // the guest's memory: what bounds its checkpoint
+	done   chan struct{}
 
 	qmp  *qmp
 	host *agentlink.Host
@@ -220,8 +221,8 @@ type instance struct {
 
 var _ sandbox.Instance = (*instance)(nil)
 
-func newInstance(id string, pid int, cg hostcgroup.Layout) *instance {
-	return &instance{id: id, pid: pid, cg: cg, done: make(chan struct{}), con: &ring{max: 16 << 10}}
+func newInstance(id string, pid int, cg hostcgroup.Layout, memMiB int) *instance {
+	return &instance{id: id, pid: pid, cg: cg, memMiB: memMiB, done: make(chan struct{}), con: &ring{max: 16 << 10}}
 }
 
 func (i *instance) DialAgent(ctx context.Context) (net.Conn, error) { return i.host.Dial(ctx) }
