@@ -41,6 +41,9 @@ type candidate struct {
 func (c *Control) Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
 	// Checked here, not left to the node: with no node that runs it, the
 	// answer would be not_supported where the value is no isolation at all.
+	if err := sandbox.CheckIsolation(req.Isolation); err != nil {
+		return nil, err
+	}
 	nodes, err := c.cfg.Store.ListNodes(ctx)
 	if err != nil {
 		return nil, err
