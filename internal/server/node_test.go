@@ -74,8 +74,9 @@ func TestNodeLive(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the node is not registered: %v", err)
 	}
-	if entry.Addr != n.Addr || entry.CPUs == 0 || entry.MemoryMiB == 0 || !strings.HasPrefix(entry.Compat, "sha256:") || entry.Epoch != 1 {
-		t.Fatalf("got entry %+v, want the node's address, capacity, compat and epoch 1", entry)
+	if entry.Addr != n.Addr || entry.CPUs == 0 || entry.MemoryMiB == 0 || !strings.HasPrefix(entry.Compat, "sha256:") || entry.Epoch != 1 ||
+		len(entry.Isolations) == 0 || entry.Isolations[0] != "gvisor" {
+		t.Fatalf("got entry %+v, want the node's address, capacity, compat, isolations (gvisor first) and epoch 1", entry)
 	}
 	auth, err := clusterpki.Open(ctx, st)
 	if err != nil {
