@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/withruntime/withruntime/api"
@@ -124,9 +123,5 @@ func abRun(ctx context.Context, c config, caches []string) error {
 			fmt.Printf("%-58s %10.1f MiB (PSS, median of %d)\n", v.name+": idle pool member", median(v.mem), len(v.mem))
 		}
 	}
-	fmt.Printf("freshness: %d sandboxes checked, %d boot ids, %d failures\n", fresh.checked, len(fresh.boots), len(fresh.fails))
-	if len(fresh.fails) > 0 {
-		return fmt.Errorf("freshness: %d failures: %s", len(fresh.fails), strings.Join(fresh.fails, "; "))
-	}
-	return nil
+	return fresh.verdict()
 }

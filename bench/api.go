@@ -51,6 +51,42 @@ func (b *bencher) floor(ctx context.Context, execs, spawns int) (rt, rtMissing, 
 	return rt, rtMissing, spawnTrue, spawnPy, nil
 }
 
+// floorRT times n exec round trips of `true` on a new sandbox.
+func (b *bencher) floorRT(ctx context.Context, n int) (series, error) {
+	sb, err := b.c.CreateSandbox(ctx, api.CreateSandboxRequest{VCPUs: b.vcpus, MemoryMiB: b.mem, TimeoutSeconds: 600})
+	if err != nil {
+		return nil, err
+	}
+	defer b.done(ctx, []string{sb.ID})
+	return b.execRoundTrip(ctx, sb.ID, n)
+}
+
+// pauseResume times n pauses of one sandbox, and the resumes after them
+// up to a command answered.
+func (b *bencher) pauseResume(ctx context.Context, n int) (pause, resume series, err error) {
+	sb, err := b.c.CreateSandbox(ctx, api.CreateSandboxRequest{VCPUs: b.vcpus, MemoryMiB: b.mem, TimeoutSeconds: 3600})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer b.done(ctx, []string{sb.ID})
+	for range n {
+		start := time.Now()
+		if _, err := b.c.PauseSandbox(ctx, sb.ID); err != nil {
+			return nil, nil, err
+		}
+		pause = append(pause, time.Since(start))
+		start = time.Now()
+		if _, err := b.c.ResumeSandbox(ctx, sb.ID); err != nil {
+			return nil, nil, err
+		}
+		if err := expect(ctx, b.c, sb.ID, echoProbe, "probe\n"); err != nil {
+			return nil, nil, err
+		}
+		resume = append(resume, time.Since(start))
+	}
+	return pause, resume, nil
+}
+
 func (b *bencher) execRoundTrip(ctx context.Context, id string, n int) (series, error) {
 	return b.execSeries(ctx, id, n, api.ExecRequest{Cmd: api.Command{Argv: []string{"true"}}})
 }
@@ -86,8 +122,9 @@ func wantExit(req api.ExecRequest) int {
 }
 
 // idleMemory starts n idle sandboxes and returns the mean memory their
-// cgroups hold on the host, in MiB.
-func (b *bencher) idleMemory(ctx context.Context, n int) (float64, error) {
+// cgroups (under parent: withruntime, or withruntime-vm for microVMs)
+// hold on the host, in MiB.
+func (b *bencher) idleMemory(ctx context.Context, n int, parent string) (float64, error) {
 	var ids []string
 	defer func() { b.done(ctx, ids) }()
 	for i := 0; i < n; i++ {
@@ -103,9 +140,9 @@ func (b *bencher) idleMemory(ctx context.Context, n int) (float64, error) {
 	time.Sleep(2 * time.Second)
 	var total float64
 	for _, id := range ids {
-		data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory/withruntime", id, "memory.usage_in_bytes"))
+		data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", parent, id, "memory.usage_in_bytes"))
 		if err != nil {
-			data, err = os.ReadFile(filepath.Join("/sys/fs/cgroup/withruntime", id, "memory.current"))
+			data, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", parent, id, "memory.current"))
 		}
 		if err != nil {
 			return 0, fmt.Errorf("reading memory of %s: %w", id, err)

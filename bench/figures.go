@@ -49,7 +49,7 @@ func coldFigures(ctx context.Context, c config, up *upstream, fresh *freshness) 
 	if r.codeFirst, r.codeWarm, err = b.codeFigures(ctx, c.codeStarts, c.cells); err != nil {
 		return nil, fmt.Errorf("code interpreter: %w", err)
 	}
-	if r.idleMiB, err = b.idleMemory(ctx, c.idle); err != nil {
+	if r.idleMiB, err = b.idleMemory(ctx, c.idle, "withruntime"); err != nil {
 		return nil, err
 	}
 	if c.egress {

@@ -77,3 +77,13 @@ func (f *freshness) check(ctx context.Context, c *client.Client, id string) {
 	}
 	f.boots[boot] = id
 }
+
+// verdict prints how many sandboxes were checked and fails the run if
+// any was not fresh.
+func (f *freshness) verdict() error {
+	fmt.Printf("freshness: %d sandboxes checked, %d boot ids, %d failures\n", f.checked, len(f.boots), len(f.fails))
+	if len(f.fails) > 0 {
+		return fmt.Errorf("freshness: %d failures: %s", len(f.fails), strings.Join(f.fails, "; "))
+	}
+	return nil
+}

@@ -23,6 +23,9 @@
 //
 //	go run ./bench -n 30
 //
+// With -microvm N it compares the microVM tier with raw QEMU booting the
+// same guest and with gVisor, all in the same run (see microvm.go).
+//
 // With -ab DIR,DIR,... it compares caches (another agent or runsc) instead,
 // samples interleaved: first python3 on a pool hit, exec of `true` and of
 // a command not found, the spawn floor, and idle pool member memory.
@@ -47,6 +50,8 @@ type config struct {
 	egress                                                             bool
 	ab                                                                 string
 	abProcs                                                            int
+	microvm                                                            int
+	microvmAccel                                                       string
 }
 
 func main() {
@@ -72,9 +77,18 @@ func main() {
 	flag.BoolVar(&c.egress, "egress", true, "measure the egress proxy")
 	flag.StringVar(&c.ab, "ab", "", "comma-separated cache dirs to compare (A/B): only first python3 on a pool hit, exec `true` and spawn /bin/true, interleaved")
 	flag.IntVar(&c.abProcs, "ab-procs", 0, "with -ab: processes (sleeps) left running in each exec sandbox before the exec series")
+	flag.IntVar(&c.microvm, "microvm", 0, "instead of the main run: compare the microVM tier (N creates, pauses and raw boots) with raw QEMU and gVisor, measured in the same run")
+	flag.StringVar(&c.microvmAccel, "microvm-accel", "auto", "with -microvm: kvm, tcg, or auto (kvm when it boots the guest here)")
 	flag.Parse()
 	if c.bigBurst == 0 {
 		c.bigBurst = 2 * c.pool
+	}
+	if c.microvm > 0 {
+		if err := microvmRun(context.Background(), c); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if c.ab != "" {
 		if err := abRun(context.Background(), c, strings.Split(c.ab, ",")); err != nil {
@@ -149,12 +163,5 @@ func run(ctx context.Context, c config) error {
 	for _, note := range append(cold.notes, pool.notes...) {
 		fmt.Println("note:", note)
 	}
-	fmt.Printf("freshness: %d sandboxes checked, %d boot ids, %d failures\n", fresh.checked, len(fresh.boots), len(fresh.fails))
-	if len(fresh.fails) > 0 {
-		for _, f := range fresh.fails {
-			fmt.Println(f)
-		}
-		return fmt.Errorf("freshness: %d failures", len(fresh.fails))
-	}
-	return nil
+	return fresh.verdict()
 }

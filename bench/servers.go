@@ -22,13 +22,15 @@ type benchServer struct {
 }
 
 // startServer starts a server with the given pools (none: `--pool none`).
-func startServer(ctx context.Context, cache string, overcommit float64, pools []manager.Pool, up *upstream) (*benchServer, error) {
+// opts change the configuration further (the microVM comparison's
+// isolation).
+func startServer(ctx context.Context, cache string, overcommit float64, pools []manager.Pool, up *upstream, opts ...func(*server.Config)) (*benchServer, error) {
 	dir, err := os.MkdirTemp("", "withruntime-bench-")
 	if err != nil {
 		return nil, err
 	}
 	tap := newLogTap()
-	srv, err := server.Start(ctx, server.Config{
+	cfg := server.Config{
 		Listen: "127.0.0.1:0", DataDir: dir, CacheDir: cache, Quiet: true,
 		Logger: slog.New(slog.NewJSONHandler(tap, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		// Bursts of default-size sandboxes exceed a 2-core host's real
@@ -40,7 +42,11 @@ func startServer(ctx context.Context, cache string, overcommit float64, pools []
 		// The upstream's prefix is on the blocklist; serve
 		// --egress-permit opens it.
 		EgressPermit: []netip.Prefix{upstreamNet},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := server.Start(ctx, cfg)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

@@ -1,8 +1,10 @@
 package microvm
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,20 +50,54 @@ func ProbeKVM(ctx context.Context, cacheDir string) bool {
 }
 
 func bootProbe(ctx context.Context, cacheDir string) bool {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	_, err := RawBoot(ctx, cacheDir, "kvm")
+	return err == nil
+}
+
+// RawBoot boots the guest's kernel and init under accel ("kvm" or "tcg"),
+// with QEMU's machine and command line but none of a sandbox (no jail, no
+// disks, no agent): init answers at once and powers off. It returns the
+// time from QEMU's start to that answer: the floor under a sandbox's boot,
+// which the benchmark prints as a baseline.
+func RawBoot(ctx context.Context, cacheDir, accel string) (time.Duration, error) {
 	bin := filepath.Join(cacheDir, "bin")
 	root, err := jailRoot(cacheDir, filepath.Join(bin, "sandbox-agent"), filepath.Join(bin, "microvm-init"))
 	if err != nil {
-		return false
+		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, qemuBinary,
-		"-M", "microvm,rtc=on,pit=on,pic=on,isa-serial=on", "-accel", "kvm", "-cpu", "host",
+	b := &Backend{cfg: Config{Accel: accel}}
+	args := []string{
+		"-M", "microvm,rtc=on,pit=on,pic=on,isa-serial=on", "-accel", b.accel(),
 		"-m", "256", "-smp", "1", "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
 		"-kernel", filepath.Join(root, jailKernel), "-initrd", filepath.Join(root, jailInitrd),
-		"-append", "console=ttyS0 panic=-1 quiet withruntime.probe", "-serial", "stdio")
-	out, _ := cmd.Output()
-	return bytes.Contains(out, []byte(probeOK))
+		"-append", b.kernelArgs() + " withruntime.probe", "-serial", "stdio",
+	}
+	if accel == "kvm" {
+		args = append(args, "-cpu", "host")
+	}
+	cmd := exec.CommandContext(ctx, qemuBinary, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if bytes.Contains(sc.Bytes(), []byte(probeOK)) {
+			return time.Since(start), nil
+		}
+	}
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	return 0, errors.New("the guest powered off without answering")
 }
 
 // probeOK is what the guest's init prints when booted to probe.
