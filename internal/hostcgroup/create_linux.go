@@ -47,6 +47,12 @@ func (r Resources) spec() *specs.LinuxResources {
 	if r.Pids > 0 {
 		res.Pids = &specs.LinuxPids{Limit: r.Pids}
 	}
+	if r.Shares > 0 {
+		if res.CPU == nil {
+			res.CPU = &specs.LinuxCPU{}
+		}
+		res.CPU.Shares = &r.Shares
+	}
 	return res
 }
 

@@ -35,7 +35,7 @@ func TestCreateAddRemoveOnThisHost(t *testing.T) {
 	if err := c.Prepare(); err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
-	r := Resources{MemoryBytes: 96 << 20, CPUQuota: 50000, CPUPeriod: 100000, Cpus: "0", Pids: 32}
+	r := Resources{MemoryBytes: 96 << 20, CPUQuota: 50000, CPUPeriod: 100000, Cpus: "0", Pids: 32, Shares: WarmShares}
 	if err := c.Create("vm", r); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -51,10 +51,18 @@ func TestCreateAddRemoveOnThisHost(t *testing.T) {
 		{"cpu", "cpu.cfs_period_us", "100000"},
 		{"cpuset", "cpuset.cpus", "0"},
 		{"pids", "pids.max", "32"},
+		{"cpu", "cpu.shares", "2"},
 	} {
 		if got := readFile(t, c, "vm", tc.controller, tc.file); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.file, got, tc.want)
 		}
+	}
+	// A claimed pool member gets the kernel's default priority.
+	if err := c.NormalCPU("vm"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, normal, err := CPUPriority(c, "vm"); err != nil || got != normal {
+		t.Errorf("after NormalCPU: got priority %q %v, want %q", got, err, normal)
 	}
 	for _, controller := range []string{"memory", "cpu", "cpuacct", "pids", "cpuset"} {
 		procs := strings.Fields(readFile(t, c, "vm", controller, "cgroup.procs"))

@@ -65,6 +65,9 @@ type Resources struct {
 	Cpus string
 	// Pids is the most processes the cgroup may hold; 0 is no limit.
 	Pids int64
+	// Shares is the CPU priority in cpu.shares (WarmShares for a pool
+	// member); 0 is the kernel's default.
+	Shares uint64
 }
 
 // defaultCPUPeriod is the kernel's CFS period, in microseconds.

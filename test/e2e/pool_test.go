@@ -20,7 +20,13 @@ var memberReady = regexp.MustCompile(`msg="pool member ready" sandbox=(sbx[0-9a-
 // order, and waits until there are at least n.
 func poolMembers(t *testing.T, s *testenv.Server, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	return poolMembersWithin(t, s, n, 90*time.Second)
+}
+
+// poolMembersWithin is poolMembers with a wait of its own.
+func poolMembersWithin(t *testing.T, s *testenv.Server, n int, wait time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(wait)
 	for {
 		var ids []string
 		for _, m := range memberReady.FindAllStringSubmatch(s.Log.String(), -1) {
@@ -30,7 +36,7 @@ func poolMembers(t *testing.T, s *testenv.Server, n int) []string {
 			return ids
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d pool members ready after 90 s, want %d; log:\n%s", len(ids), n, s.Log.String())
+			t.Fatalf("%d pool members ready after %v, want %d; log:\n%s", len(ids), wait, n, s.Log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

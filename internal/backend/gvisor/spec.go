@@ -13,6 +13,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/withruntime/withruntime/internal/hostcgroup"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
@@ -91,7 +92,7 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 	cpu := &specs.LinuxCPU{Quota: &quota, Period: &period, Cpus: cpuset(spec.VCPUs)}
 	if warm {
 		// Any other start leaves shares unset: the new cgroup's default.
-		shares := uint64(warmShares)
+		shares := uint64(hostcgroup.WarmShares)
 		cpu.Shares = &shares
 	}
 	s := specs.Spec{

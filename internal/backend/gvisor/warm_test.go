@@ -82,7 +82,7 @@ func TestWarmStartAndClaim(t *testing.T) {
 		}
 	})
 
-	if got, want := cpuPriority(t, layout, id), warmPriority(layout); got != want {
+	if got, want, _ := cpuPriority(t, layout, id); got != want {
 		t.Fatalf("warm: got CPU priority %s, want %s", got, want)
 	}
 
@@ -99,7 +99,7 @@ func TestWarmStartAndClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("Claim took %v", time.Since(begun))
-	if got, want := cpuPriority(t, layout, id), normalPriority(layout); got != want {
+	if got, _, want := cpuPriority(t, layout, id); got != want {
 		t.Fatalf("claimed: got CPU priority %s, want %s", got, want)
 	}
 	// Still the same sandbox, answering.
@@ -152,7 +152,7 @@ func TestWarmResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := cpuPriority(t, layout, id), normalPriority(layout); got != want {
+	if got, _, want := cpuPriority(t, layout, id); got != want {
 		t.Fatalf("resumed: got CPU priority %s, want %s", got, want)
 	}
 	hc := &http.Client{Transport: &http.Transport{
@@ -210,40 +210,20 @@ func agentExec(t *testing.T, hc *http.Client, argv ...string) string {
 }
 
 // cpuPriority reads the sandbox's CPU priority as the layout keeps it.
-func cpuPriority(t *testing.T, layout hostcgroup.Layout, id string) string {
+// cpuPriority is the sandbox's CPU priority with what it reads warm and
+// normal.
+func cpuPriority(t *testing.T, layout hostcgroup.Layout, id string) (got, warm, normal string) {
 	t.Helper()
-	var path string
-	var err error
-	switch c := layout.(type) {
-	case hostcgroup.V1:
-		path, err = c.File(id, "cpu", "cpu.shares")
-	case hostcgroup.V2:
-		path, err = c.File(id, "cpu", "cpu.weight")
+	switch layout.(type) {
+	case hostcgroup.V1, hostcgroup.V2:
 	default:
 		t.Skipf("no cgroups on this host (%T)", layout)
 	}
+	got, warm, normal, err := hostcgroup.CPUPriority(layout, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(data))
-}
-
-func warmPriority(layout hostcgroup.Layout) string {
-	if _, v2 := layout.(hostcgroup.V2); v2 {
-		return "1"
-	}
-	return "2"
-}
-
-func normalPriority(layout hostcgroup.Layout) string {
-	if _, v2 := layout.(hostcgroup.V2); v2 {
-		return "100"
-	}
-	return "1024"
+	return got, warm, normal
 }
 
 // pathsIn is a sandbox's paths under dir, for tests that write no more

@@ -148,7 +148,7 @@ func (b *Backend) Resume(ctx context.Context, id string, spec sandbox.Spec) (san
 			return err
 		}
 		return waitIncoming(ctx, q)
-	})
+	}, false)
 	if err != nil {
 		return nil, err
 	}

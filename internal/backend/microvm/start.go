@@ -38,6 +38,12 @@ const qemuThreads = 256
 
 // Start implements sandbox.Backend.
 func (b *Backend) Start(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
+	return b.start(ctx, id, spec, false)
+}
+
+// start boots a new sandbox; warm, at the lowest CPU priority (a pool
+// member).
+func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, warm bool) (sandbox.Instance, error) {
 	p := b.paths(id)
 	if err := os.MkdirAll(p.run, 0o700); err != nil {
 		return nil, err
@@ -56,7 +62,7 @@ func (b *Backend) Start(ctx context.Context, id string, spec sandbox.Spec) (sand
 		b.detachNetwork(id, p)
 		return nil, err
 	}
-	inst, err := b.boot(ctx, id, p, spec, tap, nil)
+	inst, err := b.boot(ctx, id, p, spec, tap, nil, warm)
 	if err != nil {
 		b.detachNetwork(id, p)
 		return nil, err
@@ -89,17 +95,21 @@ func (b *Backend) makeDisk(ctx context.Context, p paths, spec sandbox.Spec) erro
 
 // boot starts QEMU and waits for the agent. With restore set, QEMU
 // takes the machine from it (a resume) instead of booting.
-func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spec, tap *os.File, restore func(*qmp) error) (_ sandbox.Instance, retErr error) {
+func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spec, tap *os.File, restore func(*qmp) error, warm bool) (_ sandbox.Instance, retErr error) {
 	ctx, cancel := context.WithTimeout(ctx, b.bootTimeout())
 	defer cancel()
 	if err := os.MkdirAll(p.run, 0o700); err != nil {
 		return nil, err
 	}
-	err := b.cg.Create(id, hostcgroup.Resources{
+	r := hostcgroup.Resources{
 		MemoryBytes: int64(spec.MemoryMiB+qemuOverheadMiB) << 20,
 		CPUQuota:    int64(spec.VCPUs) * 100000, CPUPeriod: 100000,
 		Pids: qemuThreads,
-	})
+	}
+	if warm {
+		r.Shares = hostcgroup.WarmShares
+	}
+	err := b.cg.Create(id, r)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
