@@ -62,8 +62,10 @@ func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
 		}
 		for _, pooled := range []bool{false, true} {
 			if pooled && name == "microvm" {
-				// Under TCG an idle pool of VMs costs the other tests
-				// their CPU; pools are the manager's, tested with gVisor.
+				// The whole suite again from a pool of TCG VMs would
+				// double its time; microVM pool members are checked by
+				// e2e's TestPoolMicroVM and the backend's own
+				// TestWarmStartAndClaim.
 				continue
 			}
 			label := name
