@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os"
 	"sync/atomic"
 	"time"
 )
@@ -95,13 +96,18 @@ func (p *Proxy) silent(c net.Conn, f *flow, sb Sandbox, dst netip.AddrPort, ev E
 }
 
 // firstReader marks the client as the first to speak when a read of it
-// returns bytes before the server has said anything.
+// returns bytes before the server has said anything, and ends the sniff
+// once the server has: the server's deadline of now may have come before
+// one the sniff set itself, so every read checks.
 type firstReader struct {
 	net.Conn
 	first *atomic.Int32
 }
 
 func (r *firstReader) Read(b []byte) (int, error) {
+	if r.first.Load() == serverFirst {
+		return 0, os.ErrDeadlineExceeded
+	}
 	n, err := r.Conn.Read(b)
 	if n > 0 {
 		r.first.CompareAndSwap(nobody, clientFirst)

@@ -95,3 +95,23 @@ func TestSlowOpaqueClientFirst(t *testing.T) {
 		t.Errorf("server-first: got %q, want the banner", got)
 	}
 }
+
+// A server that speaks the moment it is dialed, however the proxy's
+// goroutines interleave: its banner is never held back until the client's
+// idle timeout (found as an e2e banner that timed out under load).
+func TestSilentServerFirstNeverWaits(t *testing.T) {
+	e := newEnv(t, Policy{Internet: true}, func(c *Config) { c.PeekTimeout = 10 * time.Millisecond })
+	e.toAddr(bannerUpstream(t))
+	for i := range 200 {
+		c, err := net.Dial("tcp4", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if string(got) != "SSH-2.0-test\r\n" {
+			t.Fatalf("connection %d: got %q, want the banner at once", i, got)
+		}
+	}
+}
