@@ -78,7 +78,10 @@ func TestHeadlineRates(t *testing.T) {
 	if want := 31_250 + 24_375*busyCPUs; !within(busyRate, want) {
 		t.Errorf("busy: got %.0f micros an hour for %.3f CPUs, want %.0f within 2%%", busyRate, busyCPUs, want)
 	}
-	if busyCPUs < 1.5 {
+	// The CPU term must be a real part of the rate for the check above to
+	// mean something; how much of the 2 cores the loops get depends on
+	// what else the host runs (CI runs two test packages at once).
+	if busyCPUs < 0.5 {
 		t.Fatalf("the busy loops used only %.2f CPUs", busyCPUs)
 	}
 	// The headline holds when both CPUs really were busy; a host too
