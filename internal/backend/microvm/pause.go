@@ -25,6 +25,13 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 		return sandbox.Errorf(sandbox.KindNotFound, "sandbox %s is not running here", id)
 	}
 	p := b.paths(id)
+	// A QEMU that stops answering its monitor, or keeps its migration
+	// going, is ended when the time is up: the host waits on it no longer
+	// (the manager then ends the sandbox, as after any failed pause).
+	ctx, cancel := context.WithTimeout(ctx, pauseTimeout(i.memMiB))
+	defer cancel()
+	stopWatchdog := context.AfterFunc(ctx, i.kill)
+	defer stopWatchdog()
 	if err := i.host.Suspend(ctx); err != nil {
 		return fmt.Errorf("suspending the agent: %w", err)
 	}
@@ -58,25 +65,36 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 		copied <- copyBounded(f, r, checkpointLimit(i.memMiB))
 		r.Close() // past the limit QEMU's writes fail: the migration fails
 	}()
+	// fail gives the checkpoint up: closing the pipe's end ends the copy
+	// whoever else holds the other end, and the machine runs on.
+	fail := func(err error) error {
+		r.Close()
+		if cerr := <-copied; errors.Is(cerr, errCheckpointTooLarge) {
+			err = cerr // why the migration failed
+		}
+		i.qmp.run("cont", nil, nil)
+		return err
+	}
 	// QEMU's default migration speed is 32 MiB/s, tuned for networks; a
 	// local file takes what the disk gives.
 	if err := i.qmp.run("migrate-set-parameters", map[string]any{"max-bandwidth": int64(8) << 30}, nil); err != nil {
-		return err
+		return fail(err)
 	}
 	if err := i.qmp.run("migrate", map[string]string{"uri": "fd:state"}, nil); err != nil {
-		return err
+		return fail(err)
 	}
 	if err := waitMigration(ctx, i.qmp); err != nil {
-		i.qmp.run("cont", nil, nil)
-		return errors.Join(err, <-copied)
+		return fail(err)
 	}
 	// A completed migration closes QEMU's end of the pipe; a QEMU that
-	// keeps it open is ended, which closes it (what it wrote is all read).
+	// keeps it open is ended, which closes it (what it wrote is all read;
+	// the deadline covers a copy of the descriptor QEMU passed on).
 	select {
 	case err = <-copied:
 	case <-time.After(10 * time.Second):
 		i.kill()
 		<-i.done
+		r.SetReadDeadline(time.Now().Add(time.Second))
 		err = <-copied
 	}
 	if err != nil {
@@ -184,6 +202,12 @@ func waitIncoming(ctx context.Context, q *qmp) error {
 
 // CPUTime implements sandbox.Meter: the CPU of QEMU's cgroup.
 func (b *Backend) CPUTime(id string) (time.Duration, error) { return b.cg.CPUTime(id) }
+
+// pauseTimeout bounds a pause of a machine of memMiB: a minute, and a
+// second for each 64 MiB it may have to write.
+func pauseTimeout(memMiB int) time.Duration {
+	return time.Minute + time.Duration(memMiB/64)*time.Second
+}
 
 // checkpointLimit bounds a saved machine of memMiB: its pages with their
 // headers, and the devices' state.

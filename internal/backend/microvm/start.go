@@ -96,7 +96,13 @@ func (b *Backend) makeDisk(ctx context.Context, p paths, spec sandbox.Spec) erro
 // boot starts QEMU and waits for the agent. With restore set, QEMU
 // takes the machine from it (a resume) instead of booting.
 func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spec, tap *os.File, restore func(*qmp) error, warm bool) (_ sandbox.Instance, retErr error) {
-	ctx, cancel := context.WithTimeout(ctx, b.bootTimeout())
+	timeout := b.bootTimeout()
+	if warm {
+		// At the lowest CPU priority a busy host gives a boot what is
+		// left, which under TCG may be little.
+		timeout *= 4
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := os.MkdirAll(p.run, 0o700); err != nil {
 		return nil, err
@@ -202,8 +208,7 @@ func isQEMUOf(p paths, pid int, id string) bool {
 	if err != nil {
 		return false
 	}
-	var st unix.Stat_t
-	if unix.Stat("/proc/"+strconv.Itoa(pid), &st) != nil || int(st.Uid) != uid {
+	if got, ok := procUID(strconv.Itoa(pid)); !ok || got != uid {
 		return false
 	}
 	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // QEMU runs as an unprivileged user of its own, from a range no Debian
@@ -57,15 +55,35 @@ func uidsInUse() (map[int]bool, error) {
 	}
 	used := map[int]bool{}
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Stat("/proc/"+e.Name(), &st) == nil {
-			used[int(st.Uid)] = true
+		if uid, ok := procUID(e.Name()); ok {
+			used[uid] = true
 		}
 	}
 	return used, nil
+}
+
+// procUID is the real user of process pid, from its status: the owner of
+// /proc/<pid> is root for a process that made itself non-dumpable, which
+// a compromised QEMU can.
+func procUID(pid string) (int, bool) {
+	if _, err := strconv.Atoi(pid); err != nil {
+		return 0, false
+	}
+	data, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(l, "Uid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				return 0, false
+			}
+			uid, err := strconv.Atoi(f[0])
+			return uid, err == nil
+		}
+	}
+	return 0, false
 }
 
 func uidFile(p paths) string { return p.run + "/qemu.uid" }

@@ -1,6 +1,7 @@
 package microvm
 
 import (
+	"bufio"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -44,5 +45,26 @@ func TestUIDsInUseSeesOtherProcesses(t *testing.T) {
 	}
 	if got, err := pickUID(id, func(u int) bool { return used[u] }); err != nil || got == uid {
 		t.Fatalf("got %d %v, want another user than the taken %d", got, err, uid)
+	}
+
+	// A process that made itself non-dumpable (as a compromised QEMU can)
+	// may have its /proc files owned by root; its real user, from its
+	// status, is still seen.
+	hidden := uid + 7
+	py := exec.Command("/usr/bin/python3", "-c", "import ctypes, sys, time; ctypes.CDLL(None).prctl(4, 0); print('ready', flush=True); time.sleep(30)")
+	py.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(hidden), Gid: uint32(hidden)}}
+	out, err := py.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { py.Process.Kill(); py.Wait() }()
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the non-dumpable process said %q", line)
+	}
+	if used, err = uidsInUse(); err != nil || !used[hidden] {
+		t.Fatalf("a non-dumpable process running as %d is not seen (%v)", hidden, err)
 	}
 }
