@@ -18,34 +18,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/withruntime/withruntime/internal/backend/microvm/guest"
 )
 
-// config is the JSON on the disk with serial wr-config (NUL-padded); the
-// host's side is microvm.guestConfig.
-type config struct {
-	Env       []string `json:"env"`
-	MemoryMiB int      `json:"memory_mib"`
-	Hostname  string   `json:"hostname"`
-	Net       *netConf `json:"net,omitempty"`
-	// Files are written into the new root (the resolver, the CA).
-	Files map[string]string `json:"files,omitempty"`
-}
-
-type netConf struct {
-	Addr   string `json:"addr"` // the guest's address
-	Prefix int    `json:"prefix"`
-	Gw     string `json:"gw"`
-}
-
-// With withruntime.probe on the kernel command line, init prints probeOK
-// and powers off: the host's check that a guest boots with an
-// accelerator.
 const (
-	probeOK  = "withruntime-probe-ok"
 	agentSrc = "/sandbox-agent"
 	agentDir = "/opt/withruntime"
 	newRoot  = "/newroot"
-	portName = "withruntime.agent"
 )
 
 func main() {
@@ -68,30 +48,30 @@ func boot() error {
 			return fmt.Errorf("mount %s: %w", m.dst, err)
 		}
 	}
-	if cmdline, _ := os.ReadFile("/proc/cmdline"); strings.Contains(string(cmdline), "withruntime.probe") {
-		fmt.Println(probeOK)
+	if cmdline, _ := os.ReadFile("/proc/cmdline"); strings.Contains(string(cmdline), guest.ProbeArg) {
+		fmt.Println(guest.ProbeOK)
 		return nil
 	}
 	if err := loadModules(); err != nil {
 		return err
 	}
-	disks, err := findDisks("wr-base", "wr-disk", "wr-config")
+	disks, err := findDisks(guest.SerialBase, guest.SerialDisk, guest.SerialConfig)
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(disks["wr-config"])
+	data, err := os.ReadFile(disks[guest.SerialConfig])
 	if err != nil {
 		return err
 	}
-	var cfg config
+	var cfg guest.Config
 	if err := json.Unmarshal(bytes.TrimRight(data, "\x00"), &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	port, err := findPort(portName)
+	port, err := findPort(guest.PortName)
 	if err != nil {
 		return err
 	}
-	if err := mountRoot(cfg, disks["wr-base"], disks["wr-disk"]); err != nil {
+	if err := mountRoot(cfg, disks[guest.SerialBase], disks[guest.SerialDisk]); err != nil {
 		return err
 	}
 	for path, content := range cfg.Files {
@@ -204,7 +184,7 @@ func findPort(name string) (string, error) {
 	return "", fmt.Errorf("port %s never appeared", name)
 }
 
-func mountRoot(cfg config, base, disk string) error {
+func mountRoot(cfg guest.Config, base, disk string) error {
 	for _, d := range []string{"/lower", "/disk", newRoot} {
 		os.MkdirAll(d, 0o755)
 	}

@@ -7,11 +7,13 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/withruntime/withruntime/internal/backend/microvm/guest"
 )
 
 // configureNet brings up lo and eth0 with the sandbox's address and a
 // default route through the host's end of its link.
-func configureNet(n netConf) error {
+func configureNet(n guest.Net) error {
 	addr, err := netip.ParseAddr(n.Addr)
 	if err != nil {
 		return err

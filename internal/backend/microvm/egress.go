@@ -23,13 +23,6 @@ const (
 	bridgeName = "br0"
 )
 
-// guestNet is the guest's side of its link, in its config.
-type guestNet struct {
-	Addr   string `json:"addr"`
-	Prefix int    `json:"prefix"`
-	Gw     string `json:"gw"`
-}
-
 // attachNetwork wires sandbox id and returns its tap's descriptor (nil
 // without egress: then the VM has no NIC at all).
 func (b *Backend) attachNetwork(id string, p paths, spec sandbox.Spec) (*os.File, *network.Link, error) {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/withruntime/withruntime/internal/backend/microvm/guest"
 )
 
 // probeTimeout bounds the probe's boot: a guest under working KVM prints
@@ -72,7 +74,7 @@ func RawBoot(ctx context.Context, cacheDir, accel string) (time.Duration, error)
 		"-M", "microvm,rtc=on,pit=on,pic=on,isa-serial=on", "-accel", b.accel(),
 		"-m", "256", "-smp", "1", "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
 		"-kernel", filepath.Join(root, jailKernel), "-initrd", filepath.Join(root, jailInitrd),
-		"-append", b.kernelArgs() + " withruntime.probe", "-serial", "stdio",
+		"-append", b.kernelArgs() + " " + guest.ProbeArg, "-serial", "stdio",
 	}
 	if accel == "kvm" {
 		args = append(args, "-cpu", "host")
@@ -90,7 +92,7 @@ func RawBoot(ctx context.Context, cacheDir, accel string) (time.Duration, error)
 	defer cmd.Process.Kill()
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
-		if bytes.Contains(sc.Bytes(), []byte(probeOK)) {
+		if bytes.Contains(sc.Bytes(), []byte(guest.ProbeOK)) {
 			return time.Since(start), nil
 		}
 	}
@@ -99,6 +101,3 @@ func RawBoot(ctx context.Context, cacheDir, accel string) (time.Duration, error)
 	}
 	return 0, errors.New("the guest powered off without answering")
 }
-
-// probeOK is what the guest's init prints when booted to probe.
-const probeOK = "withruntime-probe-ok"

@@ -15,6 +15,8 @@ import (
 
 	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
+
+	"github.com/withruntime/withruntime/internal/backend/microvm/guest"
 )
 
 // Inside the jail (its root is the read-only tree, run/ the sandbox's
@@ -27,17 +29,6 @@ const (
 	jailQMP     = "/run/qmp.sock"
 )
 
-// guestConfig is what cmd/microvm-init reads from the config disk.
-type guestConfig struct {
-	Env       []string  `json:"env"`
-	MemoryMiB int       `json:"memory_mib"`
-	Hostname  string    `json:"hostname"`
-	Net       *guestNet `json:"net,omitempty"`
-	// Files are written into the guest's root before the agent starts
-	// (its resolver, the installation's CA).
-	Files map[string]string `json:"files,omitempty"`
-}
-
 // configSize is the config disk's size (a CA bundle fits).
 const configSize = 1 << 20
 
@@ -48,9 +39,9 @@ func (b *Backend) writeConfig(path string, spec sandbox.Spec, link *network.Link
 		env = append(env, k+"="+v)
 		keys = append(keys, k)
 	}
-	cfg := guestConfig{MemoryMiB: spec.MemoryMiB, Hostname: "sandbox"}
+	cfg := guest.Config{MemoryMiB: spec.MemoryMiB, Hostname: "sandbox"}
 	if link != nil {
-		cfg.Net = &guestNet{Addr: link.SandboxAddr.String(), Prefix: link.Prefix.Bits(), Gw: link.HostAddr.String()}
+		cfg.Net = &guest.Net{Addr: link.SandboxAddr.String(), Prefix: link.Prefix.Bits(), Gw: link.HostAddr.String()}
 		files, caEnv, err := b.guestTrust(link)
 		if err != nil {
 			return err
@@ -104,14 +95,14 @@ func (b *Backend) qemuArgs(id string, spec sandbox.Spec, incoming, nic bool) []s
 		"-chardev", "socket,id=con,path=" + jailConsole + ",server=on,wait=off", "-serial", "chardev:con",
 		"-add-fd", "fd=3,set=1", "-add-fd", "fd=4,set=2", "-add-fd", "fd=6,set=2", "-add-fd", "fd=5,set=3",
 		"-drive", "id=base,file=/dev/fdset/1,format=raw,if=none,readonly=on",
-		"-device", "virtio-blk-device,drive=base,serial=wr-base",
+		"-device", "virtio-blk-device,drive=base,serial=" + guest.SerialBase,
 		"-drive", "id=disk,file=/dev/fdset/2,format=raw,if=none,discard=unmap",
-		"-device", "virtio-blk-device,drive=disk,serial=wr-disk",
+		"-device", "virtio-blk-device,drive=disk,serial=" + guest.SerialDisk,
 		"-drive", "id=cfg,file=/dev/fdset/3,format=raw,if=none,readonly=on",
-		"-device", "virtio-blk-device,drive=cfg,serial=wr-config",
+		"-device", "virtio-blk-device,drive=cfg,serial=" + guest.SerialConfig,
 		"-device", "virtio-serial-device",
 		"-chardev", "socket,id=agent,path=" + jailAgent + ",server=on,wait=off",
-		"-device", "virtserialport,chardev=agent,name=withruntime.agent",
+		"-device", "virtserialport,chardev=agent,name=" + guest.PortName,
 		"-qmp", "unix:" + jailQMP + ",server=on,wait=off",
 	}
 	if cpu == "max" {
