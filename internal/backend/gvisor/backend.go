@@ -83,8 +83,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg.Agent = filepath.Join(cfg.CacheDir, "bin", "sandbox-agent")
 	}
 	if cfg.RunDir == "" {
-		sum := sha256.Sum256([]byte(cfg.DataDir))
-		cfg.RunDir = filepath.Join("/run/withruntime", hex.EncodeToString(sum[:])[:12])
+		cfg.RunDir = sandbox.RunDir("/run/withruntime", cfg.DataDir)
 	}
 	for _, p := range []string{cfg.Runsc, cfg.Agent} {
 		if _, err := os.Stat(p); err != nil {

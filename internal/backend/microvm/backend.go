@@ -1,8 +1,6 @@
 package microvm
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -78,8 +76,7 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("microvm accelerator %q: want kvm or tcg", cfg.Accel)
 	}
 	if cfg.RunDir == "" {
-		sum := sha256.Sum256([]byte(cfg.DataDir))
-		cfg.RunDir = filepath.Join("/run/withruntime-vm", hex.EncodeToString(sum[:])[:12])
+		cfg.RunDir = sandbox.RunDir("/run/withruntime-vm", cfg.DataDir)
 	}
 	bin := filepath.Join(cfg.CacheDir, "bin")
 	root, err := jailRoot(cfg.CacheDir, filepath.Join(bin, "sandbox-agent"), filepath.Join(bin, "microvm-init"))
