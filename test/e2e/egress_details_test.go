@@ -43,10 +43,12 @@ func closeDelimited(w http.ResponseWriter, r *http.Request) {
 // HTTP/1.0 clients, HTTP/1.0 and HTTP/1.1 upstreams), with the secret's
 // echo scrubbed; and an allowed name whose lookup fails is in the
 // sandbox's egress log.
-func TestEgressDetails(t *testing.T) {
+func TestEgressDetails(t *testing.T) { forIsolations(t, testEgressDetails) }
+
+func testEgressDetails(t *testing.T, isolation string, flags ...string) {
 	u := newUpstreams(t)
-	s := testenv.StartServer(t, u.serverFlags()...)
-	r := &recorder{s: s}
+	s := testenv.StartServer(t, append(u.serverFlags(), flags...)...)
+	r := &recorder{s: s, isolation: isolation}
 	value := newSecretValue()
 	if out, errs, code := r.cli(t, value, "secrets", "set", "OPENAI_API_KEY", "--host", "api.openai.test"); code != 0 {
 		t.Fatalf("secrets set: exit %d %q %q", code, out, errs)

@@ -188,7 +188,9 @@ func limitFiles(t *testing.T, pid int, n uint64) {
 // every sandbox's egress with it). Another sandbox's egress and exec keep
 // working during and after; once the flooder ends, its connections are
 // gone from the server (descriptors back down, nothing in CLOSE-WAIT).
-func TestEgressFlood(t *testing.T) {
+func TestEgressFlood(t *testing.T) { forIsolations(t, testEgressFlood) }
+
+func testEgressFlood(t *testing.T, isolation string, flags ...string) {
 	const (
 		flood    = 3000
 		maxConns = 1024 // the default of --egress-max-conns
@@ -198,10 +200,10 @@ func TestEgressFlood(t *testing.T) {
 	)
 	u := newUpstreams(t)
 	h := newHolder(t, u)
-	s := testenv.StartServer(t, u.serverFlags()...)
+	s := testenv.StartServer(t, append(u.serverFlags(), flags...)...)
 	pid := s.Pid()
 	limitFiles(t, pid, fileLimit)
-	r := &recorder{s: s}
+	r := &recorder{s: s, isolation: isolation}
 	flooder := newBox(t, r, `{"internet":true}`, u.CAPEM)
 	neighbour := newBox(t, r, `{"internet":true,"allow":["allowed.example.test"]}`, u.CAPEM)
 	flooder.put(t, "/workspace/flood.py", []byte(floodPy))
@@ -285,7 +287,9 @@ func TestEgressFlood(t *testing.T) {
 
 // TestEgressPermit: the test upstreams' prefix (198.18.0.0/15) is on the
 // production blocklist; only serve --egress-permit opens it.
-func TestEgressPermit(t *testing.T) {
+func TestEgressPermit(t *testing.T) { forIsolations(t, testEgressPermit) }
+
+func testEgressPermit(t *testing.T, isolation string, flags ...string) {
 	u := newUpstreams(t)
 	get := `python3 -c "import urllib.request; print(urllib.request.urlopen('http://allowed.example.test/', timeout=20).read().decode())"`
 	for _, tc := range []struct {
@@ -297,8 +301,8 @@ func TestEgressPermit(t *testing.T) {
 		{"with --egress-permit", u.serverFlags(), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := testenv.StartServer(t, tc.flags...)
-			r := &recorder{s: s}
+			s := testenv.StartServer(t, append(tc.flags, flags...)...)
+			r := &recorder{s: s, isolation: isolation}
 			b := newBox(t, r, `{"internet":true}`, u.CAPEM)
 			mark := u.mark()
 			res := b.sh(t, get)

@@ -55,17 +55,19 @@ func refusals(t *testing.T, b *box, reason string) int {
 // to the account; resumed, it connects again within what is left. Before,
 // a paused sandbox kept its connections until their idle timeout, and
 // paused sandboxes do not count against an account's concurrency.
-func TestEgressPauseAndAccountLimit(t *testing.T) {
+func TestEgressPauseAndAccountLimit(t *testing.T) { forIsolations(t, testEgressPauseAndAccountLimit) }
+
+func testEgressPauseAndAccountLimit(t *testing.T, isolation string, flags ...string) {
 	const (
 		perSandbox = 200
 		perAccount = 300
 	)
 	u := newUpstreams(t)
 	h := newHolder(t, u)
-	s := testenv.StartServer(t, append(u.serverFlags(),
-		"--egress-max-conns", fmt.Sprint(perSandbox), "--egress-max-conns-account", fmt.Sprint(perAccount))...)
+	s := testenv.StartServer(t, append(append(u.serverFlags(),
+		"--egress-max-conns", fmt.Sprint(perSandbox), "--egress-max-conns-account", fmt.Sprint(perAccount)), flags...)...)
 	pid := s.Pid()
-	r := &recorder{s: s}
+	r := &recorder{s: s, isolation: isolation}
 	a := newBox(t, r, `{"internet":true}`, u.CAPEM)
 	b := newBox(t, r, `{"internet":true}`, u.CAPEM)
 	for _, x := range []*box{a, b} {

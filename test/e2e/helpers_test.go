@@ -5,8 +5,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
@@ -70,23 +69,40 @@ func errorCode(body []byte) string {
 	return e.Error.Code
 }
 
-// runDir is where the server keeps runtime state for its data dir.
-func runDir(dataDir string) string {
+// runDir is where the server's gVisor backend keeps runtime state for its
+// data dir, and vmRunDir its microVM backend's.
+func runDir(dataDir string) string   { return hashedRunDir("/run/withruntime", dataDir) }
+func vmRunDir(dataDir string) string { return hashedRunDir("/run/withruntime-vm", dataDir) }
+
+func hashedRunDir(root, dataDir string) string {
 	abs, _ := filepath.Abs(dataDir)
-	sum := sha256.Sum256([]byte(abs))
-	return filepath.Join("/run/withruntime", hex.EncodeToString(sum[:])[:12])
+	return sandbox.RunDir(root, abs)
 }
 
-// leftovers lists what sandboxes of dataDir still hold on the host:
-// sandbox processes, mounts and cgroups.
+// pidFile is where a running sandbox of either isolation records the pid
+// of what holds it: runsc's sandbox process, or QEMU.
+func pidFile(dataDir, isolation, id string) string {
+	if isolation == "microvm" {
+		return filepath.Join(vmRunDir(dataDir), id, "qemu.pid")
+	}
+	return filepath.Join(runDir(dataDir), id, "pid")
+}
+
+// leftovers lists what sandboxes of dataDir, of either isolation, still
+// hold on the host: processes, mounts, cgroups, state and run dirs.
 func leftovers(t *testing.T, dataDir string, ids []string) []string {
 	t.Helper()
 	var found []string
-	rd := runDir(dataDir)
+	rd, vd := runDir(dataDir), vmRunDir(dataDir)
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		data, _ := os.ReadFile(p)
-		if bytes.Contains(data, []byte(rd)) || bytes.Contains(data, []byte(dataDir+"/sandboxes")) {
+		mine := bytes.Contains(data, []byte(rd)) || bytes.Contains(data, []byte(dataDir+"/sandboxes"))
+		for _, id := range ids {
+			// QEMU's arguments name paths inside its jail, and the VM.
+			mine = mine || bytes.Contains(data, []byte("\x00wr-"+id+"\x00"))
+		}
+		if mine {
 			found = append(found, "process "+strings.ReplaceAll(string(data[:min(len(data), 80)]), "\x00", " "))
 		}
 	}
@@ -94,24 +110,32 @@ func leftovers(t *testing.T, dataDir string, ids []string) []string {
 	for _, line := range strings.Split(string(mounts), "\n") {
 		// runsc's own empty namespace for gofers is shared by every
 		// sandbox of the data dir, not a sandbox's.
-		if strings.Contains(line, rd) && !strings.Contains(line, "/runsc/null-netns") {
+		if (strings.Contains(line, rd) && !strings.Contains(line, "/runsc/null-netns")) || strings.Contains(line, vd+"/") {
 			found = append(found, "mount "+line)
 		}
 	}
 	for _, id := range ids {
 		// v1 hierarchies, and the unified tree of a pure v2 host.
-		cg, _ := filepath.Glob("/sys/fs/cgroup/*/withruntime/" + id)
-		if _, err := os.Stat("/sys/fs/cgroup/withruntime/" + id); err == nil {
-			cg = append(cg, "/sys/fs/cgroup/withruntime/"+id)
+		var cg []string
+		for _, parent := range []string{"withruntime", "withruntime-vm"} {
+			v1, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent + "/" + id)
+			cg = append(cg, v1...)
+			if _, err := os.Stat("/sys/fs/cgroup/" + parent + "/" + id); err == nil {
+				cg = append(cg, "/sys/fs/cgroup/"+parent+"/"+id)
+			}
 		}
 		for _, c := range cg {
 			found = append(found, "cgroup "+c)
 		}
-		if _, err := os.Stat(filepath.Join(dataDir, "sandboxes", id)); err == nil {
-			found = append(found, "state dir of "+id)
+		for _, dir := range []string{filepath.Join(dataDir, "sandboxes", id), filepath.Join(dataDir, "microvm", id)} {
+			if _, err := os.Stat(dir); err == nil {
+				found = append(found, "state dir "+dir)
+			}
 		}
-		if _, err := os.Stat(filepath.Join(rd, id)); err == nil {
-			found = append(found, "run dir of "+id)
+		for _, dir := range []string{filepath.Join(rd, id), filepath.Join(vd, id)} {
+			if _, err := os.Stat(dir); err == nil {
+				found = append(found, "run dir "+dir)
+			}
 		}
 	}
 	return found

@@ -14,11 +14,20 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
-func TestRestart(t *testing.T) {
-	s := testenv.StartServer(t)
+// TestRestart: a server that dies and comes back finds its sandboxes of
+// either isolation as they were (a running one usable, with its code
+// interpreter's state; a paused one resumable), ends the one whose process
+// died while it was away (host_restart) and the one whose lease ran out,
+// and leaves nothing behind once they are stopped.
+func TestRestart(t *testing.T) { forIsolations(t, testRestart) }
+
+func testRestart(t *testing.T, isolation string, flags ...string) {
+	s := testenv.StartServer(t, append([]string{"--isolation", isolation}, flags...)...)
+	c := newClient(t, s, s.Key)
 	create := func(body string) api.Sandbox {
 		t.Helper()
 		status, data := call(t, s, s.Key, "POST", "/v1/sandboxes", strings.NewReader(body))
@@ -41,13 +50,17 @@ func TestRestart(t *testing.T) {
 	if st, out := exec(kept.ID, "echo survived > /workspace/f"); st != 200 {
 		t.Fatalf("exec: %d %s", st, out)
 	}
+	// A kernel of the code interpreter, started before the restart.
+	if ex, err := c.RunCode(t.Context(), kept.ID, api.CodeRequest{Code: "x = 40\nx", TimeoutMs: 240_000}, client.CodeOptions{}); err != nil || ex.Error != nil || ex.Text() != "40" {
+		t.Fatalf("run_code before the restart: %+v %v", ex, err)
+	}
 	if st, data := call(t, s, s.Key, "POST", "/v1/sandboxes/"+paused.ID+"/pause", nil); st != 200 {
 		t.Fatalf("pause: %d %s", st, data)
 	}
 
 	// The server dies mid-flight; one sandbox dies while it is away.
 	s.Stop(true)
-	pid, _ := os.ReadFile(filepath.Join(runDir(s.DataDir), lost.ID, "pid"))
+	pid, _ := os.ReadFile(pidFile(s.DataDir, isolation, lost.ID))
 	if n, err := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil {
 		syscall.Kill(n, syscall.SIGKILL)
 	} else {
@@ -63,11 +76,14 @@ func TestRestart(t *testing.T) {
 		json.Unmarshal(data, &sb)
 		return sb
 	}
-	if sb := get(kept.ID); sb.State != "running" {
-		t.Fatalf("kept sandbox after restart: %+v", sb)
+	if sb := get(kept.ID); sb.State != "running" || sb.Isolation != isolation {
+		t.Fatalf("kept sandbox after restart: %+v, want running %s", sb, isolation)
 	}
 	if st, out := exec(kept.ID, "cat /workspace/f"); st != 200 || !strings.Contains(out, "survived") {
 		t.Fatalf("kept sandbox is not usable: %d %s", st, out)
+	}
+	if ex, err := c.RunCode(t.Context(), kept.ID, api.CodeRequest{Code: "x + 2"}, client.CodeOptions{}); err != nil || ex.Error != nil || ex.Text() != "42" {
+		t.Fatalf("run_code after the restart: %+v %v, want 42 from the same kernel", ex, err)
 	}
 	if sb := get(lost.ID); sb.State != "ended" || sb.EndReason != "host_restart" {
 		t.Fatalf("lost sandbox after restart: got %s/%s, want ended/host_restart", sb.State, sb.EndReason)
