@@ -13,10 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/withruntime/withruntime/internal/backend/microvm/guest"
 	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
-
-	"github.com/withruntime/withruntime/internal/backend/microvm/guest"
 )
 
 // Inside the jail (its root is the read-only tree, run/ the sandbox's
