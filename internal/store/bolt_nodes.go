@@ -119,6 +119,23 @@ func (b *Bolt) MarkNodeLost(ctx context.Context, id string, epoch int64) (bool, 
 	return marked, err
 }
 
+// SetNodeCert sets the certificate of node id's epoch for csr.
+func (b *Bolt) SetNodeCert(ctx context.Context, id string, epoch int64, csr, cert string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.db.Update(func(tx *bolt.Tx) error {
+		cur, err := nodeTx(tx, id)
+		if err != nil {
+			return err
+		}
+		if err := setCert(cur, id, epoch, csr, cert); err != nil {
+			return err
+		}
+		return putNodeTx(tx, cur)
+	})
+}
+
 // nodeTx reads node id's entry in tx (nil when absent).
 func nodeTx(tx *bolt.Tx, id string) (*Node, error) {
 	v := tx.Bucket(bucketNodes).Get([]byte(id))

@@ -29,6 +29,10 @@ type Nodes interface {
 	// and its lease has run out by the store's clock, and reports whether
 	// it did: of many detectors, one wins.
 	MarkNodeLost(ctx context.Context, id string, epoch int64) (bool, error)
+	// SetNodeCert sets the Cert of node id's entry if it still has that
+	// epoch, is not lost and asks for csr (its CSR); else ErrStale. An
+	// API server writes there what it issued for the entry's CSR.
+	SetNodeCert(ctx context.Context, id string, epoch int64, csr, cert string) error
 }
 
 // Node is one node's entry in the registry.
@@ -58,6 +62,13 @@ type Node struct {
 	// its default first. Empty is a node from before isolations, which
 	// runs gVisor only.
 	Isolations []string `json:"isolations,omitempty"`
+	// CSR is the node's certificate request (PEM), made with a key that
+	// never leaves the node's process; an API server issues a certificate
+	// for it naming this entry's ID and nothing else (clusterpki).
+	CSR string `json:"csr,omitempty"`
+	// Cert is the certificate chain (PEM) an API server issued for CSR
+	// (SetNodeCert); a registration, which carries a new CSR, clears it.
+	Cert string `json:"cert,omitempty"`
 	// Load is what the node reported at its last renewal.
 	Load NodeLoad `json:"load"`
 

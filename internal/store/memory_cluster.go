@@ -234,6 +234,23 @@ func (s *Memory) MarkNodeLost(ctx context.Context, id string, epoch int64) (bool
 	return true, s.putNodeLocked(cur)
 }
 
+// SetNodeCert sets the certificate of node id's epoch for csr.
+func (s *Memory) SetNodeCert(ctx context.Context, id string, epoch int64, csr, cert string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, err := s.nodeLocked(id)
+	if err != nil {
+		return err
+	}
+	if err := setCert(cur, id, epoch, csr, cert); err != nil {
+		return err
+	}
+	return s.putNodeLocked(cur)
+}
+
 func (s *Memory) nodeLocked(id string) (*Node, error) {
 	data, ok := s.nodes[id]
 	if !ok {

@@ -57,6 +57,21 @@ func markLost(cur *Node, epoch int64, now time.Time) bool {
 	return true
 }
 
+// setCert sets cur.Cert if cur is still epoch, not lost, and asks for
+// csr (cur nil: no entry).
+func setCert(cur *Node, id string, epoch int64, csr, cert string) error {
+	switch {
+	case cur == nil:
+		return fmt.Errorf("node %s is not registered: %w", id, ErrStale)
+	case cur.Epoch != epoch || cur.Lost:
+		return fmt.Errorf("node %s is not at epoch %d or was declared lost: %w", id, epoch, ErrStale)
+	case csr == "" || cur.CSR != csr:
+		return fmt.Errorf("node %s asks for another certificate: %w", id, ErrStale)
+	}
+	cur.Cert = cert
+	return nil
+}
+
 // setExpired computes n.Expired at now.
 func setExpired(n *Node, now time.Time) {
 	n.Expired = !now.Before(n.LeaseEndsAt)

@@ -154,6 +154,26 @@ SELECT EXISTS (SELECT 1 FROM marked), EXISTS (SELECT 1 FROM nodes WHERE id = $1)
 	return marked, nil
 }
 
+// SetNodeCert sets the certificate of node id's epoch for csr, in one
+// conditional statement.
+func (p *Postgres) SetNodeCert(ctx context.Context, id string, epoch int64, csr, cert string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !storable(id) || csr == "" {
+		return fmt.Errorf("node %s asks for another certificate: %w", id, ErrStale)
+	}
+	tag, err := p.pool.Exec(ctx, `UPDATE nodes SET node = jsonb_set(node, '{cert}', to_jsonb($4::text))
+WHERE id = $1 AND epoch = $2 AND NOT lost AND node->>'csr' = $3`, id, epoch, csr, cert)
+	if err != nil {
+		return dataError(err, "node "+id)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("node %s is not at epoch %d, was declared lost or asks for another certificate: %w", id, epoch, ErrStale)
+	}
+	return nil
+}
+
 // InitValue stores value under name unless one is there, and returns the
 // stored one: of processes racing, every one gets the first's.
 func (p *Postgres) InitValue(ctx context.Context, name string, value []byte) ([]byte, error) {

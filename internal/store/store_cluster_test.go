@@ -411,6 +411,63 @@ func TestNodeRegistry(t *testing.T) {
 	})
 }
 
+// TestSetNodeCert: a certificate lands only on the entry's epoch and CSR
+// it was issued for, survives renewals, and a registration (a new CSR)
+// clears it.
+func TestSetNodeCert(t *testing.T) {
+	eachStore(t, func(t *testing.T, st Store) {
+		ctx := context.Background()
+		n := &Node{ID: "node1", Addr: "198.18.0.1:7443", CSR: "csr-a"}
+		if err := st.RegisterNode(ctx, n, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name  string
+			id    string
+			epoch int64
+			csr   string
+		}{
+			{"another epoch", "node1", 2, "csr-a"},
+			{"another CSR", "node1", 1, "csr-b"},
+			{"no CSR", "node1", 1, ""},
+			{"an unknown node", "node9", 1, "csr-a"},
+		} {
+			wantStale(t, tc.name, st.SetNodeCert(ctx, tc.id, tc.epoch, tc.csr, "cert-x"))
+		}
+		if got, _ := st.GetNode(ctx, "node1"); got.Cert != "" || got.CSR != "csr-a" {
+			t.Fatalf("after refused writes: got csr %q cert %q, want csr-a and no cert", got.CSR, got.Cert)
+		}
+		if err := st.SetNodeCert(ctx, "node1", 1, "csr-a", "cert-a"); err != nil {
+			t.Fatalf("SetNodeCert: %v", err)
+		}
+		renewed, err := st.RenewNode(ctx, "node1", 1, NodeLoad{Sandboxes: 1}, time.Hour)
+		if err != nil || renewed.Cert != "cert-a" {
+			t.Fatalf("renewal: got %+v, %v; want cert-a kept", renewed, err)
+		}
+		if all, err := st.ListNodes(ctx); err != nil || len(all) != 1 || all[0].Cert != "cert-a" {
+			t.Fatalf("ListNodes: got %+v, %v; want cert-a", all, err)
+		}
+		again := &Node{ID: "node1", Addr: "198.18.0.1:7443", CSR: "csr-b"}
+		if err := st.RegisterNode(ctx, again, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := st.GetNode(ctx, "node1"); got.Cert != "" || got.CSR != "csr-b" {
+			t.Fatalf("after a registration: got csr %q cert %q, want csr-b and no cert", got.CSR, got.Cert)
+		}
+		wantStale(t, "the old epoch's CSR", st.SetNodeCert(ctx, "node1", 1, "csr-a", "cert-a"))
+
+		short := &Node{ID: "node0", Addr: "198.18.0.2:7443", CSR: "csr-0"}
+		if err := st.RegisterNode(ctx, short, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		waitExpired(t, st, "node0")
+		if lost, err := st.MarkNodeLost(ctx, "node0", 1); err != nil || !lost {
+			t.Fatalf("MarkNodeLost: got %v, %v", lost, err)
+		}
+		wantStale(t, "a lost node", st.SetNodeCert(ctx, "node0", 1, "csr-0", "cert-0"))
+	})
+}
+
 // waitExpired polls until node id's lease has ended by the store's clock.
 func waitExpired(t *testing.T, st Store, id string) {
 	t.Helper()
