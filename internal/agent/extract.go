@@ -3,6 +3,7 @@ package agent
 import (
 	"archive/tar"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -18,6 +19,15 @@ import (
 
 // maxEntrySize bounds one archive entry.
 const maxEntrySize = 16 << 30
+
+// maxArchiveEntries bounds the entries of one archive, every header
+// counted (directories and skipped ones too). The stream is read as it
+// comes and holds no memory per entry; the bound is on the time one
+// request may take (a million empty files took 90 s on a host's own
+// file system, longer under gVisor) and the inodes it may make. Past it
+// the extraction stops with payload_too_large, the entries before it in
+// place: send a larger tree as several archives.
+const maxArchiveEntries = 500_000
 
 // handleArchivePut extracts a tar stream into the directory path (made if
 // missing), owned by ?user=. See extractor for what it refuses.
@@ -45,10 +55,15 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) error 
 // permission bits (0777 at most). It stops at the first entry it refuses,
 // leaving the entries before it in place: absolute names, ".." components,
 // NUL bytes, entries whose parent inside dest is a symlink (a symlink entry
-// is fine, but nothing is ever written through one), and hard links to
-// anything but a regular file inside dest. An entry replaces a file or
-// symlink at its name, never a directory. Devices, FIFOs and the like are
-// skipped.
+// is fine, but nothing is ever written through one), hard links to
+// anything but a regular file inside dest, devices, FIFOs and any other
+// kind but a file, a directory or a link, and the entry past
+// maxArchiveEntries. An entry replaces a file or symlink at its name,
+// never a directory. A refused entry itself leaves nothing: its kind and
+// name are checked before its parents are made. Undoing the entries before
+// it is not attempted: they may have replaced files whose old contents are
+// gone, and the stream cannot be checked whole before it is written
+// without holding it all.
 //
 // The checks guard against the archive, not against processes in the
 // sandbox racing it: those run as a user with sudo anyway.
@@ -56,11 +71,17 @@ type extractor struct {
 	dest     string
 	uid, gid int
 	res      api.ArchiveResult
+	// max bounds the entries; 0 is maxArchiveEntries.
+	max int
 }
 
 func (x *extractor) extract(r io.Reader) error {
+	limit := x.max
+	if limit == 0 {
+		limit = maxArchiveEntries
+	}
 	tr := tar.NewReader(r)
-	for {
+	for n := 1; ; n++ {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			return nil
@@ -68,13 +89,46 @@ func (x *extractor) extract(r io.Reader) error {
 		if err != nil {
 			return invalidf("reading archive: %v", err)
 		}
+		if n > limit {
+			return &reqError{codeTooLarge, fmt.Sprintf("archive has more than %d entries (at %q): send a larger tree as several archives", limit, hdr.Name)}
+		}
 		if err := x.entry(hdr, tr); err != nil {
 			return err
 		}
 	}
 }
 
+// entryKinds names the kinds of entry extract refuses, for the client.
+var entryKinds = map[byte]string{
+	tar.TypeChar:  "a character device",
+	tar.TypeBlock: "a block device",
+	tar.TypeFifo:  "a FIFO",
+	tar.TypeCont:  "a contiguous file",
+}
+
+// checkKind refuses an entry that is not a file, a directory or a link:
+// nothing in an archive makes a device node or a FIFO in the sandbox, and
+// dropping one silently would report success for a tree that is not
+// there.
+func checkKind(hdr *tar.Header) error {
+	switch hdr.Typeflag {
+	case tar.TypeReg, tar.TypeGNUSparse, tar.TypeDir, tar.TypeSymlink, tar.TypeLink:
+		return nil
+	}
+	kind, ok := entryKinds[hdr.Typeflag]
+	if !ok {
+		kind = fmt.Sprintf("of type %q", hdr.Typeflag)
+	}
+	return invalidf("archive entry %q is %s: only files, directories, symlinks and hard links are extracted", hdr.Name, kind)
+}
+
 func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		return nil // pax defaults for the entries after it (git archive writes one): the reader applies them
+	}
+	if err := checkKind(hdr); err != nil {
+		return err
+	}
 	name, err := entryName(hdr.Name)
 	if err != nil {
 		return err
@@ -92,14 +146,13 @@ func (x *extractor) entry(hdr *tar.Header, r io.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		return x.dir(target, hdr)
-	case tar.TypeReg:
-		return x.file(target, hdr, r)
 	case tar.TypeSymlink:
 		return x.symlink(target, hdr)
 	case tar.TypeLink:
 		return x.hardlink(target, hdr)
 	}
-	return nil
+	// A file; a GNU sparse one reads as its whole contents.
+	return x.file(target, hdr, r)
 }
 
 // entryName checks an entry's name and returns it clean and relative to
