@@ -10,12 +10,14 @@
 package cluster
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/withruntime/withruntime/internal/clusterpki"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/noderpc"
 	"github.com/withruntime/withruntime/internal/store"
@@ -27,11 +29,16 @@ import (
 // it (httpapi.Config.DefaultConcurrency).
 const DefaultConcurrency = 100
 
-// Authority makes the TLS configuration of calls to a node
-// (*clusterpki.Authority).
+// Authority makes the TLS configuration of calls to a node and issues
+// nodes their certificates (*clusterpki.Authority).
 type Authority interface {
 	ClientTLS(nodeID string) (*tls.Config, error)
+	IssueNode(ctx context.Context, st clusterpki.Issuer, n store.Node) (bool, error)
 }
+
+// issueTimeout bounds the issue of a node's first certificate before a
+// call to it.
+const issueTimeout = 5 * time.Second
 
 // Config is the control plane's configuration. Zero values take the
 // defaults.
@@ -149,13 +156,29 @@ func (c *Control) DefaultConcurrency() int { return c.cfg.DefaultConcurrency }
 func (c *Control) client(n store.Node) (*noderpc.Client, error) {
 	k := clientKey{n.ID, n.Epoch, n.Addr}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cl := c.clients[k]; cl != nil {
+	cl := c.clients[k]
+	c.mu.Unlock()
+	if cl != nil {
 		return cl, nil
+	}
+	if n.CSR != "" && n.Cert == "" {
+		// A node that registered since the issuer last ran: its first
+		// certificate now, so that this call need not wait for the next
+		// run (the node's handshake reads it from its entry).
+		ctx, cancel := context.WithTimeout(context.Background(), issueTimeout)
+		if _, err := c.cfg.Authority.IssueNode(ctx, c.cfg.Store, n); err != nil {
+			c.log.Warn("issuing a node's certificate", "node", n.ID, "err", err)
+		}
+		cancel()
 	}
 	tc, err := c.cfg.Authority.ClientTLS(n.ID)
 	if err != nil {
 		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl := c.clients[k]; cl != nil {
+		return cl, nil
 	}
 	for old, cl := range c.clients {
 		if old.id == n.ID {
@@ -163,7 +186,7 @@ func (c *Control) client(n store.Node) (*noderpc.Client, error) {
 			delete(c.clients, old)
 		}
 	}
-	cl := noderpc.NewClient(n.ID, n.Addr, tc)
+	cl = noderpc.NewClient(n.ID, n.Addr, tc)
 	c.clients[k] = cl
 	return cl, nil
 }

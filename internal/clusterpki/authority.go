@@ -16,12 +16,16 @@ import (
 	"github.com/withruntime/withruntime/internal/store"
 )
 
-// valueName is the store's name for the authority (certificate and key,
-// PEM).
-const valueName = "cluster-ca"
+// valueName is the store's name for the authority: its certificate and
+// its key sealed (PEM). The name of releases that kept the key in the
+// clear, "cluster-ca", is never read.
+const valueName = "cluster-authority"
 
-// Lifetimes. Leaves are made again at half their life (leaf.go), so a
-// process that runs for years keeps valid certificates.
+// sealedKeyType is the PEM type of the sealed key.
+const sealedKeyType = "WITHRUNTIME SEALED AUTHORITY KEY"
+
+// Lifetimes. Leaves are made again at half their life, so a process that
+// runs for years keeps valid certificates.
 const (
 	caLifetime   = 20 * 365 * 24 * time.Hour
 	leafLifetime = 30 * 24 * time.Hour
@@ -29,18 +33,24 @@ const (
 	backdate = time.Hour
 )
 
-// Authority is the installation's certificate authority.
+// Authority is the installation's certificate authority: what API servers
+// hold, and nodes never.
 type Authority struct {
 	cert  *x509.Certificate
 	key   *ecdsa.PrivateKey
 	roots *x509.CertPool
+	// leafLife is the life of the certificates it issues (leafLifetime;
+	// shorter in tests of renewal).
+	leafLife time.Duration
+	api      *leafCert // this process's API certificate
 }
 
-// Open returns the installation's authority, making it when the store has
-// none yet (of processes starting together, the first write wins and every
-// one uses it).
-func Open(ctx context.Context, st store.Store) (*Authority, error) {
-	made, err := newAuthorityPEM()
+// Open returns the installation's authority, whose key is sealed in the
+// store with sealKey, making it when the store has none yet (of API
+// servers starting together, the first write wins and every one uses
+// it). An authority sealed with another key is ErrWrongSealKey.
+func Open(ctx context.Context, st store.Store, sealKey []byte) (*Authority, error) {
+	made, err := newAuthorityPEM(sealKey)
 	if err != nil {
 		return nil, err
 	}
@@ -48,20 +58,21 @@ func Open(ctx context.Context, st store.Store) (*Authority, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the installation's authority: %w", err)
 	}
-	return parse(stored)
+	return parse(stored, sealKey)
 }
 
 // New makes an authority that is kept nowhere (tests, and a second
 // installation to be refused by the first).
 func New() (*Authority, error) {
-	p, err := newAuthorityPEM()
+	k := NewSealKey()
+	p, err := newAuthorityPEM(k)
 	if err != nil {
 		return nil, err
 	}
-	return parse(p)
+	return parse(p, k)
 }
 
-func newAuthorityPEM() ([]byte, error) {
+func newAuthorityPEM(sealKey []byte) ([]byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -85,12 +96,17 @@ func newAuthorityPEM() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	sealed, err := seal(sealKey, keyDER, der)
+	if err != nil {
+		return nil, err
+	}
 	out := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	return append(out, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})...), nil
+	return append(out, pem.EncodeToMemory(&pem.Block{Type: sealedKeyType, Bytes: sealed})...), nil
 }
 
-func parse(p []byte) (*Authority, error) {
-	var a Authority
+func parse(p []byte, sealKey []byte) (*Authority, error) {
+	var sealed []byte
+	a := Authority{leafLife: leafLifetime}
 	for {
 		var b *pem.Block
 		b, p = pem.Decode(p)
@@ -101,20 +117,34 @@ func parse(p []byte) (*Authority, error) {
 		switch b.Type {
 		case "CERTIFICATE":
 			a.cert, err = x509.ParseCertificate(b.Bytes)
-		case "EC PRIVATE KEY":
-			a.key, err = x509.ParseECPrivateKey(b.Bytes)
+		case sealedKeyType:
+			sealed = b.Bytes
 		}
 		if err != nil {
 			return nil, fmt.Errorf("the installation's authority is damaged: %w", err)
 		}
 	}
-	if a.cert == nil || a.key == nil || !a.cert.IsCA {
-		return nil, errors.New("the installation's authority is damaged: no certificate and key")
+	if a.cert == nil || sealed == nil || !a.cert.IsCA {
+		return nil, errors.New("the installation's authority is damaged: no certificate and sealed key")
+	}
+	keyDER, err := unseal(sealKey, sealed, a.cert.Raw)
+	if err != nil {
+		return nil, err
+	}
+	if a.key, err = x509.ParseECPrivateKey(keyDER); err != nil {
+		return nil, fmt.Errorf("the installation's authority is damaged: %w", err)
+	}
+	if !a.key.PublicKey.Equal(a.cert.PublicKey) {
+		return nil, errors.New("the installation's authority is damaged: its key is not its certificate's")
 	}
 	a.roots = x509.NewCertPool()
 	a.roots.AddCert(a.cert)
+	a.api = a.leaf(apiURI, x509.ExtKeyUsageClientAuth)
 	return &a, nil
 }
+
+// Certificate is the authority's certificate (public).
+func (a *Authority) Certificate() *x509.Certificate { return a.cert }
 
 func serial() *big.Int {
 	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))

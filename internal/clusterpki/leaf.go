@@ -1,6 +1,7 @@
 package clusterpki
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,12 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
+	"regexp"
 	"sync"
 	"time"
 )
 
-// Identities, as URI names in certificates.
+// Identities, as URI names in certificates. Roles are told apart by the
+// name and by the usage: an API server's certificate is for clients
+// only, a node's for servers only, and each names exactly one identity.
 const (
 	apiURI        = "withruntime://api"
 	nodeURIPrefix = "withruntime://node/"
@@ -24,39 +27,44 @@ const (
 // NodeURI is the identity of node id.
 func NodeURI(id string) string { return nodeURIPrefix + id }
 
-// ServerTLS is the configuration of node nodeID's listener: its own
-// certificate, and only callers with the authority's API certificate.
-func (a *Authority) ServerTLS(nodeID string) (*tls.Config, error) {
-	if nodeID == "" {
-		return nil, errors.New("clusterpki: a node needs an id")
+// nodeIDPattern is what a node id may be in a certificate: one path
+// segment of plain characters.
+var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func checkNodeID(id string) error {
+	if !nodeIDPattern.MatchString(id) {
+		return fmt.Errorf("clusterpki: %q is not a node id", id)
 	}
-	leaf := a.leaf(NodeURI(nodeID), x509.ExtKeyUsageServerAuth)
-	if _, err := leaf.get(); err != nil {
+	return nil
+}
+
+// ServerTLS is a listener configuration for node nodeID with a key made
+// here and certified at once by this authority: what a node gets through
+// the store, without the store (tests). A node daemon never holds an
+// authority; it uses NodeKey.
+func (a *Authority) ServerTLS(nodeID string) (*tls.Config, error) {
+	k, err := NewNodeKey(nodeID, "")
+	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{
-		MinVersion:     tls.VersionTLS13,
-		NextProtos:     []string{"h2", "http/1.1"},
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return leaf.get() },
-		ClientAuth:     tls.RequireAnyClientCert,
-		// Chain and identity are checked here rather than by ClientCAs,
-		// so that a certificate of this authority for anything but an API
-		// server (a node's, say) is refused too.
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			return a.verify(cs.PeerCertificates, apiURI, x509.ExtKeyUsageClientAuth)
-		},
-	}, nil
+	chain, err := a.sign(nodeID, k.CSR(), time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if err := k.Accept(chain); err != nil {
+		return nil, err
+	}
+	return k.ServerTLS(nil), nil
 }
 
 // ClientTLS is the configuration of an API server's connections to node
 // nodeID: the API's certificate, and only that node's certificate of the
 // authority is accepted.
 func (a *Authority) ClientTLS(nodeID string) (*tls.Config, error) {
-	if nodeID == "" {
-		return nil, errors.New("clusterpki: a node needs an id")
+	if err := checkNodeID(nodeID); err != nil {
+		return nil, err
 	}
-	leaf := a.leaf(apiURI, x509.ExtKeyUsageClientAuth)
-	if _, err := leaf.get(); err != nil {
+	if _, err := a.api.get(); err != nil {
 		return nil, err
 	}
 	want := NodeURI(nodeID)
@@ -64,20 +72,20 @@ func (a *Authority) ClientTLS(nodeID string) (*tls.Config, error) {
 		MinVersion: tls.VersionTLS13,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			return leaf.get()
+			return a.api.get()
 		},
 		// Names and addresses do not say who a node is (it may sit behind
 		// any address); its identity in the authority's certificate does.
 		InsecureSkipVerify: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			return a.verify(cs.PeerCertificates, want, x509.ExtKeyUsageServerAuth)
+			return verify(a.roots, cs.PeerCertificates, want, x509.ExtKeyUsageServerAuth)
 		},
 	}, nil
 }
 
-// verify checks that chain leads to the authority and that its leaf, made
-// for usage, names want.
-func (a *Authority) verify(chain []*x509.Certificate, want string, usage x509.ExtKeyUsage) error {
+// verify checks that chain leads to roots and that its leaf, made for
+// usage, names want and nothing else.
+func verify(roots *x509.CertPool, chain []*x509.Certificate, want string, usage x509.ExtKeyUsage) error {
 	if len(chain) == 0 {
 		return errors.New("no certificate")
 	}
@@ -85,10 +93,10 @@ func (a *Authority) verify(chain []*x509.Certificate, want string, usage x509.Ex
 	for _, c := range chain[1:] {
 		inter.AddCert(c)
 	}
-	if _, err := chain[0].Verify(x509.VerifyOptions{Roots: a.roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+	if _, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
 		return fmt.Errorf("certificate not of this installation: %w", err)
 	}
-	if !slices.ContainsFunc(chain[0].URIs, func(u *url.URL) bool { return u.String() == want }) {
+	if u := chain[0].URIs; len(u) != 1 || u[0].String() != want {
 		return fmt.Errorf("certificate is not %s", want)
 	}
 	return nil
@@ -121,17 +129,31 @@ func (l *leafCert) get() (*tls.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.cert, l.renew = c, now.Add(leafLifetime/2)
+	l.cert, l.renew = c, now.Add(l.a.leafLife/2)
 	return c, nil
 }
 
 // issue makes a fresh key and a certificate of the authority naming uri.
 func (a *Authority) issue(uri string, usage x509.ExtKeyUsage, now time.Time) (*tls.Certificate, error) {
-	u, err := url.Parse(uri)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, err := a.certify(&key.PublicKey, uri, usage, now)
+	if err != nil {
+		return nil, err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Certificate{Certificate: [][]byte{der, a.cert.Raw}, PrivateKey: key, Leaf: leaf}, nil
+}
+
+// certify is the authority's certificate of pub naming uri, for usage
+// only.
+func (a *Authority) certify(pub crypto.PublicKey, uri string, usage x509.ExtKeyUsage, now time.Time) ([]byte, error) {
+	u, err := url.Parse(uri)
 	if err != nil {
 		return nil, err
 	}
@@ -140,17 +162,13 @@ func (a *Authority) issue(uri string, usage x509.ExtKeyUsage, now time.Time) (*t
 		Subject:      pkix.Name{CommonName: uri},
 		URIs:         []*url.URL{u},
 		NotBefore:    now.Add(-backdate),
-		NotAfter:     now.Add(leafLifetime),
+		NotAfter:     now.Add(a.leafLife),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, pub, a.key)
 	if err != nil {
 		return nil, fmt.Errorf("issuing a certificate for %s: %w", uri, err)
 	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Certificate{Certificate: [][]byte{der, a.cert.Raw}, PrivateKey: key, Leaf: leaf}, nil
+	return der, nil
 }

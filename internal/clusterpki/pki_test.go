@@ -120,15 +120,17 @@ func TestRefused(t *testing.T) {
 	}
 }
 
-// TestOpenOnce: processes sharing a store share one authority.
+// TestOpenOnce: API servers sharing a store and its seal key share one
+// authority.
 func TestOpenOnce(t *testing.T) {
 	st := store.NewMemory()
 	ctx := context.Background()
-	a1, err := Open(ctx, st)
+	k := NewSealKey()
+	a1, err := Open(ctx, st, k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2, err := Open(ctx, st)
+	a2, err := Open(ctx, st, k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func TestDamaged(t *testing.T) {
 	if _, err := st.InitValue(context.Background(), valueName, []byte("not pem")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(context.Background(), st); err == nil {
+	if _, err := Open(context.Background(), st, NewSealKey()); err == nil {
 		t.Fatal("a damaged authority was accepted")
 	}
 }

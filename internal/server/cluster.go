@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/cluster"
-	"github.com/withruntime/withruntime/internal/clusterpki"
 	"github.com/withruntime/withruntime/internal/e2bcompat"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -55,7 +54,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	if made && !cfg.Quiet {
 		fmt.Fprintf(os.Stderr, "withruntime: created the admin API key in %s (use it as WITHRUNTIME_API_KEY)\n", filepath.Join(dataDir, "admin.key"))
 	}
-	ca, err := clusterpki.Open(ctx, st)
+	ca, err := openAuthority(ctx, st, dataDir, cfg.Quiet)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +109,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	detectCtx, cancel := context.WithCancel(context.Background())
 	go func() { <-s.stop; cancel() }()
 	go ctl.RunDetector(detectCtx)
+	go ca.RunIssuer(detectCtx, st, issueEvery, cfg.Logger)
 	go func() { s.done <- s.http.Serve(l) }()
 	go idle.run(s.stop)
 	cfg.Logger.Info("serving", "url", s.URL, "data_dir", dataDir, "store", "postgres")

@@ -98,6 +98,7 @@ type Node struct {
 	done    chan error
 	stop    context.CancelFunc // ends the lease loop
 	renewed chan struct{}      // closed when the lease loop has returned
+	certs   chan struct{}      // closed when the certificate loop has returned
 	blocked chan struct{}      // closed when the blocklist's refresh has returned
 }
 
@@ -148,14 +149,14 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	auth, err := clusterpki.Open(ctx, st)
+	// The node's own key and request: an API server issues its
+	// certificate through the registry entry. The node never holds the
+	// installation's authority (clusterpki).
+	nodeKey, err := clusterpki.NewNodeKey(id, filepath.Join(dataDir, "authority.crt"))
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := auth.ServerTLS(id)
-	if err != nil {
-		return nil, err
-	}
+	tlsCfg := nodeKey.ServerTLS(st)
 	vault, err := storeVault(ctx, st)
 	if err != nil {
 		return nil, err
@@ -218,7 +219,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 		Node: store.Node{
 			ID: id, Addr: addr, CPUs: mc.HostCPUs, MemoryMiB: mc.HostMemoryMiB, DiskMiB: diskMiB,
 			Overcommit: mc.Overcommit, Compat: compat, SharedCheckpoints: cfg.SharedCheckpoints != "",
-			Isolations: mgr.Isolations(),
+			Isolations: mgr.Isolations(), CSR: nodeKey.CSR(),
 		},
 		Registry: st, Manager: mgr, TTL: cfg.LeaseTTL, Logger: cfg.Logger,
 	})
@@ -230,6 +231,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 		http:    node.NewServer(node.NewHandler(node.Config{Node: id, Sandboxes: mgr, State: lease, Logger: cfg.Logger}), tlsCfg, cfg.Logger),
 		done:    make(chan error, 2),
 		renewed: make(chan struct{}),
+		certs:   make(chan struct{}),
 		blocked: make(chan struct{}),
 	}
 	leaseCtx, stop := context.WithCancel(context.Background())
@@ -237,6 +239,12 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 	go func() {
 		defer close(n.renewed)
 		lease.Run(leaseCtx)
+	}()
+	go func() {
+		defer close(n.certs)
+		nodeKey.Run(leaseCtx, st, func(err error) {
+			cfg.Logger.Warn("taking the node's certificate from the store", "err", err)
+		})
 	}()
 	go func() {
 		defer close(n.blocked)
@@ -282,6 +290,7 @@ func (n *Node) Close() error {
 	}
 	n.stop()
 	<-n.renewed
+	<-n.certs
 	<-n.blocked
 	n.manager.Close()
 	if n.egress != nil {

@@ -78,8 +78,24 @@ func TestNodeLive(t *testing.T) {
 		len(entry.Isolations) == 0 || entry.Isolations[0] != "gvisor" {
 		t.Fatalf("got entry %+v, want the node's address, capacity, compat, isolations (gvisor first) and epoch 1", entry)
 	}
-	auth, err := clusterpki.Open(ctx, st)
+	// The node asked for its certificate in its entry; it holds no
+	// authority, and its data dir no private key.
+	if entry.CSR == "" {
+		t.Fatal("the node registered no certificate request")
+	}
+	filepath.Walk(dataDir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.Mode().IsRegular() && info.Size() < 1<<20 {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte("PRIVATE KEY")) || bytes.Contains(b, []byte("SEALED AUTHORITY")) {
+				t.Errorf("got a key in the node's %s", p)
+			}
+		}
+		return nil
+	})
+	auth, err := clusterpki.Open(ctx, st, clusterpki.NewSealKey())
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := auth.IssueNodes(ctx, st); err != nil {
 		t.Fatal(err)
 	}
 	tc, err := auth.ClientTLS(n.ID)
@@ -125,6 +141,9 @@ func TestNodeLive(t *testing.T) {
 	}
 	if e, err := st.GetNode(ctx, n2.ID); err != nil || e.Epoch != 2 || e.Addr != n2.Addr {
 		t.Fatalf("got entry %+v %v, want epoch 2 at %s", e, err, n2.Addr)
+	}
+	if err := auth.IssueNodes(ctx, st); err != nil { // the new process's key
+		t.Fatal(err)
 	}
 	c = noderpc.NewClient(n2.ID, n2.Addr, tc)
 	defer c.Close()
