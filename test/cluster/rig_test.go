@@ -186,6 +186,20 @@ func (r *rig) startAPI(name string) *apiServer {
 	addr := l.Addr().String()
 	l.Close()
 	a := &apiServer{url: "http://" + addr, dataDir: filepath.Join(r.dir, name)}
+	if len(r.apis) > 0 {
+		// Every API server after the first gets the authority's seal key,
+		// as an operator hands it out (docs/DEPLOY.md); nodes never do.
+		if err := os.MkdirAll(a.dataDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		key, err := os.ReadFile(filepath.Join(r.apis[0].dataDir, "authority.key"))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(a.dataDir, "authority.key"), key, 0o600)
+		}
+		if err != nil {
+			t.Fatalf("handing out the authority's seal key: %v", err)
+		}
+	}
 	args := []string{"serve", "--store", r.dbURL, "--listen", addr, "--data-dir", a.dataDir}
 	if serveHasFlag(t, "--detect-interval") {
 		args = append(args, "--detect-interval", detectEvery.String())
