@@ -6,7 +6,7 @@
 //
 // An API server is the only caller: the RPC trusts the account it names,
 // as the manager trusts httpapi in a single box. The listener's TLS
-// configuration (clusterpki.ServerTLS) is what keeps anyone else out; as
+// configuration (clusterpki.NodeKey.ServerTLS) is what keeps anyone else out; as
 // anyone may still connect, Serve bounds per source the connections that
 // have not finished their handshake, never the connections as a whole
 // (conns.go).

@@ -294,7 +294,7 @@ const (
 )
 
 // NewServer is the http.Server of the RPC: h on tlsConfig
-// (clusterpki.ServerTLS: TLS 1.3, h2, API callers only), with the bounds
+// (clusterpki.NodeKey.ServerTLS: TLS 1.3, h2, API callers only), with the bounds
 // above. Serve it with Serve.
 func NewServer(h http.Handler, tlsConfig *tls.Config, logger *slog.Logger) *http.Server {
 	if logger == nil {
