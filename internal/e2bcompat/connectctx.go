@@ -17,7 +17,7 @@ type ctxCodes struct{}
 func (ctxCodes) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		res, err := next(ctx, req)
-		return res, ctxCode(ctx, err)
+		return res, markTooLarge(ctxCode(ctx, err))
 	}
 }
 

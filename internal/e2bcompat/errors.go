@@ -1,9 +1,13 @@
 package e2bcompat
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"mime"
 	"net/http"
 
 	"connectrpc.com/connect"
@@ -167,3 +171,115 @@ type messageError struct {
 
 func (m messageError) Error() string { return m.msg }
 func (m messageError) Unwrap() error { return m.err }
+
+// tooLargeHeader marks a unary Connect error that is a payload_too_large,
+// from markTooLarge to connectStatus; it never leaves the server.
+const tooLargeHeader = "Withruntime-Payload-Too-Large"
+
+// isTooLarge says whether err is a payload_too_large, the API's or this
+// layer's own.
+func isTooLarge(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status == http.StatusRequestEntityTooLarge
+	}
+	var apiErr *client.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == client.CodePayloadTooLarge
+}
+
+// markTooLarge marks a unary RPC's payload_too_large for connectStatus:
+// Connect has one code, resource_exhausted, for it and for a rate limit,
+// and answers both 429.
+func markTooLarge(err error) error {
+	var ce *connect.Error
+	if isTooLarge(err) && errors.As(err, &ce) {
+		ce.Meta().Set(tooLargeHeader, "1")
+	}
+	return err
+}
+
+// connectStatus gives a unary Connect RPC's payload_too_large the status
+// 413, not the 429 Connect answers for resource_exhausted (what a rate
+// limit answers, which clients wait and retry): a request message over
+// max, refused here before Connect reads it (Connect's own bound would
+// read the rest of the body to throw it away), and an error markTooLarge
+// marked. The body keeps Connect's shape and code, resource_exhausted,
+// which Connect clients (E2B's too) read before the status; the message
+// says payload_too_large. Streaming and gRPC calls are passed on as they
+// are: their protocols carry the code in the stream or the trailers, under
+// a 200.
+func connectStatus(h http.Handler, max int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !connectUnary(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if r.ContentLength > max {
+			writeConnectTooLarge(w, max)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+		if int64(len(body)) > max {
+			writeConnectTooLarge(w, max)
+			return
+		}
+		var rest io.Reader = bytes.NewReader(body)
+		if err != nil {
+			rest = io.MultiReader(rest, errReader{err})
+		}
+		r.Body = io.NopCloser(rest)
+		h.ServeHTTP(&tooLargeWriter{ResponseWriter: w}, r)
+	})
+}
+
+// connectUnary says whether r is a unary call in the Connect protocol:
+// a POST of JSON or protobuf, not enveloped.
+func connectUnary(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && (mt == "application/json" || mt == "application/proto")
+}
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+func writeConnectTooLarge(w http.ResponseWriter, max int64) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusRequestEntityTooLarge)
+	json.NewEncoder(w).Encode(map[string]string{
+		"code":    connect.CodeResourceExhausted.String(),
+		"message": fmt.Sprintf("the request message is larger than %d bytes (%s)", max, client.CodePayloadTooLarge),
+	})
+}
+
+// tooLargeWriter turns the 429 of an error markTooLarge marked into 413,
+// and drops the mark.
+type tooLargeWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *tooLargeWriter) WriteHeader(status int) {
+	if !t.wrote {
+		t.wrote = true
+		h := t.Header()
+		if h.Get(tooLargeHeader) != "" && status == http.StatusTooManyRequests {
+			status = http.StatusRequestEntityTooLarge
+		}
+		h.Del(tooLargeHeader)
+	}
+	t.ResponseWriter.WriteHeader(status)
+}
+
+func (t *tooLargeWriter) Write(b []byte) (int, error) {
+	if !t.wrote {
+		t.WriteHeader(http.StatusOK)
+	}
+	return t.ResponseWriter.Write(b)
+}
+
+func (t *tooLargeWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }

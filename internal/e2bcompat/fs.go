@@ -34,7 +34,7 @@ var noCompression = connect.WithCompression("gzip", nil, nil)
 func registerFS(s *Server, mux *http.ServeMux) {
 	fsys := &fsService{s: s, watchers: newWatchers(), lists: newKeyLimiter(maxListsPerAccount)}
 	p, h := filesystemconnect.NewFilesystemHandler(fsys, connect.WithReadMaxBytes(maxFSRequest), noCompression, connect.WithInterceptors(ctxCodes{}))
-	mux.Handle(p, h)
+	mux.Handle(p, connectStatus(h, maxFSRequest))
 }
 
 // fsService is envd's filesystem.Filesystem over withruntime's files API.

@@ -31,7 +31,7 @@ func init() { envdRoutes = append(envdRoutes, registerProcess) }
 
 func registerProcess(s *Server, mux *http.ServeMux) {
 	p, h := processconnect.NewProcessHandler(&processService{s: s}, connect.WithReadMaxBytes(maxProcessRequest), noCompression, connect.WithInterceptors(ctxCodes{}))
-	mux.Handle(p, h)
+	mux.Handle(p, connectStatus(h, maxProcessRequest))
 }
 
 // processService is envd's process.Process over withruntime's exec API:
