@@ -68,11 +68,17 @@ type connKey struct{}
 
 func startNode(t *testing.T, ca *clusterpki.Authority, st store.Store, id string) *fakeNode {
 	t.Helper()
-	n := &fakeNode{id: id, st: st}
 	tc, err := ca.ServerTLS(id)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveNode(t, st, id, tc)
+}
+
+// serveNode is startNode with the listener's configuration tc.
+func serveNode(t *testing.T, st store.Store, id string, tc *tls.Config) *fakeNode {
+	t.Helper()
+	n := &fakeNode{id: id, st: st}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -224,6 +230,7 @@ type nodeOpts struct {
 	shared          bool
 	addr            string // instead of the node's own
 	isolations      []string
+	csr             string // the node's certificate request (clusterpki.NodeKey)
 }
 
 func register(t *testing.T, st store.Store, n *fakeNode, o nodeOpts) {
@@ -239,7 +246,7 @@ func register(t *testing.T, st store.Store, n *fakeNode, o nodeOpts) {
 	if o.addr != "" {
 		addr = o.addr
 	}
-	e := &store.Node{ID: n.id, Addr: addr, CPUs: o.cpus, MemoryMiB: o.memoryMiB, Overcommit: 1, Compat: o.compat, SharedCheckpoints: o.shared, Isolations: o.isolations}
+	e := &store.Node{ID: n.id, Addr: addr, CPUs: o.cpus, MemoryMiB: o.memoryMiB, Overcommit: 1, Compat: o.compat, SharedCheckpoints: o.shared, Isolations: o.isolations, CSR: o.csr}
 	n.mu.Lock()
 	n.isolations = o.isolations
 	n.mu.Unlock()
