@@ -35,6 +35,8 @@ type Client struct {
 	httpClient *http.Client
 	userAgent  string
 	filesUser  string // by AsFilesUser: the ?user= of file and archive calls
+
+	listenerOwner *int // connections only to this uid's listeners (see WithListenerOwner)
 }
 
 // Option configures a Client in New.
@@ -80,7 +82,8 @@ func WithUserAgent(ua string) Option {
 // WITHRUNTIME_BASE_URL (default http://127.0.0.1:7878) and the key from
 // WITHRUNTIME_API_KEY; options override both. With no key from either and
 // the default address, it uses the local daemon's admin key when it can
-// read it (see LocalKey).
+// read it (see LocalKey), and then connects only to a listener of the key
+// file's owner (see WithListenerOwner).
 func New(opts ...Option) (*Client, error) {
 	c := &Client{
 		baseURL:    os.Getenv(EnvBaseURL),
@@ -94,9 +97,6 @@ func New(opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
-	if c.apiKey == "" && !c.keySet {
-		c.apiKey = LocalKey(c.baseURL)
-	}
 	u, err := url.Parse(c.baseURL)
 	if err != nil {
 		return nil, fmt.Errorf("base URL: %w", err)
@@ -108,6 +108,9 @@ func New(opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("base URL %q: must not have a query or fragment", c.baseURL)
 	}
 	c.baseURL = strings.TrimRight(u.String(), "/")
+	if err := c.guardLocal(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -220,6 +223,10 @@ func transportError(ctx context.Context, op string, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
+	}
+	var ae *APIError
+	if errors.As(err, &ae) { // a listener refused before connecting (WithListenerOwner)
+		return ae
 	}
 	return &TransportError{Op: op, Err: err}
 }

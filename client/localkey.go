@@ -1,6 +1,8 @@
 package client
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,9 +10,18 @@ import (
 
 // The local daemon (the server the CLI starts on DefaultBaseURL when
 // nothing answers there) keeps its admin key in its data dir. A client of
-// that address with no key set reads it from there when it can: the
-// machine's owner is the daemon's only user, and the file's mode (0600)
-// keeps everybody else out.
+// that address with no key set reads it from there when it can (the
+// file's mode, 0600, keeps other users out) and sends it only over
+// connections to a socket that the key file's owner listens on, as the
+// kernel reports it (see WithListenerOwner): while no daemon runs, any
+// local user can listen on the default address.
+
+// maxLocalKey bounds what is read of admin.key.
+const maxLocalKey = 4096
+
+// localBaseURL is the address the local key is sent to: DefaultBaseURL
+// (tests point it elsewhere).
+var localBaseURL = DefaultBaseURL
 
 // LocalDataDir returns the local daemon's data dir,
 // $XDG_DATA_HOME/withruntime (XDG_DATA_HOME defaulting to ~/.local/share;
@@ -37,18 +48,46 @@ func LocalKeyPath() (string, error) {
 }
 
 // LocalKey returns the local daemon's admin key when baseURL is
-// DefaultBaseURL and the key file is readable, and "" otherwise.
+// DefaultBaseURL and the key file is readable, and "" otherwise. It does
+// not check who listens there: New does, before it sends the key.
 func LocalKey(baseURL string) string {
-	if strings.TrimRight(baseURL, "/") != DefaultBaseURL {
+	if strings.TrimRight(baseURL, "/") != localBaseURL {
 		return ""
 	}
+	key, _, err := ReadLocalKey()
+	if err != nil {
+		return ""
+	}
+	return key
+}
+
+// ReadLocalKey reads the local daemon's admin key and returns it with the
+// uid of the key file's owner (the user whose daemon it is). The file is
+// opened without following a symbolic link and must be a regular file.
+func ReadLocalKey() (key string, owner int, err error) {
 	path, err := LocalKeyPath()
 	if err != nil {
-		return ""
+		return "", 0, err
 	}
-	b, err := os.ReadFile(path)
+	f, err := openNoFollow(path)
 	if err != nil {
-		return ""
+		return "", 0, err
 	}
-	return strings.TrimSpace(string(b))
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", 0, fmt.Errorf("%s: not a regular file", path)
+	}
+	owner, err = fileOwner(fi)
+	if err != nil {
+		return "", 0, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxLocalKey))
+	if err != nil {
+		return "", 0, err
+	}
+	return strings.TrimSpace(string(b)), owner, nil
 }

@@ -131,6 +131,14 @@ func (a *App) userAgent() client.Option {
 // The key is WITHRUNTIME_API_KEY; when unset, the local daemon's admin key
 // on the default address (when this user can read it), else the trial key
 // stored for the server by an earlier --trial.
+//
+// Without WITHRUNTIME_API_KEY, the default address is trusted only when
+// every socket listening there belongs to the local daemon's user (the
+// admin key file's owner, else this user), as the kernel says; another
+// user's listener is refused with an error naming it, before any request,
+// and no daemon is started over it. Every connection of the client dial
+// returns is checked again (client.WithListenerOwner). Where the kernel
+// cannot be asked (not Linux), no admin key is sent.
 func (a *App) dial(ctx context.Context) (*client.Client, func(), bool, error) {
 	noop := func() {}
 	ua := a.userAgent()
@@ -151,24 +159,43 @@ func (a *App) dial(ctx context.Context) (*client.Client, func(), bool, error) {
 	if err != nil {
 		return nil, nil, false, &cliError{codeUnavailable, err.Error()}
 	}
-	c, err := client.New(client.WithBaseURL(d.url), ua)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	if !d.answers(ctx, c) {
-		if ctx.Err() != nil {
-			return nil, nil, false, ctx.Err()
-		}
-		if err := a.startDaemon(ctx, d, c); err != nil {
+	userKey := os.Getenv(client.EnvAPIKey) != "" // the user chose: sent as before
+	_, owner := d.adminKey()
+	checked := false
+	if !userKey {
+		if checked, err = d.checkHolder(owner); err != nil {
 			return nil, nil, false, err
 		}
 	}
-	admin := d.adminKey()
+	probe, err := client.New(client.WithBaseURL(d.url), client.WithAPIKey(""), ua)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if !d.answers(ctx, probe) {
+		if ctx.Err() != nil {
+			return nil, nil, false, ctx.Err()
+		}
+		if err := a.startDaemon(ctx, d, probe); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	admin, owner := d.adminKey() // a daemon just started wrote it
+	if checked {
+		if _, err := d.checkHolder(owner); err != nil {
+			return nil, nil, false, err
+		}
+	} else {
+		admin = "" // who listens cannot be checked: the admin key stays here
+	}
 	key, err := a.keyFor(d.url, admin)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	c, err = client.New(client.WithBaseURL(d.url), client.WithAPIKey(key), ua)
+	opts := []client.Option{client.WithBaseURL(d.url), client.WithAPIKey(key), ua}
+	if checked {
+		opts = append(opts, client.WithListenerOwner(owner))
+	}
+	c, err := client.New(opts...)
 	if err != nil {
 		return nil, nil, false, err
 	}

@@ -77,13 +77,27 @@ func (d daemon) answers(ctx context.Context, c *client.Client) bool {
 	return err == nil || errors.As(err, &ae)
 }
 
-// adminKey returns the daemon's admin key, or "" when it cannot be read.
-func (d daemon) adminKey() string {
-	b, err := os.ReadFile(filepath.Join(d.dir, "admin.key"))
+// adminKey returns the daemon's admin key ("" when it cannot be read) and
+// the user whose daemon it is: the key file's owner, or this user when
+// there is no key yet (the daemon this command starts runs as this user).
+func (d daemon) adminKey() (key string, owner int) {
+	key, owner, err := client.ReadLocalKey()
 	if err != nil {
-		return ""
+		return "", os.Geteuid()
 	}
-	return strings.TrimSpace(string(b))
+	return key, owner
+}
+
+// checkHolder refuses the daemon's address when another user than owner
+// listens there (no daemon runs, and a local user took the port): the
+// error names the listener's process and user, and nothing is sent to it.
+// checkable is false where the kernel cannot be asked (not Linux).
+func (d daemon) checkHolder(owner int) (checkable bool, err error) {
+	_, err = client.CheckLocalListener(d.addr, owner)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return false, nil
+	}
+	return true, err
 }
 
 // running returns the pid of the daemon when one runs on d.dir: a process

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -36,7 +37,11 @@ func (a *App) daemonStatus(cmd *command, s streams) runFunc {
 			fmt.Fprintf(s.stdout, "running\npid: %d\naddress: %s\ndata dir: %s\nlog: %s\n", pid, d.url, d.dir, d.log)
 		} else {
 			fmt.Fprintf(s.stdout, "not running\naddress: %s\ndata dir: %s\nlog: %s\n", d.url, d.dir, d.log)
-			if c, err := client.New(client.WithBaseURL(d.url), client.WithAPIKey("")); err == nil && d.answers(context.Background(), c) {
+			_, owner := d.adminKey()
+			var ae *client.APIError
+			if _, err := d.checkHolder(owner); errors.As(err, &ae) {
+				fmt.Fprintf(s.stdout, "note: %s\n", ae.Message)
+			} else if c, err := client.New(client.WithBaseURL(d.url), client.WithAPIKey("")); err == nil && d.answers(context.Background(), c) {
 				fmt.Fprintf(s.stdout, "note: another server answers on %s (not this data dir's daemon)\n", d.url)
 			}
 		}
