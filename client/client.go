@@ -35,6 +35,7 @@ type Client struct {
 	httpClient *http.Client
 	userAgent  string
 	filesUser  string // by AsFilesUser: the ?user= of file and archive calls
+	reserve    ReserveFunc
 
 	listenerOwner *int // connections only to this uid's listeners (see WithListenerOwner)
 }
@@ -134,6 +135,7 @@ type request struct {
 	contentType string
 	accept      string
 	noAuth      bool // send no Authorization header, whatever the client's key
+	maxBody     int64 // the most bytes of a whole answer (0: maxJSONBody)
 }
 
 func (r request) op(base string) string {
@@ -171,6 +173,7 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 		defer resp.Body.Close()
 		return nil, readAPIError(resp)
 	}
+	resp.Body = &answerBody{ReadCloser: resp.Body, ctx: ctx, sandbox: sandboxOfPath(r.path), reserve: c.reserve, max: r.maxBody}
 	return resp, nil
 }
 
@@ -198,12 +201,22 @@ func (c *Client) doJSONRequest(ctx context.Context, r request, in, out any) erro
 	return decodeJSON(ctx, r.op(c.baseURL), resp, out)
 }
 
-// decodeJSON reads a whole JSON answer and closes its body.
+// decodeJSON reads a whole JSON answer and closes its body. It holds at
+// most the route's bound (maxJSONBody unless the request said less), and
+// reserves what it holds through the client's ReserveFunc until the
+// value is decoded: a larger answer is a *TransportError, a refused
+// reservation the ReserveFunc's error.
 func decodeJSON(ctx context.Context, op string, resp *http.Response, out any) error {
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
+	limit := int64(maxJSONBody)
+	a, _ := resp.Body.(*answerBody)
+	if a != nil && a.max > 0 {
+		limit = a.max
+	}
+	b, release, err := readAnswer(a, resp.Body, resp.ContentLength, limit)
+	defer release()
 	if err != nil {
-		return transportError(ctx, op, err)
+		return callError(ctx, op, err)
 	}
 	if out == nil {
 		return nil

@@ -86,7 +86,7 @@ func (c *Client) RunCode(ctx context.Context, id string, req api.CodeRequest, op
 			if errors.Is(err, io.EOF) {
 				err = errCodeStreamEnded
 			}
-			return nil, transportError(ctx, op, err)
+			return nil, callError(ctx, op, err)
 		}
 		switch ev.Type {
 		case api.CodeEventStdout:

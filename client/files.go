@@ -62,7 +62,7 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, r io.Reader, mo
 	if mode != 0 {
 		q.Set("mode", fmt.Sprintf("%04o", uint32(mode.Perm())))
 	}
-	req := request{method: http.MethodPut, path: p, query: q, body: r, contentType: "application/octet-stream"}
+	req := request{method: http.MethodPut, path: p, query: q, body: r, contentType: "application/octet-stream", maxBody: maxInfoBody}
 	resp, err := c.do(ctx, req)
 	if err != nil {
 		return nil, err
@@ -109,7 +109,8 @@ func (c *Client) ListFilesWith(ctx context.Context, id, path string, opts ListFi
 }
 
 // StatFile describes path in sandbox id without following a final symbolic
-// link.
+// link. An answer over 64 KiB (no real file's description comes near) is
+// a *TransportError.
 func (c *Client) StatFile(ctx context.Context, id, path string) (*api.FileInfo, error) {
 	return c.fileInfoCall(ctx, http.MethodGet, id, "/files/stat", path)
 }
@@ -139,7 +140,8 @@ func (c *Client) fileInfoCall(ctx context.Context, method, id, suffix, path stri
 		return nil, err
 	}
 	var fi api.FileInfo
-	if err := c.doJSON(ctx, method, p, c.pathQuery(path), nil, &fi); err != nil {
+	r := request{method: method, path: p, query: c.pathQuery(path), maxBody: maxInfoBody}
+	if err := c.doJSONRequest(ctx, r, nil, &fi); err != nil {
 		return nil, err
 	}
 	return &fi, nil
