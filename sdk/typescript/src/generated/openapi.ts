@@ -351,7 +351,17 @@ export interface paths {
         };
         /** A file or a whole directory as one tar stream. */
         get: operations["downloadArchive"];
-        /** Extract a tar stream into the directory path. */
+        /**
+         * Extract a tar stream into the directory path.
+         * @description Files, directories, symlinks and hard links (to a file inside the
+         *     archive) are extracted, owned by `user`. The extraction stops at
+         *     the first entry it refuses, the entries before it in place: 400
+         *     invalid_request, naming the entry, for an absolute name, a ".."
+         *     component, a path through a symlink, a file over a directory, a
+         *     device, a FIFO or any other kind of entry; 413 payload_too_large
+         *     past 500,000 entries (send a larger tree as several archives) or
+         *     when the sandbox's disk is full.
+         */
         put: operations["uploadArchive"];
         post?: never;
         delete?: never;
@@ -2038,6 +2048,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
             default: components["responses"]["Error"];
         };
     };
