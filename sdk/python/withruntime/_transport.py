@@ -24,11 +24,12 @@ import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ._local import START_HINT, local_key
+from . import _local
+from ._local import START_HINT
 from ._version import __version__
 from .errors import APIError, TransportError, api_error_from_detail, code_for_status
 
-DEFAULT_BASE_URL = "http://127.0.0.1:7878"
+DEFAULT_BASE_URL = _local.DEFAULT_BASE_URL
 API_PREFIX = "/v1"
 
 # How long a plain request may wait for the server's answer, in seconds.
@@ -94,11 +95,21 @@ def resolve_config(base_url: str | None, api_key: str | None) -> tuple[str, str 
     """Arguments first, then WITHRUNTIME_BASE_URL / WITHRUNTIME_API_KEY; with
     no key from either on the default address, the local daemon's admin key
     (see _local)."""
-    url = base_url or os.environ.get("WITHRUNTIME_BASE_URL") or DEFAULT_BASE_URL
+    url, key, _ = _resolve(base_url, api_key)
+    return url, key
+
+
+def _resolve(base_url: str | None, api_key: str | None) -> tuple[str, str | None, int | None]:
+    """resolve_config, and the uid whose listener alone may receive the key
+    (the local admin key's owner; None for a key the caller gave)."""
+    url = base_url or os.environ.get("WITHRUNTIME_BASE_URL") or _local.DEFAULT_BASE_URL
     key = api_key if api_key is not None else os.environ.get("WITHRUNTIME_API_KEY")
+    owner = None
     if not key and api_key is None:
-        key = local_key(url)
-    return url.rstrip("/"), (key or None)
+        got = _local.local_key_and_owner(url)
+        if got:
+            key, owner = got
+    return url.rstrip("/"), (key or None), owner
 
 
 class Transport:
@@ -111,7 +122,7 @@ class Transport:
         *,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        self.base_url, self._api_key = resolve_config(base_url, api_key)
+        self.base_url, self._api_key, self._owner = _resolve(base_url, api_key)
         parts = urllib.parse.urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base_url must be an http:// or https:// URL, got {self.base_url!r}")
@@ -212,7 +223,10 @@ class Transport:
             try:
                 if conn.sock is None:
                     conn.timeout = CONNECT_TIMEOUT
-                    conn.connect()
+                    if self._owner is not None:
+                        _local.connect_checked(conn, self._host, self._port, self._owner)
+                    else:
+                        conn.connect()
                     _tune(conn.sock)  # type: ignore[arg-type]
                 conn.sock.settimeout(read_timeout)  # type: ignore[union-attr]
                 conn.request(method, url, body=send_body, headers=hdrs)
