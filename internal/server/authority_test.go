@@ -62,3 +62,68 @@ func TestAuthoritySealKey(t *testing.T) {
 		t.Fatal("the store alone opened the authority")
 	}
 }
+
+// TestAuthorityKeyFromTheEnvironmentFirst: an installation whose API
+// servers all get one WITHRUNTIME_AUTHORITY_KEY (a Kubernetes Secret) and
+// no data dir that lasts: the first seals the new authority with that key,
+// so every replica opens it, and none writes a key file of its own.
+func TestAuthorityKeyFromTheEnvironmentFirst(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	key := clusterpki.FormatSealKey(clusterpki.NewSealKey())
+	var first *clusterpki.Authority
+	for i, name := range []string{"first replica", "second replica"} {
+		dir := t.TempDir()
+		t.Setenv(authorityKeyEnv, key+"\n")
+		a, err := openAuthority(ctx, st, dir, true)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if i == 0 {
+			first = a
+		} else if !a.Certificate().Equal(first.Certificate()) {
+			t.Fatalf("%s opened another authority than the first", name)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "authority.key")); !os.IsNotExist(err) {
+			t.Fatalf("%s: got %v, want no authority.key written (the key came from %s)", name, err, authorityKeyEnv)
+		}
+	}
+	// An API server without it (it makes a key of its own) is refused:
+	// the authority is sealed with the environment's.
+	os.Unsetenv(authorityKeyEnv)
+	if _, err := openAuthority(ctx, st, t.TempDir(), true); err == nil {
+		t.Fatal("an API server without the environment's key opened the authority")
+	}
+}
+
+// TestAuthorityKeyMalformed: a value that is no seal key is refused naming
+// the variable and the form wanted, and makes nothing: no key file, no
+// authority in the store.
+func TestAuthorityKeyMalformed(t *testing.T) {
+	ctx := context.Background()
+	good := clusterpki.FormatSealKey(clusterpki.NewSealKey())
+	for _, tc := range []struct{ name, value string }{
+		{"empty", ""},
+		{"placeholder", "replace-me"},
+		{"one digit short", good[1:]},
+		{"one byte long", good + "00"},
+		{"base64", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := store.NewMemory()
+			dir := t.TempDir()
+			t.Setenv(authorityKeyEnv, tc.value)
+			_, err := openAuthority(ctx, st, dir, true)
+			if err == nil || !strings.Contains(err.Error(), authorityKeyEnv) || !strings.Contains(err.Error(), "64 hex digits") {
+				t.Fatalf("got %v, want an error naming %s and 64 hex digits", err, authorityKeyEnv)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "authority.key")); !os.IsNotExist(err) {
+				t.Fatalf("got %v, want no authority.key written", err)
+			}
+			// The store is still empty: any key makes the authority.
+			if _, err := clusterpki.Open(ctx, st, clusterpki.NewSealKey()); err != nil {
+				t.Fatalf("after the refusal, the store holds an authority: %v", err)
+			}
+		})
+	}
+}
