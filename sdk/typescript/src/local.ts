@@ -5,13 +5,33 @@
  * (mode 0600, so only its owner reads it). A client of the default address
  * with no key set uses that key when it can read it, so that after any CLI
  * command `Sandbox.create()` works with nothing configured.
+ *
+ * While no daemon runs, any local user can listen on the default address, so
+ * the key goes only over connections to a socket that the key file's owner
+ * listens on, as the kernel's socket table (/proc/net/tcp and tcp6) says just
+ * before and just after connecting: the same socket both times, so the
+ * connection reached it. Another user's listener is refused with an APIError
+ * `forbidden` naming its process and user. Where the table cannot be read
+ * (not Linux) the key is not sent at all. The same rule holds in the Go
+ * client and the Python SDK.
  */
 
-import { readFileSync } from "node:fs";
-import { homedir } from "node:os";
+import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync, readSync, readdirSync, readlinkSync } from "node:fs";
+import * as http from "node:http";
+import * as net from "node:net";
+import { endianness, homedir } from "node:os";
 import { isAbsolute, join } from "node:path";
+import type { Duplex } from "node:stream";
+
+import { APIError } from "./errors.js";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:7878";
+
+/** Where the local daemon's key may go: DEFAULT_BASE_URL (tests point it elsewhere). */
+export const localDaemon = { baseUrl: DEFAULT_BASE_URL };
+
+const MAX_KEY = 4096;
+const TCP_LISTEN = "0A";
 
 /** What to do when no server answers, for the error that says so. */
 export const START_HINT =
@@ -25,13 +45,241 @@ export function dataDir(): string {
   return join(base, "withruntime");
 }
 
-/** The local daemon's admin key when baseUrl is the default address and the
- * key file is readable; undefined otherwise. */
-export function localKey(baseUrl: string): string | undefined {
-  if (baseUrl.replace(/\/+$/, "") !== DEFAULT_BASE_URL) return undefined;
+/** The admin key and the uid of its file's owner (the user whose daemon it
+ * is), or undefined. The file is opened without following a symbolic link
+ * and must be a regular file. */
+export function readLocalKey(): { key: string; owner: number } | undefined {
+  if (constants.O_NOFOLLOW === undefined) return undefined; // no file owners (Windows)
+  let fd: number;
   try {
-    return readFileSync(join(dataDir(), "admin.key"), "utf8").trim() || undefined;
+    fd = openSync(join(dataDir(), "admin.key"), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch {
     return undefined;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) return undefined;
+    const buf = Buffer.alloc(MAX_KEY);
+    const n = readSync(fd, buf, 0, MAX_KEY, 0);
+    const key = buf.subarray(0, n).toString("utf8").trim();
+    return key ? { key, owner: st.uid } : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Whether the kernel's socket table can be read. */
+export function canCheckListeners(): boolean {
+  return process.platform === "linux" && existsSync("/proc/net/tcp");
+}
+
+/** The admin key and its owner's uid when baseUrl is the local daemon's
+ * address, the key file is readable and who listens can be checked. */
+export function localKeyAndOwner(baseUrl: string): { key: string; owner: number } | undefined {
+  if (baseUrl.replace(/\/+$/, "") !== localDaemon.baseUrl || !canCheckListeners()) return undefined;
+  return readLocalKey();
+}
+
+/** The local daemon's admin key when it may be sent to baseUrl (see
+ * localKeyAndOwner); undefined otherwise. */
+export function localKey(baseUrl: string): string | undefined {
+  return localKeyAndOwner(baseUrl)?.key;
+}
+
+/** The kernel's "0100007F:1ECE": 32-bit words in host byte order, the port in hex. */
+function parseAddr(s: string): { ip: Buffer; port: number } {
+  const [h, p] = s.split(":");
+  const raw = Buffer.from(h ?? "", "hex");
+  if (raw.length !== 4 && raw.length !== 16) throw new Error(`bad socket address ${JSON.stringify(s)}`);
+  const ip = Buffer.alloc(raw.length);
+  for (let i = 0; i < raw.length; i += 4) {
+    const v = raw.readUInt32BE(i);
+    if (endianness() === "LE") ip.writeUInt32LE(v, i);
+    else ip.writeUInt32BE(v, i);
+  }
+  return { ip, port: parseInt(p ?? "", 16) };
+}
+
+/** Whether a socket listening at local takes connections to target: the
+ * same address or the unspecified one (tcp6's "::" counts for IPv4 too: a
+ * dual-stack socket takes IPv4 connections). */
+function takes(local: Buffer, target: Buffer): boolean {
+  if (local.equals(target)) return true;
+  const mapped = Buffer.concat([Buffer.alloc(10), Buffer.from([0xff, 0xff])]);
+  if (local.length === 16 && target.length === 4 && local.equals(Buffer.concat([mapped, target]))) return true;
+  return local.every((b) => b === 0) && (local.length === 16 || target.length === 4);
+}
+
+/** A listening socket as the kernel reports it. */
+export interface Listener {
+  uid: number;
+  inode: number;
+}
+
+/** The listening sockets of one socket table that take connections to target:port. */
+export function parseListeners(text: string, target: Buffer, port: number): Listener[] {
+  const out: Listener[] = [];
+  for (const line of text.split("\n").slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 10 || f[3] !== TCP_LISTEN) continue;
+    const a = parseAddr(f[1]!);
+    if (a.port === port && takes(a.ip, target)) out.push({ uid: Number(f[7]), inode: Number(f[9]) });
+  }
+  return out;
+}
+
+/** An IP address's bytes (4 for IPv4, 16 for IPv6). */
+export function ipBytes(host: string): Buffer {
+  const h = host.replace(/^\[|\]$/g, "");
+  if (net.isIPv4(h)) return Buffer.from(h.split(".").map(Number));
+  if (!net.isIPv6(h)) throw new Error(`${host}: the host must be an IP address for its listener to be checked`);
+  const [head, tail] = h.includes("::") ? h.split("::") : [h, undefined];
+  const words = (x: string | undefined) => (x ? x.split(":").filter((w) => w !== "") : []);
+  const hw = words(head);
+  const tw = words(tail);
+  const all = tail === undefined ? hw : [...hw, ...Array(8 - hw.length - tw.length).fill("0"), ...tw];
+  const b = Buffer.alloc(16);
+  all.forEach((w, i) => b.writeUInt16BE(parseInt(w, 16), i * 2));
+  return b;
+}
+
+/** Every socket that could take a connection to host:port. */
+function listenersOn(host: string, port: number): Listener[] {
+  const target = ipBytes(host);
+  const out: Listener[] = [];
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text: string;
+    try {
+      text = readFileSync(table, "ascii");
+    } catch (e) {
+      if (table.endsWith("6") && (e as NodeJS.ErrnoException).code === "ENOENT") continue; // IPv6 disabled
+      throw e;
+    }
+    out.push(...parseListeners(text, target, port));
+  }
+  return out;
+}
+
+/** The process holding socket inode, as far as this user can see. */
+function holder(inode: number): string {
+  const want = `socket:[${inode}]`;
+  let pids: string[] = [];
+  try {
+    pids = readdirSync("/proc").filter((d) => /^\d+$/.test(d));
+  } catch {
+    // no /proc to read
+  }
+  for (const pid of pids) {
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue; // gone, or not ours to read
+    }
+    for (const fd of fds) {
+      let link = "";
+      try {
+        link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      if (link !== want) continue;
+      let comm = "?";
+      try {
+        comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+      } catch {
+        // keep "?"
+      }
+      return `process ${pid} (${comm})`;
+    }
+  }
+  return `a process this user cannot see (socket inode ${inode})`;
+}
+
+/** "name (uid N)" from /etc/passwd, or "uid N". */
+function userName(uid: number): string {
+  try {
+    for (const line of readFileSync("/etc/passwd", "utf8").split("\n")) {
+      const f = line.split(":");
+      if (f.length > 2 && Number(f[2]) === uid && f[2] !== "") return `${f[0]} (uid ${uid})`;
+    }
+  } catch {
+    // unknown name
+  }
+  return `uid ${uid}`;
+}
+
+/** The inodes of the sockets listening on host:port, all of which must
+ * belong to uid: another user's is an APIError forbidden naming it; none
+ * at all an ECONNREFUSED error. */
+export function ownedListeners(host: string, port: number, uid: number): Set<number> {
+  const ls = listenersOn(host, port);
+  if (ls.length === 0) {
+    throw Object.assign(new Error(`connect ECONNREFUSED ${host}:${port} (nothing listens there)`), { code: "ECONNREFUSED" });
+  }
+  for (const l of ls) {
+    if (l.uid !== uid) {
+      const addr = host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+      throw new APIError(
+        "forbidden",
+        403,
+        `${addr} is held by ${holder(l.inode)} of user ${userName(l.uid)}, not by the local daemon ` +
+          `of user ${userName(uid)} (the owner of its admin key); refusing to send it the local admin key`,
+      );
+    }
+  }
+  return new Set(ls.map((l) => l.inode));
+}
+
+/** An HTTP agent whose every connection goes only to a socket of uid
+ * listening on host:port, checked before connecting and again once
+ * connected (the same socket: no other user's socket can listen on the port
+ * beside it, so the connection reached it). */
+export class CheckedAgent extends http.Agent {
+  readonly #host: string;
+  readonly #port: number;
+  readonly #uid: number;
+
+  constructor(opts: http.AgentOptions, host: string, port: number, uid: number) {
+    super(opts);
+    this.#host = host.replace(/^\[|\]$/g, "");
+    this.#port = port;
+    this.#uid = uid;
+  }
+
+  override createConnection(_opts: unknown, cb: (err: Error | null, sock?: Duplex) => void): Duplex {
+    let before: Set<number>;
+    try {
+      before = ownedListeners(this.#host, this.#port, this.#uid);
+    } catch (e) {
+      process.nextTick(() => cb(e as Error));
+      return undefined as unknown as Duplex;
+    }
+    const sock = net.connect({ host: this.#host, port: this.#port });
+    const fail = (e: Error) => {
+      sock.destroy();
+      cb(e);
+    };
+    sock.once("error", fail);
+    sock.once("connect", () => {
+      sock.removeListener("error", fail);
+      try {
+        const after = ownedListeners(this.#host, this.#port, this.#uid);
+        if (![...before].some((i) => after.has(i))) {
+          throw new APIError(
+            "forbidden",
+            403,
+            `the socket listening on ${this.#host}:${this.#port} changed while connecting; refusing to send it the local admin key`,
+          );
+        }
+      } catch (e) {
+        fail(e as Error);
+        return;
+      }
+      cb(null, sock);
+    });
+    return undefined as unknown as Duplex;
   }
 }

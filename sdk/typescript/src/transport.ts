@@ -12,7 +12,7 @@ import * as http from "node:http";
 import * as https from "node:https";
 
 import { APIError, TransportError, apiErrorFromDetail, codeForStatus } from "./errors.js";
-import { DEFAULT_BASE_URL, START_HINT, localKey } from "./local.js";
+import { CheckedAgent, START_HINT, localDaemon, localKeyAndOwner } from "./local.js";
 import { VERSION } from "./version.js";
 
 /** How long a plain request may wait in silence for the server, in ms. */
@@ -42,10 +42,21 @@ export interface RequestOptions {
 /** Options first, then the environment; with no key from either on the
  * default address, the local daemon's admin key. */
 export function resolveConfig(opts: ClientOptions = {}): { baseUrl: string; apiKey?: string } {
-  const url = (opts.baseUrl || process.env.WITHRUNTIME_BASE_URL || DEFAULT_BASE_URL).replace(/\/+$/, "");
+  const { baseUrl, apiKey } = resolveWithOwner(opts);
+  return { baseUrl, apiKey };
+}
+
+/** resolveConfig, and the uid whose listener alone may receive the key (the
+ * local admin key's owner; undefined for a key the caller gave). */
+function resolveWithOwner(opts: ClientOptions): { baseUrl: string; apiKey?: string; owner?: number } {
+  const url = (opts.baseUrl || process.env.WITHRUNTIME_BASE_URL || localDaemon.baseUrl).replace(/\/+$/, "");
   let key = opts.apiKey !== undefined ? opts.apiKey : process.env.WITHRUNTIME_API_KEY;
-  if (!key && opts.apiKey === undefined) key = localKey(url);
-  return { baseUrl: url, apiKey: key || undefined };
+  let owner: number | undefined;
+  if (!key && opts.apiKey === undefined) {
+    const local = localKeyAndOwner(url);
+    if (local) ({ key, owner } = local);
+  }
+  return { baseUrl: url, apiKey: key || undefined, owner };
 }
 
 // A body that failed while being produced (a local file read, say): thrown
@@ -63,7 +74,7 @@ export class Transport {
   readonly #mod: typeof http | typeof https;
 
   constructor(opts: ClientOptions = {}) {
-    const cfg = resolveConfig(opts);
+    const cfg = resolveWithOwner(opts);
     this.baseUrl = cfg.baseUrl;
     this.#apiKey = cfg.apiKey;
     let u: URL;
@@ -78,7 +89,12 @@ export class Transport {
     this.#url = u;
     this.#mod = u.protocol === "https:" ? https : http;
     // Keep-alive connections, but never keep the process alive for them.
-    this.#agent = new this.#mod.Agent({ keepAlive: true, maxFreeSockets: 4 });
+    const agentOpts = { keepAlive: true, maxFreeSockets: 4 };
+    // The local admin key goes only to its owner's listener (see local.ts).
+    this.#agent =
+      cfg.owner !== undefined && u.protocol === "http:"
+        ? new CheckedAgent(agentOpts, u.hostname, Number(u.port || 80), cfg.owner)
+        : new this.#mod.Agent(agentOpts);
   }
 
   /** The path and query of a request to the API. */
