@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
@@ -90,7 +91,7 @@ func (s *server) guardStream(r *http.Request, c caller, resp *http.Response, k s
 	}
 	resp.Body = &streamGuard{kind: k, body: resp.Body, reason: func(cause error) error {
 		return s.streamBreak(r.Context(), c, r.PathValue("id"), k.what, cause)
-	}}
+	}, hold: s.cfg.AgentMemory.Hold(c.account, r.PathValue("id"))}
 }
 
 // streamBreak says why a stream broke under what ran, once the sandbox's
@@ -147,9 +148,13 @@ type streamGuard struct {
 	last  []byte // the last complete line, if it was short enough to keep
 	ended bool   // the agent's stream ended well: io.EOF once ready is read
 	tail  *bytes.Reader
+	// hold reserves the buffers above in the server's budget of agents'
+	// answers (agentmemory.go) before they grow; nil reserves nothing.
+	hold *membudget.Hold
 }
 
 func (g *streamGuard) Read(p []byte) (int, error) {
+	defer g.settle()
 	for {
 		if g.off < len(g.ready) {
 			n := copy(p, g.ready[g.off:])
@@ -196,7 +201,32 @@ func (g *streamGuard) Read(p []byte) (int, error) {
 	}
 }
 
-func (g *streamGuard) Close() error { return g.body.Close() }
+func (g *streamGuard) Close() error {
+	g.hold.Release()
+	return g.body.Close()
+}
+
+// held is what the guard's buffers hold.
+func (g *streamGuard) held() int64 { return int64(cap(g.line) + cap(g.ready) + cap(g.last)) }
+
+// settle makes the reservation what the buffers hold now.
+func (g *streamGuard) settle() {
+	if g.hold != nil {
+		g.hold.Resize(g.held()) // shrinking, or as before: never refused
+	}
+}
+
+// fit reserves, before buf grows to n bytes, the guard's buffers and the
+// grown one beside the old (append doubles, at most).
+func (g *streamGuard) fit(buf []byte, n int) error {
+	if g.hold == nil || n <= cap(buf) {
+		return nil
+	}
+	if err := g.hold.Resize(g.held() + int64(max(n, 2*cap(buf)))); err != nil {
+		return budgetError(err)
+	}
+	return nil
+}
 
 // take adds b to the stream, moving each line it completes to ready. It
 // returns why the stream must be cut: a line too long, or not an event.
@@ -210,6 +240,9 @@ func (g *streamGuard) take(b []byte) error {
 		if len(g.line)+len(seg) > g.kind.maxLine {
 			return sandbox.Errorf(sandbox.KindInternal, "the sandbox's agent sent a line longer than %d bytes: the stream was cut", g.kind.maxLine)
 		}
+		if err := g.fit(g.line, len(g.line)+len(seg)); err != nil {
+			return err
+		}
 		g.line = append(g.line, seg...)
 		if i < 0 {
 			return nil
@@ -220,6 +253,9 @@ func (g *streamGuard) take(b []byte) error {
 		g.last = g.last[:0]
 		if len(g.line) <= maxTerminalLine {
 			g.last = append(g.last, g.line...)
+		}
+		if err := g.fit(g.ready, len(g.ready)+len(g.line)+1); err != nil {
+			return err
 		}
 		g.ready = append(append(g.ready, g.line...), '\n')
 		g.line = g.line[:0]

@@ -62,7 +62,11 @@ func (s *server) mcpHandler() http.Handler {
 		call, _ := r.Context().Value(mcpCallKey{}).(mcpCall)
 		inner := &http.Client{Transport: selfcall.Transport{Handler: slots.limit(call, InProcess(s))}}
 		tools := mcptools.NewServerFor(func(_ context.Context, req *mcp.CallToolRequest) (*client.Client, error) {
-			return mcpClient(inner, req)
+			c, err := mcpClient(inner, req)
+			if err != nil {
+				return nil, err
+			}
+			return c.Reserving(s.reserveFor(call.account)), nil
 		}, mcptools.Options{SchemaCache: schemas})
 		tools.AddReceivingMiddleware(endWith(r.Context()))
 		return tools

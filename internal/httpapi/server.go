@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
 )
@@ -51,6 +52,9 @@ type Config struct {
 	DefaultConcurrency int
 	// Trial says whether and how POST /v1/trial hands out trial accounts.
 	Trial TrialConfig
+	// AgentMemory bounds in sum what the server holds of agents' answers
+	// (agentmemory.go); nil bounds only each request.
+	AgentMemory *membudget.Budget
 }
 
 // TrialConfig is the trial offer: each trial account gets Hours of free
