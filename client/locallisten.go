@@ -151,7 +151,7 @@ var errNothingListens = fmt.Errorf("nothing listens there: %w", syscall.ECONNREF
 // foreignListener is the error for a listener of another user than owner.
 func foreignListener(addr string, l listener, owner int) error {
 	return &APIError{Code: CodeForbidden, Status: http.StatusForbidden, Message: fmt.Sprintf(
-		"%s is held by %s of user %s, not by the local daemon of user %s (the owner of its admin key); refusing to send it the local admin key",
+		"%s is held by %s of user %s, not by the local daemon of user %s, who owns its admin key; refusing to send it the local admin key",
 		addr, holder(l.inode), userName(l.uid), userName(owner))}
 }
 

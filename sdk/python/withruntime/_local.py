@@ -203,7 +203,7 @@ def owned_listeners(host: str, port: int, uid: int) -> set[int]:
             addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             raise APIError("forbidden", 403, (
                 f"{addr} is held by {holder(inode)} of user {user_name(luid)}, not by the local daemon "
-                f"of user {user_name(uid)} (the owner of its admin key); refusing to send it the local admin key"
+                f"of user {user_name(uid)}, who owns its admin key; refusing to send it the local admin key"
             ))
     return {inode for _, inode in ls}
 

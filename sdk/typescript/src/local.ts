@@ -226,7 +226,7 @@ export function ownedListeners(host: string, port: number, uid: number): Set<num
         "forbidden",
         403,
         `${addr} is held by ${holder(l.inode)} of user ${userName(l.uid)}, not by the local daemon ` +
-          `of user ${userName(uid)} (the owner of its admin key); refusing to send it the local admin key`,
+          `of user ${userName(uid)}, who owns its admin key; refusing to send it the local admin key`,
       );
     }
   }
