@@ -15,7 +15,7 @@ import (
 // file, from the Secret.
 func TestStoreConnectionVerified(t *testing.T) {
 	m := load(t)
-	s := m.secrets[0]
+	s := m.store
 	raw := s.StringData["WITHRUNTIME_STORE"]
 	u, err := url.Parse(raw)
 	if err != nil {

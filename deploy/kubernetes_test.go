@@ -128,14 +128,23 @@ func decodeFile(data []byte) ([]any, error) {
 	return objs, nil
 }
 
+// Secrets the manifests hold, by name.
+const (
+	storeSecret     = "withruntime-store"
+	authoritySecret = "withruntime-authority"
+)
+
 // manifests decodes every file kustomization.yaml lists.
 type manifests struct {
-	namespaces  []*corev1.Namespace
-	secrets     []*corev1.Secret
-	services    []*corev1.Service
-	deployments []*appsv1.Deployment
-	daemonSets  []*appsv1.DaemonSet
-	all         []metav1.Object
+	namespaces []*corev1.Namespace
+	secrets    []*corev1.Secret
+	// store is what API servers and nodes read (the store's credentials),
+	// authority what only API servers read (the authority's seal key).
+	store, authority *corev1.Secret
+	services         []*corev1.Service
+	deployments      []*appsv1.Deployment
+	daemonSets       []*appsv1.DaemonSet
+	all              []metav1.Object
 }
 
 func load(t *testing.T) manifests {
@@ -157,6 +166,12 @@ func load(t *testing.T) manifests {
 				m.namespaces = append(m.namespaces, o)
 			case *corev1.Secret:
 				m.secrets = append(m.secrets, o)
+				switch o.Name {
+				case storeSecret:
+					m.store = o
+				case authoritySecret:
+					m.authority = o
+				}
 			case *corev1.Service:
 				m.services = append(m.services, o)
 			case *appsv1.Deployment:
@@ -166,9 +181,12 @@ func load(t *testing.T) manifests {
 			}
 		}
 	}
-	if len(m.namespaces) != 1 || len(m.secrets) != 1 || len(m.services) != 1 || len(m.deployments) != 1 || len(m.daemonSets) != 1 {
-		t.Fatalf("got %d namespaces, %d secrets, %d services, %d deployments, %d daemon sets; want one of each",
+	if len(m.namespaces) != 1 || len(m.secrets) != 2 || len(m.services) != 1 || len(m.deployments) != 1 || len(m.daemonSets) != 1 {
+		t.Fatalf("got %d namespaces, %d secrets, %d services, %d deployments, %d daemon sets; want two secrets and one of each other",
 			len(m.namespaces), len(m.secrets), len(m.services), len(m.deployments), len(m.daemonSets))
+	}
+	if m.store == nil || m.authority == nil {
+		t.Fatalf("got secrets %s and %s, want %s and %s", m.store.Name, m.secrets[1].Name, storeSecret, authoritySecret)
 	}
 	return m
 }
@@ -294,7 +312,7 @@ func envFromSecret(t *testing.T, c corev1.Container, secret *corev1.Secret, name
 }
 
 func TestSecretHoldsAStoreURL(t *testing.T) {
-	s := load(t).secrets[0]
+	s := load(t).store
 	url := s.StringData["WITHRUNTIME_STORE"]
 	if !strings.HasPrefix(url, "postgres://") {
 		t.Errorf("WITHRUNTIME_STORE: got %q, want a postgres:// URL", url)
@@ -331,8 +349,8 @@ func TestAPIDeployment(t *testing.T) {
 	if flags["--store"] != "$(WITHRUNTIME_STORE)" {
 		t.Errorf("--store: got %q, want $(WITHRUNTIME_STORE)", flags["--store"])
 	}
-	envFromSecret(t, c, m.secrets[0], "WITHRUNTIME_STORE")
-	envFromSecret(t, c, m.secrets[0], "PGPASSWORD")
+	envFromSecret(t, c, m.store, "WITHRUNTIME_STORE")
+	envFromSecret(t, c, m.store, "PGPASSWORD")
 	if !mountedAt(c, flags["--data-dir"]) {
 		t.Errorf("--data-dir %s is not a volume: the root file system is read-only", flags["--data-dir"])
 	}
@@ -511,8 +529,8 @@ func TestNodeDaemonSet(t *testing.T) {
 	if !podIP {
 		t.Error("no POD_IP from status.podIP (the downward API)")
 	}
-	envFromSecret(t, c, m.secrets[0], "WITHRUNTIME_STORE")
-	envFromSecret(t, c, m.secrets[0], "PGPASSWORD")
+	envFromSecret(t, c, m.store, "WITHRUNTIME_STORE")
+	envFromSecret(t, c, m.store, "PGPASSWORD")
 }
 
 // The commented shared-checkpoint lines of node.yaml, uncommented as

@@ -144,8 +144,8 @@ func TestAPIUnit(t *testing.T) {
 	if want := "/var/lib/" + u.get("Service", "StateDirectory"); flags["--data-dir"] != want {
 		t.Errorf("--data-dir: got %q, want the StateDirectory %q", flags["--data-dir"], want)
 	}
+	// EnvironmentFile: TestAuthorityKeyNotInNodeEnvironment.
 	for _, tc := range []struct{ key, want string }{
-		{"EnvironmentFile", "/etc/withruntime/withruntime.env"},
 		{"Restart", "always"},
 		{"DynamicUser", "yes"},
 		{"NoNewPrivileges", "yes"},
