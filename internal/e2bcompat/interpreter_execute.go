@@ -151,12 +151,23 @@ func (st *lineStream) run(req api.CodeRequest) {
 	ctx, cancel := context.WithCancel(st.r.Context())
 	defer cancel()
 	// Two lines in flight at most: a line can be megabytes, and the caller
-	// is who should hold them, not this layer.
-	lines := make(chan any, 2)
-	send := func(v any) {
+	// is who should hold them, not this layer. Each is reserved (its text
+	// and its encoding) until written; a refusal ends the cell's stream.
+	lines := make(chan heldLine, 2)
+	var memErr error // set before cancel, read after lines is closed
+	send := func(v any, size int) {
+		release, err := st.sbx.C.Reserve(ctx, st.sbx.ID, 2*int64(size))
+		if err != nil {
+			if memErr == nil {
+				memErr = err
+			}
+			cancel()
+			return
+		}
 		select {
-		case lines <- v:
+		case lines <- heldLine{v, release}:
 		case <-ctx.Done():
+			release()
 		}
 	}
 	var ex *client.Execution
@@ -164,9 +175,9 @@ func (st *lineStream) run(req api.CodeRequest) {
 	go func() {
 		defer close(lines)
 		ex, runErr = st.sbx.C.RunCode(ctx, st.sbx.ID, req, client.CodeOptions{
-			Stdout: func(t string) { send(stdoutLine(t, time.Now())) },
-			Stderr: func(t string) { send(stderrLine(t, time.Now())) },
-			Result: func(r api.CodeResult) { send(resultOf(r)) },
+			Stdout: func(t string) { send(stdoutLine(t, time.Now()), len(t)) },
+			Stderr: func(t string) { send(stderrLine(t, time.Now()), len(t)) },
+			Result: func(r api.CodeResult) { send(resultOf(r), resultSize(r)) },
 			// Everything went to the caller as it came: keep no second copy.
 			Discard: true,
 		})
@@ -182,7 +193,8 @@ loop:
 			if !ok {
 				break loop
 			}
-			st.write(l)
+			st.write(l.v)
+			l.release()
 			if st.broken {
 				cancel() // nobody reads: stop the call; lines drains below
 			}
@@ -194,11 +206,14 @@ loop:
 			}
 		}
 	}
+	if memErr != nil {
+		runErr = memErr
+	}
 	if runErr == nil {
 		st.finish(ex.Error, ex.ExecutionCount)
 		return
 	}
-	if st.broken || ctx.Err() != nil {
+	if st.broken || (ctx.Err() != nil && memErr == nil) {
 		return
 	}
 	if !st.started {
@@ -212,4 +227,16 @@ loop:
 		panic(http.ErrAbortHandler)
 	}
 	st.finish(&api.CodeException{Name: sandboxErrName, Value: message(runErr)}, 0)
+}
+
+// heldLine is a line in flight to the caller and its reservation.
+type heldLine struct {
+	v       any
+	release func()
+}
+
+// resultSize is the bytes of a result's fields.
+func resultSize(r api.CodeResult) int {
+	return len(r.Text) + len(r.HTML) + len(r.Markdown) + len(r.SVG) + len(r.PNG) + len(r.JPEG) +
+		len(r.LaTeX) + len(r.JavaScript) + len(r.JSON)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/withruntime/withruntime/client"
+	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/selfcall"
 )
 
@@ -40,6 +41,10 @@ type Config struct {
 	// and is returned to clients as the sandboxes' domain.
 	Domain string
 	Log    *slog.Logger
+	// Memory bounds in sum what the layer holds of sandboxes' answers
+	// (memory.go), shared with the API's budget; nil bounds only each
+	// answer.
+	Memory *membudget.Budget
 }
 
 // Server serves the E2B API.
@@ -114,6 +119,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	sbx.C = sbx.C.Reserving(s.reserveFor(sbx.acct))
 	mux.ServeHTTP(w, r.WithContext(withSandbox(r.Context(), sbx)))
 }
 
