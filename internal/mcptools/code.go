@@ -53,7 +53,8 @@ func (t tools) addCodeTools(s *mcp.Server) {
 			if err != nil {
 				return nil, RunCodeOutput{}, toolError(err)
 			}
-			out, images, err := runCode(ctx, c, in)
+			out, images, release, err := runCode(ctx, c, in)
+			defer release()
 			if err != nil {
 				return nil, RunCodeOutput{}, toolError(err)
 			}
@@ -71,24 +72,29 @@ func (t tools) addCodeTools(s *mcp.Server) {
 		})
 }
 
-func runCode(ctx context.Context, c *client.Client, in RunCodeInput) (RunCodeOutput, []*mcp.ImageContent, error) {
+// runCode runs the cell; release gives back the reservation of the
+// images, once the answer carrying them is made.
+func runCode(ctx context.Context, c *client.Client, in RunCodeInput) (_ RunCodeOutput, _ []*mcp.ImageContent, release func(), _ error) {
 	if err := needID(in.SandboxID); err != nil {
-		return RunCodeOutput{}, nil, err
+		return RunCodeOutput{}, nil, func() {}, err
 	}
 	timeoutMs, err := callTimeoutMs(in.TimeoutSeconds)
 	if err != nil {
-		return RunCodeOutput{}, nil, err
+		return RunCodeOutput{}, nil, func() {}, err
 	}
 	// Output streams into bounded tails and results are kept as they come
 	// only within the answer's budget: a cell that prints or displays
 	// gigabytes costs the server no more than one that fits.
 	var stdout, stderr tailWriter
-	results := resultKeeper{out: []string{}, budget: OutputCap}
+	results := resultKeeper{out: []string{}, budget: OutputCap, reserve: func(n int64) (func(), error) {
+		return c.Reserve(ctx, in.SandboxID, n)
+	}}
 	run, err := c.RunCode(ctx, in.SandboxID, api.CodeRequest{Code: in.Code, TimeoutMs: timeoutMs}, client.CodeOptions{
 		Stdout: stdout.WriteString, Stderr: stderr.WriteString, Result: results.add, Discard: true,
 	})
 	if err != nil {
-		return RunCodeOutput{}, nil, err
+		results.release()
+		return RunCodeOutput{}, nil, func() {}, err
 	}
 	out := RunCodeOutput{
 		Results: results.list(),
@@ -98,17 +104,30 @@ func runCode(ctx context.Context, c *client.Client, in RunCodeInput) (RunCodeOut
 	if e := run.Error; e != nil {
 		out.Error = &CodeError{Name: e.Name, Value: e.Value, Traceback: keepTail(e.Traceback, false, OutputCap, "traceback")}
 	}
-	return out, results.images, nil
+	return out, results.images, results.release, nil
 }
 
 // resultKeeper keeps a cell's results as text while their text fits the
 // budget (in characters), the first maxImages images, and a count of the
-// results past the budget.
+// results past the budget. Each image kept is reserved (reserve: its bytes
+// and their base64 in the answer) until release; an image the server has
+// no memory for is left out with a note.
 type resultKeeper struct {
-	out     []string
-	images  []*mcp.ImageContent
-	budget  int
-	dropped int
+	out      []string
+	images   []*mcp.ImageContent
+	budget   int
+	dropped  int
+	reserve  func(n int64) (func(), error)
+	releases []func()
+	unkept   int // images refused a reservation
+}
+
+// release gives back the images' reservations.
+func (k *resultKeeper) release() {
+	for _, f := range k.releases {
+		f()
+	}
+	k.releases = nil
 }
 
 func (k *resultKeeper) add(r api.CodeResult) {
@@ -135,18 +154,35 @@ func (k *resultKeeper) add(r api.CodeResult) {
 		if im.data == "" || len(k.images) == maxImages {
 			continue
 		}
-		if b, err := base64.StdEncoding.DecodeString(im.data); err == nil {
-			k.images = append(k.images, &mcp.ImageContent{Data: b, MIMEType: im.mime})
+		release := func() {}
+		if k.reserve != nil {
+			rel, err := k.reserve(2 * int64(len(im.data)))
+			if err != nil {
+				k.unkept++
+				continue
+			}
+			release = rel
 		}
+		b, err := base64.StdEncoding.DecodeString(im.data)
+		if err != nil {
+			release()
+			continue
+		}
+		k.images = append(k.images, &mcp.ImageContent{Data: b, MIMEType: im.mime})
+		k.releases = append(k.releases, release)
 	}
 }
 
 // list is the results kept, with a note of those left out.
 func (k *resultKeeper) list() []string {
+	out := k.out
 	if k.dropped > 0 {
-		return append(k.out, fmt.Sprintf("[%d more results not shown]", k.dropped))
+		out = append(out, fmt.Sprintf("[%d more results not shown]", k.dropped))
 	}
-	return k.out
+	if k.unkept > 0 {
+		out = append(out, fmt.Sprintf("[%d images not shown: the server's memory for sandbox answers is spent; retry once other calls end]", k.unkept))
+	}
+	return out
 }
 
 // richFormats names the formats a result has besides text, in the order
