@@ -15,6 +15,7 @@ var serveFlags = []flagSpec{
 	{Name: "isolation", Type: "string", Usage: "the isolation of a sandbox created without one: `auto|gvisor|microvm` (auto: microvm when KVM boots a guest on this host, else gvisor)", DefValue: "auto"},
 	{Name: "microvm-accel", Type: "string", Usage: "the microVMs' accelerator: `kvm|tcg` (tcg: software emulation, many times slower; for tests and hosts without KVM)", DefValue: "kvm"},
 	{Name: "max-conns", Type: "int", Usage: "how many API client connections may be open at once (the longest-waiting one without a request in progress makes room for a new one)", DefValue: "4096"},
+	{Name: "agent-memory-budget", Type: "int", Usage: "`MIB` of memory the server may hold of sandboxes' answers in progress, all together; an account gets a quarter, a sandbox an eighth, and requests past them get 429 rate_limited (past the total 503 capacity_exhausted)", DefValue: "1024"},
 	{Name: "allow-trial", Type: "bool", Usage: "let clients obtain trial accounts (POST /v1/trial, rate-limited per client address)", DefValue: "false", NoOptDefVal: "true"},
 	{Name: "trial-hours", Type: "float64", Usage: "free sandbox hours of each trial account", DefValue: "50"},
 	{Name: "trial-per-address", Type: "int", Usage: "trial accounts one client address may obtain per hour", DefValue: "5"},

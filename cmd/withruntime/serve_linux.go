@@ -31,6 +31,7 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	managerFlags(fs, &cfg)
 	isolationFlags(fs, &cfg)
 	fs.IntVar(&cfg.MaxConns, "max-conns", httpapi.DefaultMaxConns, "how many API client connections may be open at once (the longest-waiting one without a request in progress makes room for a new one)")
+	fs.IntVar(&cfg.AgentMemoryMiB, "agent-memory-budget", 1024, "`MIB` of memory the server may hold of sandboxes' answers in progress, all together; an account gets a quarter, a sandbox an eighth, and requests past them get 429 rate_limited (past the total 503 capacity_exhausted)")
 	fs.BoolVar(&cfg.Trial.Enabled, "allow-trial", false, "let clients obtain trial accounts (POST /v1/trial, rate-limited per client address)")
 	fs.Float64Var(&cfg.Trial.Hours, "trial-hours", 50, "free sandbox hours of each trial account")
 	fs.IntVar(&cfg.Trial.PerAddress, "trial-per-address", 5, "trial accounts one client address may obtain per hour")

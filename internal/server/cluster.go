@@ -83,6 +83,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	apiHandler := httpapi.NewServer(httpapi.Config{
 		Sandboxes: ctl, Store: st, Logger: cfg.Logger, Secrets: vault,
 		DefaultConcurrency: ctl.DefaultConcurrency(), Trial: cfg.Trial,
+		AgentMemory: cfg.agentBudget(),
 	})
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,

@@ -12,6 +12,7 @@ import (
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
+	"github.com/withruntime/withruntime/internal/membudget"
 )
 
 // DefaultListen is the address clients try when none is configured.
@@ -85,6 +86,24 @@ type Config struct {
 	// DetectInterval is how often an API server's failure detector looks
 	// for nodes whose lease ran out (0: internal/cluster's default).
 	DetectInterval time.Duration
+	// AgentMemoryMiB bounds in sum what the server holds of sandboxes'
+	// answers in progress (serve --agent-memory-budget; 0: 1024): an
+	// account a quarter of it, a sandbox an eighth (package membudget).
+	AgentMemoryMiB int
+	agentMemory    *membudget.Budget // made from it by agentBudget
+}
+
+// agentBudget is the one budget of agents' answers the API and the E2B
+// layer share, made on first use.
+func (c *Config) agentBudget() *membudget.Budget {
+	if c.agentMemory == nil {
+		mib := c.AgentMemoryMiB
+		if mib <= 0 {
+			mib = membudget.DefaultTotal >> 20
+		}
+		c.agentMemory = membudget.New(int64(mib) << 20)
+	}
+	return c.agentMemory
 }
 
 func (c *Config) setDefaults() {
@@ -122,6 +141,9 @@ func (c *Config) Validate() error {
 	case "", AccelKVM, AccelTCG:
 	default:
 		return fmt.Errorf("--microvm-accel %q: want kvm or tcg", c.MicroVMAccel)
+	}
+	if c.AgentMemoryMiB < 0 {
+		return errors.New("--agent-memory-budget must not be negative")
 	}
 	for _, p := range c.EgressPermit {
 		if err := egress.CheckPermit(p); err != nil {

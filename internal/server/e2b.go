@@ -126,6 +126,7 @@ func listenE2BWith(cfg Config, secret []byte, api http.Handler, wrap func(http.H
 	}
 	e2b, err := e2bcompat.New(e2bcompat.Config{
 		API: httpapi.OnBehalf(api), Secret: secret, Domain: cfg.E2BDomain, Log: cfg.Logger,
+		Memory: cfg.agentBudget(),
 	})
 	if err != nil {
 		return nil, nil, err

@@ -99,6 +99,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	apiHandler := httpapi.NewServer(httpapi.Config{
 		Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault,
 		DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
+		AgentMemory: cfg.agentBudget(),
 	})
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
