@@ -174,12 +174,14 @@ func (b *Budget) sub(account, sandbox string, n int64) {
 }
 
 // Hold is a reservation that grows and shrinks with a buffer: a stream's
-// line as it is read, released when the line is done. The zero Hold of a
-// nil Budget reserves nothing. A Hold is used by one goroutine at a time.
+// line as it is read, released when the line is done. A Hold of a nil
+// Budget reserves nothing. It is safe for concurrent use.
 type Hold struct {
 	b                *Budget
 	account, sandbox string
-	n                int64
+
+	mu sync.Mutex // guards n
+	n  int64
 }
 
 // Hold returns an empty reservation for sandbox of account.
@@ -193,6 +195,8 @@ func (h *Hold) Resize(n int64) error {
 	if h == nil || h.b == nil {
 		return nil
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	n = max(n, 0)
 	switch {
 	case n > h.n:
@@ -211,6 +215,8 @@ func (h *Hold) Held() int64 {
 	if h == nil {
 		return 0
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	return h.n
 }
 
