@@ -35,10 +35,12 @@ const maxSkip = 4 << 20
 
 // portConfig is yamux's configuration for both ends: small windows bound
 // what the host buffers per stream (256 KiB), and a backlog bounds the
-// streams the agent can have waiting.
+// streams the agent can have waiting. The host's end reads the guest
+// through a frameGuard, which bounds the rest.
 func portConfig() *yamux.Config {
 	c := yamux.DefaultConfig()
 	c.AcceptBacklog = 64
+	c.MaxStreamWindowSize = portWindow
 	c.LogOutput = io.Discard
 	c.ConnectionWriteTimeout = 30 * time.Second
 	c.StreamCloseTimeout = 30 * time.Second
@@ -103,7 +105,7 @@ func ServePort(ctx context.Context, c net.Conn) (*Host, error) {
 				return nil, fmt.Errorf("agent port: %w", err)
 			}
 			c.SetWriteDeadline(time.Time{})
-			s, err := yamux.Server(&bufConn{ReadWriteCloser: c, r: r}, portConfig())
+			s, err := yamux.Server(newFrameGuard(&bufConn{ReadWriteCloser: c, r: r}), portConfig())
 			if err != nil {
 				c.Close()
 				return nil, err

@@ -1,10 +1,13 @@
 package agentlink
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -107,3 +110,54 @@ func (s *switchRW) Write(b []byte) (int, error) {
 }
 
 func (s *switchRW) Close() error { return nil }
+
+// TestPortTraffic sends what an agent really sends through the host's
+// frame guard: answers and uploads many windows long, on many streams at
+// once. None of it breaks a bound: every request succeeds.
+func TestPortTraffic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	hostEnd, guestEnd := net.Pipe()
+	port := NewPort(guestEnd)
+	go port.Run(ctx)
+	const size = 4 << 20
+	agent := &Agent{Dial: port.Dial, WaitResume: port.WaitResume, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Got", strconv.FormatInt(n, 10))
+		w.Write(make([]byte, size))
+	})}
+	go agent.Run(ctx)
+	h, err := ServePort(ctx, hostEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	client := &http.Client{Transport: &http.Transport{
+		DialContext:     func(ctx context.Context, _, _ string) (net.Conn, error) { return h.Dial(ctx) },
+		MaxConnsPerHost: 64,
+	}}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent/x", bytes.NewReader(make([]byte, size/8)))
+			resp, err := client.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			n, err := io.Copy(io.Discard, resp.Body)
+			if err != nil || n != size || resp.Header.Get("X-Got") != strconv.Itoa(size/8) {
+				errs <- fmt.Errorf("got %d bytes (%v), the agent got %s; want %d and %d", n, err, resp.Header.Get("X-Got"), size, size/8)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
