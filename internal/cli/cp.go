@@ -17,11 +17,11 @@ import (
 )
 
 // "sandbox cp" follows docker cp: one side is ID:PATH inside a sandbox, the
-// other a local path or "-" (a tar stream on stdin or stdout). A directory
-// copied onto an existing directory lands inside it under its own name,
-// onto a missing path it becomes that path; a SRC ending in "/." copies
-// the directory's contents. A file copied onto an existing directory lands
-// inside it, otherwise it becomes DST.
+// other a local path or "-" (a tar stream on stdin or stdout). Copies in
+// stat the sandbox's side to find where the source lands; copies out never
+// trust what the sandbox says about its side: client.Download decides file
+// or directory from the archive it receives, and every name comes from the
+// arguments or from the archive's checked entries.
 
 const cpAbout = `Copies a file or a directory between a sandbox and this machine, like
 docker cp. One of SRC and DST is ID:PATH, a path inside sandbox ID (relative
@@ -30,11 +30,25 @@ path reads a tar stream from stdin (extracted into the sandbox directory DST)
 or writes one to stdout (the file, or the directory's contents).
 
 A directory copied onto an existing directory lands inside it under its own
-name; onto a missing path it becomes that path. A SRC ending in "/." copies
-the directory's contents. A file copied onto an existing directory lands
-inside it; otherwise it becomes DST. Modes are kept; symbolic links are
-copied as links, never followed. A local path holding a colon is written
-with a slash in it, such as ./a:b.`
+name (merged into one of that name, files overwritten); onto a missing path
+it becomes that path. A SRC ending in "/." copies the directory's contents
+into DST: only then is anything extracted straight into a directory that
+already existed. A file copied onto an existing directory lands inside it
+under its own name; onto a file it replaces it; otherwise it becomes DST.
+Modes are kept; symbolic links are copied as links, never followed. A local
+path holding a colon is written with a slash in it, such as ./a:b.
+
+From a sandbox, what arrives is untrusted. Whether SRC is a file or a
+directory is decided from the archive received, not from an earlier look:
+it is one file only when the archive holds that one file (or link) under
+SRC's own name; the file is kept under a temporary name (.withruntime-cp-*)
+where it lands until the archive's end proves it. Its own name is the last element of SRC
+as given here, never a name the sandbox reports. No entry may leave the
+target, pass through a symbolic link, replace a directory with a file or a
+file with a directory. A download stops with payload_too_large past
+--max-entries entries (default 1,000,000) or --max-bytes bytes of files
+(default 10G; with DST "-", of the tar stream): raise them for larger trees.
+What was written before such an error stays.`
 
 // cpSide is one side of "sandbox cp".
 type cpSide struct {
@@ -132,6 +146,7 @@ func endsInDot(p string) bool {
 
 func (a *App) sandboxCp(cmd *command, s streams) runFunc {
 	trial := trialFlag(cmd.fs)
+	bounds := cpBoundFlags(cmd.fs)
 	return func(ctx context.Context, pos []string) int {
 		src, dst, err := parseCpArgs(pos)
 		if err != nil {
@@ -144,7 +159,7 @@ func (a *App) sandboxCp(cmd *command, s streams) runFunc {
 		}
 		defer done()
 		if src.remote() {
-			err = copyOut(ctx, c, s, src, dst.path)
+			err = copyOut(ctx, c, s, src, dst.path, bounds)
 		} else {
 			err = copyIn(ctx, c, s, src.path, dst)
 		}
@@ -267,92 +282,21 @@ func writeOne(w io.Writer, hdr *tar.Header, body io.Reader) error {
 	return tw.Close()
 }
 
-// copyOut copies src in the sandbox to the local dst. Whatever the sandbox
-// sends lands through client.DownloadDir (no name may leave its directory
-// or pass through a symbolic link; links are made, never followed), or, for
-// one file onto a path the user named, as the file's bytes only.
-func copyOut(ctx context.Context, c *client.Client, s streams, src cpSide, dst string) error {
+// copyOut copies src in the sandbox to the local dst. client.Download
+// decides from the archive whether src is a file or a directory and
+// extracts it beneath dst's directory; the stat of an earlier version of
+// this command let a sandbox choose where its archive landed.
+func copyOut(ctx context.Context, c *client.Client, s streams, src cpSide, dst string, b *cpBounds) error {
 	if dst == "-" {
 		rc, err := c.DownloadArchive(ctx, src.id, src.path)
 		if err != nil {
 			return err
 		}
 		defer rc.Close()
-		_, err = io.Copy(s.stdout, rc)
-		return err
+		return copyStream(s.stdout, rc, int64(b.maxBytes))
 	}
-	fi, err := c.StatFile(ctx, src.id, src.path)
-	if err != nil {
-		return err
-	}
-	kind, err := localKind(dst)
-	if err != nil {
-		return err
-	}
-	spec := cpSpec{name: path.Base(fi.Path), dir: fi.Type == api.FileTypeDir, contents: endsInDot(src.path)}
-	target, err := cpTarget(spec, dst, kind, filepath.Join)
-	if err != nil {
-		return err
-	}
-	switch {
-	case spec.dir:
-		return c.DownloadDir(ctx, src.id, src.path, target)
-	case fi.Type == api.FileTypeOther:
-		return &cliError{client.CodeConflict, fmt.Sprintf("%s is not a regular file, directory or symbolic link", fi.Path)}
-	case kind == cpDir:
-		// The archive of one file holds it under its own name.
-		return c.DownloadDir(ctx, src.id, src.path, dst)
-	case fi.Type == api.FileTypeSymlink:
-		if kind == cpFile {
-			if err := os.Remove(target); err != nil {
-				return err
-			}
-		}
-		return os.Symlink(filepath.FromSlash(fi.Target), target)
-	}
-	return downloadFile(ctx, c, src, fi, target)
-}
-
-// localKind says what path is here, following symbolic links: the local
-// side is the user's own.
-func localKind(p string) (cpKind, error) {
-	fi, err := os.Stat(p)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return cpMissing, nil
-	case err != nil:
-		return 0, err
-	case fi.IsDir():
-		return cpDir, nil
-	}
-	return cpFile, nil
-}
-
-// downloadFile writes the sandbox file src to the local path target with
-// the file's mode and time.
-func downloadFile(ctx context.Context, c *client.Client, src cpSide, fi *api.FileInfo, target string) error {
-	rc, err := c.OpenFile(ctx, src.id, src.path)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	perm := fs.FileMode(fi.Mode).Perm()
-	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, rc); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(perm); err != nil { // the umask cut it, or it existed
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Chtimes(target, fi.ModTime, fi.ModTime)
+	_, err := c.Download(ctx, src.id, src.path, dst, b.options()...)
+	return err
 }
 
 // cpError gives local failures a code: the API's errors keep theirs.
@@ -365,6 +309,10 @@ func cpError(err error) error {
 		return err
 	case errors.Is(err, client.ErrUnsafePath):
 		return &cliError{client.CodeConflict, "refused the sandbox's archive: " + err.Error()}
+	case errors.Is(err, client.ErrArchiveTooLarge):
+		return &cliError{client.CodePayloadTooLarge, err.Error() + " (raise --max-entries or --max-bytes to copy more)"}
+	case errors.Is(err, client.ErrDestination):
+		return &cliError{client.CodeConflict, strings.TrimPrefix(err.Error(), client.ErrDestination.Error()+": ")}
 	case errors.Is(err, fs.ErrNotExist):
 		return &cliError{client.CodeNotFound, err.Error()}
 	case errors.Is(err, fs.ErrExist), errors.Is(err, fs.ErrPermission):
