@@ -17,11 +17,21 @@ const daemonStopWait = 30 * time.Second
 func (a *App) daemonVerbs() []leaf {
 	return []leaf{
 		{use: "status", short: "whether the local daemon runs (pid, address, data dir, log)", quiet: true,
-			define: a.daemonStatus},
+			about: daemonStatusAbout, define: a.daemonStatus},
 		{use: "stop", short: "stop the local daemon", quiet: true,
 			define: a.daemonStop},
 	}
 }
+
+const daemonStatusAbout = `Shows whether the local daemon runs: its pid, address, data dir and log.
+When it does not run and something listens on its address, a note says
+what. A process of another user than the daemon's (the owner of its
+admin.key) is named with its user: "note: ADDR is held by process PID
+(COMM) of user NAME (uid N), not by the local daemon of user ...".
+Commands (without WITHRUNTIME_API_KEY) then fail with forbidden, sending
+it nothing and starting no daemon over it; stop that process and run them
+again. A server that answers there but is not this data dir's daemon is
+"note: another server answers on URL (not this data dir's daemon)".`
 
 func (a *App) daemonStatus(cmd *command, s streams) runFunc {
 	return func(_ context.Context, args []string) int {
