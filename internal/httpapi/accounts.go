@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
 )
@@ -17,7 +18,7 @@ const maxAccountName = 64
 
 // createAccount makes an account whose id is its name. Concurrency 0 is
 // stored as 0, so the account follows the server's default even when that
-// changes.
+// changes; a trial account's is the trial's concurrency.
 func (s *server) createAccount(w http.ResponseWriter, r *http.Request, c caller) error {
 	var req api.CreateAccountRequest
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, false, &req); err != nil {
@@ -32,6 +33,11 @@ func (s *server) createAccount(w http.ResponseWriter, r *http.Request, c caller)
 	trial, err := trialSeconds(req.TrialHours)
 	if err != nil {
 		return err
+	}
+	if trial > 0 && req.Concurrency == 0 {
+		// A trial account runs what every trial runs unless the admin
+		// says otherwise.
+		req.Concurrency = s.cfg.Trial.Concurrency
 	}
 	a := store.Account{
 		ID:           req.Name,
@@ -69,8 +75,8 @@ func (s *server) listAccounts(w http.ResponseWriter, r *http.Request, c caller) 
 	return nil
 }
 
-// trialUsedMs sums the ledger's sandbox time of each trial account among
-// accounts, in one pass over the ledger.
+// trialUsedMs sums the trial time each trial account among accounts used,
+// counted by size (billing.TrialMs), in one pass over the ledger.
 func (s *server) trialUsedMs(ctx context.Context, accounts []store.Account) (map[string]int64, error) {
 	used := map[string]int64{}
 	trials := 0
@@ -95,7 +101,7 @@ func (s *server) trialUsedMs(ctx context.Context, accounts []store.Account) (map
 	}
 	for _, row := range rows {
 		if _, ok := used[row.Account]; ok {
-			used[row.Account] += row.AliveMs
+			used[row.Account] += billing.TrialMs(row.MemoryMiBMs, row.CPUNs)
 		}
 	}
 	return used, nil

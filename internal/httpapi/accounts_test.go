@@ -57,7 +57,8 @@ func TestAccountsAdminOnly(t *testing.T) {
 	}{
 		{`{"name":"team"}`, 7, 0, store.Account{ID: "team", Name: "team"}},
 		{`{"name":"Big_team-2","concurrency":250}`, 250, 0, store.Account{ID: "Big_team-2", Name: "Big_team-2", Concurrency: 250}},
-		{`{"name":"trial","trial_hours":1.5}`, 7, 1.5, store.Account{ID: "trial", Name: "trial", TrialSeconds: 5400}},
+		{`{"name":"trial","trial_hours":1.5}`, DefaultTrialConcurrency, 1.5, store.Account{ID: "trial", Name: "trial", TrialSeconds: 5400, Concurrency: DefaultTrialConcurrency}},
+		{`{"name":"big_trial","trial_hours":1,"concurrency":9}`, 9, 1, store.Account{ID: "big_trial", Name: "big_trial", TrialSeconds: 3600, Concurrency: 9}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.body, func(t *testing.T) {
@@ -84,9 +85,10 @@ func TestAccountsAdminOnly(t *testing.T) {
 
 	wantStatus(t, e.doJSON("POST", "/v1/accounts", admin, `{"name":"team","concurrency":3}`), 409, "conflict")
 
-	// The trial account's used hours come from the ledger.
-	seedUsage(t, e.store, store.UsageDelta{Day: "2026-03-01", Account: "trial", KeyID: "k", AliveMs: 1_800_000})
-	seedUsage(t, e.store, store.UsageDelta{Day: "2026-03-02", Account: "trial", KeyID: "k2", AliveMs: 900_000})
+	// The trial account's used hours come from the ledger, counted by
+	// size: half an hour of 4 GiB, then half an hour of 2 GiB.
+	seedUsage(t, e.store, store.UsageDelta{Day: "2026-03-01", Account: "trial", KeyID: "k", AliveMs: 1_800_000, MemoryMiBMs: 4096 * 1_800_000})
+	seedUsage(t, e.store, store.UsageDelta{Day: "2026-03-02", Account: "trial", KeyID: "k2", AliveMs: 1_800_000, MemoryMiBMs: 2048 * 1_800_000})
 	seedUsage(t, e.store, store.UsageDelta{Day: "2026-03-02", Account: "team", KeyID: "k3", AliveMs: 900_000})
 	resp := e.do("GET", "/v1/accounts", admin, nil)
 	wantStatus(t, resp, 200, "")
@@ -106,7 +108,7 @@ func TestAccountsAdminOnly(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{"team", "Big_team-2", "trial"}; !slices.Equal(names, want) {
+	if want := []string{"team", "Big_team-2", "trial", "big_trial"}; !slices.Equal(names, want) {
 		t.Errorf("accounts: got %v, want %v", names, want)
 	}
 }

@@ -21,6 +21,9 @@ func (s *server) create(w http.ResponseWriter, r *http.Request, c caller) error 
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, true, &req); err != nil {
 		return err
 	}
+	if err := s.trialSize(r.Context(), c, &req); err != nil {
+		return err
+	}
 	rec, err := s.cfg.Sandboxes.Create(r.Context(), c.account, c.keyID, req)
 	if err != nil {
 		return err

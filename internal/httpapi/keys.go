@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/withruntime/withruntime/api"
@@ -51,7 +52,7 @@ func (s *server) createKey(w http.ResponseWriter, r *http.Request, c caller) err
 	if c.kind == store.KeyAdmin {
 		err = s.cfg.Store.PutKey(r.Context(), k)
 	} else {
-		err = s.putBoundKey(r.Context(), c, &k, req.DailyLimitMicros)
+		err = s.putBoundKey(r.Context(), w, c, &k, req.DailyLimitMicros)
 	}
 	if err != nil {
 		return err
@@ -63,10 +64,25 @@ func (s *server) createKey(w http.ResponseWriter, r *http.Request, c caller) err
 }
 
 // putBoundKey stores k, made by the non-admin caller, bound to the caller's
-// key (bindToMaker). The binding is made from a read of the keys and
-// checked again in the store's transaction that inserts k: another API
-// server removing the caller's key meanwhile refuses the insert.
-func (s *server) putBoundKey(ctx context.Context, c caller, k *store.Key, requested int64) error {
+// key (bindToMaker) and within the account's bounds on keys (keyBounds).
+// The binding and the bounds on the keys the account holds are checked
+// again in the store's transaction that inserts k: another API server
+// removing the caller's key, or making keys, meanwhile refuses the insert.
+func (s *server) putBoundKey(ctx context.Context, w http.ResponseWriter, c caller, k *store.Key, requested int64) error {
+	b, err := s.keyBoundsOf(ctx, c.account)
+	if err != nil {
+		return err
+	}
+	all, err := s.cfg.Store.ListAllKeys(ctx, c.account)
+	if err != nil {
+		return err
+	}
+	if wait, err := b.made(all, time.Now()); err != nil {
+		if wait > 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
+		}
+		return err
+	}
 	keys, err := s.cfg.Store.ListKeys(ctx, c.account)
 	if err != nil {
 		return err
@@ -75,6 +91,9 @@ func (s *server) putBoundKey(ctx context.Context, c caller, k *store.Key, reques
 		return err
 	}
 	return s.cfg.Store.PutKeyIf(ctx, *k, func(keys []store.Key) error {
+		if err := b.held(c.account, keys); err != nil {
+			return err
+		}
 		again := *k
 		if err := bindToMaker(c, keys, &again, requested); err != nil {
 			return err

@@ -31,6 +31,9 @@ const (
 	DefaultTrialHours         = 50
 	DefaultTrialPerAddress    = 5
 	DefaultTrialWindow        = time.Hour
+	// DefaultMaxKeysPerAccount bounds the keys an account holds, and those
+	// its keys make in a day (keys.go).
+	DefaultMaxKeysPerAccount = 100
 )
 
 // Config is what the server is made of. Sandboxes and Store are required.
@@ -50,21 +53,40 @@ type Config struct {
 	// none (DefaultAccountConcurrency when 0). The manager must enforce the
 	// same value.
 	DefaultConcurrency int
-	// Trial says whether and how POST /v1/trial hands out trial accounts.
+	// Trial says whether and how POST /v1/trial hands out trial accounts,
+	// and what every trial account may run (trial.go).
 	Trial TrialConfig
+	// DefaultSize is the size a create that names none gets (the
+	// manager's; DefaultVCPUs, DefaultMemoryMiB, DefaultDiskGiB for zero
+	// fields): a trial's create without a size gets it, cut to the trial's.
+	DefaultSize Size
+	// MaxKeysPerAccount bounds the keys an account holds and those its
+	// keys make in a day (DefaultMaxKeysPerAccount when 0); the admin key
+	// is not bound by it.
+	MaxKeysPerAccount int
 	// AgentMemory bounds in sum what the server holds of agents' answers
 	// (agentmemory.go); nil bounds only each request.
 	AgentMemory *membudget.Budget
 }
 
 // TrialConfig is the trial offer: each trial account gets Hours of free
-// sandbox time, and each client address gets at most PerAddress trial
-// accounts per Window. Zero fields take the defaults.
+// sandbox time, counted in hours of the default size (billing.TrialMs),
+// and each client address gets at most PerAddress trial accounts per
+// Window; the whole server at most PerWindow, and none while trials made
+// in the last 30 days hold OutstandingHours unused. Every trial account
+// runs at most Concurrency sandboxes of at most MaxSize, and its keys
+// make at most MaxKeys more keys. Zero fields take the defaults
+// (trial.go).
 type TrialConfig struct {
-	Enabled    bool
-	Hours      float64       // DefaultTrialHours when 0
-	PerAddress int           // DefaultTrialPerAddress when 0
-	Window     time.Duration // DefaultTrialWindow when 0
+	Enabled          bool
+	Hours            float64       // DefaultTrialHours when 0
+	PerAddress       int           // DefaultTrialPerAddress when 0
+	Window           time.Duration // DefaultTrialWindow when 0
+	PerWindow        int           // DefaultTrialPerWindow when 0
+	OutstandingHours float64       // DefaultTrialOutstandingHours when 0
+	MaxSize          Size          // DefaultTrialSize's fields for zero ones
+	Concurrency      int           // DefaultTrialConcurrency when 0
+	MaxKeys          int           // DefaultTrialMaxKeys when 0
 }
 
 // Validate reports what is missing or wrong in c.
@@ -82,8 +104,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("httpapi: Trial.Hours must be 0 to %d", maxTrialHours)
 	case c.Trial.PerAddress < 0 || c.Trial.Window < 0:
 		return fmt.Errorf("httpapi: Trial.PerAddress and Trial.Window must not be negative")
+	case c.MaxKeysPerAccount < 0:
+		return fmt.Errorf("httpapi: MaxKeysPerAccount must not be negative")
 	}
-	return nil
+	return c.Trial.validate(c.DefaultSize)
 }
 
 // maxTrialHours bounds trial hours, wherever they come from, so that their
@@ -96,6 +120,9 @@ type server struct {
 	proxyLog *log.Logger // httputil.ReverseProxy's own complaints, into log
 	mux      *http.ServeMux
 	trials   *trialLimiter
+	// trialMu makes this process's trial accounts one at a time, so that
+	// they do not pass the outstanding hours together.
+	trialMu sync.Mutex
 
 	// mcp serves /v1/mcp (mcp.go), made on first use.
 	mcpOnce sync.Once
@@ -129,12 +156,17 @@ func NewServer(cfg Config) http.Handler {
 	if cfg.Trial.Window == 0 {
 		cfg.Trial.Window = DefaultTrialWindow
 	}
+	cfg.Trial.setDefaults()
+	cfg.DefaultSize = cfg.DefaultSize.or(DefaultSize)
+	if cfg.MaxKeysPerAccount == 0 {
+		cfg.MaxKeysPerAccount = DefaultMaxKeysPerAccount
+	}
 	s := &server{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		proxyLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		mux:      http.NewServeMux(),
-		trials:   newTrialLimiter(cfg.Trial.PerAddress, cfg.Trial.Window),
+		trials:   newTrialLimiter(cfg.Trial.PerAddress, cfg.Trial.PerWindow, cfg.Trial.Window),
 	}
 	for _, rt := range Routes() {
 		s.mux.Handle(rt.Method+" "+rt.Pattern, s.route(rt))

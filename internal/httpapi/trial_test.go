@@ -53,8 +53,8 @@ func TestTrial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.TrialSeconds != DefaultTrialHours*3600 || a.Concurrency != 0 {
-		t.Errorf("stored account: got %+v, want %d trial seconds and the default concurrency", a, DefaultTrialHours*3600)
+	if a.TrialSeconds != DefaultTrialHours*3600 || a.Concurrency != DefaultTrialConcurrency {
+		t.Errorf("stored account: got %+v, want %d trial seconds and concurrency %d", a, DefaultTrialHours*3600, DefaultTrialConcurrency)
 	}
 	keys, _ := e.store.ListKeys(t.Context(), tr.Account)
 	if len(keys) != 1 || keys[0].Kind != store.KeyFull {
@@ -90,7 +90,7 @@ func TestTrialHoursConfigured(t *testing.T) {
 
 func TestTrialLimiter(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	l := newTrialLimiter(2, time.Hour)
+	l := newTrialLimiter(2, 100, time.Hour)
 	steps := []struct {
 		addr     string
 		at       time.Duration
@@ -108,14 +108,14 @@ func TestTrialLimiter(t *testing.T) {
 		{"b", 62 * time.Minute, true, 0},
 	}
 	for i, s := range steps {
-		wait, ok := l.allow(s.addr, t0.Add(s.at))
-		if ok != s.wantOK || wait != s.wantWait {
+		wait, err := l.allow(s.addr, t0.Add(s.at))
+		if ok := err == nil; ok != s.wantOK || wait != s.wantWait {
 			t.Errorf("step %d (%s at %v): got %v, wait %v, want %v, wait %v", i, s.addr, s.at, ok, wait, s.wantOK, s.wantWait)
 		}
 	}
 
 	// Addresses whose window passed are dropped.
-	l = newTrialLimiter(1, time.Hour)
+	l = newTrialLimiter(1, 1000, time.Hour)
 	for i := range 100 {
 		l.allow(strconv.Itoa(i), t0)
 	}
@@ -126,16 +126,16 @@ func TestTrialLimiter(t *testing.T) {
 
 	// The limiter stays bounded: a full table refuses new addresses until
 	// windows pass.
-	l = newTrialLimiter(1, time.Hour)
+	l = newTrialLimiter(1, maxTrialAddresses+1, time.Hour)
 	for i := range maxTrialAddresses {
-		if _, ok := l.allow(strconv.Itoa(i), t0); !ok {
+		if _, err := l.allow(strconv.Itoa(i), t0); err != nil {
 			t.Fatalf("address %d refused below the bound", i)
 		}
 	}
-	if _, ok := l.allow("one more", t0.Add(time.Minute)); ok {
+	if _, err := l.allow("one more", t0.Add(time.Minute)); err == nil {
 		t.Error("a new address was counted past the bound")
 	}
-	if _, ok := l.allow("one more", t0.Add(time.Hour)); !ok {
+	if _, err := l.allow("one more", t0.Add(time.Hour)); err != nil {
 		t.Error("a new address was refused once the windows passed")
 	}
 	if got := len(l.seen); got != 1 {

@@ -24,17 +24,18 @@ func (m *Manager) checkMaxCost(spec sandbox.Spec, spentNanos int64, d time.Durat
 	return nil
 }
 
-// spent sums the ledger for f.
-func (m *Manager) spent(ctx context.Context, f store.UsageFilter) (cost, aliveMs int64, err error) {
-	rows, err := m.cfg.Store.Usage(ctx, f)
+// trialUsedMs sums the trial time the account's ledger rows used, in
+// milliseconds of the default sandbox (billing.TrialMs).
+func (m *Manager) trialUsedMs(ctx context.Context, account string) (int64, error) {
+	rows, err := m.cfg.Store.Usage(ctx, store.UsageFilter{Account: account})
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
+	var used int64
 	for _, r := range rows {
-		cost += r.CostNanos
-		aliveMs += r.AliveMs
+		used += billing.TrialMs(r.MemoryMiBMs, r.CPUNs)
 	}
-	return cost, aliveMs, nil
+	return used, nil
 }
 
 // keyLimits is what the daily limits of one account's keys need: its keys,
@@ -106,13 +107,14 @@ func (m *Manager) account(ctx context.Context, id string) (store.Account, error)
 	return *a, nil
 }
 
-// overTrial reports whether a trial account has used its hours.
+// overTrial reports whether a trial account has used its hours, counted
+// by size (billing.TrialMs).
 func (m *Manager) overTrial(ctx context.Context, a store.Account) (bool, error) {
 	if a.TrialSeconds <= 0 {
 		return false, nil
 	}
-	_, alive, err := m.spent(ctx, store.UsageFilter{Account: a.ID})
-	return alive >= a.TrialSeconds*1000, err
+	used, err := m.trialUsedMs(ctx, a.ID)
+	return used >= a.TrialSeconds*1000, err
 }
 
 // checkMoney refuses a lease (a create, or a resume of a sandbox that cost
