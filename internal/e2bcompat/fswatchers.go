@@ -257,10 +257,10 @@ func (ws *watchers) sweepNow() {
 		}
 	}
 	ws.mu.Unlock()
-	// One question per sandbox and account, asked unlocked.
+	// One question per sandbox and key, asked unlocked.
 	seen := map[[2]string]bool{}
 	for _, h := range check {
-		k := [2]string{h.box, h.w.sb.acct}
+		k := [2]string{h.box, h.w.sb.key}
 		alive, ok := seen[k]
 		if !ok {
 			alive = ws.alive(h.w)

@@ -32,10 +32,13 @@ type Sandbox struct {
 	C *client.Client
 	// User is who the request acts as: "user" (the default) or "root".
 	User string
-	// acct stands for the account the key acts for, in the layer's own
-	// bounds (watches, listings): a digest of the key, as the layer is
-	// told no account.
+	// acct is the account the key acts for (Config.Accounts), which the
+	// layer's bounds per account (watches, listings, memory) count under,
+	// whichever of the account's keys a request holds.
 	acct string
+	// key names the request's key by its digest, for what must be asked
+	// of each key (whether a watcher's sandbox still runs for it).
+	key string
 }
 
 type sandboxKey struct{}
@@ -81,7 +84,27 @@ func (s *Server) sandbox(r *http.Request) (*Sandbox, error) {
 	case info.State != "running":
 		return nil, errNotFound(id)
 	}
-	return &Sandbox{ID: id, C: c, User: user, acct: keyDigest(key)}, nil
+	acct, err := s.account(r.Context(), key)
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{ID: id, C: c, User: user, acct: acct, key: keyDigest(key)}, nil
+}
+
+// account is the account key acts for, by Config.Accounts; without it,
+// each key stands for an account of its own, named by its digest.
+func (s *Server) account(ctx context.Context, key string) (string, error) {
+	if s.cfg.Accounts == nil {
+		return keyDigest(key), nil
+	}
+	acct, err := s.cfg.Accounts(ctx, key)
+	if err != nil {
+		// The API accepted the key a moment ago: the detail is the
+		// server's, not the client's.
+		s.log.Warn("e2b: finding a key's account", "err", err)
+		return "", &Error{Status: http.StatusInternalServerError, Message: "the key's account could not be found"}
+	}
+	return acct, nil
 }
 
 // keyDigest names a key without holding it.

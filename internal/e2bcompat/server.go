@@ -1,6 +1,7 @@
 package e2bcompat
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -45,6 +46,11 @@ type Config struct {
 	// (memory.go), shared with the API's budget; nil bounds only each
 	// answer.
 	Memory *membudget.Budget
+	// Accounts names the account a key acts for (the server's is
+	// httpapi.KeyAccounts), which the layer's bounds per account count
+	// under; nil: each key counts as an account of its own, which a test
+	// of one key may use, but no server.
+	Accounts func(ctx context.Context, key string) (string, error)
 }
 
 // Server serves the E2B API.

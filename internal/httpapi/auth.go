@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
@@ -31,8 +32,24 @@ func (s *server) authenticate(r *http.Request) (caller, error) {
 	if !ok {
 		return caller{}, sandbox.Errorf(sandbox.KindUnauthorized, "missing API key: send Authorization: Bearer KEY")
 	}
+	return keyCaller(r.Context(), s.cfg.Store, secret)
+}
+
+// KeyAccounts returns what the layers that act with a client's key
+// in-process (the E2B layer) learn their bounds' account from: the
+// account of the key whose secret is key, as the API authenticates it, so
+// that a bound per account holds whichever of its keys a client uses.
+func KeyAccounts(st store.Store) func(ctx context.Context, key string) (string, error) {
+	return func(ctx context.Context, key string) (string, error) {
+		c, err := keyCaller(ctx, st, key)
+		return c.account, err
+	}
+}
+
+// keyCaller is who the key whose secret is secret acts for.
+func keyCaller(ctx context.Context, st store.Store, secret string) (caller, error) {
 	sum := sha256.Sum256([]byte(secret))
-	k, err := s.cfg.Store.KeyByHash(r.Context(), sum[:])
+	k, err := st.KeyByHash(ctx, sum[:])
 	if sandbox.KindOf(err) == sandbox.KindNotFound {
 		return caller{}, sandbox.Errorf(sandbox.KindUnauthorized, "unknown API key")
 	}

@@ -84,6 +84,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 		Sandboxes: ctl, Store: st, Logger: cfg.Logger, Secrets: vault,
 		DefaultConcurrency: ctl.DefaultConcurrency(), Trial: cfg.Trial,
 		AgentMemory: cfg.agentBudget(),
+		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,
 	})
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
@@ -98,7 +99,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 			ctl.Close()
 			return nil, err
 		}
-		e2b, el, err := listenE2BWith(cfg, secret, apiHandler, idle.wrap)
+		e2b, el, err := listenE2BWith(cfg, secret, st, apiHandler, idle.wrap)
 		if err != nil {
 			l.Close()
 			ctl.Close()

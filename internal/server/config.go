@@ -41,8 +41,13 @@ type Config struct {
 	// MaxConns bounds the API's open client connections
 	// (httpapi.DefaultMaxConns when 0; see httpapi.Listener).
 	MaxConns int
-	// Trial is the trial offer of POST /v1/trial (off unless Enabled).
+	// Trial is the trial offer of POST /v1/trial (off unless Enabled),
+	// and the bounds of every trial account.
 	Trial httpapi.TrialConfig
+	// MaxKeysPerAccount bounds the keys an account holds, and those its
+	// keys make in a day (serve --max-keys-per-account; 0:
+	// httpapi.DefaultMaxKeysPerAccount).
+	MaxKeysPerAccount int
 	// PricesFile, when set, is a JSON price table (billing.Prices) that
 	// replaces the default prices.
 	PricesFile string
@@ -91,6 +96,12 @@ type Config struct {
 	// account a quarter of it, a sandbox an eighth (package membudget).
 	AgentMemoryMiB int
 	agentMemory    *membudget.Budget // made from it by agentBudget
+}
+
+// defaultSize is the size the manager gives a create that names none,
+// which the API cuts a trial's to (zero fields: the same defaults in both).
+func (c *Config) defaultSize() httpapi.Size {
+	return httpapi.Size{VCPUs: c.Manager.DefaultVCPUs, MemoryMiB: c.Manager.DefaultMemoryMiB, DiskGiB: (c.Manager.DiskMiB + 1023) >> 10}
 }
 
 // agentBudget is the one budget of agents' answers the API and the E2B
@@ -144,6 +155,12 @@ func (c *Config) Validate() error {
 	}
 	if c.AgentMemoryMiB < 0 {
 		return errors.New("--agent-memory-budget must not be negative")
+	}
+	if c.MaxKeysPerAccount < 0 {
+		return errors.New("--max-keys-per-account must not be negative")
+	}
+	if err := c.Trial.Validate(); err != nil {
+		return err
 	}
 	for _, p := range c.EgressPermit {
 		if err := egress.CheckPermit(p); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/e2bcompat"
 	"github.com/withruntime/withruntime/internal/httpapi"
+	"github.com/withruntime/withruntime/internal/store"
 )
 
 // e2bSecret returns the secret that seals the E2B access tokens of the
@@ -109,24 +110,25 @@ func syncDir(dir string) error {
 // key or token the API accepted has its connection spared under that
 // account as a direct API request has, and an account has at most its
 // share of in-process requests at once.
-func listenE2B(cfg Config, dataDir string, api http.Handler, wrap func(http.Handler) http.Handler) (*http.Server, net.Listener, error) {
+func listenE2B(cfg Config, dataDir string, st store.Store, api http.Handler, wrap func(http.Handler) http.Handler) (*http.Server, net.Listener, error) {
 	secret, err := e2bSecret(dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	return listenE2BWith(cfg, secret, api, wrap)
+	return listenE2BWith(cfg, secret, st, api, wrap)
 }
 
 // listenE2BWith is listenE2B with the tokens' secret given (a many-host
-// installation keeps it in the store).
-func listenE2BWith(cfg Config, secret []byte, api http.Handler, wrap func(http.Handler) http.Handler) (*http.Server, net.Listener, error) {
+// installation keeps it in the store). The layer's bounds per account
+// count under the account of each request's key, as st says.
+func listenE2BWith(cfg Config, secret []byte, st store.Store, api http.Handler, wrap func(http.Handler) http.Handler) (*http.Server, net.Listener, error) {
 	limit, err := listenLimit(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	e2b, err := e2bcompat.New(e2bcompat.Config{
 		API: httpapi.OnBehalf(api), Secret: secret, Domain: cfg.E2BDomain, Log: cfg.Logger,
-		Memory: cfg.agentBudget(),
+		Memory: cfg.agentBudget(), Accounts: httpapi.KeyAccounts(st),
 	})
 	if err != nil {
 		return nil, nil, err

@@ -100,6 +100,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault,
 		DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
 		AgentMemory: cfg.agentBudget(),
+		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,
 	})
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
@@ -110,7 +111,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		http: l.HTTPServer(idle.wrap(apiHandler)),
 	}
 	if cfg.E2BListen != "" {
-		e2b, el, err := listenE2B(cfg, dataDir, apiHandler, idle.wrap)
+		e2b, el, err := listenE2B(cfg, dataDir, st, apiHandler, idle.wrap)
 		if err != nil {
 			l.Close()
 			mgr.Close()
