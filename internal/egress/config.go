@@ -97,8 +97,9 @@ type Config struct {
 	// (default DefaultMaxConns); more are refused and logged.
 	MaxConns int
 	// MaxConnsAccount is how many all the sandboxes of one account may
-	// hold at once (default DefaultAccountConnsFactor × MaxConns): one
-	// tenant's many sandboxes cannot take every descriptor of the host.
+	// hold at once (default DefaultAccountConnsFactor × MaxConns, and at
+	// most three quarters of MaxConnsHost): one tenant's many sandboxes
+	// cannot take every descriptor of the host, nor all of egress's.
 	MaxConnsAccount int
 	// MaxConnsHost is how many every sandbox together may hold at once;
 	// 0: no such bound. A server sets it from its open files limit, so
@@ -145,6 +146,11 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxConnsAccount <= 0 {
 		c.MaxConnsAccount = DefaultAccountConnsFactor * c.MaxConns
+	}
+	if c.MaxConnsHost > 0 {
+		// However the bounds are set, a quarter of the host's stays for
+		// the other accounts.
+		c.MaxConnsAccount = min(c.MaxConnsAccount, max(c.MaxConnsHost*3/4, 1))
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = DefaultIdleTimeout

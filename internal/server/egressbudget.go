@@ -51,6 +51,7 @@ func egressBudget(cfg Config, log *slog.Logger) int {
 	if perAccount <= 0 {
 		perAccount = egress.DefaultAccountConnsFactor * perSandbox
 	}
+	perAccount = min(perAccount, max(host*3/4, 1)) // as egress.Config keeps it
 	log.Info("egress connection limits", "per_sandbox", perSandbox, "per_account", perAccount, "host", host, "nofile", nofile)
 	return host
 }
