@@ -100,14 +100,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("httpapi: body limits must not be negative")
 	case c.DefaultConcurrency < 0 || c.DefaultConcurrency > MaxAccountConcurrency:
 		return fmt.Errorf("httpapi: DefaultConcurrency must be 0 to %d", MaxAccountConcurrency)
-	case !(c.Trial.Hours >= 0 && c.Trial.Hours <= maxTrialHours):
-		return fmt.Errorf("httpapi: Trial.Hours must be 0 to %d", maxTrialHours)
-	case c.Trial.PerAddress < 0 || c.Trial.Window < 0:
-		return fmt.Errorf("httpapi: Trial.PerAddress and Trial.Window must not be negative")
 	case c.MaxKeysPerAccount < 0:
 		return fmt.Errorf("httpapi: MaxKeysPerAccount must not be negative")
+	case c.DefaultSize.VCPUs < 0 || c.DefaultSize.MemoryMiB < 0 || c.DefaultSize.DiskGiB < 0:
+		return fmt.Errorf("httpapi: DefaultSize must not be negative")
 	}
-	return c.Trial.validate(c.DefaultSize)
+	return c.Trial.Validate()
 }
 
 // maxTrialHours bounds trial hours, wherever they come from, so that their

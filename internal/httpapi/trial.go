@@ -173,21 +173,22 @@ func (t *TrialConfig) setDefaults() {
 	t.MaxKeys = cmp.Or(t.MaxKeys, DefaultTrialMaxKeys)
 }
 
-// validate reports bounds of t that are wrong, or that would refuse every
-// trial (outstanding hours below one trial's).
-func (t TrialConfig) validate(def Size) error {
-	if t.PerWindow < 0 || t.Concurrency < 0 || t.MaxKeys < 0 || t.MaxSize.VCPUs < 0 || t.MaxSize.MemoryMiB < 0 || t.MaxSize.DiskGiB < 0 ||
-		def.VCPUs < 0 || def.MemoryMiB < 0 || def.DiskGiB < 0 {
-		return fmt.Errorf("httpapi: the trial's bounds and the default size must not be negative")
-	}
-	if t.Concurrency > MaxAccountConcurrency {
+// Validate reports bounds of t that are wrong, or that would refuse every
+// trial offered (outstanding hours below one trial's).
+func (t TrialConfig) Validate() error {
+	switch {
+	case !(t.Hours >= 0 && t.Hours <= maxTrialHours):
+		return fmt.Errorf("httpapi: Trial.Hours must be 0 to %d", maxTrialHours)
+	case !(t.OutstandingHours >= 0 && t.OutstandingHours <= maxTrialHours*1000):
+		return fmt.Errorf("httpapi: Trial.OutstandingHours must be 0 to %d", maxTrialHours*1000)
+	case t.PerAddress < 0 || t.Window < 0 || t.PerWindow < 0 || t.Concurrency < 0 || t.MaxKeys < 0 ||
+		t.MaxSize.VCPUs < 0 || t.MaxSize.MemoryMiB < 0 || t.MaxSize.DiskGiB < 0:
+		return fmt.Errorf("httpapi: the trial's bounds must not be negative")
+	case t.Concurrency > MaxAccountConcurrency:
 		return fmt.Errorf("httpapi: Trial.Concurrency must be at most %d", MaxAccountConcurrency)
 	}
-	if !(t.OutstandingHours >= 0 && t.OutstandingHours <= maxTrialHours*1000) {
-		return fmt.Errorf("httpapi: Trial.OutstandingHours must be 0 to %d", maxTrialHours*1000)
-	}
 	t.setDefaults()
-	if t.OutstandingHours < t.Hours {
+	if t.Enabled && t.OutstandingHours < t.Hours {
 		return fmt.Errorf("httpapi: Trial.OutstandingHours (%g) is below one trial's hours (%g): no trial could be made", t.OutstandingHours, t.Hours)
 	}
 	return nil

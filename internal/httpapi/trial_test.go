@@ -178,6 +178,18 @@ func TestConfigValidate(t *testing.T) {
 		{"huge trial hours", func(c *Config) { c.Trial.Hours = 1e18 }, true},
 		{"negative per address", func(c *Config) { c.Trial.PerAddress = -1 }, true},
 		{"negative window", func(c *Config) { c.Trial.Window = -time.Second }, true},
+		{"trial bounds", func(c *Config) {
+			c.Trial = TrialConfig{PerWindow: 5, OutstandingHours: 100, MaxSize: Size{VCPUs: 1}, Concurrency: 1, MaxKeys: 1}
+		}, false},
+		{"negative per window", func(c *Config) { c.Trial.PerWindow = -1 }, true},
+		{"negative trial size", func(c *Config) { c.Trial.MaxSize.MemoryMiB = -1 }, true},
+		{"negative trial keys", func(c *Config) { c.Trial.MaxKeys = -1 }, true},
+		{"trial concurrency over the bound", func(c *Config) { c.Trial.Concurrency = MaxAccountConcurrency + 1 }, true},
+		{"outstanding hours below a trial's", func(c *Config) { c.Trial = TrialConfig{Enabled: true, Hours: 100, OutstandingHours: 99} }, true},
+		{"outstanding hours below the default trial's", func(c *Config) { c.Trial = TrialConfig{Enabled: true, OutstandingHours: DefaultTrialHours / 2} }, true},
+		{"outstanding hours below a trial's, trials off", func(c *Config) { c.Trial = TrialConfig{Hours: 100, OutstandingHours: 99} }, false},
+		{"negative keys per account", func(c *Config) { c.MaxKeysPerAccount = -1 }, true},
+		{"negative default size", func(c *Config) { c.DefaultSize.VCPUs = -1 }, true},
 	}
 	for _, tt := range tests {
 		c := base
