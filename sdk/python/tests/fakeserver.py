@@ -431,8 +431,10 @@ def _tar_of(st: FakeState, root: str) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
         names = sorted(p for p in list(st.files) + list(st.dirs) + list(st.links) if p.startswith(root + "/"))
+        if root in st.files or root in st.links:  # one file: one entry, under its name (as the agent does)
+            names, root = [root], posixpath.dirname(root)
         for p in names:
-            ti = tarfile.TarInfo(p[len(root) + 1 :])
+            ti = tarfile.TarInfo(p[len(root) + 1 :] if root != "/" else p[1:])
             if p in st.links:
                 ti.type, ti.linkname = tarfile.SYMTYPE, st.links[p]
                 tf.addfile(ti)

@@ -267,7 +267,7 @@ def test_existing_symlink_in_destination_is_not_written_through(fake, sbx: Sandb
     fake.state.archive_override = tar_of(("sub/evil.txt", "file", "x"))
     sbx.files.mkdir("d")
     with pytest.raises(Error, match="refusing"):
-        sbx.files.download("d", dest)
+        sbx.files.download("d", dest, merge=True)
     check_outside_untouched(tmp_path, outside)
 
 
@@ -279,7 +279,7 @@ def test_file_over_an_existing_symlink_is_refused(fake, sbx: Sandbox, tmp_path: 
     fake.state.archive_override = tar_of(("f", "file", "new"))
     sbx.files.mkdir("d")
     with pytest.raises(Error, match="refusing .*symbolic link"):
-        sbx.files.download("d", dest)
+        sbx.files.download("d", dest, merge=True)
     check_outside_untouched(tmp_path, outside)
     assert os.readlink(dest / "f") == str(outside / "secret")
 
@@ -292,7 +292,7 @@ def test_link_over_an_existing_link_replaces_it(fake, sbx: Sandbox, tmp_path: Pa
     (dest / "f").write_text("old")
     fake.state.archive_override = tar_of(("l", "sym", "/usr/bin/python3"), ("f", "sym", "l"))
     sbx.files.mkdir("d")
-    assert sbx.files.download("d", dest).files == 2
+    assert sbx.files.download("d", dest, merge=True).files == 2
     assert os.readlink(dest / "l") == "/usr/bin/python3" and os.readlink(dest / "f") == "l"
     check_outside_untouched(tmp_path, outside)
 

@@ -11,11 +11,19 @@ through one, and no entry's parent path may pass through one (checked one
 component at a time with lstat, so a link the archive made earlier, or one
 already in the destination, stops the entry). Absolute names, ``..``
 components, device files and FIFOs are refused with withruntime.Error.
+
+A download's archive comes from the sandbox, so its length is untrusted too:
+it is read through a bound on its own bytes, and its entries and the bytes of
+its files are counted before anything of an entry is written
+(ArchiveTooLargeError past max_entries or max_bytes). Whether it holds one
+file or a directory is decided from the archive itself (download), never from
+an earlier stat.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import stat
 import tarfile
@@ -33,9 +41,34 @@ _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY
 _WINDOWS = os.name == "nt"
 
 
+# A download's bounds, unless the caller raises them: the bytes of its
+# regular files, and its entries (files, directories, links).
+DEFAULT_MAX_BYTES = 10 << 30
+DEFAULT_MAX_ENTRIES = 1_000_000
+# The archive bytes each entry may take beyond its file's data (headers, PAX
+# records, padding): the archive as a whole is read up to max_bytes plus this
+# much per entry allowed, so a stream of headers alone ends too.
+_HEADER_ALLOWANCE = 4 << 10
+# Directories whose times are set once their entries are in: past this many,
+# a directory keeps the time its extraction gave it (memory stays bounded).
+_MAX_DIR_TIMES = 1 << 16
+
+
 class UnsafeArchiveError(Error):
     """An archive entry is refused: it would be written outside its
     destination, through a symbolic link, or is a special file."""
+
+
+class ArchiveTooLargeError(Error):
+    """A download's archive is past a bound: more than max_entries entries,
+    more than max_bytes bytes of files, or more archive bytes than those
+    allow. What was extracted before stays."""
+
+
+class DestinationError(Error):
+    """A download's archive does not fit its destination: a directory onto a
+    file, a file onto a directory of its name, or a directory onto an
+    existing directory without merge=True."""
 
 
 def tar_stream(root: str) -> Iterator[bytes]:
@@ -157,7 +190,176 @@ def _write_new(target: str, src: IO[bytes] | None, mode: int, mtime: float) -> N
             os.utime(target, (mtime, mtime))
 
 
-def extract(fileobj: IO[bytes], dest: str) -> tuple[int, int]:
+class _Bounded:
+    """A file object passing at most `limit` bytes of `f`, then raising
+    ArchiveTooLargeError; a stream that ends at the bound exactly is whole."""
+
+    def __init__(self, f: IO[bytes], limit: int) -> None:
+        self._f = f
+        self._left = self._limit = limit
+
+    def read(self, n: int = -1) -> bytes:
+        if self._left <= 0:
+            if self._f.read(1):
+                raise ArchiveTooLargeError(f"the archive is over {self._limit} bytes")
+            return b""
+        if n is None or n < 0 or n > self._left:
+            n = self._left
+        data = self._f.read(n)
+        self._left -= len(data)
+        return data
+
+
+class Reader:
+    """The members of a download's archive, one at a time, each counted
+    against the bounds before anything of it is written. Memory stays flat
+    whatever the count: tarfile's list of members is emptied as it grows."""
+
+    def __init__(
+        self, fileobj: IO[bytes], max_bytes: int = DEFAULT_MAX_BYTES, max_entries: int = DEFAULT_MAX_ENTRIES
+    ) -> None:
+        if max_bytes <= 0 or max_entries <= 0:
+            raise ValueError("max_bytes and max_entries must be positive")
+        self.max_bytes, self.max_entries = max_bytes, max_entries
+        self.entries = self.bytes = 0
+        limit = max_bytes + (max_entries + 1) * _HEADER_ALLOWANCE
+        self._tf = tarfile.open(fileobj=_Bounded(fileobj, limit), mode="r|")  # type: ignore[call-overload]
+
+    def next(self) -> tarfile.TarInfo | None:
+        try:
+            m = self._tf.next()
+        except RecursionError as e:  # an endless chain of extended headers
+            raise tarfile.HeaderError("too many extended headers in a row") from e
+        self._tf.members.clear()
+        if m is None:
+            return None
+        self.entries += 1
+        if self.entries > self.max_entries:
+            raise ArchiveTooLargeError(f"the archive has more than {self.max_entries} entries (at {m.name!r})")
+        if m.isreg():
+            if m.size > self.max_bytes - self.bytes:
+                raise ArchiveTooLargeError(
+                    f"the archive has more than {self.max_bytes} bytes of files (at {m.name!r}, {m.size} bytes)"
+                )
+            self.bytes += m.size
+        return m
+
+    def data(self, m: tarfile.TarInfo) -> IO[bytes] | None:
+        return self._tf.extractfile(m)
+
+
+class _Extractor:
+    """Extracts members into the directory root (a real path), with the rule
+    in extract's docstring."""
+
+    def __init__(self, reader: Reader, root: str, dest: str) -> None:
+        self.r, self.root, self.dest = reader, root, dest
+        self.files = self.size = 0
+        self._dir_times: dict[str, int] = {}
+
+    def run(self, m: tarfile.TarInfo | None = None) -> tuple[int, int]:
+        if m is None:
+            m = self.r.next()
+        while m is not None:
+            self.entry(m)
+            m = self.r.next()
+        self.finish()
+        return self.files, self.size
+
+    def entry(self, m: tarfile.TarInfo) -> None:
+        parts = _parts(m.name, "entry")
+        if not parts:
+            if m.isdir():
+                return
+            raise UnsafeArchiveError(f"refusing entry {m.name!r}: it names the destination itself")
+        if not (m.isdir() or m.isreg() or m.issym() or m.islnk()):
+            raise UnsafeArchiveError(
+                f"refusing entry {m.name!r}: device files, FIFOs and other special files are not extracted"
+            )
+        root = self.root
+        target = os.path.join(_parent(root, parts, m.name, create=True), parts[-1])
+        st = _lstat(target)
+        is_link = st is not None and stat.S_ISLNK(st.st_mode)
+        is_dir = st is not None and stat.S_ISDIR(st.st_mode)
+
+        if m.isdir():
+            if is_link:
+                raise UnsafeArchiveError(f"refusing entry {m.name!r}: {target} is a symbolic link")
+            if not is_dir:
+                if st is not None:
+                    os.unlink(target)  # a file gives way to the directory
+                os.mkdir(target, 0o700)
+            # The owner always keeps rwx, so the mode can be set at once; the
+            # time waits for the directory's entries.
+            os.chmod(target, (m.mode & 0o777) | 0o700)
+            if target in self._dir_times or len(self._dir_times) < _MAX_DIR_TIMES:
+                self._dir_times[target] = int(m.mtime)
+            return
+
+        if is_dir:
+            raise UnsafeArchiveError(f"refusing entry {m.name!r}: a directory of that name exists")
+
+        if m.issym():
+            if st is not None:
+                os.unlink(target)  # replaced, never followed
+            os.symlink(m.linkname, target)
+            self.files += 1
+        elif m.islnk():
+            src_parts = _parts(m.linkname, "hard link target")
+            if not src_parts:
+                raise UnsafeArchiveError(f"refusing hard link {m.name!r}: it names the destination itself")
+            src = os.path.join(_parent(root, src_parts, m.linkname, create=False), src_parts[-1])
+            src_st = _lstat(src)
+            if src_st is None or not (stat.S_ISREG(src_st.st_mode) or stat.S_ISLNK(src_st.st_mode)):
+                raise UnsafeArchiveError(
+                    f"refusing hard link {m.name!r} -> {m.linkname!r}: no such file inside {self.dest}"
+                )
+            if src == target:
+                return  # a link to itself: the file is there already
+            if st is not None:
+                os.unlink(target)
+            if stat.S_ISLNK(src_st.st_mode):
+                os.symlink(os.readlink(src), target)
+            else:
+                with os.fdopen(os.open(src, _READ_FLAGS), "rb") as src_f:
+                    _write_new(target, src_f, src_st.st_mode, src_st.st_mtime)
+                self.size += src_st.st_size
+            self.files += 1
+        else:
+            if is_link:
+                raise UnsafeArchiveError(f"refusing entry {m.name!r}: {target} is a symbolic link")
+            if st is not None:
+                os.unlink(target)
+            _write_new(target, self.r.data(m), m.mode, m.mtime)
+            self.files += 1
+            self.size += m.size
+
+    def place(self, staged: str, name: str, is_link: bool, size: int) -> None:
+        """Move a staged entry (a file or link held under a temporary name)
+        to `name` in root, with the rules of entry."""
+        target = os.path.join(self.root, name)
+        st = _lstat(target)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise UnsafeArchiveError(f"refusing entry {name!r}: a directory of that name exists")
+        if st is not None and stat.S_ISLNK(st.st_mode) and not is_link:
+            raise UnsafeArchiveError(f"refusing entry {name!r}: {target} is a symbolic link")
+        os.replace(staged, target)
+        self.files += 1
+        self.size += size
+
+    def finish(self) -> None:
+        # Directory times last, once their entries are in. Never follow a
+        # link here either.
+        for path, mtime in reversed(self._dir_times.items()):
+            st = _lstat(path)
+            if st is None or not stat.S_ISDIR(st.st_mode):
+                continue
+            os.utime(path, (mtime, mtime), follow_symlinks=False)
+
+
+def extract(
+    fileobj: IO[bytes], dest: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_entries: int = DEFAULT_MAX_ENTRIES
+) -> tuple[int, int]:
     """Extract the tar read from fileobj (a stream) into directory dest.
 
     The rule is the Go client's (client.DownloadDir): a symbolic link entry
@@ -168,86 +370,114 @@ def extract(fileobj: IO[bytes], dest: str) -> tuple[int, int]:
     is a file or directory entry whose own name is a link already. Absolute
     names, '..' components, device files and FIFOs are refused; a hard link
     must name a file (or link) inside dest, reached without links, and is
-    copied (a link to a link makes the same link again).
+    copied (a link to a link makes the same link again). More than
+    max_entries entries or max_bytes bytes of files raise
+    ArchiveTooLargeError.
 
     Returns (files, bytes) written. Raises UnsafeArchiveError on the first
     entry that is not safe; what was extracted before it stays.
     """
+    reader = Reader(fileobj, max_bytes, max_entries)
     os.makedirs(dest, exist_ok=True)
-    root = os.path.realpath(dest)
-    files = size = 0
-    dirs: list[tuple[str, int, int]] = []
+    return _Extractor(reader, os.path.realpath(dest), dest).run()
 
-    with tarfile.open(fileobj=fileobj, mode="r|") as tf:
-        for m in tf:
-            parts = _parts(m.name, "entry")
-            if not parts:
-                if m.isdir():
-                    continue
-                raise UnsafeArchiveError(f"refusing entry {m.name!r}: it names the destination itself")
-            if not (m.isdir() or m.isreg() or m.issym() or m.islnk()):
-                raise UnsafeArchiveError(
-                    f"refusing entry {m.name!r}: device files, FIFOs and other special files are not extracted"
-                )
-            target = os.path.join(_parent(root, parts, m.name, create=True), parts[-1])
-            st = _lstat(target)
-            is_link = st is not None and stat.S_ISLNK(st.st_mode)
-            is_dir = st is not None and stat.S_ISDIR(st.st_mode)
 
-            if m.isdir():
-                if is_link:
-                    raise UnsafeArchiveError(f"refusing entry {m.name!r}: {target} is a symbolic link")
-                if not is_dir:
-                    if st is not None:
-                        os.unlink(target)  # a file gives way to the directory
-                    os.mkdir(target, 0o700)
-                dirs.append((target, m.mode, int(m.mtime)))
-                continue
+def source_name(remote: str) -> str:
+    """The own name of a sandbox path as the caller gave it ('' for a
+    directory's contents: "x/.", ".", "/")."""
+    if remote == "." or remote.endswith("/."):
+        return ""
+    name = remote.rstrip("/").rsplit("/", 1)[-1]
+    if name in ("", ".", ".."):
+        return ""
+    return name
 
-            if is_dir:
-                raise UnsafeArchiveError(f"refusing entry {m.name!r}: a directory of that name exists")
 
-            if m.issym():
-                if st is not None:
-                    os.unlink(target)  # replaced, never followed
-                os.symlink(m.linkname, target)
-                files += 1
-            elif m.islnk():
-                src_parts = _parts(m.linkname, "hard link target")
-                if not src_parts:
-                    raise UnsafeArchiveError(f"refusing hard link {m.name!r}: it names the destination itself")
-                src = os.path.join(_parent(root, src_parts, m.linkname, create=False), src_parts[-1])
-                src_st = _lstat(src)
-                if src_st is None or not (stat.S_ISREG(src_st.st_mode) or stat.S_ISLNK(src_st.st_mode)):
-                    raise UnsafeArchiveError(
-                        f"refusing hard link {m.name!r} -> {m.linkname!r}: no such file inside {dest}"
-                    )
-                if src == target:
-                    continue  # a link to itself: the file is there already
-                if st is not None:
-                    os.unlink(target)
-                if stat.S_ISLNK(src_st.st_mode):
-                    os.symlink(os.readlink(src), target)
-                else:
-                    with os.fdopen(os.open(src, _READ_FLAGS), "rb") as src_f:
-                        _write_new(target, src_f, src_st.st_mode, src_st.st_mtime)
-                    size += src_st.st_size
-                files += 1
+def download(
+    fileobj: IO[bytes],
+    local: str,
+    name: str,
+    *,
+    merge: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+) -> tuple[int, int]:
+    """Write the archive of a sandbox path whose own name is `name` to
+    `local`, deciding from the archive, never from a stat, whether it is one
+    file or a directory.
+
+    It is one file only when the archive holds exactly one entry, a regular
+    file or a symbolic link named `name`. That entry is staged under a
+    temporary name beside where it lands until the archive's end proves it
+    alone: then `local` becomes that file (or, when `local` is an existing
+    directory, the file lands inside it as local/name; an existing directory
+    there is never replaced). Anything else is a directory's contents:
+    `local` becomes that directory (made with its parents when missing); a
+    file there is refused, and an existing directory is only extracted into
+    with merge=True. The names written come from `local`, `name` and the
+    archive's checked entries only. Returns (files, bytes) written.
+    """
+    reader = Reader(fileobj, max_bytes, max_entries)
+    first = reader.next()
+    st = _stat(local)
+    local_is_dir = st is not None and stat.S_ISDIR(st.st_mode)
+    one = (
+        bool(name)
+        and first is not None
+        and (first.isreg() or first.issym())
+        and _parts(first.name, "entry") == [name]
+    )
+    staged = None
+    try:
+        if one:
+            assert first is not None
+            stage_dir = local if local_is_dir else os.path.dirname(os.path.abspath(local))
+            os.makedirs(stage_dir, exist_ok=True)
+            staged = os.path.join(stage_dir, f".withruntime-{secrets.token_hex(6)}")
+            if first.issym():
+                os.symlink(first.linkname, staged)
             else:
-                if is_link:
-                    raise UnsafeArchiveError(f"refusing entry {m.name!r}: {target} is a symbolic link")
-                if st is not None:
-                    os.unlink(target)
-                _write_new(target, tf.extractfile(m), m.mode, m.mtime)
-                files += 1
-                size += m.size
+                _write_new(staged, reader.data(first), first.mode, first.mtime)
+            nxt = reader.next()
+            if nxt is None:
+                target = os.path.join(local, name) if local_is_dir else local
+                tst = _lstat(target)
+                if tst is not None and stat.S_ISDIR(tst.st_mode):
+                    raise DestinationError(f"refusing to replace the directory {target} with a file")
+                os.replace(staged, target)
+                staged = None
+                return 1, first.size if first.isreg() else 0
+        else:
+            nxt = first
+        # A directory's contents.
+        if st is not None and not local_is_dir:
+            raise DestinationError(f"cannot copy a directory onto the file {local}")
+        if local_is_dir and not merge:
+            raise DestinationError(
+                f"{local} is an existing directory: pass merge=True to extract the sandbox's directory into it, "
+                "or name a path that does not exist"
+            )
+        os.makedirs(local, exist_ok=True)
+        x = _Extractor(reader, os.path.realpath(local), local)
+        if staged is not None:
+            assert first is not None
+            x.place(staged, name, first.issym(), first.size if first.isreg() else 0)
+            staged = None
+        if nxt is None:  # an empty directory
+            x.finish()
+            return x.files, x.size
+        return x.run(nxt)
+    finally:
+        if staged is not None:
+            try:
+                os.unlink(staged)
+            except OSError:
+                pass
 
-    # Directory modes last, so a read-only directory does not block its own
-    # entries; the owner always keeps rwx. Never follow a link here either.
-    for path, mode, mtime in reversed(dirs):
-        st = _lstat(path)
-        if st is None or not stat.S_ISDIR(st.st_mode):
-            continue
-        os.chmod(path, (mode & 0o777) | 0o700)
-        os.utime(path, (mtime, mtime))
-    return files, size
+
+def _stat(path: str) -> os.stat_result | None:
+    """The local destination is the user's own: its links are followed."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None

@@ -10,7 +10,6 @@ import os
 import socket
 import stat as _stat
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, List, Mapping, Union
@@ -193,58 +192,54 @@ class Files:
         ) or {}
         return TransferResult(int(d.get("files") or 0), int(d.get("bytes") or 0))
 
-    def download(self, remote: PathArg, local: PathArg) -> TransferResult:
+    def download(
+        self,
+        remote: PathArg,
+        local: PathArg,
+        *,
+        merge: bool = False,
+        max_bytes: int = _archive.DEFAULT_MAX_BYTES,
+        max_entries: int = _archive.DEFAULT_MAX_ENTRIES,
+    ) -> TransferResult:
         """Copy a file or directory of the sandbox to `local`, which becomes
-        that file or directory. A directory comes as one tar stream, extracted
-        as it arrives. Symbolic links come back as links, whatever they point
-        to (a virtualenv's bin/python -> /usr/bin/python3, say), but nothing
-        is written through a link: an entry whose parent path passes through
-        one, a file or directory entry whose name is already a link, an
-        absolute name, '..', a device file or a FIFO stops the extraction
-        with withruntime.Error (what was extracted before stays)."""
+        that file or directory; a file onto an existing directory lands inside
+        it under its own name (the last element of `remote` as given).
+
+        Everything comes as one tar stream, extracted as it arrives, and what
+        the sandbox sends is untrusted. Whether `remote` is a file or a
+        directory is decided from the archive itself, never from an earlier
+        stat: one file only when the archive holds that file (or link) alone
+        under `remote`'s own name. A directory is refused onto an existing
+        file, and onto an existing directory unless merge=True (then its
+        entries are extracted into it, files there replaced). Symbolic links
+        come back as links, whatever they point to (a virtualenv's
+        bin/python -> /usr/bin/python3, say), but nothing is written through
+        a link: an entry whose parent path passes through one, a file or
+        directory entry whose name is already a link, an absolute name, '..',
+        a device file or a FIFO stops the extraction with withruntime.Error.
+        More than `max_entries` entries (default 1,000,000) or `max_bytes`
+        bytes of files (default 10 GiB) raise ArchiveTooLargeError. What was
+        extracted before an error stays."""
         local = os.fspath(local)
         remote_s = _remote(remote)
-        info = self.stat(remote_s)
-        if info.is_dir:
-            with self._t.stream(
-                "GET", self._p("archive"), query={"path": remote_s}, headers={"Accept": "application/x-tar"}
-            ) as resp:
-                try:
-                    files, size = _archive.extract(resp, local)
-                    resp.read()
-                except tarfile.TarError as e:
-                    raise TransportError(f"downloading {remote_s}: bad or cut archive: {e}") from e
-                except (http.client.HTTPException, ConnectionError, socket.timeout, EOFError) as e:
-                    raise TransportError(f"downloading {remote_s}: the archive stream broke: {e}") from e
-            return TransferResult(files, size)
-        return TransferResult(1, self._download_file(remote_s, local, info.mode))
-
-    def _download_file(self, remote: str, local: str, mode: int) -> int:
-        directory = os.path.dirname(os.path.abspath(local))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".withruntime-", dir=directory)
-        size = 0
-        try:
-            with os.fdopen(fd, "wb") as out:
-                with self._t.stream("GET", self._p("files"), query={"path": remote}) as resp:
-                    while True:
-                        try:
-                            data = resp.read(CHUNK)
-                        except (OSError, http.client.HTTPException) as e:
-                            raise TransportError(f"downloading {remote}: the stream broke: {e}") from e
-                        if not data:
-                            break
-                        out.write(data)
-                        size += len(data)
-            os.chmod(tmp, (mode & 0o777) or 0o644)
-            os.replace(tmp, local)
-        except BaseException:
+        name = _archive.source_name(remote_s)
+        with self._t.stream(
+            "GET", self._p("archive"), query={"path": remote_s}, headers={"Accept": "application/x-tar"}
+        ) as resp:
             try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        return size
+                files, size = _archive.download(
+                    resp, local, name, merge=merge, max_bytes=max_bytes, max_entries=max_entries
+                )
+                resp.read(_DRAIN)  # the end of the stream: a cut one says so
+            except tarfile.TarError as e:
+                raise TransportError(f"downloading {remote_s}: bad or cut archive: {e}") from e
+            except (http.client.HTTPException, ConnectionError, socket.timeout, EOFError) as e:
+                raise TransportError(f"downloading {remote_s}: the archive stream broke: {e}") from e
+        return TransferResult(files, size)
+
+
+# What is read past an archive's end before the stream is closed.
+_DRAIN = 64 << 10
 
 
 def _remote(path: PathArg) -> str:
