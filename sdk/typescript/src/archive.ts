@@ -9,11 +9,19 @@
  * link the archive made earlier, or one already in the destination, stops
  * the entry). Absolute names, `..` components, device files and FIFOs are
  * refused with UnsafeArchiveError.
+ *
+ * A download's archive comes from the sandbox, so its length is untrusted
+ * too: the stream is read up to a bound on its own bytes, and its entries
+ * and the bytes of its files are counted before anything of an entry is
+ * written (ArchiveTooLargeError past maxEntries or maxBytes). Whether it
+ * holds one file or a directory is decided from the archive itself
+ * (download), never from an earlier stat.
  */
 
 import { constants as C, promises as fsp } from "node:fs";
 import type { Stats } from "node:fs";
-import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { dirname, join, resolve } from "node:path";
 
 import { WithruntimeError } from "./errors.js";
 
@@ -31,6 +39,34 @@ const READ_FLAGS = C.O_RDONLY | (C.O_NOFOLLOW ?? 0);
 /** An archive entry is refused: it would be written outside its
  * destination, through a symbolic link, or is a special file. */
 export class UnsafeArchiveError extends WithruntimeError {}
+
+/** A download's archive is past a bound: more than maxEntries entries, more
+ * than maxBytes bytes of files, or more archive bytes than those allow.
+ * What was extracted before stays. */
+export class ArchiveTooLargeError extends WithruntimeError {}
+
+/** A download's archive does not fit its destination: a directory onto a
+ * file, a file onto a directory of its name, or a directory onto an
+ * existing directory without `merge: true`. */
+export class DestinationError extends WithruntimeError {}
+
+/** A download's bounds, unless the caller raises them: bytes of regular
+ * files, and entries (files, directories, links). */
+export const DEFAULT_MAX_BYTES = 10 * 2 ** 30;
+export const DEFAULT_MAX_ENTRIES = 1_000_000;
+// The archive bytes each entry may take beyond its file's data (headers,
+// PAX records, padding): the stream is read up to maxBytes plus this much
+// per entry allowed, so a stream of headers alone ends too.
+const HEADER_ALLOWANCE = 4 << 10;
+// Directories whose times are set once their entries are in: past this
+// many, a directory keeps the time its extraction gave it.
+const MAX_DIR_TIMES = 1 << 16;
+
+/** The bounds of a download (defaults DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES). */
+export interface DownloadBounds {
+  maxBytes?: number;
+  maxEntries?: number;
+}
 
 // -- writing ----------------------------------------------------------------
 
@@ -186,9 +222,12 @@ class Reader {
   #chunks: Buffer[] = [];
   #held = 0;
   #done = false;
+  #left: number; // stream bytes still allowed
+  #limit: number;
 
-  constructor(src: AsyncIterable<Uint8Array>) {
+  constructor(src: AsyncIterable<Uint8Array>, limit = Infinity) {
     this.#it = src[Symbol.asyncIterator]();
+    this.#left = this.#limit = limit;
   }
 
   /** Up to n bytes (fewer only at the end of the stream); with `partial`,
@@ -198,6 +237,8 @@ class Reader {
       const r = await this.#it.next();
       if (r.done) this.#done = true;
       else if (r.value.length) {
+        this.#left -= r.value.length;
+        if (this.#left < 0) throw new ArchiveTooLargeError(`the archive is over ${this.#limit} bytes`);
         this.#chunks.push(Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength));
         this.#held += r.value.length;
       }
@@ -397,25 +438,75 @@ async function writeAll(f: fsp.FileHandle, b: Buffer): Promise<void> {
   while (off < b.length) off += (await f.write(b, off, b.length - off)).bytesWritten;
 }
 
-/**
- * Extract the tar read from `src` (a stream) into directory `dest`. Returns
- * the files (and links) and bytes written. Throws UnsafeArchiveError on the
- * first entry that is not safe; what was extracted before it stays.
- */
-export async function extract(src: AsyncIterable<Uint8Array>, dest: string): Promise<{ files: number; bytes: number }> {
-  await fsp.mkdir(dest, { recursive: true });
-  const root = await fsp.realpath(dest);
-  const reader = new Reader(src);
-  let files = 0;
-  let bytes = 0;
-  const dirs: Array<[string, number, number]> = [];
-  const padded = (n: number): number => (BLOCK - (n % BLOCK)) % BLOCK;
+/** The members of a download's archive, each counted against the bounds
+ * before anything of it is written. */
+class Counted {
+  entries = 0;
+  bytes = 0;
+  readonly reader: Reader;
+  #it: AsyncGenerator<Member>;
+  #maxBytes: number;
+  #maxEntries: number;
 
-  for await (const m of members(reader)) {
+  constructor(src: AsyncIterable<Uint8Array>, bounds: DownloadBounds = {}) {
+    this.#maxBytes = bounds.maxBytes ?? DEFAULT_MAX_BYTES;
+    this.#maxEntries = bounds.maxEntries ?? DEFAULT_MAX_ENTRIES;
+    if (!(this.#maxBytes > 0 && this.#maxEntries > 0)) throw new TypeError("maxBytes and maxEntries must be positive");
+    this.reader = new Reader(src, this.#maxBytes + (this.#maxEntries + 1) * HEADER_ALLOWANCE);
+    this.#it = members(this.reader);
+  }
+
+  async next(): Promise<Member | undefined> {
+    const r = await this.#it.next();
+    if (r.done) return undefined;
+    const m = r.value;
+    if (++this.entries > this.#maxEntries) {
+      throw new ArchiveTooLargeError(`the archive has more than ${this.#maxEntries} entries (at ${JSON.stringify(m.name)})`);
+    }
+    if (isRegular(m)) {
+      if (!(m.size >= 0 && m.size <= this.#maxBytes - this.bytes)) {
+        throw new ArchiveTooLargeError(
+          `the archive has more than ${this.#maxBytes} bytes of files (at ${JSON.stringify(m.name)}, ${m.size} bytes)`,
+        );
+      }
+      this.bytes += m.size;
+    }
+    return m;
+  }
+}
+
+const isRegular = (m: Member): boolean => m.type === "0" || m.type === "7";
+const padded = (n: number): number => (BLOCK - (n % BLOCK)) % BLOCK;
+
+/** Extracts members into the directory root (a real path), with the rule
+ * in extract's comment. */
+class Extractor {
+  files = 0;
+  bytes = 0;
+  #dirTimes = new Map<string, number>();
+
+  constructor(
+    readonly ms: Counted,
+    readonly root: string,
+    readonly dest: string,
+  ) {}
+
+  async run(first?: Member): Promise<{ files: number; bytes: number }> {
+    for (let m = first ?? (await this.ms.next()); m; m = await this.ms.next()) await this.entry(m);
+    // Directory times last, once their entries are in; never through a link.
+    for (const [path, mtime] of [...this.#dirTimes].reverse()) {
+      const st = await lstat(path);
+      if (st?.isDirectory()) await fsp.utimes(path, mtime, mtime);
+    }
+    return { files: this.files, bytes: this.bytes };
+  }
+
+  async entry(m: Member): Promise<void> {
+    const reader = this.ms.reader;
     const isDirEntry = m.type === "5";
     const ps = parts(m.name, "entry");
     if (!ps.length) {
-      if (isDirEntry) continue;
+      if (isDirEntry) return reader.skip(m.size + padded(m.size));
       throw new UnsafeArchiveError(`refusing entry ${JSON.stringify(m.name)}: it names the destination itself`);
     }
     if (!["0", "7", "1", "2", "5"].includes(m.type)) {
@@ -423,7 +514,7 @@ export async function extract(src: AsyncIterable<Uint8Array>, dest: string): Pro
         `refusing entry ${JSON.stringify(m.name)}: device files, FIFOs and other special files are not extracted`,
       );
     }
-    const target = join(await parent(root, ps, m.name, true), ps[ps.length - 1]!);
+    const target = join(await parent(this.root, ps, m.name, true), ps[ps.length - 1]!);
     const st = await lstat(target);
     const isLink = st?.isSymbolicLink() ?? false;
     const isDir = st?.isDirectory() ?? false;
@@ -434,24 +525,26 @@ export async function extract(src: AsyncIterable<Uint8Array>, dest: string): Pro
         if (st) await fsp.unlink(target); // a file gives way to the directory
         await fsp.mkdir(target, 0o700);
       }
-      dirs.push([target, m.mode, m.mtime]);
-      await reader.skip(m.size + padded(m.size));
-      continue;
+      // The owner always keeps rwx, so the mode is set at once; the time
+      // waits for the directory's entries.
+      await fsp.chmod(target, (m.mode & 0o777) | 0o700);
+      if (this.#dirTimes.has(target) || this.#dirTimes.size < MAX_DIR_TIMES) this.#dirTimes.set(target, m.mtime);
+      return reader.skip(m.size + padded(m.size));
     }
     if (isDir) throw new UnsafeArchiveError(`refusing entry ${JSON.stringify(m.name)}: a directory of that name exists`);
 
     if (m.type === "2") {
       if (st) await fsp.unlink(target); // replaced, never followed
       await fsp.symlink(m.linkname, target);
-      files++;
+      this.files++;
     } else if (m.type === "1") {
       const sp = parts(m.linkname, "hard link target");
       if (!sp.length) throw new UnsafeArchiveError(`refusing hard link ${JSON.stringify(m.name)}: it names the destination itself`);
-      const source = join(await parent(root, sp, m.linkname, false), sp[sp.length - 1]!);
+      const source = join(await parent(this.root, sp, m.linkname, false), sp[sp.length - 1]!);
       const sst = await lstat(source);
       if (!sst || !(sst.isFile() || sst.isSymbolicLink())) {
         throw new UnsafeArchiveError(
-          `refusing hard link ${JSON.stringify(m.name)} -> ${JSON.stringify(m.linkname)}: no such file inside ${dest}`,
+          `refusing hard link ${JSON.stringify(m.name)} -> ${JSON.stringify(m.linkname)}: no such file inside ${this.dest}`,
         );
       }
       if (source !== target) {
@@ -471,29 +564,133 @@ export async function extract(src: AsyncIterable<Uint8Array>, dest: string): Pro
           } finally {
             await from.close();
           }
-          bytes += sst.size;
+          this.bytes += sst.size;
         }
-        files++;
+        this.files++;
       }
     } else {
       if (isLink) throw new UnsafeArchiveError(`refusing entry ${JSON.stringify(m.name)}: ${target} is a symbolic link`);
       if (st) await fsp.unlink(target);
       await writeNew(target, m.mode, m.mtime, (f) => reader.copy(m.size, (b) => writeAll(f, b)));
-      files++;
-      bytes += m.size;
-      await reader.skip(padded(m.size));
-      continue;
+      this.files++;
+      this.bytes += m.size;
+      return reader.skip(padded(m.size));
     }
-    await reader.skip(m.size + padded(m.size));
+    return reader.skip(m.size + padded(m.size));
   }
 
-  // Directory modes last, so a read-only directory does not block its own
-  // entries; the owner always keeps rwx. Never follow a link here either.
-  for (const [path, mode, mtime] of dirs.reverse()) {
-    const st = await lstat(path);
-    if (!st?.isDirectory()) continue;
-    await fsp.chmod(path, (mode & 0o777) | 0o700);
-    await fsp.utimes(path, mtime, mtime);
+  /** Move a staged entry (a file or link held under a temporary name) to
+   * `name` in root, with the rules of entry. */
+  async place(staged: string, name: string, link: boolean, size: number): Promise<void> {
+    const target = join(this.root, name);
+    const st = await lstat(target);
+    if (st?.isDirectory()) throw new UnsafeArchiveError(`refusing entry ${JSON.stringify(name)}: a directory of that name exists`);
+    if (st?.isSymbolicLink() && !link) {
+      throw new UnsafeArchiveError(`refusing entry ${JSON.stringify(name)}: ${target} is a symbolic link`);
+    }
+    await fsp.rename(staged, target);
+    this.files++;
+    this.bytes += size;
   }
-  return { files, bytes };
+}
+
+/**
+ * Extract the tar read from `src` (a stream) into directory `dest`. Returns
+ * the files (and links) and bytes written. Throws UnsafeArchiveError on the
+ * first entry that is not safe, ArchiveTooLargeError past the bounds; what
+ * was extracted before stays.
+ */
+export async function extract(
+  src: AsyncIterable<Uint8Array>,
+  dest: string,
+  bounds: DownloadBounds = {},
+): Promise<{ files: number; bytes: number }> {
+  const ms = new Counted(src, bounds);
+  await fsp.mkdir(dest, { recursive: true });
+  return new Extractor(ms, await fsp.realpath(dest), dest).run();
+}
+
+/** The own name of a sandbox path as the caller gave it ("" for a
+ * directory's contents: "x/.", ".", "/"). */
+export function sourceName(remote: string): string {
+  if (remote === "." || remote.endsWith("/.")) return "";
+  const name = remote.replace(/\/+$/, "").split("/").pop() ?? "";
+  return name === "." || name === ".." ? "" : name;
+}
+
+/** Options of a download: its bounds, and whether a directory may be
+ * extracted into an existing local directory. */
+export interface DownloadOptions extends DownloadBounds {
+  merge?: boolean;
+}
+
+/**
+ * Write the archive of a sandbox path whose own name is `name` to `local`,
+ * deciding from the archive, never from a stat, whether it is one file or
+ * a directory. It is one file only when the archive holds exactly one
+ * entry, a regular file or a symbolic link named `name`: that entry is
+ * staged under a temporary name beside where it lands until the archive's
+ * end proves it alone, then `local` becomes that file (or, when `local` is
+ * an existing directory, the file lands inside it under `name`; a
+ * directory there is never replaced). Anything else is a directory's
+ * contents: `local` becomes that directory (made with its parents when
+ * missing); a file there is refused, an existing directory is extracted
+ * into only with `merge: true`. Names come from `local`, `name` and the
+ * archive's checked entries only.
+ */
+export async function download(
+  src: AsyncIterable<Uint8Array>,
+  local: string,
+  name: string,
+  opts: DownloadOptions = {},
+): Promise<{ files: number; bytes: number }> {
+  const ms = new Counted(src, opts);
+  const first = await ms.next();
+  const st = await fsp.stat(local).catch((e: NodeJS.ErrnoException) => {
+    if (e.code === "ENOENT" || e.code === "ENOTDIR") return undefined; // the user's own path: links followed
+    throw e;
+  });
+  const localIsDir = st?.isDirectory() ?? false;
+  const one =
+    !!name && !!first && (isRegular(first) || first.type === "2") && parts(first.name, "entry").join("/") === name;
+  let staged: string | undefined;
+  try {
+    let next = first;
+    if (one && first) {
+      const stageDir = localIsDir ? local : dirname(resolve(local));
+      await fsp.mkdir(stageDir, { recursive: true });
+      staged = join(stageDir, `.withruntime-${randomBytes(6).toString("hex")}`);
+      if (first.type === "2") await fsp.symlink(first.linkname, staged);
+      else {
+        await writeNew(staged, first.mode, first.mtime, (f) => ms.reader.copy(first.size, (b) => writeAll(f, b)));
+        await ms.reader.skip(padded(first.size));
+      }
+      next = await ms.next();
+      if (!next) {
+        const target = localIsDir ? join(local, name) : local;
+        if ((await lstat(target))?.isDirectory()) {
+          throw new DestinationError(`refusing to replace the directory ${target} with a file`);
+        }
+        await fsp.rename(staged, target);
+        staged = undefined;
+        return { files: 1, bytes: isRegular(first) ? first.size : 0 };
+      }
+    }
+    // A directory's contents.
+    if (st && !localIsDir) throw new DestinationError(`cannot copy a directory onto the file ${local}`);
+    if (localIsDir && !opts.merge) {
+      throw new DestinationError(
+        `${local} is an existing directory: pass { merge: true } to extract the sandbox's directory into it, or name a path that does not exist`,
+      );
+    }
+    await fsp.mkdir(local, { recursive: true });
+    const x = new Extractor(ms, await fsp.realpath(local), local);
+    if (staged && first) {
+      await x.place(staged, name, first.type === "2", isRegular(first) ? first.size : 0);
+      staged = undefined;
+    }
+    return await x.run(next);
+  } finally {
+    if (staged) await fsp.unlink(staged).catch(() => undefined);
+  }
 }

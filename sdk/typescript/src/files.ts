@@ -1,11 +1,9 @@
 /** Files inside a sandbox: `sbx.files`. Paths inside the sandbox may be
  * relative: they land in /workspace. */
 
-import { randomBytes } from "node:crypto";
 import { promises as fsp } from "node:fs";
-import { dirname, join, resolve } from "node:path";
 
-import { TarError, extract, singleFileTar, tarStream } from "./archive.js";
+import { type DownloadOptions, TarError, download, singleFileTar, sourceName, tarStream } from "./archive.js";
 import { APIError, TransportError, WithruntimeError } from "./errors.js";
 import type { components } from "./generated/openapi.js";
 import { type Transport, describe } from "./transport.js";
@@ -197,62 +195,41 @@ export class Files {
 
   /**
    * Copy a file or directory of the sandbox to `local`, which becomes that
-   * file or directory. A directory comes as one tar stream, extracted as it
-   * arrives. Symbolic links come back as links, whatever they point to, but
-   * nothing is written through a link: an entry whose parent path passes
-   * through one, a file or directory entry whose name is already a link, an
-   * absolute name, `..`, a device file or a FIFO stops the extraction with
-   * UnsafeArchiveError (what was extracted before stays).
+   * file or directory; a file onto an existing directory lands inside it
+   * under its own name (the last element of `remotePath` as given).
+   *
+   * Everything comes as one tar stream, extracted as it arrives, and what
+   * the sandbox sends is untrusted. Whether `remotePath` is a file or a
+   * directory is decided from the archive itself, never from an earlier
+   * stat: one file only when the archive holds that file (or link) alone
+   * under the path's own name. A directory is refused (DestinationError)
+   * onto an existing file, and onto an existing directory unless
+   * `merge: true` (then its entries are extracted into it, files there
+   * replaced). Symbolic links come back as links, whatever they point to,
+   * but nothing is written through a link: an entry whose parent path
+   * passes through one, a file or directory entry whose name is already a
+   * link, an absolute name, `..`, a device file or a FIFO stops the
+   * extraction with UnsafeArchiveError. More than `maxEntries` entries
+   * (default 1,000,000) or `maxBytes` bytes of files (default 10 GiB) throw
+   * ArchiveTooLargeError. What was extracted before an error stays.
    */
-  async download(remotePath: string, local: string): Promise<TransferResult> {
+  async download(remotePath: string, local: string, opts: DownloadOptions = {}): Promise<TransferResult> {
     const r = remote(remotePath);
-    const info = await this.stat(r);
-    if (info.type !== "dir") return { files: 1, bytes: await this.#downloadFile(r, local, info.mode) };
     const resp = await this.#t.open("GET", this.#p("archive"), {
       query: { path: r },
       headers: { Accept: "application/x-tar" },
     });
     try {
-      const res = await extract(resp as AsyncIterable<Buffer>, local);
-      resp.resume();
-      return res;
+      return await download(resp as AsyncIterable<Buffer>, local, sourceName(r), opts);
     } catch (e) {
-      resp.destroy();
       if (e instanceof TarError) throw new TransportError(`downloading ${r}: bad or cut archive: ${e.message}`, { cause: e });
-      if (e instanceof WithruntimeError || (e as NodeJS.ErrnoException).syscall) throw e;
+      if (e instanceof WithruntimeError || e instanceof TypeError || (e as NodeJS.ErrnoException).syscall) throw e;
       throw new TransportError(`downloading ${r}: the archive stream broke: ${describe(e)}`, { cause: e });
+    } finally {
+      // What follows the archive's end is not read: the sandbox could send
+      // without end.
+      resp.destroy();
     }
-  }
-
-  async #downloadFile(r: string, local: string, mode: number): Promise<number> {
-    const dir = dirname(resolve(local));
-    await fsp.mkdir(dir, { recursive: true });
-    const tmp = join(dir, `.withruntime-${randomBytes(6).toString("hex")}`);
-    const f = await fsp.open(tmp, "wx", 0o600);
-    let size = 0;
-    try {
-      try {
-        const resp = await this.#t.open("GET", this.#p("files"), { query: { path: r } });
-        try {
-          for await (const c of resp as AsyncIterable<Buffer>) {
-            await f.write(c);
-            size += c.length;
-          }
-        } catch (e) {
-          resp.destroy();
-          if ((e as NodeJS.ErrnoException).syscall === "write") throw e;
-          throw new TransportError(`downloading ${r}: the stream broke: ${describe(e)}`, { cause: e });
-        }
-        await f.chmod(mode & 0o777 || 0o644);
-      } finally {
-        await f.close();
-      }
-      await fsp.rename(tmp, local);
-    } catch (e) {
-      await fsp.unlink(tmp).catch(() => undefined);
-      throw e;
-    }
-    return size;
   }
 }
 
