@@ -204,7 +204,8 @@ func TestDailySpendingLimit(t *testing.T) {
 }
 
 func TestTrial(t *testing.T) {
-	// 0.002 hours: 7.2 seconds of sandbox time.
+	// 0.002 hours: 7.2 seconds of the default size's time (a 512 MiB
+	// sandbox's hours count an eighth: a minute of it).
 	s := testenv.StartServer(t, "--allow-trial", "--trial-hours", "0.002", "--trial-per-address", "2")
 	st, data := call(t, s, "", "POST", "/v1/trial", nil)
 	var trial api.Trial
@@ -212,7 +213,10 @@ func TestTrial(t *testing.T) {
 		t.Fatalf("trial: %d %s", st, data)
 	}
 	c := sbx{t, s, trial.Key}
-	_, sb, code := c.create(`{"vcpus":1,"memory_mib":512}`)
+	if status, _, code := c.create(`{"vcpus":4}`); status != 403 || code != "forbidden" {
+		t.Fatalf("a trial's create past its size: got %d %s, want 403 forbidden", status, code)
+	}
+	_, sb, code := c.create(`{"vcpus":2,"memory_mib":4096}`)
 	if sb.ID == "" {
 		t.Fatalf("create with a trial key: %s", code)
 	}
