@@ -14,6 +14,7 @@ executor: withruntime.smolagents.
 Standard library only; Python 3.10 or later.
 """
 
+from ._archive import ArchiveTooLargeError, DestinationError
 from ._version import __version__
 from .admin import Account, Client, Key, SecretInfo, Trial, Usage, UsageRow
 from .code import Context, Contexts, Execution, ExecutionError, Logs, Result
@@ -51,4 +52,6 @@ __all__ = [
     "APIError",
     "CommandError",
     "TransportError",
+    "ArchiveTooLargeError",
+    "DestinationError",
 ]
