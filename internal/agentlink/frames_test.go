@@ -251,7 +251,7 @@ func (g *guestDouble) drain() int {
 
 // serveAgent runs a real agent over a fresh yamux client on the port.
 func (g *guestDouble) serveAgent(ctx context.Context, t *testing.T) {
-	s, err := yamux.Client(keepOpen{&bufConn{ReadWriteCloser: g.c, r: g.r}}, portConfig())
+	s, err := yamux.Client(&keepOpen{bufConn: &bufConn{ReadWriteCloser: g.c, r: g.r}}, portConfig())
 	if err != nil {
 		t.Fatalf("guest session: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -57,10 +58,35 @@ type bufConn struct {
 func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // keepOpen is the agent's side of bufConn: a session that ends leaves
-// the port device open for the next.
-type keepOpen struct{ *bufConn }
+// the port device open for the next. yamux reports a session closed
+// before its reader has returned, so release waits for that read: the
+// next handshake must be the port's only reader.
+type keepOpen struct {
+	*bufConn
+	closed atomic.Bool
+	mu     sync.Mutex // held by a read in progress
+}
 
-func (keepOpen) Close() error { return nil }
+func (k *keepOpen) Read(b []byte) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed.Load() {
+		return 0, io.ErrClosedPipe
+	}
+	return k.bufConn.Read(b)
+}
+
+func (k *keepOpen) Close() error {
+	k.closed.Store(true)
+	return nil
+}
+
+// release ends the session's reads and waits for one in progress.
+func (k *keepOpen) release() {
+	k.closed.Store(true)
+	k.mu.Lock()
+	k.mu.Unlock()
+}
 
 // findMark reads until mark and returns what follows it buffered.
 func findMark(r *bufio.Reader, mark []byte) error {
@@ -152,7 +178,8 @@ func (p *Port) Run(ctx context.Context) error {
 		if findMark(r, goMark) != nil {
 			continue
 		}
-		s, err := yamux.Client(keepOpen{&bufConn{ReadWriteCloser: p.rw, r: r}}, portConfig())
+		k := &keepOpen{bufConn: &bufConn{ReadWriteCloser: p.rw, r: r}}
+		s, err := yamux.Client(k, portConfig())
 		if err != nil {
 			continue
 		}
@@ -163,6 +190,7 @@ func (p *Port) Run(ctx context.Context) error {
 			s.Close()
 		}
 		p.set(nil)
+		k.release()
 	}
 	return ctx.Err()
 }
