@@ -134,6 +134,16 @@ func TestDownloadDecidesFromTheArchive(t *testing.T) {
 			[]entry{file("out.txt", "first"), file("../../evil", "x")}, before, ErrUnsafePath, false},
 		{"an unsafe first entry", "/w/out.txt", "home",
 			[]entry{file("../out.txt", "x")}, before, ErrUnsafePath, false},
+
+		// Devices and FIFOs are refused, never dropped silently, and a
+		// merge that would turn a directory into a file is the
+		// destination's refusal, not an internal error.
+		{"a FIFO in a directory", "/w/results", "home/new",
+			[]entry{file("a", "a"), {name: "pipe", typ: tar.TypeFifo}}, before + " home/new/ home/new/a=a", ErrUnsafePath, false},
+		{"a character device in a directory", "/w/results", "home/new",
+			[]entry{{name: "null", typ: tar.TypeChar}}, before + " home/new/", ErrUnsafePath, false},
+		{"a merge replacing a directory with a file", "/w/home", "",
+			[]entry{file("proj", "x")}, before, ErrDestination, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

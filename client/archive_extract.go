@@ -209,22 +209,22 @@ func (x *extractor) extractEntry(root *os.Root, hdr *tar.Header, name string) er
 			return nil
 		}
 		if exists {
-			return fmt.Errorf("extracting %q: exists and is not a directory", name)
+			return fmt.Errorf("%w: extracting %q: exists and is not a directory", ErrDestination, name)
 		}
 		return root.Mkdir(local, perm|0o700)
 
-	case tar.TypeReg:
+	case tar.TypeReg, tar.TypeGNUSparse: // the reader expands a sparse file
 		if isLink {
 			return fmt.Errorf("%w: %q is a symbolic link", ErrUnsafePath, name)
 		}
 		if isDir {
-			return fmt.Errorf("extracting %q: exists and is a directory", name)
+			return fmt.Errorf("%w: extracting %q: exists and is a directory", ErrDestination, name)
 		}
 		return x.writeFile(root, local, hdr, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 
 	case tar.TypeSymlink:
 		if isDir {
-			return fmt.Errorf("extracting %q: exists and is a directory", name)
+			return fmt.Errorf("%w: extracting %q: exists and is a directory", ErrDestination, name)
 		}
 		if exists {
 			if err := root.Remove(local); err != nil {
@@ -232,6 +232,9 @@ func (x *extractor) extractEntry(root *os.Root, hdr *tar.Header, name string) er
 			}
 		}
 		return root.Symlink(filepath.FromSlash(hdr.Linkname), local)
+
+	case tar.TypeXGlobalHeader: // pax defaults, already applied by the reader
+		return nil
 
 	case tar.TypeLink:
 		target, err := entryName(hdr.Linkname)
@@ -245,7 +248,7 @@ func (x *extractor) extractEntry(root *os.Root, hdr *tar.Header, name string) er
 			return err
 		}
 		if isDir {
-			return fmt.Errorf("extracting %q: exists and is a directory", name)
+			return fmt.Errorf("%w: extracting %q: exists and is a directory", ErrDestination, name)
 		}
 		if exists {
 			if err := root.Remove(local); err != nil {
@@ -254,7 +257,9 @@ func (x *extractor) extractEntry(root *os.Root, hdr *tar.Header, name string) er
 		}
 		return root.Link(filepath.FromSlash(target), local)
 	}
-	return nil // devices, fifos and the like are not made
+	// Devices, FIFOs and the like are never made, and never dropped
+	// silently: the SDKs refuse them the same way.
+	return fmt.Errorf("%w: entry %q is not a file, directory or link (type %q)", ErrUnsafePath, name, hdr.Typeflag)
 }
 
 // writeFile writes the current entry's data to local with the entry's
