@@ -134,7 +134,7 @@ type request struct {
 	body        io.Reader
 	contentType string
 	accept      string
-	noAuth      bool // send no Authorization header, whatever the client's key
+	noAuth      bool  // send no Authorization header, whatever the client's key
 	maxBody     int64 // the most bytes of a whole answer (0: maxJSONBody)
 }
 
