@@ -40,6 +40,15 @@ export interface paths {
          * @description Zero or absent fields take the server's defaults (2 vCPU, 4096 MiB,
          *     a lease of 300 s, on_lease_end stop, internet off). An empty body
          *     is the same as {}. Answers once the sandbox is running.
+         *
+         *     A trial account's sandbox has at most the trial's size (serve
+         *     --trial-max-vcpus, --trial-max-memory, --trial-max-disk; 2 vCPUs,
+         *     4096 MiB and 10 GiB by default): a create asking for more gets 403
+         *     forbidden, and a field left to the server's default is cut to the
+         *     trial's. A trial account runs at most --trial-concurrency sandboxes
+         *     at once (429 concurrency_limit_reached), and trial accounts together
+         *     hold at most --trial-host-share of a host's vCPUs, memory and disk
+         *     (503 capacity_exhausted, while other accounts still create).
          */
         post: operations["createSandbox"];
         delete?: never;
@@ -587,6 +596,14 @@ export interface paths {
          *     limit is at most the lowest on its parent's chain (that limit when
          *     none is asked), and its spending counts against every limit on the
          *     chain. An empty body is the same as {}.
+         *
+         *     Keys are few: an account holds at most --max-keys-per-account keys
+         *     (100 by default; 409 conflict past it: remove one first), and its
+         *     keys make at most as many in 24 hours, removed ones counted (429
+         *     rate_limited, with Retry-After). A trial account's keys make at
+         *     most --trial-max-keys keys in all, removed ones counted (2 by
+         *     default; 403 forbidden past it). The admin key is bound by none of
+         *     these.
          */
         post: operations["createKey"];
         delete?: never;
@@ -649,10 +666,17 @@ export interface paths {
         /**
          * Obtain a trial account and a full key of it, without a key.
          * @description Only where the server offers trials (serve --allow-trial; 403
-         *     forbidden otherwise), and a few times per client address per hour
-         *     (429 rate_limited, with Retry-After). The account's sandboxes run
-         *     trial_hours in all, free; then creates fail with trial_exhausted.
-         *     The body, if any, is {}.
+         *     forbidden otherwise), a few times per client address per hour
+         *     (--trial-per-address) and at most --trial-per-hour times per hour
+         *     on the whole server, every address together (both 429 rate_limited,
+         *     with Retry-After), and none while the trial accounts made in the
+         *     last 30 days hold --trial-outstanding-hours of their hours unused
+         *     (503 capacity_exhausted). The account's sandboxes run trial_hours
+         *     in all, free, counted in hours of the default size (2 vCPUs,
+         *     4 GiB: a larger sandbox uses them faster); then creates fail with
+         *     trial_exhausted. Its sandboxes have at most the trial's size (403
+         *     forbidden past it) and run at most --trial-concurrency at once; its
+         *     keys make at most --trial-max-keys keys. The body, if any, is {}.
          */
         post: operations["createTrial"];
         delete?: never;
@@ -1196,7 +1220,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description forbidden (a read_only key on a route that changes something, a route for the admin key only) */
+        /** @description forbidden (a read_only key on a route that changes something, a route for the admin key only, a trial account past its size or keys) */
         Forbidden: {
             headers: {
                 [name: string]: unknown;
@@ -1214,7 +1238,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description conflict (the sandbox's state does not allow it) or lease_ended */
+        /** @description conflict (the sandbox's state does not allow it, the account holds the most keys it may) or lease_ended */
         Conflict: {
             headers: {
                 [name: string]: unknown;
@@ -1241,7 +1265,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description concurrency_limit_reached or rate_limited */
+        /** @description concurrency_limit_reached or rate_limited (with Retry-After where a later retry passes) */
         TooManyRequests: {
             headers: {
                 [name: string]: unknown;
@@ -1250,7 +1274,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description capacity_exhausted (this host is full) */
+        /** @description capacity_exhausted (this host is full, or the share of it trial accounts may hold, or the trial hours the server offers) */
         CapacityExhausted: {
             headers: {
                 [name: string]: unknown;
@@ -2480,7 +2504,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
             default: components["responses"]["Error"];
         };
     };
@@ -2568,6 +2594,7 @@ export interface operations {
             400: components["responses"]["InvalidRequest"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["CapacityExhausted"];
             default: components["responses"]["Error"];
         };
     };
