@@ -1,13 +1,17 @@
 package manager
 
 import (
+	"context"
+
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
 // admit reserves room for a sandbox of spec's size, or refuses with
 // capacity_exhausted when the host's CPUs, memory or disk are handed out.
 // The caller holds e.mu. An account's concurrency is not counted here but
-// by the store (AdmitSandbox), so that it holds across every node.
+// by the store (AdmitSandbox), so that it holds across every node; the
+// shares of the host that trial accounts and each account may hold are
+// (checkShares, share.go).
 //
 // Disk: the quotas of live (starting and running) sandboxes, this one's
 // included, must fit the free space of the data dir's file system times
@@ -15,13 +19,13 @@ import (
 // (their checkpoint and upper layer) is already written, so it is already
 // missing from the free space, and it cannot grow while they are paused; a
 // resume is admitted again, quota and all.
-func (m *Manager) admit(e *entry, account string, spec sandbox.Spec) error {
-	return m.fit(e, account, spec, false)
+func (m *Manager) admit(e *entry, t tenant, spec sandbox.Spec) error {
+	return m.fit(e, t, spec, false)
 }
 
 // fit is admit; withoutIdle only asks whether spec would fit once every
 // idle pool member is gone, and reserves nothing.
-func (m *Manager) fit(e *entry, account string, spec sandbox.Spec, withoutIdle bool) error {
+func (m *Manager) fit(e *entry, t tenant, spec sandbox.Spec, withoutIdle bool) error {
 	free, freeErr := m.diskFree()
 	var idle map[string]bool
 	if withoutIdle {
@@ -55,10 +59,14 @@ func (m *Manager) fit(e *entry, account string, spec sandbox.Spec, withoutIdle b
 				disk, spec.DiskMiB, maxDisk, free>>20, m.cfg.Overcommit)
 		}
 	}
+	// Idle pool members are nobody's: a share is full with or without them.
+	if err := m.checkShares(t, spec, m.hostRoom(free), nil); err != nil {
+		return err
+	}
 	if withoutIdle {
 		return nil
 	}
-	e.account, e.vcpus, e.memoryMiB, e.diskMiB = account, spec.VCPUs, spec.MemoryMiB, spec.DiskMiB
+	e.account, e.trial, e.vcpus, e.memoryMiB, e.diskMiB = t.account, t.trial, spec.VCPUs, spec.MemoryMiB, spec.DiskMiB
 	m.live[e.id] = e
 	return nil
 }
@@ -66,21 +74,23 @@ func (m *Manager) fit(e *entry, account string, spec sandbox.Spec, withoutIdle b
 // admitOrEvict is admit that, when the host is full, destroys idle pool
 // members one by one to make room before it refuses, but none when even
 // all of them would not make enough.
-func (m *Manager) admitOrEvict(e *entry, account string, spec sandbox.Spec) error {
+func (m *Manager) admitOrEvict(e *entry, t tenant, spec sandbox.Spec) error {
 	for {
-		err := m.admit(e, account, spec)
-		if sandbox.KindOf(err) != sandbox.KindCapacityExhausted || m.fit(e, account, spec, true) != nil || !m.evictIdle() {
+		err := m.admit(e, t, spec)
+		if sandbox.KindOf(err) != sandbox.KindCapacityExhausted || m.fit(e, t, spec, true) != nil || !m.evictIdle() {
 			return err
 		}
 	}
 }
 
 // admitRecovered counts a reattached sandbox; it is already running, so it
-// is never refused.
-func (m *Manager) admitRecovered(e *entry, rec *sandbox.Record) bool {
+// is never refused. Whether its account is a trial's is read from the
+// store, so that the trials' share counts it after a restart.
+func (m *Manager) admitRecovered(ctx context.Context, e *entry, rec *sandbox.Record) bool {
+	t := m.tenantIn(ctx, rec.Account)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e.account, e.vcpus, e.memoryMiB, e.diskMiB = rec.Account, rec.Spec.VCPUs, rec.Spec.MemoryMiB, rec.Spec.DiskMiB
+	e.account, e.trial, e.vcpus, e.memoryMiB, e.diskMiB = t.account, t.trial, rec.Spec.VCPUs, rec.Spec.MemoryMiB, rec.Spec.DiskMiB
 	m.live[e.id] = e
 	return true
 }

@@ -15,9 +15,9 @@ import (
 // claimPool hands a create a warm member when one of its size is ready.
 // ok is false when there is none, or when the member could not be given
 // the create's settings (it is destroyed): the create then starts cold.
-// A refusal (the account's concurrency) is returned with ok true, and the
-// member goes back to its pool.
-func (m *Manager) claimPool(ctx context.Context, account, keyID string, concurrency int, spec sandbox.Spec) (rec *sandbox.Record, ok bool, err error) {
+// A refusal (the account's concurrency, a share of the host) is returned
+// with ok true, and the member goes back to its pool.
+func (m *Manager) claimPool(ctx context.Context, t tenant, keyID string, concurrency int, spec sandbox.Spec) (rec *sandbox.Record, ok bool, err error) {
 	key, match := m.poolKeyOf(spec)
 	if !match {
 		return nil, false, nil
@@ -33,7 +33,7 @@ func (m *Manager) claimPool(ctx context.Context, account, keyID string, concurre
 			e.mu.Unlock() // it died while it waited; its watcher removes it
 			continue
 		}
-		rec, ok, err := m.handOver(ctx, e, mem, account, keyID, concurrency, spec)
+		rec, ok, err := m.handOver(ctx, e, mem, t, keyID, concurrency, spec)
 		e.mu.Unlock()
 		return rec, ok, err
 	}
@@ -60,11 +60,13 @@ func isDone(inst sandbox.Instance) bool {
 
 // handOver makes member mem the create's sandbox; the caller holds e.mu.
 // Billing starts here: the record's start is now, and the CPU the boot
-// used is the member's, not the account's. The record is admitted by the
-// store (the account's concurrency on every node) before the member is
-// given anything of the create, so that a refused member is as it was and
-// goes back to its pool.
-func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, account, keyID string, concurrency int, spec sandbox.Spec) (*sandbox.Record, bool, error) {
+// used is the member's, not the account's. The member is taken for t
+// within t's shares of the host (claimShare), and the record is admitted
+// by the store (the account's concurrency on every node), before the
+// member is given anything of the create, so that a refused member is as
+// it was and goes back to its pool.
+func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, t tenant, keyID string, concurrency int, spec sandbox.Spec) (*sandbox.Record, bool, error) {
+	account := t.account
 	fail := func(what string, err error) (*sandbox.Record, bool, error) {
 		m.log.warn(e.id, what, err)
 		m.destroyLocked(e, what, true)
@@ -90,23 +92,22 @@ func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, account, 
 	// Not the request's context: a client that goes away mid-claim would
 	// otherwise cost a member.
 	ctx = context.WithoutCancel(ctx)
+	if err := m.claimShare(e, t, spec); err != nil {
+		m.backToPool(e, mem)
+		return nil, true, err
+	}
 	if err := m.cfg.Store.AdmitSandbox(ctx, rec, concurrency); err != nil {
 		if sandbox.KindOf(err) == sandbox.KindConcurrency {
-			// Back to its pool, unless the filler has replaced it
-			// already or the server is stopping (Close has taken the
-			// members).
-			if m.stopping() || !m.pools.putBack(mem) {
-				m.destroyLocked(e, "not needed back in its pool", false)
-			}
+			m.mu.Lock()
+			e.account, e.trial = "", false // nobody's again
+			m.mu.Unlock()
+			m.backToPool(e, mem)
 			return nil, true, err
 		}
 		m.log.warn(e.id, "recording a claimed pool member", err)
 		m.destroyLocked(e, "its record could not be written", true)
 		return nil, true, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be recorded")
 	}
-	m.mu.Lock()
-	e.account = account
-	m.mu.Unlock()
 	if err := m.applySpec(ctx, e, spec); err != nil {
 		m.cfg.Store.DeleteSandbox(ctx, e.id)
 		return fail("giving a pool member its settings", err)
@@ -114,6 +115,32 @@ func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, account, 
 	m.indexAddr(e, spec.Network)
 	m.log.info(e.id, "sandbox started", "vcpus", spec.VCPUs, "memory_mib", spec.MemoryMiB, "pool", true, "age_ms", now.Sub(mem.born).Milliseconds())
 	return rec, true, nil
+}
+
+// claimShare makes the member of e t's, within t's shares of the host
+// (checkShares, with the member's own room not counted twice). The
+// caller holds e.mu.
+func (m *Manager) claimShare(e *entry, t tenant, spec sandbox.Spec) error {
+	free, err := m.diskFree()
+	if err != nil {
+		return sandbox.Wrap(sandbox.KindInternal, err, "could not read the data dir's free disk space")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkShares(t, spec, m.hostRoom(free), e); err != nil {
+		return err
+	}
+	e.account, e.trial = t.account, t.trial
+	return nil
+}
+
+// backToPool puts a member a claim refused back in its pool, unless the
+// filler has replaced it already or the server is stopping (Close has
+// taken the members). The caller holds e.mu.
+func (m *Manager) backToPool(e *entry, mem *member) {
+	if m.stopping() || !m.pools.putBack(mem) {
+		m.destroyLocked(e, "not needed back in its pool", false)
+	}
 }
 
 // applySpec gives a member what a create sets at boot for a cold sandbox:

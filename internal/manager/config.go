@@ -53,6 +53,15 @@ type Config struct {
 	// Overcommit is how many times the host's CPUs, memory and free disk
 	// admission may hand out.
 	Overcommit float64
+	// TrialHostShare is the fraction of what admission hands out (vCPUs,
+	// memory and disk quotas, each) that the sandboxes of trial accounts
+	// may hold together (default DefaultTrialHostShare), and
+	// AccountHostShare the fraction that one account's may hold (default
+	// 1: no bound of its own). AdminAccount, the account of the server's
+	// admin key, is not held to AccountHostShare.
+	TrialHostShare   float64
+	AccountHostShare float64
+	AdminAccount     string
 
 	// DataDir is where sandboxes' disks live: the live sandboxes' disk
 	// quotas must fit its file system's free space times Overcommit.
@@ -92,6 +101,10 @@ type Config struct {
 	}
 }
 
+// DefaultTrialHostShare is Config.TrialHostShare's default: trial
+// accounts together hold at most half of a host.
+const DefaultTrialHostShare = 0.5
+
 func (c *Config) setDefaults() {
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -123,6 +136,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.Overcommit == 0 {
 		c.Overcommit = 4
+	}
+	if c.TrialHostShare == 0 {
+		c.TrialHostShare = DefaultTrialHostShare
+	}
+	if c.AccountHostShare == 0 {
+		c.AccountHostShare = 1
 	}
 	if c.Prices == nil {
 		p := billing.Default
@@ -164,6 +183,10 @@ func (c *Config) Validate() error {
 		return errors.New("default disk outside the limits")
 	case c.Overcommit <= 0:
 		return errors.New("overcommit ratio must be positive")
+	case !(c.TrialHostShare > 0 && c.TrialHostShare <= 1):
+		return errors.New("the trial accounts' share of the host must be above 0 and at most 1")
+	case !(c.AccountHostShare > 0 && c.AccountHostShare <= 1):
+		return errors.New("an account's share of the host must be above 0 and at most 1")
 	case c.DefaultConcurrency < 1:
 		return errors.New("default concurrency must be at least 1")
 	case c.SharedCheckpoints && c.NodeCompat == "":

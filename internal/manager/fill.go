@@ -81,7 +81,7 @@ func (m *Manager) fillOne() bool {
 	e := m.lock(id)
 	defer e.mu.Unlock()
 	spec := m.memberSpec(key)
-	if err := m.admit(e, "", spec); err != nil {
+	if err := m.admit(e, tenant{}, spec); err != nil {
 		m.pools.setBlocked(key, true)
 		return false
 	}

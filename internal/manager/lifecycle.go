@@ -27,13 +27,14 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 	m.pools.busy()
 	defer m.pools.busy()
 	defer m.pools.creating.Add(-1)
-	if rec, ok, err := m.claimPool(ctx, account, keyID, acct.Concurrency, spec); ok {
+	t := tenant{account: account, trial: acct.TrialSeconds > 0}
+	if rec, ok, err := m.claimPool(ctx, t, keyID, acct.Concurrency, spec); ok {
 		return rec, err
 	}
 	id := newID()
 	e := m.lock(id)
 	defer e.mu.Unlock()
-	if err := m.admitOrEvict(e, account, spec); err != nil {
+	if err := m.admitOrEvict(e, t, spec); err != nil {
 		return nil, err
 	}
 	now := m.now()
@@ -256,7 +257,7 @@ func (m *Manager) undoPause(ctx context.Context, e *entry, account string, spec 
 		m.log.warn(e.id, "resuming a sandbox whose pause was not recorded", err)
 		return false
 	}
-	m.admitRecovered(e, &sandbox.Record{Account: account, Spec: spec})
+	m.admitRecovered(ctx, e, &sandbox.Record{Account: account, Spec: spec})
 	m.attach(e, inst)
 	m.indexAddr(e, spec.Network)
 	return true
@@ -301,7 +302,7 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 	m.pools.busy()
 	defer m.pools.busy()
 	defer m.pools.creating.Add(-1)
-	if err := m.admitOrEvict(e, rec.Account, rec.Spec); err != nil {
+	if err := m.admitOrEvict(e, tenant{account: rec.Account, trial: acct.TrialSeconds > 0}, rec.Spec); err != nil {
 		return nil, err
 	}
 	starting := *rec

@@ -25,8 +25,10 @@ type entry struct {
 	id   string
 	refs int // guarded by Manager.mu
 
-	// Guarded by Manager.mu.
+	// Guarded by Manager.mu. trial says account is a trial account's
+	// (admission's trial share counts it).
 	account   string
+	trial     bool
 	vcpus     int
 	memoryMiB int
 	diskMiB   int

@@ -30,7 +30,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		if rec.State == sandbox.StateRunning {
 			inst, err = m.cfg.Backend.Attach(ctx, rec.ID, withIsolation(rec))
 		}
-		if inst != nil && err == nil && m.admitRecovered(e, rec) {
+		if inst != nil && err == nil && m.admitRecovered(ctx, e, rec) {
 			m.attach(e, inst)
 			m.indexAddr(e, rec.Spec.Network)
 			m.log.info(rec.ID, "sandbox reattached")
@@ -167,7 +167,7 @@ func (m *Manager) recoverStarting(ctx context.Context, e *entry, rec *sandbox.Re
 // the reaper tries again. The caller holds e.mu.
 func (m *Manager) recoverResume(ctx context.Context, e *entry, rec *sandbox.Record) {
 	if inst, err := m.cfg.Backend.Attach(ctx, rec.ID, withIsolation(rec)); err == nil && inst != nil {
-		m.admitRecovered(e, rec)
+		m.admitRecovered(ctx, e, rec)
 		m.attach(e, inst)
 		m.indexAddr(e, rec.Spec.Network)
 		paused := *rec

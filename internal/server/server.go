@@ -154,7 +154,8 @@ func startHost(ctx context.Context, cfg Config, dataDir string, st store.Store, 
 	}
 	mcfg := cfg.Manager
 	mcfg.Backend, mcfg.Store, mcfg.Logger = backend, st, cfg.Logger
-	mcfg.DataDir = dataDir // disk quotas are admitted against its free space
+	mcfg.DataDir = dataDir             // disk quotas are admitted against its free space
+	mcfg.AdminAccount = DefaultAccount // not held to AccountHostShare
 	if egr != nil {
 		mcfg.Egress, mcfg.EgressState = true, egr
 	}
