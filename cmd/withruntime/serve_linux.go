@@ -13,6 +13,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/httpapi"
+	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/server"
 	"github.com/withruntime/withruntime/internal/setup"
 )
@@ -78,6 +79,8 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 // which serve and node share.
 func managerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.Float64Var(&cfg.Manager.Overcommit, "overcommit", 4, "how many times the host's CPUs, memory and free disk admission may hand out")
+	fs.Float64Var(&cfg.Manager.TrialHostShare, "trial-host-share", manager.DefaultTrialHostShare, "the fraction of what admission hands out (vCPUs, memory and disk, each) that trial accounts' sandboxes may hold together; past it a trial's create gets 503 capacity_exhausted while other accounts still create")
+	fs.Float64Var(&cfg.Manager.AccountHostShare, "account-host-share", 1, "the fraction of what admission hands out (vCPUs, memory and disk, each) that one account's sandboxes may hold, past it 503 capacity_exhausted; the admin key's account is not bound (1: no account is, so a single user fills their own machine)")
 	fs.DurationVar(&cfg.Manager.MaxTimeout, "max-lease", 24*time.Hour, "longest lease a sandbox may ask for")
 	fs.DurationVar(&cfg.Manager.Retention, "retention", 7*24*time.Hour, "how long a paused sandbox is kept")
 	fs.IntVar(&cfg.Manager.DefaultConcurrency, "concurrency", 100, "how many sandboxes an account runs at once unless its own setting says otherwise")
