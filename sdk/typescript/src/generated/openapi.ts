@@ -48,7 +48,9 @@ export interface paths {
          *     trial's. A trial account runs at most --trial-concurrency sandboxes
          *     at once (429 concurrency_limit_reached), and trial accounts together
          *     hold at most --trial-host-share of a host's vCPUs, memory and disk
-         *     (503 capacity_exhausted, while other accounts still create).
+         *     (503 capacity_exhausted, while other accounts still create). Where
+         *     the server sets --account-host-share, every account but the admin
+         *     key's holds at most that share of a host (503 capacity_exhausted).
          */
         post: operations["createSandbox"];
         delete?: never;
