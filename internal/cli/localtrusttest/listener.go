@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -93,10 +92,7 @@ func Start(t *testing.T, uid int) *Listener {
 	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Env = append(os.Environ(), envServe+"=1")
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)},
-		Pdeathsig:  syscall.SIGKILL,
-	}
+	asUser(t, cmd, uid)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
