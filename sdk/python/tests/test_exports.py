@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 
 import withruntime
-from withruntime import ArchiveTooLargeError, DestinationError, _archive
+from withruntime import ArchiveTooLargeError, DestinationError, UnsafeArchiveError, _archive
 
 
 @pytest.mark.parametrize("cls, home", [
     (ArchiveTooLargeError, _archive.ArchiveTooLargeError),
     (DestinationError, _archive.DestinationError),
+    (UnsafeArchiveError, _archive.UnsafeArchiveError),
 ])
 def test_download_errors_exported(cls: type, home: type) -> None:
     if cls is not home:

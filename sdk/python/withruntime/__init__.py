@@ -14,7 +14,7 @@ executor: withruntime.smolagents.
 Standard library only; Python 3.10 or later.
 """
 
-from ._archive import ArchiveTooLargeError, DestinationError
+from ._archive import ArchiveTooLargeError, DestinationError, UnsafeArchiveError
 from ._version import __version__
 from .admin import Account, Client, Key, SecretInfo, Trial, Usage, UsageRow
 from .code import Context, Contexts, Execution, ExecutionError, Logs, Result
@@ -54,4 +54,5 @@ __all__ = [
     "TransportError",
     "ArchiveTooLargeError",
     "DestinationError",
+    "UnsafeArchiveError",
 ]
