@@ -77,3 +77,20 @@ func (s *Server) sandboxEnv() map[string]string {
 	defer s.envMu.RUnlock()
 	return s.ownEnv
 }
+
+// withLocalBin puts $HOME/.local/bin first on m's PATH, as Debian's
+// ~/.profile does for a login shell: `pip install --user` puts commands
+// there, and an exec is no login shell. A PATH that already holds it stays.
+func withLocalBin(m map[string]string) {
+	home, path := m["HOME"], m["PATH"]
+	if home == "" || path == "" {
+		return
+	}
+	dir := strings.TrimSuffix(home, "/") + "/.local/bin"
+	for _, p := range strings.Split(path, ":") {
+		if p == dir {
+			return
+		}
+	}
+	m["PATH"] = dir + ":" + path
+}

@@ -3,6 +3,8 @@ package agent
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -41,7 +43,7 @@ func TestEnvPut(t *testing.T) {
 	want := map[string]string{
 		"FOO": "bar", "LANG": "de_DE.UTF-8", "SPACED": "a b=c",
 		// The defaults stay under what was not set.
-		"PATH": a.cfg.BaseEnv["PATH"], "HOME": a.cfg.Home, "USER": "user",
+		"PATH": a.cfg.Home + "/.local/bin:" + a.cfg.BaseEnv["PATH"], "HOME": a.cfg.Home, "USER": "user",
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -60,6 +62,32 @@ func TestEnvPut(t *testing.T) {
 	p = a.process(p.Pid, "?wait=true&timeout_ms=5000")
 	if p.Stdout != "bar de_DE.UTF-8\n" {
 		t.Errorf("background: got %q, want %q", p.Stdout, "bar de_DE.UTF-8\n")
+	}
+}
+
+// TestEnvLocalBin: a command that `pip install --user` put in ~/.local/bin
+// runs by name, as in a Debian login shell; a PATH the sandbox or the
+// request sets is taken as it is.
+func TestEnvLocalBin(t *testing.T) {
+	a := newTestAgent(t)
+	bin := filepath.Join(a.cfg.Home, ".local", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "wr-local-tool"), []byte("#!/bin/sh\necho local\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := a.run(api.ExecRequest{Cmd: argv("wr-local-tool")})
+	if res.code() != 0 || res.stdout != "local\n" {
+		t.Errorf("got exit %d %q, want ~/.local/bin/wr-local-tool to run by name", res.code(), res.stdout)
+	}
+	got := envOf(t, a.run(api.ExecRequest{Cmd: argv("env")}).stdout)["PATH"]
+	if want := bin + ":" + a.cfg.BaseEnv["PATH"]; got != want {
+		t.Errorf("got PATH=%q, want %q", got, want)
+	}
+	got = envOf(t, a.run(api.ExecRequest{Cmd: argv("env"), Env: map[string]string{"PATH": "/bin"}}).stdout)["PATH"]
+	if got != "/bin" {
+		t.Errorf("got PATH=%q, want the request's /bin as it is", got)
 	}
 }
 

@@ -161,7 +161,8 @@ func (s *Server) environ(extra map[string]string, tag string) ([]string, string)
 }
 
 // environAs merges HOME, the base environment, the user's (root's HOME and
-// USER), the sandbox's own (PUT /env) and the request's, in that order,
+// USER), with that HOME's ~/.local/bin put first on PATH, the sandbox's
+// own (PUT /env) and the request's, in that order,
 // then adds the tag, which a request cannot override. It also returns the
 // PATH the command is looked up in.
 func (s *Server) environAs(user, extra map[string]string, tag string) ([]string, string) {
@@ -171,6 +172,7 @@ func (s *Server) environAs(user, extra map[string]string, tag string) ([]string,
 	}
 	maps.Copy(m, s.cfg.BaseEnv)
 	maps.Copy(m, user)
+	withLocalBin(m)
 	maps.Copy(m, s.sandboxEnv())
 	maps.Copy(m, extra)
 	delete(m, tagVar)
