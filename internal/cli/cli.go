@@ -130,7 +130,7 @@ Sandboxes:
   sandbox exec ID [flags] -- CMD [ARG...]  run CMD in a running sandbox
   sandbox ls                               list sandboxes
   sandbox get ID                           show one sandbox
-  sandbox rm ID...                         stop sandboxes (removes paused ones)
+  sandbox stop ID...                       stop sandboxes (removes paused ones; also: rm)
   sandbox pause ID                         checkpoint a sandbox, freeing its memory and CPU
   sandbox resume ID                        bring a paused sandbox back
   sandbox extend ID --timeout D            make a running sandbox's lease last at least D

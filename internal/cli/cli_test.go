@@ -540,6 +540,7 @@ func TestOtherCommandsExitOne(t *testing.T) {
 		{"pause missing", []string{"sandbox", "pause", "sbx_zz"}, "", "error: not_found: no sandbox sbx_zz\n"},
 		{"create refused", []string{"sandbox", "create"}, "", "error: unauthorized: bad key (set WITHRUNTIME_API_KEY to a key of this server; the local daemon's admin key is in ..."},
 		{"rm one missing", []string{"sandbox", "rm", "sbx_zz", "sbx_a"}, "sbx_a\n", "error: not_found: no sandbox sbx_zz\n"},
+		{"stop one missing", []string{"sandbox", "stop", "sbx_zz", "sbx_a"}, "sbx_a\n", "error: not_found: no sandbox sbx_zz\n"},
 		{"nil serve hook", []string{"serve", "--data-dir", "/x"}, "", "error: not_supported: ..."},
 		{"nil setup hook", []string{"setup"}, "", "error: not_supported: ..."},
 	}
@@ -577,6 +578,7 @@ func TestPlainOutput(t *testing.T) {
 		{"pause", []string{"sandbox", "pause", "sbx_a"}, "sbx_a"},
 		{"resume", []string{"sandbox", "resume", "sbx_a"}, "sbx_a"},
 		{"rm", []string{"sandbox", "rm", "sbx_a", "sbx_new"}, "sbx_new"},
+		{"stop", []string{"sandbox", "stop", "sbx_a", "sbx_new"}, "sbx_new"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -669,6 +671,11 @@ func TestUsage(t *testing.T) {
 		{"get without id", []string{"sandbox", "get"}, 2, "", "want one sandbox ID"},
 		{"get two ids", []string{"sandbox", "get", "a", "b"}, 2, "", "want one sandbox ID"},
 		{"rm without id", []string{"sandbox", "rm"}, 2, "", "want at least one sandbox ID"},
+		{"stop without id", []string{"sandbox", "stop"}, 2, "", "sandbox stop: want at least one sandbox ID"},
+		{"stop bad flag usage line", []string{"sandbox", "stop", "--bogus"}, 2, "", "(\"withruntime sandbox stop --help\" lists the flags)"},
+		{"sandbox help lists stop", []string{"sandbox", "--help"}, 0, "usage: withruntime sandbox COMMAND", ""},
+		{"stop help names rm", []string{"sandbox", "stop", "--help"}, 0, "usage: withruntime sandbox stop [--json] ID...", ""},
+		{"top-level bad flag", []string{"--bogus"}, 2, "", "withruntime: unknown flag: --bogus\nusage: withruntime COMMAND [ARGS] (\"withruntime --help\" lists the commands)\n"},
 		{"ls with argument", []string{"sandbox", "ls", "x"}, 2, "", `unexpected argument "x"`},
 	}
 	for _, tt := range tests {
@@ -690,6 +697,22 @@ func TestUsage(t *testing.T) {
 	}
 	if _, execs, _ := f.snapshot(); len(execs) != 0 {
 		t.Errorf("a usage error reached the server: %+v", execs)
+	}
+	// No usage error names the program twice.
+	for _, args := range [][]string{{"--bogus"}, {"sandbox", "stop", "--bogus"}, {"version", "x"}} {
+		_, _, stderr := run(t, nil, args...)
+		if strings.Contains(stderr, "withruntime withruntime") {
+			t.Errorf("%v: the program named twice: %q", args, stderr)
+		}
+	}
+	// sandbox --help lists stop, with rm as its alias; stop --help says rm.
+	_, stdout, _ := run(t, nil, "sandbox", "--help")
+	if !strings.Contains(stdout, "  stop ") || !strings.Contains(stdout, "also: rm") {
+		t.Errorf("sandbox --help does not list stop (also: rm): %q", stdout)
+	}
+	_, stdout, _ = run(t, nil, "sandbox", "stop", "--help")
+	if !strings.Contains(stdout, "also: rm") {
+		t.Errorf("sandbox stop --help does not name rm: %q", stdout)
 	}
 }
 

@@ -164,8 +164,11 @@ func flagError(s streams, cmd *cobra.Command, err error) int {
 
 // printUsageLine prints the short usage that follows a usage error.
 func printUsageLine(w io.Writer, cmd *cobra.Command) {
-	name := (&command{cobra: cmd}).name()
-	fmt.Fprintf(w, "usage: %s\n(\"withruntime %s --help\" lists the flags)\n", useLine(cmd), name)
+	if !cmd.HasParent() {
+		fmt.Fprint(w, usageLine)
+		return
+	}
+	fmt.Fprintf(w, "usage: %s\n(\"%s --help\" lists the flags)\n", useLine(cmd), cmd.CommandPath())
 }
 
 // useLine is the command's path and what follows its name in Use.

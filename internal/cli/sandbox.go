@@ -25,7 +25,7 @@ func (a *App) sandboxVerbs() []leaf {
 	return []leaf{
 		{use: "run [flags] -- CMD [ARG...]", short: "create a sandbox, run CMD in it, stop it", about: runAbout, raw: true, define: a.sandboxRun},
 		{use: "create [flags]", short: "create a sandbox and print its id",
-			about: "Creates a sandbox and prints its id. It runs until its lease ends or \"withruntime sandbox rm ID\".", define: a.sandboxCreate},
+			about: "Creates a sandbox and prints its id. It runs until its lease ends or \"withruntime sandbox stop ID\".", define: a.sandboxCreate},
 		{use: "exec ID [flags] -- CMD [ARG...]", short: "run CMD in a running sandbox", about: execAbout, raw: true, define: a.sandboxExec},
 		{use: "ls [--all] [--state S,...] [--metadata KEY=VALUE]... [--json]", short: "list sandboxes", aliases: []string{"list"},
 			about: "Lists the sandboxes of the key's account, newest first: those not ended and those ended in the last 24 hours.", define: a.sandboxList},
@@ -33,7 +33,7 @@ func (a *App) sandboxVerbs() []leaf {
 			func(ctx context.Context, c *client.Client, id string) (*api.Sandbox, error) {
 				return c.GetSandbox(ctx, id)
 			}),
-		{use: "rm [--json] ID...", short: "stop sandboxes (removes paused ones)",
+		{use: "stop [--json] ID...", short: "stop sandboxes (removes paused ones); also: rm", aliases: []string{"rm"},
 			about: "Stops sandboxes; a paused one is removed with its checkpoint. Prints each id stopped.", define: a.sandboxRemove},
 		one("pause", "checkpoint a sandbox, freeing its memory and CPU", "Checkpoints a sandbox (disk, memory and processes) and frees its memory and CPU.",
 			func(ctx context.Context, c *client.Client, id string) (*api.Sandbox, error) {

@@ -40,7 +40,7 @@ func TestTreeHelp(t *testing.T) {
 	a := treeApp()
 	tree := paths(t, a)
 	want := []string{
-		"", " sandbox", " sandbox run", " sandbox create", " sandbox ls", " sandbox exec", " sandbox rm",
+		"", " sandbox", " sandbox run", " sandbox create", " sandbox ls", " sandbox exec", " sandbox stop",
 		" sandbox pause", " sandbox resume", " sandbox extend", " sandbox cp", " sandbox egress", " sandbox get",
 		" secrets", " secrets set", " secrets ls", " secrets rm", " keys", " keys create", " keys ls", " keys rm",
 		" accounts", " accounts create", " accounts ls", " usage", " setup", " serve", " node", " daemon", " daemon status",
@@ -153,10 +153,14 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 	_, stdout, _ := run(t, nil, "__complete", "sandbox", "r")
-	for _, verb := range []string{"run\t", "rm\t", "resume\t"} {
+	for _, verb := range []string{"run\t", "resume\t"} {
 		if !strings.Contains(stdout, verb) {
 			t.Errorf("completing \"sandbox r\": got %q, want %q in it", stdout, verb)
 		}
+	}
+	_, stdout, _ = run(t, nil, "__complete", "sandbox", "st")
+	if !strings.Contains(stdout, "stop\t") {
+		t.Errorf("completing \"sandbox st\": got %q, want stop in it", stdout)
 	}
 	_, stdout, _ = run(t, nil, "__complete", "keys", "create", "--daily")
 	if !strings.Contains(stdout, "--daily-limit-usd\t") {
