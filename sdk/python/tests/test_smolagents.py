@@ -242,3 +242,40 @@ def test_a_new_kernel_gets_the_tools_and_variables_again(live_server: dict[str, 
         assert "alive" in obs[2]
         assert sbx.files.read("note.txt") == "v=7"
         assert answer == "7:[False, False]"
+
+
+def test_install_packages_looks_for_the_import_name_of_a_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
+    """smolagents' send_tools asks for "pillow" (a distribution) for a tool
+    that needs PIL: with PIL importable nothing is pip-installed; "PIL" asked
+    for where it is missing installs "pillow"."""
+    import contextlib
+    import types
+
+    present = {"PIL"}
+    ran: list[list[str]] = []
+
+    def fake_run(code: str, what: str) -> Any:
+        import importlib.util
+
+        real = importlib.util.find_spec
+        monkeypatch.setattr(importlib.util, "find_spec", lambda m: object() if m in present else None)
+        buf = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(buf):
+                exec(code, {})
+        finally:
+            monkeypatch.setattr(importlib.util, "find_spec", real)
+        return types.SimpleNamespace(logs=types.SimpleNamespace(stdout=[buf.getvalue()]))
+
+    ex = object.__new__(WithruntimeExecutor)
+    ex._run = fake_run  # type: ignore[method-assign]
+    ex.logger = smolagents.AgentLogger(level=smolagents.LogLevel.OFF)
+    ex.sandbox = types.SimpleNamespace(  # type: ignore[assignment]
+        exec=lambda argv: ran.append(argv) or types.SimpleNamespace(ok=True, exit_code=0, stdout="", stderr="")
+    )
+    assert ex.install_packages(["pillow"]) == ["pillow"]
+    assert ran == [], f"got pip runs {ran}, want none with PIL importable"
+
+    present.clear()
+    ex.install_packages(["PIL", "pillow", "wrtinypkg"])
+    assert len(ran) == 1 and ran[0][-2:] == ["pillow", "wrtinypkg"], f"got {ran}, want pillow and wrtinypkg installed once"

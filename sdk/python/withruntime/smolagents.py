@@ -104,6 +104,17 @@ _UNSET: Any = object()
 _ALREADY_GONE = frozenset({"not_found", "conflict", "lease_ended"})
 
 
+# Distribution names whose import name differs: smolagents' send_tools asks
+# to install "pillow" for a tool that needs PIL, and a user may name either.
+_IMPORT_OF_DIST = {
+    "pillow": "PIL",
+    "scikit-learn": "sklearn",
+    "beautifulsoup4": "bs4",
+    "pyyaml": "yaml",
+    "opencv-python": "cv2",
+}
+_DIST_OF_IMPORT = {v: k for k, v in _IMPORT_OF_DIST.items()}
+
 # Which of the asked-for modules the kernel lacks; the rest need no install.
 _MISSING_CODE = """
 import importlib.util as _wr_u
@@ -318,7 +329,9 @@ class WithruntimeExecutor(RemotePythonExecutor):
 
     def install_packages(self, additional_imports: list[str]) -> list[str]:
         """pip-install the modules of ``additional_imports`` that the sandbox
-        lacks ("x.*" is module x; "*" names none); return those asked for."""
+        lacks ("x.*" is module x; "*" names none; a distribution name such as
+        "pillow" is looked for by its import name, PIL); return those asked
+        for."""
         mods = []
         for name in additional_imports:
             top = name.split(".", 1)[0].strip()
@@ -326,8 +339,17 @@ class WithruntimeExecutor(RemotePythonExecutor):
                 mods.append(top)
         if not mods:
             return []
-        out = self._run(_MISSING_CODE.format(mods=mods), "looking for installed modules")
-        missing = json.loads("".join(out.logs.stdout).strip().splitlines()[-1])
+        # Look for the import name, install the distribution: "pillow" is
+        # there when PIL imports.
+        imports = {m: _IMPORT_OF_DIST.get(m.lower(), m) for m in mods}
+        out = self._run(_MISSING_CODE.format(mods=sorted(set(imports.values()))), "looking for installed modules")
+        lacking = set(json.loads("".join(out.logs.stdout).strip().splitlines()[-1]))
+        missing = []
+        for m in mods:
+            if imports[m] in lacking:
+                dist = _DIST_OF_IMPORT.get(imports[m], m)
+                if dist not in missing:
+                    missing.append(dist)
         if missing:
             self.logger.log(f"Installing packages: {', '.join(missing)}", level=LogLevel.INFO)
             result = self.sandbox.exec(["python3", "-m", "pip", "install", "--user", "--quiet", *missing])
