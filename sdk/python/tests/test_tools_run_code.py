@@ -154,3 +154,15 @@ def test_importing_withruntime_imports_no_framework() -> None:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     p = subprocess.run([sys.executable, "-c", code], cwd=here, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout == "clean\n", p.stderr
+
+
+def test_a_timeout_speaks_of_timeout_seconds() -> None:
+    msg = "the cell ran longer than timeout_ms=2500 and was interrupted; the context keeps its state"
+    ex = Execution(error=ExecutionError("TimeoutError", msg, ""))
+    out = code_tools(StubSandbox(ex))[0](code="x", timeout_seconds=2.5)
+    assert out["error"]["value"] == (
+        "the cell ran longer than timeout_seconds=2.5 and was interrupted; the context keeps its state"
+    ), f"got {out['error']['value']!r}"
+    # Another error's text is the model's own and stays as it is.
+    other = Execution(error=ExecutionError("ValueError", "timeout_ms=5", ""))
+    assert code_tools(StubSandbox(other))[0](code="x")["error"]["value"] == "timeout_ms=5"

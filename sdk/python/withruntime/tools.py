@@ -37,6 +37,7 @@ This module deliberately does not use ``from __future__ import annotations``:
 frameworks read the functions' type hints with ``typing.get_type_hints``.
 """
 
+import re
 from typing import TYPE_CHECKING, Any, Callable, List
 
 if TYPE_CHECKING:
@@ -216,7 +217,7 @@ def code_tools(
         if run.error is not None:
             error = {
                 "name": run.error.name,
-                "value": run.error.value,
+                "value": _in_seconds(run.error.value) if run.error.name == "TimeoutError" else run.error.value,
                 "traceback": _keep_tail(run.error.traceback or "", False, cap, "traceback"),
             }
         return {
@@ -228,3 +229,11 @@ def code_tools(
 
     _say_default_timeout(runtime_run_code, default_timeout)
     return [runtime_run_code]
+
+
+def _in_seconds(value: Any) -> Any:
+    """The kernel's timeout message in the tool's own terms: the model
+    passed timeout_seconds, not the API's timeout_ms."""
+    if not isinstance(value, str):
+        return value
+    return re.sub(r"\btimeout_ms=(\d+)", lambda m: f"timeout_seconds={int(m.group(1)) / 1000:g}", value)
