@@ -211,7 +211,7 @@ func TestAccountsUsageErrors(t *testing.T) {
 		wantStderr string
 	}{
 		{[]string{"accounts"}, 2, "no command given"},
-		{[]string{"accounts", "explode"}, 2, `unknown command "explode"`},
+		{[]string{"accounts", "explode"}, 2, `unknown command "accounts explode"`},
 		{[]string{"accounts", "create"}, 2, "want one account NAME"},
 		{[]string{"accounts", "create", "a", "b"}, 2, "want one account NAME"},
 		{[]string{"accounts", "create", "a", "--concurrency", "-1"}, 2, "must not be negative"},

@@ -208,7 +208,7 @@ func TestSecretsUsageErrors(t *testing.T) {
 		wantStderr string
 	}{
 		{[]string{"secrets"}, "no command given"},
-		{[]string{"secrets", "explode"}, `unknown command "explode"`},
+		{[]string{"secrets", "explode"}, `unknown command "secrets explode"`},
 		{[]string{"secrets", "ls", "x"}, `unexpected argument "x"`},
 		{[]string{"secrets", "rm"}, "want at least one secret NAME"},
 		{[]string{"secrets", "rm", "OK", secretValue}, "argument 2 is not a secret NAME"},

@@ -167,10 +167,11 @@ func groupRun(s streams) func(*cobra.Command, []string) error {
 			c.HelpFunc()(c, args)
 			return nil
 		default:
-			fmt.Fprintf(s.stderr, "%s: unknown command %q\n", name, args[0])
-			if sug := c.SuggestionsFor(args[0]); len(sug) > 0 {
-				fmt.Fprintf(s.stderr, "did you mean %q?\n", sug[0])
+			path := args[0]
+			if c.HasParent() {
+				path = name + " " + args[0]
 			}
+			return exitWith(printUnknownCommand(s, c, path, args[0]))
 		}
 		printGroupUsageLine(s.stderr, c)
 		return exitWith(exitUsage)
@@ -247,6 +248,12 @@ type Hook func(fs *pflag.FlagSet) func(args []string) int
 // execute runs the tree on args and returns the exit code.
 func (a *App) execute(s streams, args []string) int {
 	root := a.tree(s)
+	// An unknown command is reported as one before its flags are parsed
+	// ("withruntime create --isolation microvm": the command, not the flag).
+	if path, group := unknownCommand(root, args); group != nil {
+		word := path[strings.LastIndex(path, " ")+1:]
+		return printUnknownCommand(s, group, path, word)
+	}
 	root.SetArgs(args)
 	err := root.Execute()
 	var code exitWith
