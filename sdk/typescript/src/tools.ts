@@ -440,11 +440,23 @@ export function codeTools(sbx: CodeToolSandbox, options: SandboxToolsOptions = {
         results,
         stdout: keepTail(run.logs.stdout.join(""), false, cap, "stdout"),
         stderr: keepTail(run.logs.stderr.join(""), false, cap, "stderr"),
-        error: e ? { name: e.name, value: e.value, traceback: keepTail(e.traceback ?? "", false, cap, "traceback") } : null,
+        error: e
+          ? {
+              name: e.name,
+              value: e.name === "TimeoutError" ? inSeconds(e.value) : e.value,
+              traceback: keepTail(e.traceback ?? "", false, cap, "traceback"),
+            }
+          : null,
       };
     },
   };
   return [runCode];
+}
+
+/** The kernel's timeout message in the tool's own terms: the model passed
+ * timeout_seconds, not the API's timeout_ms. */
+function inSeconds(value: string): string {
+  return value.replace(/\btimeout_ms=(\d+)/g, (_, ms: string) => `timeout_seconds=${Number(ms) / 1000}`);
 }
 
 /** The adapters' options: sandboxTools' and `runCode: true` to add

@@ -31,6 +31,18 @@ describe("shape", () => {
     assert.deepEqual(sandboxTools(sbx).map((x) => x.name), FOUR);
   });
 
+  test("a timeout speaks of timeout_seconds, as the model passed it", async () => {
+    const value = "the cell ran longer than timeout_ms=2500 and was interrupted; the context keeps its state";
+    const stub = (name: string, v: string): CodeToolSandbox => ({
+      runCode: async () => ({ results: [], logs: { stdout: [], stderr: [] }, error: { name, value: v, traceback: "" } }),
+    });
+    const [run] = codeTools(stub("TimeoutError", value));
+    const out = await run.execute({ code: "x", timeout_seconds: 2.5 });
+    assert.equal(out.error?.value, "the cell ran longer than timeout_seconds=2.5 and was interrupted; the context keeps its state");
+    const [other] = codeTools(stub("ValueError", "timeout_ms=5"));
+    assert.equal((await other.execute({ code: "x" })).error?.value, "timeout_ms=5");
+  });
+
   test("one tool, runtime_run_code, with code and timeout_seconds", () => {
     const tools = codeTools(sbx);
     assert.equal(tools.length, 1);
@@ -74,7 +86,7 @@ describe("execute", () => {
     await run.execute({ code: "kept = 'yes'" });
     const slow = await run.execute({ code: "while True: pass", timeout_seconds: 1 });
     assert.equal(slow.error?.name, "TimeoutError");
-    assert.match(slow.error?.value ?? "", /timeout_ms=1000/);
+    assert.match(slow.error?.value ?? "", /timeout_seconds=1 and/);
     assert.deepEqual((await run.execute({ code: "kept" })).results, ["'yes'"]);
     await assert.rejects(run.execute({ code: 1 as unknown as string }), TypeError);
   });
