@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"syscall"
 	"time"
 
@@ -34,7 +35,7 @@ func (f *execFlags) register(fs *pflag.FlagSet, withEnv bool) {
 		fs.Var(f.env, "env", "set `KEY=VALUE` in the command's environment (repeatable)")
 	}
 	fs.Var(&f.execTimeout, "exec-timeout", "kill the command after `SECONDS` or a duration such as 90s (default: the lease bounds it)")
-	fs.BoolVar(&f.stdin, "stdin", false, "send this program's standard input (read to its end first, as text) to the command")
+	fs.BoolVar(&f.stdin, "stdin", false, "send this program's standard input (read to its end first, as text) to the command; without it, standard input is sent when it is a pipe or a file (as docker exec -i), never a terminal or /dev/null")
 	fs.BoolVar(&f.json, "json", false, "print the result as JSON at the end instead of streaming the output")
 }
 
@@ -47,7 +48,7 @@ func (f *execFlags) request(s streams, argv []string) (api.ExecRequest, error) {
 	if len(f.env) > 0 {
 		req.Env = f.env
 	}
-	if f.stdin && s.stdin != nil {
+	if (f.stdin || stdinIsData(s.stdin)) && s.stdin != nil {
 		b, err := io.ReadAll(s.stdin)
 		if err != nil {
 			return req, fmt.Errorf("reading stdin: %w", err)
@@ -55,6 +56,22 @@ func (f *execFlags) request(s streams, argv []string) (api.ExecRequest, error) {
 		req.Stdin = string(b)
 	}
 	return req, nil
+}
+
+// stdinIsData reports whether r is a pipe or a regular file, whose
+// contents are sent to the command without --stdin: a terminal, /dev/null
+// or another device is not read (reading a terminal would wait for input).
+func stdinIsData(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok || f == nil {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	m := fi.Mode()
+	return m&os.ModeNamedPipe != 0 || m.IsRegular()
 }
 
 const commandAbout = `The command is an argv list, never parsed by a shell: everything after "--"

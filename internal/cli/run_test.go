@@ -249,3 +249,38 @@ func TestErrorCodeOnlyPrintsSPECs(t *testing.T) {
 		t.Errorf("printError of an unknown code: got %q, want %q", got, want)
 	}
 }
+
+// exec sends its standard input without --stdin when it is a pipe or a
+// file, as docker exec -i does, and never reads /dev/null or a terminal.
+func TestExecForwardsPipedStdin(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { pw.WriteString("echo hi\n"); pw.Close() }()
+	defer pr.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	for _, tt := range []struct {
+		name string
+		in   *os.File
+		want string
+	}{{"pipe", pr, "echo hi\n"}, {"devnull", null, ""}} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeServer(t)
+			useServer(t, f.URL)
+			f.events = []api.ExecEvent{{Type: "start", Pid: 1}, {Type: "exit", ExitCode: intp(0)}}
+			var out, errw strings.Builder
+			if code := (&App{}).Main([]string{"sandbox", "exec", "sbx_a", "--", "bash"}, tt.in, &out, &errw); code != 0 {
+				t.Fatalf("exit %d, stderr %q", code, errw.String())
+			}
+			_, execs, _ := f.snapshot()
+			if len(execs) != 1 || execs[0].Stdin != tt.want {
+				t.Errorf("execs: got %+v, want stdin %q", execs, tt.want)
+			}
+		})
+	}
+}
