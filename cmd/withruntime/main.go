@@ -10,11 +10,14 @@ package main
 import (
 	"os"
 
+	"github.com/withruntime/withruntime/internal/buildinfo"
 	"github.com/withruntime/withruntime/internal/cli"
 )
 
-// version is set at build time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version, when set at build time (-ldflags "-X main.version=v1.2.3"), is
+// the version reported; else it comes from the build's own information
+// (the module's version, or the commit it was built from).
+var version = ""
 
 func main() {
 	os.Exit(app().Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -22,5 +25,5 @@ func main() {
 
 // app is the command line with this binary's hooks.
 func app() *cli.App {
-	return &cli.App{Version: version, Hooks: hostHooks()}
+	return &cli.App{Version: buildinfo.Version(version), Hooks: hostHooks()}
 }

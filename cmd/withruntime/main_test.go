@@ -35,7 +35,7 @@ func TestExitCodes(t *testing.T) {
 		wantStdout string
 		wantStderr string
 	}{
-		{"version", []string{"version"}, 0, "withruntime dev\n", ""},
+		{"version", []string{"version"}, 0, "withruntime 0.0.0-dev\n", ""},
 		{"usage error", []string{"sandbox", "run"}, 2, "", "usage: withruntime sandbox run"},
 		{"unreachable, other command", []string{"sandbox", "ls"}, 1, "", "error: unavailable: GET " + closed},
 		{"unreachable, run", []string{"sandbox", "run", "--", "true"}, 125, "", "error: unavailable: POST " + closed},

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/withruntime/withruntime/internal/buildinfo"
 )
 
 // Exit codes.
@@ -42,7 +44,7 @@ type Hooks struct {
 // App is the command line with its hooks.
 type App struct {
 	Hooks   Hooks
-	Version string // printed by "withruntime version"; "dev" when empty
+	Version string // printed by "withruntime version"; the build's own (buildinfo) when empty
 
 	// defaultBaseURL replaces client.DefaultBaseURL as the address probed
 	// before starting the local daemon (tests only).
@@ -75,10 +77,7 @@ func (a *App) Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int
 }
 
 func (a *App) version() string {
-	if a.Version == "" {
-		return "dev"
-	}
-	return a.Version
+	return buildinfo.Version(a.Version)
 }
 
 // stopSignals end a sandbox command early: it cleans up ("sandbox run"

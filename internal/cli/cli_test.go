@@ -654,7 +654,7 @@ func TestUsage(t *testing.T) {
 		{"no arguments", nil, 2, "", "usage: withruntime COMMAND"},
 		{"help", []string{"--help"}, 0, "usage: withruntime COMMAND", ""},
 		{"help word", []string{"help"}, 0, "usage: withruntime COMMAND", ""},
-		{"version", []string{"version"}, 0, "withruntime dev\n", ""},
+		{"version", []string{"version"}, 0, "withruntime 0.0.0-dev", ""},
 		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{"sandbox alone", []string{"sandbox"}, 2, "", "usage: withruntime sandbox COMMAND"},
 		{"sandbox help", []string{"sandbox", "--help"}, 0, "usage: withruntime sandbox COMMAND", ""},
