@@ -25,6 +25,7 @@ type execFlags struct {
 	env         mapValue // exec only: run sets the sandbox's environment
 	execTimeout durationValue
 	stdin       bool
+	user        string
 	json        bool
 }
 
@@ -32,10 +33,11 @@ func (f *execFlags) register(fs *pflag.FlagSet, withEnv bool) {
 	fs.StringVar(&f.cwd, "cwd", "", "run the command in `DIR` (relative to /workspace; default /workspace)")
 	if withEnv {
 		f.env = mapValue{}
-		fs.Var(f.env, "env", "set `KEY=VALUE` in the command's environment (repeatable)")
+		fs.VarP(f.env, "env", "e", "set `KEY=VALUE` in the command's environment (repeatable)")
 	}
 	fs.Var(&f.execTimeout, "exec-timeout", "kill the command after `SECONDS` or a duration such as 90s (default: the lease bounds it)")
 	fs.BoolVar(&f.stdin, "stdin", false, "send this program's standard input (read to its end first, as text) to the command; without it, standard input is sent when it is a pipe or a file (as docker exec -i), never a terminal or /dev/null")
+	fs.StringVarP(&f.user, "user", "u", "", "run the command as `USER`: user (the default) or root")
 	fs.BoolVar(&f.json, "json", false, "print the result as JSON at the end instead of streaming the output")
 }
 
@@ -44,6 +46,7 @@ func (f *execFlags) request(s streams, argv []string) (api.ExecRequest, error) {
 		Cmd:       api.Command{Argv: argv},
 		Cwd:       f.cwd,
 		TimeoutMs: f.execTimeout.millis(),
+		User:      f.user,
 	}
 	if len(f.env) > 0 {
 		req.Env = f.env
@@ -247,6 +250,9 @@ func (f *execFlags) commandRequest(cmd *command, s streams) (api.ExecRequest, in
 	argv := cmd.fs.Args()
 	if len(argv) == 0 {
 		return api.ExecRequest{}, cmd.usageError(s, "no command given"), false
+	}
+	if err := api.CheckUser(f.user); err != nil {
+		return api.ExecRequest{}, cmd.usageError(s, "--user: %v", err), false
 	}
 	req, err := f.request(s, argv)
 	if err != nil {

@@ -284,3 +284,27 @@ func TestExecForwardsPipedStdin(t *testing.T) {
 		})
 	}
 }
+
+// -e is --env on exec, run and create; -u/--user picks the exec's user.
+func TestShortEnvAndUser(t *testing.T) {
+	f := newFakeServer(t)
+	useServer(t, f.URL)
+	f.events = []api.ExecEvent{{Type: "start", Pid: 1}, {Type: "exit", ExitCode: intp(0)}}
+	if code, _, stderr := run(t, nil, "sandbox", "exec", "sbx_a", "-e", "X=1", "--user", "root", "--", "id"); code != 0 {
+		t.Fatalf("exec: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := run(t, nil, "sandbox", "run", "-e", "Y=2", "-u", "root", "--", "id"); code != 0 {
+		t.Fatalf("run: exit %d, stderr %q", code, stderr)
+	}
+	created, execs, _ := f.snapshot()
+	if len(execs) != 2 || execs[0].Env["X"] != "1" || execs[0].User != "root" || execs[1].User != "root" {
+		t.Errorf("execs: got %+v, want X=1 and user root", execs)
+	}
+	if len(created) != 1 || created[0].Env["Y"] != "2" {
+		t.Errorf("created: got %+v, want Y=2", created)
+	}
+	code, _, stderr := run(t, nil, "sandbox", "exec", "sbx_a", "--user", "admin", "--", "id")
+	if code != 2 || !strings.Contains(stderr, `--user: user must be "user" or "root"`) {
+		t.Errorf("--user admin: got exit %d stderr %q, want 2 and the users", code, stderr)
+	}
+}

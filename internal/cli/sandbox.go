@@ -84,7 +84,7 @@ func (f *createFlags) register(fs *pflag.FlagSet) {
 		f.disk = n
 		return nil
 	})
-	fs.Var(f.env, "env", "set `KEY=VALUE` in the sandbox's environment (repeatable)")
+	fs.VarP(f.env, "env", "e", "set `KEY=VALUE` in the sandbox's environment (repeatable)")
 	fs.Var(&f.allow, "allow", "let the sandbox reach `HOST` (exact or *.domain; repeatable) and no other; without it or --internet the network is off")
 	fs.BoolVar(&f.internet, "internet", false, "turn the internet on with no allow list (with --allow: only those hosts)")
 	fs.StringVar(&f.image, "image", "", "the `IMAGE` to boot (server default)")
