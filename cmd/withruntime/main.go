@@ -25,5 +25,6 @@ func main() {
 
 // app is the command line with this binary's hooks.
 func app() *cli.App {
+	buildinfo.Override = version
 	return &cli.App{Version: buildinfo.Version(version), Hooks: hostHooks()}
 }

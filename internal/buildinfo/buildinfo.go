@@ -4,6 +4,10 @@ package buildinfo
 
 import "runtime/debug"
 
+// Override, when set (by main, from its -ldflags -X variable), is the
+// version every part of the binary reports: the CLI, MCP and /v1/health.
+var Override string
+
 // Version returns the build's version: set, when a build flag set it
 // (-ldflags "-X main.version=v1.2.3"); else the main module's version when
 // it was built as a module (go install ...@v1.2.3), or the pseudo-version
@@ -13,6 +17,9 @@ import "runtime/debug"
 func Version(set string) string {
 	if set != "" {
 		return set
+	}
+	if Override != "" {
+		return Override
 	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/buildinfo"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
 func (s *server) health(w http.ResponseWriter, r *http.Request, _ caller) error {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": buildinfo.Version("")})
 	return nil
 }
 

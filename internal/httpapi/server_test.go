@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/buildinfo"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
 )
@@ -409,5 +410,18 @@ func TestPanicIsAnInternalError(t *testing.T) {
 	// The server still answers.
 	if resp := e.do("GET", "/v1/health", "", nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("health after a panic: got %d, want 200", resp.StatusCode)
+	}
+}
+
+// /v1/health reports the build's version, as "withruntime version" does.
+func TestHealthVersion(t *testing.T) {
+	e := newEnv(t, nil)
+	resp := e.do("GET", "/v1/health", "", nil)
+	var body map[string]string
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if body["status"] != "ok" || body["version"] != buildinfo.Version("") || body["version"] == "" {
+		t.Errorf("health: got %v, want status ok and version %q", body, buildinfo.Version(""))
 	}
 }
