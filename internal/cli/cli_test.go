@@ -538,7 +538,7 @@ func TestOtherCommandsExitOne(t *testing.T) {
 	}{
 		{"get missing", []string{"sandbox", "get", "sbx_zz"}, "", "error: not_found: no sandbox sbx_zz\n"},
 		{"pause missing", []string{"sandbox", "pause", "sbx_zz"}, "", "error: not_found: no sandbox sbx_zz\n"},
-		{"create refused", []string{"sandbox", "create"}, "", "error: unauthorized: bad key (set WITHRUNTIME_API_KEY to a key of this server; the local daemon's admin key is in ..."},
+		{"create refused", []string{"sandbox", "create"}, "", "error: unauthorized: bad key (set WITHRUNTIME_API_KEY to a key of this server)\n"},
 		{"rm one missing", []string{"sandbox", "rm", "sbx_zz", "sbx_a"}, "sbx_a\n", "error: not_found: no sandbox sbx_zz\n"},
 		{"stop one missing", []string{"sandbox", "stop", "sbx_zz", "sbx_a"}, "sbx_a\n", "error: not_found: no sandbox sbx_zz\n"},
 		{"nil serve hook", []string{"serve", "--data-dir", "/x"}, "", "error: not_supported: ..."},

@@ -231,7 +231,17 @@ func (a *App) errOut() io.Writer {
 }
 
 // unauthorizedHint adds to an unauthorized answer where keys come from.
+//
+// The local daemon's admin key file is named only when the key can have
+// come from it: neither WITHRUNTIME_BASE_URL (another server) nor
+// WITHRUNTIME_API_KEY (the user's own key) is set.
 func unauthorizedHint(msg string) string {
+	if os.Getenv(client.EnvBaseURL) != "" || os.Getenv(client.EnvAPIKey) != "" {
+		if msg == "" {
+			msg = "unauthorized"
+		}
+		return fmt.Sprintf("%s (set %s to a key of this server)", msg, client.EnvAPIKey)
+	}
 	where := "$XDG_DATA_HOME/withruntime/admin.key"
 	if p, err := client.LocalKeyPath(); err == nil {
 		where = p

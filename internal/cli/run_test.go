@@ -308,3 +308,23 @@ func TestShortEnvAndUser(t *testing.T) {
 		t.Errorf("--user admin: got exit %d stderr %q, want 2 and the users", code, stderr)
 	}
 }
+
+// The unauthorized hint names the local daemon's admin key file only when
+// the key can have come from it: not with WITHRUNTIME_BASE_URL (another
+// server) or WITHRUNTIME_API_KEY set.
+func TestUnauthorizedHintNamesTheAdminKeyOnlyForTheDaemon(t *testing.T) {
+	t.Setenv(client.EnvBaseURL, "")
+	t.Setenv(client.EnvAPIKey, "")
+	if got := unauthorizedHint("bad key"); !strings.Contains(got, "admin key is in") {
+		t.Errorf("default address: got %q, want the admin key file", got)
+	}
+	t.Setenv(client.EnvBaseURL, "http://elsewhere:7878")
+	if got, want := unauthorizedHint("bad key"), "bad key (set WITHRUNTIME_API_KEY to a key of this server)"; got != want {
+		t.Errorf("another server: got %q, want %q", got, want)
+	}
+	t.Setenv(client.EnvBaseURL, "")
+	t.Setenv(client.EnvAPIKey, "k")
+	if got := unauthorizedHint("bad key"); strings.Contains(got, "admin key") {
+		t.Errorf("user's key: got %q, want no admin key file", got)
+	}
+}
