@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/withruntime/withruntime/client"
@@ -28,6 +29,10 @@ var knownCodes = map[string]bool{
 	client.CodeUnavailable: true, client.CodeCanceled: true,
 }
 
+// pausedRe finds the sandbox of the server's refusal to act on a paused
+// sandbox ("cannot exec sandbox ID while it is paused").
+var pausedRe = regexp.MustCompile(`sandbox (\S+) while it is paused`)
+
 // cliError is a failure the command line itself detects, with the code to
 // print.
 type cliError struct {
@@ -48,6 +53,9 @@ func errorCode(err error) (code, msg string) {
 		code, msg = ae.Code, ae.Message
 		if code == client.CodeUnauthorized {
 			msg = unauthorizedHint(msg)
+		}
+		if m := pausedRe.FindStringSubmatch(msg); code == client.CodeConflict && m != nil {
+			msg += " (resume it with: withruntime sandbox resume " + m[1] + ")"
 		}
 	case errors.As(err, &te):
 		code, msg = codeUnavailable, te.Error()

@@ -328,3 +328,11 @@ func TestUnauthorizedHintNamesTheAdminKeyOnlyForTheDaemon(t *testing.T) {
 		t.Errorf("user's key: got %q, want no admin key file", got)
 	}
 }
+
+// A refusal to act on a paused sandbox says how to resume it.
+func TestPausedConflictSaysResume(t *testing.T) {
+	code, msg := errorCode(&client.APIError{Code: client.CodeConflict, Message: "cannot exec sandbox sbx_a while it is paused"})
+	if want := "cannot exec sandbox sbx_a while it is paused (resume it with: withruntime sandbox resume sbx_a)"; code != client.CodeConflict || msg != want {
+		t.Errorf("got %s %q, want conflict %q", code, msg, want)
+	}
+}
