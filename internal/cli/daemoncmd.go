@@ -33,7 +33,19 @@ it nothing and starting no daemon over it; stop that process and run them
 again. A server that answers there but is not this data dir's daemon is
 "note: another server answers on URL (not this data dir's daemon)".`
 
+// daemonStatusJSON is "daemon status --json".
+type daemonStatusJSON struct {
+	Running bool   `json:"running"`
+	PID     int    `json:"pid,omitempty"`
+	Address string `json:"address"`
+	DataDir string `json:"data_dir"`
+	Log     string `json:"log"`
+	// Holder says who holds the address when the daemon does not run.
+	Holder string `json:"holder,omitempty"`
+}
+
 func (a *App) daemonStatus(cmd *command, s streams) runFunc {
+	asJSON := cmd.fs.Bool("json", false, "print the status as JSON: running, pid, address, data_dir, log and, when not running, holder")
 	return func(_ context.Context, args []string) int {
 		if len(args) != 0 {
 			return cmd.usageError(s, "unexpected argument %q", args[0])
@@ -42,6 +54,21 @@ func (a *App) daemonStatus(cmd *command, s streams) runFunc {
 		if err != nil {
 			report(s.stderr, &cliError{codeUnavailable, err.Error()})
 			return exitFailure
+		}
+		if *asJSON {
+			st := daemonStatusJSON{Address: d.url, DataDir: d.dir, Log: d.log}
+			if pid, ok := d.running(); ok {
+				st.Running, st.PID = true, pid
+			} else {
+				_, owner := d.adminKey()
+				var ae *client.APIError
+				if _, err := d.checkHolder(owner); errors.As(err, &ae) {
+					st.Holder = ae.Message
+				} else if c, err := client.New(client.WithBaseURL(d.url), client.WithAPIKey("")); err == nil && d.answers(context.Background(), c) {
+					st.Holder = fmt.Sprintf("another server answers on %s (not this data dir's daemon)", d.url)
+				}
+			}
+			return printJSON(s, st)
 		}
 		if pid, ok := d.running(); ok {
 			fmt.Fprintf(s.stdout, "running\npid: %d\naddress: %s\ndata dir: %s\nlog: %s\n", pid, d.url, d.dir, d.log)
