@@ -8,7 +8,7 @@ import (
 
 // TestImports fences the package: of this module it may import only the wire contract, the domain and the store,
 // and the public client with the MCP tools built on it, which /v1/mcp runs against this server in-process (selfcall);
-// the memory budget of agents' answers.
+// the memory budget of agents' answers; the build's version, which /v1/health reports.
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.OwnPackages("api", "internal/sandbox", "internal/store", "internal/billing", "client", "internal/mcptools", "internal/selfcall", "internal/membudget"))
+	testenv.CheckImports(t, testenv.OwnPackages("api", "internal/sandbox", "internal/store", "internal/billing", "client", "internal/mcptools", "internal/selfcall", "internal/membudget", "internal/buildinfo"))
 }
