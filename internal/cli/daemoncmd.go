@@ -16,6 +16,8 @@ const daemonStopWait = 30 * time.Second
 // daemonVerbs are the verbs of "withruntime daemon".
 func (a *App) daemonVerbs() []leaf {
 	return []leaf{
+		{use: "start", short: "start the local daemon unless it runs, and wait until it answers", quiet: true,
+			about: daemonStartAbout, define: a.daemonStart},
 		{use: "status", short: "whether the local daemon runs (pid, address, data dir, log)", quiet: true,
 			about: daemonStatusAbout, define: a.daemonStatus},
 		{use: "stop", short: "stop the local daemon", quiet: true,
@@ -32,6 +34,52 @@ Commands (without WITHRUNTIME_API_KEY) then fail with forbidden, sending
 it nothing and starting no daemon over it; stop that process and run them
 again. A server that answers there but is not this data dir's daemon is
 "note: another server answers on URL (not this data dir's daemon)".`
+
+const daemonStartAbout = `Starts the local daemon in the background on the default address, as any
+command that needs a server does when nothing answers there, and waits
+until it answers. It does nothing when something of this user answers on
+the address already, and exits 0 then too. Another user's process on the
+address is refused with forbidden (nothing is started over it).
+The SDKs run it when they find nothing on the default address.`
+
+// daemonStart starts the local daemon as dial does, without a request
+// after it: the SDKs run it so that a program with nothing configured
+// works after the daemon exited when idle.
+func (a *App) daemonStart(cmd *command, s streams) runFunc {
+	return func(ctx context.Context, args []string) int {
+		if len(args) != 0 {
+			return cmd.usageError(s, "unexpected argument %q", args[0])
+		}
+		d, err := a.localDaemon()
+		if err != nil {
+			report(s.stderr, &cliError{codeUnavailable, err.Error()})
+			return exitFailure
+		}
+		_, owner := d.adminKey()
+		if _, err := d.checkHolder(owner); err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		probe, err := client.New(client.WithBaseURL(d.url), client.WithAPIKey(""), a.userAgent())
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		if d.answers(ctx, probe) {
+			if pid, ok := d.running(); ok {
+				fmt.Fprintf(s.stderr, "withruntime: the local daemon runs (pid %d) on %s\n", pid, d.addr)
+			} else {
+				fmt.Fprintf(s.stderr, "withruntime: another server of this user answers on %s (not this data dir's daemon)\n", d.url)
+			}
+			return exitOK
+		}
+		if err := a.startDaemon(ctx, d, probe); err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		return exitOK
+	}
+}
 
 // daemonStatusJSON is "daemon status --json".
 type daemonStatusJSON struct {
