@@ -105,7 +105,7 @@ func (a *App) sandboxRun(cmd *command, s streams) runFunc {
 			return failRun(ctx, s, err)
 		}
 		defer done()
-		code = execute(ctx, s, c, sbx.ID, req, ef.json)
+		code = execute(ctx, s, c, sbx.ID, req, ef.json, true)
 		stopSandbox(ctx, s, c, sbx.ID)
 		return code
 	}
@@ -142,7 +142,7 @@ func (a *App) sandboxExec(cmd *command, s streams) runFunc {
 			return failRun(ctx, s, err)
 		}
 		defer done()
-		return execute(ctx, s, c, id, req, ef.json)
+		return execute(ctx, s, c, id, req, ef.json, false)
 	}
 }
 
@@ -159,9 +159,11 @@ type execJSON struct {
 	DurationMs      int64  `json:"duration_ms"`
 }
 
-// execute runs req in sandbox id and returns the exit code of run and exec.
-func execute(ctx context.Context, s streams, c *client.Client, id string, req api.ExecRequest, asJSON bool) int {
-	opts := client.ExecOptions{Stdout: s.stdout, Stderr: s.stderr}
+// execute runs req in sandbox id and returns the exit code of run and exec
+// (run: true for run, whose sandbox ends with the command).
+func execute(ctx context.Context, s streams, c *client.Client, id string, req api.ExecRequest, asJSON, run bool) int {
+	watch := &netWatch{w: s.stderr}
+	opts := client.ExecOptions{Stdout: s.stdout, Stderr: watch}
 	if asJSON {
 		opts = client.ExecOptions{}
 	}
@@ -194,7 +196,9 @@ func execute(ctx context.Context, s streams, c *client.Client, id string, req ap
 		}
 		b, _ := json.MarshalIndent(out, "", "  ")
 		fmt.Fprintf(s.stdout, "%s\n", b)
+		watch.see([]byte(res.Stderr))
 	}
+	networkOffHint(ctx, s, c, id, watch, exitCode(res), run)
 	return exitCode(res)
 }
 

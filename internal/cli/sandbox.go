@@ -46,6 +46,7 @@ func (a *App) sandboxVerbs() []leaf {
 		{use: "extend [--json] ID --timeout D", short: "make a running sandbox's lease last at least D from now", about: extendAbout, define: a.sandboxExtend},
 		{use: "egress [--json] ID", short: "allowed and refused connections of a sandbox",
 			about: "Shows the connections and DNS queries of a sandbox that its network policy allowed or refused, oldest first.", define: a.sandboxEgress},
+		{use: "network [--internet | --allow HOST... | --off] [--json] ID", short: "show or change the network of a live sandbox", about: networkAbout, define: a.sandboxNetwork},
 		{use: "cp [flags] SRC DST", short: "copy files and directories to or from ID:PATH, like docker cp", about: cpAbout, define: a.sandboxCp},
 	}
 }
