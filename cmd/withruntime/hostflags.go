@@ -7,6 +7,7 @@ var serveFlags = []flagSpec{
 	{Name: "listen", Type: "string", Usage: "the `ADDRESS` to serve the API on", DefValue: "127.0.0.1:7878"},
 	{Name: "data-dir", Type: "string", Usage: "the `DIR` for the database, admin.key and per-sandbox state (required)"},
 	{Name: "cache-dir", Type: "string", Usage: "the `DIR` of built images and runsc, shared by every data dir", DefValue: "/var/cache/withruntime"},
+	{Name: "sdk-dir", Type: "string", Usage: "the `DIR` of the SDK packages served without a key at /sdk/ (default CACHE_DIR/sdk, which setup fills)"},
 	{Name: "overcommit", Type: "float64", Usage: "how many times the host's CPUs, memory and free disk admission may hand out", DefValue: "4"},
 	{Name: "trial-host-share", Type: "float64", Usage: "the fraction of what admission hands out (vCPUs, memory and disk, each) that trial accounts' sandboxes may hold together; past it a trial's create gets 503 capacity_exhausted while other accounts still create", DefValue: "0.5"},
 	{Name: "account-host-share", Type: "float64", Usage: "the fraction of what admission hands out (vCPUs, memory and disk, each) that one account's sandboxes may hold, past it 503 capacity_exhausted; the admin key's account is not bound (1: no account is, so a single user fills their own machine)", DefValue: "1"},

@@ -29,6 +29,7 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.StringVar(&cfg.Listen, "listen", server.DefaultListen, "the `ADDRESS` to serve the API on")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "the `DIR` for the database, admin.key and per-sandbox state (required)")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", server.DefaultCacheDir, "the `DIR` of built images and runsc, shared by every data dir")
+	fs.StringVar(&cfg.SDKDir, "sdk-dir", "", "the `DIR` of the SDK packages served without a key at /sdk/ (default CACHE_DIR/sdk, which setup fills)")
 	managerFlags(fs, &cfg)
 	isolationFlags(fs, &cfg)
 	fs.IntVar(&cfg.MaxConns, "max-conns", httpapi.DefaultMaxConns, "how many API client connections may be open at once (the longest-waiting one without a request in progress makes room for a new one)")

@@ -14,6 +14,7 @@ import (
 	"github.com/withruntime/withruntime/internal/e2bcompat"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/sdkdist"
 	"github.com/withruntime/withruntime/internal/secrets"
 	"github.com/withruntime/withruntime/internal/store"
 )
@@ -90,7 +91,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 		URL: "http://" + l.Addr().String(), AdminKey: key,
 		cfg: cfg, store: st, control: ctl, done: make(chan error, 2),
 		idle: idle, stop: make(chan struct{}),
-		http: l.HTTPServer(idle.wrap(apiHandler)),
+		http: l.HTTPServer(idle.wrap(sdkdist.Mount(cfg.SDKDir, apiHandler))),
 	}
 	if cfg.E2BListen != "" {
 		secret, err := sharedValue(ctx, st, valueE2BKey, e2bcompat.SecretSize)

@@ -26,6 +26,9 @@ type Config struct {
 	Listen   string
 	DataDir  string
 	CacheDir string
+	// SDKDir holds the SDK packages served at /sdk/ (internal/sdkdist);
+	// default CacheDir/sdk, where scripts/sdk-build.sh puts them at setup.
+	SDKDir string
 	// Backend is the default isolation when Isolation is "" (tests name
 	// one); Isolation is serve --isolation: "auto" (microvm when KVM
 	// boots a guest on this host, else gvisor), "gvisor" or "microvm".
@@ -123,6 +126,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CacheDir == "" {
 		c.CacheDir = DefaultCacheDir
+	}
+	if c.SDKDir == "" {
+		c.SDKDir = filepath.Join(c.CacheDir, "sdk")
 	}
 	if c.Backend == "" {
 		c.Backend = "gvisor"

@@ -17,6 +17,7 @@ import (
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/sdkdist"
 	"github.com/withruntime/withruntime/internal/secrets"
 	"github.com/withruntime/withruntime/internal/store"
 )
@@ -108,7 +109,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		idle: idle, stop: make(chan struct{}),
 		// Header and idle timeouts, header bound and connection limit:
 		// see httpapi.Listener.
-		http: l.HTTPServer(idle.wrap(apiHandler)),
+		http: l.HTTPServer(idle.wrap(sdkdist.Mount(cfg.SDKDir, apiHandler))),
 	}
 	if cfg.E2BListen != "" {
 		e2b, el, err := listenE2B(cfg, dataDir, st, apiHandler, idle.wrap)
