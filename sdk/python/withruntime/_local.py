@@ -1,11 +1,18 @@
-"""The local daemon's admin key, and who may receive it.
+"""The local daemon: starting it, its admin key, and who may receive it.
 
 The CLI starts the local daemon (``withruntime serve`` in the background) on
 the default address when nothing answers there; it keeps its admin key in
 ``$XDG_DATA_HOME/withruntime/admin.key`` (mode 0600, so only its owner reads
 it). A client of the default address with no key set uses that key when it
-can read it, so that after any CLI command ``Sandbox.create()`` works with
-nothing configured.
+can read it, so that ``Sandbox.create()`` works with nothing configured.
+
+The daemon exits by itself after ten idle minutes. A client with no base URL
+configured (no ``base_url`` argument, WITHRUNTIME_BASE_URL unset) that finds
+nothing listening on the default address starts it again the way the CLI
+does, by running ``withruntime daemon start`` (the CLI named by
+WITHRUNTIME_BINARY, else ``withruntime`` on PATH): the CLI takes the data
+dir's lock, so programs starting it at once get one daemon, and it waits
+until the daemon answers. A client given a base URL never starts anything.
 
 While no daemon runs, any local user can listen on the default address, so
 the key goes only over connections to a socket that the key file's owner
@@ -21,9 +28,12 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import socket
 import stat
+import subprocess
 import sys
+import threading
 from typing import Any
 
 DEFAULT_BASE_URL = "http://127.0.0.1:7878"
@@ -33,6 +43,65 @@ START_HINT = (
     "no server answers; start one with `withruntime serve`, or run any CLI command "
     "such as `withruntime sandbox ls` (it starts the local daemon)"
 )
+
+# The environment variable naming the CLI to start the local daemon with
+# (the npm package's launcher reads the same one).
+BINARY_ENV = "WITHRUNTIME_BINARY"
+# How long `withruntime daemon start` may take, in seconds: it waits up to
+# 20 s itself for the daemon to answer (it first recovers the sandboxes an
+# earlier daemon left), and may wait on another program starting it.
+START_TIMEOUT = 60.0
+# One start at a time in this process: threads that find nothing at once
+# run the CLI in turn, and each after the first finds the daemon running.
+_start_lock = threading.Lock()
+
+
+def cli_binary() -> str | None:
+    """The withruntime CLI: WITHRUNTIME_BINARY, else ``withruntime`` on PATH."""
+    return os.environ.get(BINARY_ENV) or shutil.which("withruntime")
+
+
+def start_daemon() -> None:
+    """Start the local daemon with ``withruntime daemon start`` and return
+    once it answers on the default address. A missing CLI, a start that
+    fails and a start that takes too long are TransportErrors saying what to
+    do; another user's process on the address is the CLI's APIError
+    ``forbidden``."""
+    from .errors import APIError, TransportError
+
+    binary = cli_binary()
+    if not binary:
+        raise TransportError(
+            f"nothing answers on {DEFAULT_BASE_URL} and the local daemon cannot be started: there is no "
+            f"withruntime CLI on PATH (or named by {BINARY_ENV}); install the CLI and start the daemon with "
+            f"`withruntime daemon start`, or set WITHRUNTIME_BASE_URL to a running server"
+        )
+    what = f"starting the local daemon (`{binary} daemon start`)"
+    # The CLI's own default address and data dir are the SDK's: it reads
+    # the same XDG_DATA_HOME and HOME, and WITHRUNTIME_BASE_URL is unset.
+    env = {k: v for k, v in os.environ.items() if k != "WITHRUNTIME_BASE_URL"}
+    with _start_lock:
+        try:
+            p = subprocess.run(
+                [binary, "daemon", "start"], stdin=subprocess.DEVNULL, capture_output=True,
+                env=env, timeout=START_TIMEOUT, check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise TransportError(
+                f"{what}: no answer after {START_TIMEOUT:.0f} s; see {os.path.join(data_dir(), 'daemon.log')}"
+            ) from None
+        except OSError as e:
+            raise TransportError(
+                f"{what}: {e}; install the CLI and start the daemon with `withruntime daemon start`, "
+                f"or set WITHRUNTIME_BASE_URL to a running server"
+            ) from e
+    if p.returncode == 0:
+        return
+    err = p.stderr.decode("utf-8", "replace").strip()
+    last = err.splitlines()[-1] if err else f"exit status {p.returncode}"
+    if last.startswith("error: forbidden: "):
+        raise APIError("forbidden", 403, last[len("error: forbidden: "):])
+    raise TransportError(f"{what}: {last}")
 
 
 def data_dir() -> str:

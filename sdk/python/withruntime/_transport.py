@@ -123,6 +123,13 @@ class Transport:
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.base_url, self._api_key, self._owner = _resolve(base_url, api_key)
+        self._config = (base_url, api_key)
+        # With no base URL configured, a refused connection to the default
+        # address starts the local daemon (it exits when idle); a base URL
+        # the caller gave is used as it is.
+        self._may_start_daemon = (
+            not base_url and not os.environ.get("WITHRUNTIME_BASE_URL") and self.base_url == DEFAULT_BASE_URL
+        )
         parts = urllib.parse.urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base_url must be an http:// or https:// URL, got {self.base_url!r}")
@@ -169,6 +176,13 @@ class Transport:
             idle.append(conn)
         else:
             conn.close()
+
+    def _start_daemon(self) -> None:
+        """Start the local daemon (see _local.start_daemon), then take the
+        admin key it keeps and its owner, as at construction: a daemon
+        started on a fresh data dir has just written them."""
+        _local.start_daemon()
+        _, self._api_key, self._owner = _resolve(*self._config)
 
     def close(self) -> None:
         """Close this thread's idle connections."""
@@ -217,7 +231,9 @@ class Transport:
         read_timeout = self.timeout if isinstance(timeout, _Default) else timeout
         where = f"{method} {self.base_url}{url}"
 
-        for attempt in (1, 2):
+        attempt, started = 0, False
+        while True:
+            attempt += 1
             conn, reused = self._acquire()
             sent = early_answer = False
             try:
@@ -241,6 +257,18 @@ class Transport:
                     resp, early_answer = early, True
                 else:
                     conn.close()
+                    if isinstance(e, ConnectionRefusedError) and self._may_start_daemon and not started:
+                        # Nothing was sent: any request may go again once
+                        # the daemon answers, with the key it keeps.
+                        started = True
+                        try:
+                            self._start_daemon()
+                        except TransportError as se:
+                            raise TransportError(f"{where}: connection refused: {se}") from e
+                        hdrs = self._headers(headers)
+                        if json_body is not None:
+                            hdrs["Content-Type"] = "application/json"
+                        continue
                     stale = isinstance(
                         e, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
                     )
