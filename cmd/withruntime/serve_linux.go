@@ -93,6 +93,15 @@ func managerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 func egressFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.StringVar(&cfg.EgressHosts, "egress-hosts", "", "a hosts `FILE` (ADDRESS NAME... lines) the sandboxes' resolver answers from before the host's")
 	fs.StringVar(&cfg.EgressCA, "egress-ca", "", "PEM `FILE` of extra roots trusted when the egress proxy verifies upstream TLS")
+	fs.Func("sandbox-ca", "a PEM `FILE` of certificates every sandbox trusts besides the image's roots (repeatable): the root of a TLS-inspecting proxy, a company's authority; it joins /etc/ssl/certs/ca-certificates.crt, which every sandbox mounts read-only", func(v string) error {
+		// Checked here, so that a bad file stops serve before anything
+		// starts; the server reads it again when it writes the bundle.
+		if _, err := egress.ReadSandboxCA(v); err != nil {
+			return err
+		}
+		cfg.SandboxCA = append(cfg.SandboxCA, v)
+		return nil
+	})
 	fs.BoolVar(&cfg.NoEgress, "no-egress", false, "run sandboxes without any network: no packet rules, no proxy")
 	fs.Func("egress-permit", "a `CIDR` sandboxes may reach although the blocklist refuses it (repeatable): 198.18.0.0/15 for test upstreams, internal services; never the host's own addresses", func(v string) error {
 		p, err := egress.ParsePermit(v)

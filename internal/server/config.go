@@ -61,6 +61,11 @@ type Config struct {
 	// the host's resolver; EgressCA is PEM of extra roots trusted for
 	// upstream TLS.
 	EgressHosts, EgressCA string
+	// SandboxCA are PEM files of certificates every sandbox trusts besides
+	// the image's roots and the platform's own authority (serve
+	// --sandbox-ca): the root of a TLS-inspecting proxy in front of the
+	// host, say. They join the bundle sandboxes mount read-only.
+	SandboxCA []string
 	// EgressPermit are prefixes sandboxes may reach although the
 	// blocklist refuses them (serve --egress-permit): 198.18.0.0/15 for
 	// test upstreams, an operator's internal services. Never the host's

@@ -73,9 +73,28 @@ func openEgress(cfg Config, dataDir string) (_ *egressServices, retErr error) {
 	if e.ca, err = egress.LoadOrCreateCA(caDir); err != nil {
 		return nil, err
 	}
-	bundle, err := writeBundle(cfg.CacheDir, caDir, e.ca.CertPEM())
+	// What a sandbox trusts besides the image's roots: the platform's
+	// authority and the operator's --sandbox-ca certificates. A new slice,
+	// so that the authority's own PEM is never appended to.
+	trust := append([]byte(nil), e.ca.CertPEM()...)
+	for _, path := range cfg.SandboxCA {
+		pemBytes, err := egress.ReadSandboxCA(path)
+		if err != nil {
+			return nil, fmt.Errorf("--sandbox-ca: %w", err)
+		}
+		trust = append(trust, pemBytes...)
+	}
+	bundle, err := writeBundle(cfg.CacheDir, caDir, trust)
 	if err != nil {
 		return nil, err
+	}
+	caCert := filepath.Join(caDir, "ca.pem")
+	if len(cfg.SandboxCA) > 0 {
+		// NODE_EXTRA_CA_CERTS names the file mounted at CACertPath, which
+		// must then hold the operator's certificates too.
+		if caCert, err = writeFileAtomic(filepath.Join(caDir, "trust.pem"), trust); err != nil {
+			return nil, err
+		}
 	}
 	tag, err := networkTag(dataDir, cfg.Logger)
 	if err != nil {
@@ -86,7 +105,7 @@ func openEgress(cfg Config, dataDir string) (_ *egressServices, retErr error) {
 		ProxyPort: e.tcp.Addr().(*net.TCPAddr).Port,
 		DNSPort:   e.dnsTCP.Addr().(*net.TCPAddr).Port,
 		CABundle:  bundle,
-		CACert:    filepath.Join(caDir, "ca.pem"),
+		CACert:    caCert,
 	}
 	return e, nil
 }
@@ -102,9 +121,15 @@ func writeBundle(cacheDir, caDir string, caPEM []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading the image's trusted roots: %w", err)
 	}
-	path := filepath.Join(caDir, "bundle.pem")
+	return writeFileAtomic(filepath.Join(caDir, "bundle.pem"), append(append(system, '\n'), caPEM...))
+}
+
+// writeFileAtomic replaces path with b (readable by all: sandboxes mount
+// it read-only) and returns path. A new file, renamed over the old: a
+// sandbox that mounted the old one keeps what it trusted when it started.
+func writeFileAtomic(path string, b []byte) (string, error) {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(append(system, '\n'), caPEM...), 0o644); err != nil {
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return "", err
 	}
 	return path, os.Rename(tmp, path)
