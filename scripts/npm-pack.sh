@@ -85,6 +85,9 @@ fi
 
 echo "==> npm pack"
 for d in "$work/withruntime" "$work"/cli-*; do
-  tgz=$(cd "$d" && npm pack --silent --pack-destination "$out")
+  # --ignore-scripts: the package's prepare script (tsc, for installs from
+  # a checkout or git) would run again here, without the dev dependencies
+  # removed above; dist/ is built already.
+  tgz=$(cd "$d" && npm pack --silent --ignore-scripts --pack-destination "$out")
   echo "    $out/$tgz ($(wc -c <"$out/$tgz" | tr -d ' ') bytes)"
 done

@@ -13,5 +13,8 @@ install -m 0755 bin/withruntime /usr/local/bin/withruntime
 echo "==> setting up the host (packages, runsc, image)"
 withruntime setup --source .
 
+echo "==> the SDK packages the server serves at /sdk/ (withruntime sdk python|typescript)"
+scripts/sdk-build.sh /var/cache/withruntime/sdk || echo "warning: the SDK packages were not built; /sdk/ serves what it held" >&2
+
 echo "==> a sandbox answering a command"
 withruntime sandbox run -- python3 -c 'print(6 * 7)'
