@@ -1,10 +1,19 @@
 /**
- * The local daemon's admin key. The CLI starts the local daemon (`withruntime
- * serve` in the background) on the default address when nothing answers
- * there; it keeps its admin key in $XDG_DATA_HOME/withruntime/admin.key
- * (mode 0600, so only its owner reads it). A client of the default address
- * with no key set uses that key when it can read it, so that after any CLI
- * command `Sandbox.create()` works with nothing configured.
+ * The local daemon: starting it, its admin key, and who may receive it. The
+ * CLI starts the local daemon (`withruntime serve` in the background) on the
+ * default address when nothing answers there; it keeps its admin key in
+ * $XDG_DATA_HOME/withruntime/admin.key (mode 0600, so only its owner reads
+ * it). A client of the default address with no key set uses that key when it
+ * can read it, so that `Sandbox.create()` works with nothing configured.
+ *
+ * The daemon exits by itself after ten idle minutes. A client with no base
+ * URL configured (no `baseUrl` option, WITHRUNTIME_BASE_URL unset) that finds
+ * nothing listening on the default address starts it again the way the CLI
+ * does, by running `withruntime daemon start` (the CLI named by
+ * WITHRUNTIME_BINARY, else this package's CLI for the platform, else
+ * `withruntime` on PATH): the CLI takes the data dir's lock, so programs
+ * starting it at once get one daemon, and it waits until the daemon answers.
+ * A client given a base URL never starts anything.
  *
  * While no daemon runs, any local user can listen on the default address, so
  * the key goes only over connections to a socket that the key file's owner
@@ -16,14 +25,28 @@
  * client and the Python SDK.
  */
 
-import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync, readSync, readdirSync, readlinkSync } from "node:fs";
+import { execFile } from "node:child_process";
+import {
+  accessSync,
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  openSync,
+  readFileSync,
+  readSync,
+  readdirSync,
+  readlinkSync,
+  statSync,
+} from "node:fs";
 import * as http from "node:http";
+import { createRequire } from "node:module";
 import * as net from "node:net";
 import { endianness, homedir } from "node:os";
-import { isAbsolute, join } from "node:path";
+import { delimiter, dirname, isAbsolute, join } from "node:path";
 import type { Duplex } from "node:stream";
 
-import { APIError } from "./errors.js";
+import { APIError, TransportError } from "./errors.js";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:7878";
 
@@ -37,6 +60,107 @@ const TCP_LISTEN = "0A";
 export const START_HINT =
   "no server answers; start one with `withruntime serve`, or run any CLI command " +
   "such as `withruntime sandbox ls` (it starts the local daemon)";
+
+/** The environment variable naming the CLI to start the local daemon with
+ * (this package's `withruntime` launcher reads the same one). */
+export const BINARY_ENV = "WITHRUNTIME_BINARY";
+
+/** How long `withruntime daemon start` may take, in ms: it waits up to 20 s
+ * itself for the daemon to answer (it first recovers the sandboxes an
+ * earlier daemon left), and may wait on another program starting it. */
+const START_TIMEOUT_MS = 60_000;
+
+/** The withruntime CLI: WITHRUNTIME_BINARY, else the binary of this
+ * package's optional dependency for the platform (what `npx withruntime`
+ * runs), else `withruntime` on PATH; undefined when there is none. */
+export function cliBinary(): string | undefined {
+  if (process.env[BINARY_ENV]) return process.env[BINARY_ENV];
+  const exe = process.platform === "win32" ? "withruntime.exe" : "withruntime";
+  try {
+    const require = createRequire(import.meta.url);
+    const dir = dirname(require.resolve(`@withruntime/cli-${process.platform}-${process.arch}/package.json`));
+    const p = join(dir, "bin", exe);
+    if (existsSync(p)) return p;
+  } catch {
+    // not installed (npm leaves out optional dependencies on request)
+  }
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (!dir) continue;
+    const p = join(dir, exe);
+    try {
+      if (!statSync(p).isFile()) continue;
+      accessSync(p, constants.X_OK);
+      return p;
+    } catch {
+      // not there, or not executable
+    }
+  }
+  return undefined;
+}
+
+// One start at a time in this process: requests that find nothing at once
+// share it.
+let starting: Promise<void> | undefined;
+
+/** Start the local daemon with `withruntime daemon start` and resolve once
+ * it answers on the default address. A missing CLI, a start that fails and
+ * a start that takes too long reject with a TransportError saying what to
+ * do; another user's process on the address with the CLI's APIError
+ * `forbidden`. */
+export function startDaemon(): Promise<void> {
+  starting ??= runDaemonStart().finally(() => {
+    starting = undefined;
+  });
+  return starting;
+}
+
+function runDaemonStart(): Promise<void> {
+  const binary = cliBinary();
+  if (!binary) {
+    return Promise.reject(
+      new TransportError(
+        `nothing answers on ${DEFAULT_BASE_URL} and the local daemon cannot be started: there is no ` +
+          `withruntime CLI on PATH (or named by ${BINARY_ENV}); install the CLI and start the daemon with ` +
+          "`withruntime daemon start`, or set WITHRUNTIME_BASE_URL to a running server",
+      ),
+    );
+  }
+  const what = `starting the local daemon (\`${binary} daemon start\`)`;
+  // The CLI's own default address and data dir are the SDK's: it reads the
+  // same XDG_DATA_HOME and HOME, and WITHRUNTIME_BASE_URL is unset.
+  const env = { ...process.env };
+  delete env.WITHRUNTIME_BASE_URL;
+  return new Promise((resolve, reject) => {
+    execFile(
+      binary,
+      ["daemon", "start"],
+      { env, timeout: START_TIMEOUT_MS, killSignal: "SIGKILL", encoding: "utf8", windowsHide: true },
+      (err, _stdout, stderr) => {
+        if (!err) return resolve();
+        const e = err as NodeJS.ErrnoException & { killed?: boolean; code?: string | number };
+        if (e.killed) {
+          return reject(
+            new TransportError(`${what}: no answer after ${START_TIMEOUT_MS / 1000} s; see ${join(dataDir(), "daemon.log")}`),
+          );
+        }
+        if (typeof e.code === "string") {
+          return reject(
+            new TransportError(
+              `${what}: ${e.message}; install the CLI and start the daemon with \`withruntime daemon start\`, ` +
+                "or set WITHRUNTIME_BASE_URL to a running server",
+              { cause: err },
+            ),
+          );
+        }
+        const lines = String(stderr).trim().split("\n");
+        const last = lines[lines.length - 1] || `exit status ${String(e.code)}`;
+        const forbidden = "error: forbidden: ";
+        if (last.startsWith(forbidden)) return reject(new APIError("forbidden", 403, last.slice(forbidden.length)));
+        reject(new TransportError(`${what}: ${last}`));
+      },
+    );
+  });
+}
 
 /** $XDG_DATA_HOME/withruntime (a relative XDG_DATA_HOME is ignored, as the XDG spec says). */
 export function dataDir(): string {

@@ -12,7 +12,7 @@ import * as http from "node:http";
 import * as https from "node:https";
 
 import { APIError, TransportError, apiErrorFromDetail, codeForStatus } from "./errors.js";
-import { CheckedAgent, START_HINT, localDaemon, localKeyAndOwner } from "./local.js";
+import { CheckedAgent, DEFAULT_BASE_URL, START_HINT, localDaemon, localKeyAndOwner, startDaemon } from "./local.js";
 import { VERSION } from "./version.js";
 
 /** How long a plain request may wait in silence for the server, in ms. */
@@ -68,15 +68,22 @@ class BodyError {
 /** Sends requests to one server with one API key. */
 export class Transport {
   readonly baseUrl: string;
-  readonly #apiKey: string | undefined;
+  #apiKey: string | undefined;
   readonly #url: URL;
-  readonly #agent: http.Agent;
+  #agent: http.Agent;
   readonly #mod: typeof http | typeof https;
+  readonly #opts: ClientOptions;
+  // With no base URL configured, a refused connection to the default
+  // address starts the local daemon (it exits when idle); a base URL the
+  // caller gave is used as it is.
+  readonly #mayStartDaemon: boolean;
 
   constructor(opts: ClientOptions = {}) {
     const cfg = resolveWithOwner(opts);
     this.baseUrl = cfg.baseUrl;
     this.#apiKey = cfg.apiKey;
+    this.#opts = { ...opts };
+    this.#mayStartDaemon = !opts.baseUrl && !process.env.WITHRUNTIME_BASE_URL && this.baseUrl === DEFAULT_BASE_URL;
     let u: URL;
     try {
       u = new URL(this.baseUrl);
@@ -88,13 +95,28 @@ export class Transport {
     }
     this.#url = u;
     this.#mod = u.protocol === "https:" ? https : http;
+    this.#agent = this.#newAgent(cfg.owner);
+  }
+
+  #newAgent(owner: number | undefined): http.Agent {
+    const u = this.#url;
     // Keep-alive connections, but never keep the process alive for them.
     const agentOpts = { keepAlive: true, maxFreeSockets: 4 };
     // The local admin key goes only to its owner's listener (see local.ts).
-    this.#agent =
-      cfg.owner !== undefined && u.protocol === "http:"
-        ? new CheckedAgent(agentOpts, u.hostname, Number(u.port || 80), cfg.owner)
-        : new this.#mod.Agent(agentOpts);
+    return owner !== undefined && u.protocol === "http:"
+      ? new CheckedAgent(agentOpts, u.hostname, Number(u.port || 80), owner)
+      : new this.#mod.Agent(agentOpts);
+  }
+
+  /** Start the local daemon (see local.ts), then take the admin key it
+   * keeps and its owner, as at construction: a daemon started on a fresh
+   * data dir has just written them. */
+  async #startDaemon(): Promise<void> {
+    await startDaemon();
+    const cfg = resolveWithOwner(this.#opts);
+    this.#apiKey = cfg.apiKey;
+    this.#agent.destroy();
+    this.#agent = this.#newAgent(cfg.owner);
   }
 
   /** The path and query of a request to the API. */
@@ -132,6 +154,7 @@ export class Transport {
     const timeoutMs = opts.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : opts.timeoutMs;
     const where = `${method} ${this.baseUrl}${url.slice(this.#url.pathname.replace(/\/+$/, "").length)}`;
 
+    let started = false;
     for (let attempt = 1; ; attempt++) {
       try {
         const resp = await this.#send(method, url, headers, body, timeoutMs);
@@ -141,6 +164,23 @@ export class Transport {
         if (e instanceof BodyError) throw e.error;
         if (e instanceof APIError || e instanceof TransportError) throw e;
         const err = e as NodeJS.ErrnoException & { reused?: boolean };
+        if (err.code === "ECONNREFUSED" && this.#mayStartDaemon && !started && replayable) {
+          // The connection was refused: a request whose body can be sent
+          // again goes again once the daemon answers, with the key it
+          // keeps. (A streamed body may have been partly read already.)
+          started = true;
+          try {
+            await this.#startDaemon();
+          } catch (se) {
+            if (se instanceof TransportError) {
+              throw new TransportError(`${where}: connection refused: ${se.message}`, { cause: se });
+            }
+            throw se;
+          }
+          if (this.#apiKey) headers.Authorization = `Bearer ${this.#apiKey}`;
+          else delete headers.Authorization;
+          continue;
+        }
         const stale = err.code === "ECONNRESET" || err.code === "EPIPE";
         if (attempt === 1 && err.reused && stale && replayable && IDEMPOTENT.has(method)) continue;
         throw new TransportError(`${where}: ${describe(err)}`, { cause: e });
