@@ -14,8 +14,15 @@ import (
 // handleArchiveGet streams a PAX tar of a directory tree (entry names
 // relative to the directory, which itself is not an entry) or of one file
 // (a single entry named after it). Symlinks are stored, never followed;
-// only regular files, directories and symlinks are stored.
+// only regular files, directories and symlinks are stored. It reads as
+// ?user=: what that user may not read is refused (forbidden) before the
+// stream starts when it is the file or directory asked for, and cuts the
+// stream when it is found inside the tree.
 func (s *Server) handleArchiveGet(w http.ResponseWriter, r *http.Request) error {
+	return s.asUser(w, r, s.archiveGet)
+}
+
+func (s *Server) archiveGet(w http.ResponseWriter, r *http.Request, _ identity) error {
 	root, err := s.pathParam(r)
 	if err != nil {
 		return err
@@ -23,6 +30,15 @@ func (s *Server) handleArchiveGet(w http.ResponseWriter, r *http.Request) error 
 	fi, err := os.Lstat(root)
 	if err != nil {
 		return err
+	}
+	// Ask the kernel before the status is sent, while a refusal can still
+	// be answered as one.
+	if fi.IsDir() || fi.Mode().IsRegular() {
+		f, err := os.OpenFile(root, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		f.Close()
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
 	w.WriteHeader(http.StatusOK)

@@ -16,8 +16,12 @@ import (
 // handleList lists a directory (through a symlink to one), sorted by name.
 // With ?limit=N it holds at most N entries, whatever the directory holds:
 // the first N the directory yields, sorted, and truncated says there are
-// more.
+// more. It lists as ?user=.
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) error {
+	return s.asUser(w, r, s.list)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, _ identity) error {
 	path, err := s.pathParam(r)
 	if err != nil {
 		return err
@@ -52,8 +56,13 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleStat describes a path without following a final symlink.
+// handleStat describes a path, as ?user=, without following a final
+// symlink.
 func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) error {
+	return s.asUser(w, r, s.stat)
+}
+
+func (s *Server) stat(w http.ResponseWriter, r *http.Request, _ identity) error {
 	path, err := s.pathParam(r)
 	if err != nil {
 		return err
@@ -66,14 +75,14 @@ func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleMkdir makes a directory and its parents, owned by ?user=; one
-// that exists is fine.
+// handleMkdir makes, as ?user=, a directory and its parents, owned by that
+// user; one that exists is fine.
 func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
+	return s.asUser(w, r, s.mkdir)
+}
+
+func (s *Server) mkdir(w http.ResponseWriter, r *http.Request, user identity) error {
 	path, err := s.pathParam(r)
-	if err != nil {
-		return err
-	}
-	user, err := s.userParam(r)
 	if err != nil {
 		return err
 	}

@@ -30,20 +30,21 @@ const maxEntrySize = 16 << 30
 const maxArchiveEntries = 500_000
 
 // handleArchivePut extracts a tar stream into the directory path (made if
-// missing), owned by ?user=. See extractor for what it refuses.
+// missing), as ?user= and owned by that user. See extractor for what it
+// refuses.
 func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) error {
+	return s.asUser(w, r, s.archivePut)
+}
+
+func (s *Server) archivePut(w http.ResponseWriter, r *http.Request, user identity) error {
 	dest, err := s.pathParam(r)
-	if err != nil {
-		return err
-	}
-	user, err := s.userParam(r)
 	if err != nil {
 		return err
 	}
 	if err := mkdirsOwned(dest, user.uid, user.gid); err != nil {
 		return err
 	}
-	x := &extractor{dest: dest, uid: user.uid, gid: user.gid}
+	x := &extractor{dest: dest, uid: user.uid, gid: user.gid, root: user.actsAsRoot()}
 	if err := x.extract(r.Body); err != nil {
 		return err
 	}
@@ -70,7 +71,10 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) error 
 type extractor struct {
 	dest     string
 	uid, gid int
-	res      api.ArchiveResult
+	// root says the extraction runs as root, which may give a directory
+	// that is already there to uid; a user leaves another's as it is.
+	root bool
+	res  api.ArchiveResult
 	// max bounds the entries; 0 is maxArchiveEntries.
 	max int
 }
@@ -228,6 +232,10 @@ func (x *extractor) dir(target string, hdr *tar.Header) error {
 		if err := os.Mkdir(target, 0o700); err != nil {
 			return err
 		}
+	} else if !x.root && !ownedBy(target, x.uid) {
+		// Another's directory, in which the kernel decides what this
+		// user may make.
+		return nil
 	}
 	if err := os.Lchown(target, x.uid, x.gid); err != nil {
 		return err
@@ -322,6 +330,16 @@ func (x *extractor) hardlink(target string, hdr *tar.Header) error {
 	}
 	x.res.Files++
 	return nil
+}
+
+// ownedBy reports whether path, not followed, belongs to uid.
+func ownedBy(path string, uid int) bool {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == uid
 }
 
 // setMtime sets path's times to t without following a symlink.

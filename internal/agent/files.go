@@ -14,9 +14,13 @@ import (
 	"github.com/withruntime/withruntime/api"
 )
 
-// handleRead streams a file. It follows symlinks: reading through one
-// writes nothing.
+// handleRead streams a file, read as ?user=. It follows symlinks: reading
+// through one writes nothing.
 func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
+	return s.asUser(w, r, s.read)
+}
+
+func (s *Server) read(w http.ResponseWriter, r *http.Request, _ identity) error {
 	path, err := s.pathParam(r)
 	if err != nil {
 		return err
@@ -43,12 +47,18 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleWrite writes the body to a temporary file beside path and renames
-// it over path. A symlink at path is replaced, never written through. A new
-// file, and each parent made for it, belongs to ?user= (the sandbox user
-// by default, or root); one that replaces a regular file keeps that file's
-// owner.
-func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) (retErr error) {
+// handleWrite writes the body, as ?user= (the sandbox user by default, or
+// root), to a temporary file beside path and renames it over path. A
+// symlink at path is replaced, never written through. A new file, and each
+// parent made for it, belongs to the user. One that replaces a regular
+// file keeps that file's owner where the user may give it away (root);
+// replacing another's file needs the kernel's leave to write that file,
+// and the new one then belongs to the user, as after a rename of its own.
+func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
+	return s.asUser(w, r, s.write)
+}
+
+func (s *Server) write(w http.ResponseWriter, r *http.Request, user identity) (retErr error) {
 	path, err := s.pathParam(r)
 	if err != nil {
 		return err
@@ -60,10 +70,6 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) (retErr err
 	if r.ContentLength > api.MaxFileBody {
 		return &http.MaxBytesError{Limit: api.MaxFileBody}
 	}
-	user, err := s.userParam(r)
-	if err != nil {
-		return err
-	}
 	uid, gid := user.uid, user.gid
 	fi, err := os.Lstat(path)
 	switch {
@@ -72,6 +78,13 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) (retErr err
 	case err == nil && fi.Mode().IsRegular():
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			uid, gid = int(st.Uid), int(st.Gid)
+		}
+		if uid != user.uid && !user.actsAsRoot() {
+			// The rename below needs only the directory's leave; the
+			// kernel must also allow this user to write the file itself.
+			if err := mayWrite(path); err != nil {
+				return err
+			}
 		}
 	case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
 		return err
@@ -93,7 +106,8 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) (retErr err
 	if _, err := io.Copy(tmp, http.MaxBytesReader(w, r.Body, api.MaxFileBody)); err != nil {
 		return err
 	}
-	if err := tmp.Chown(uid, gid); err != nil {
+	// A user may not give a file away: then it stays the user's.
+	if err := tmp.Chown(uid, gid); err != nil && (user.actsAsRoot() || !errors.Is(err, fs.ErrPermission)) {
 		return err
 	}
 	if err := tmp.Chmod(mode); err != nil {
@@ -113,6 +127,17 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) (retErr err
 	return nil
 }
 
+// mayWrite asks the kernel whether the calling thread may write the
+// regular file path, by opening it for writing (no O_TRUNC, no O_CREAT:
+// the file is left as it is).
+func mayWrite(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
 // modeParam reads ?mode= as octal permission bits; the default is 0644.
 func modeParam(r *http.Request) (fs.FileMode, error) {
 	v := r.URL.Query().Get("mode")
@@ -126,10 +151,14 @@ func modeParam(r *http.Request) (fs.FileMode, error) {
 	return fs.FileMode(m), nil
 }
 
-// handleRemove removes a file, a symlink (not its target), an empty
-// directory, or with recursive=true a whole tree. It refuses "/" and the
-// workspace itself.
+// handleRemove removes, as ?user=, a file, a symlink (not its target), an
+// empty directory, or with recursive=true a whole tree. It refuses "/" and
+// the workspace itself.
 func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) error {
+	return s.asUser(w, r, s.remove)
+}
+
+func (s *Server) remove(w http.ResponseWriter, r *http.Request, _ identity) error {
 	path, err := s.pathParam(r)
 	if err != nil {
 		return err

@@ -44,17 +44,36 @@ func TestOwnership(t *testing.T) {
 		a.wantOwner(p, testUID, testGID)
 	}
 
-	// Overwriting a file keeps its owner.
+	// Root overwriting a file keeps its owner.
+	a.doJSON("PUT", "/files"+q("new/dir/f")+"&user=root", strings.NewReader("by root"), http.StatusOK, nil)
+	a.wantOwner("new/dir/f", testUID, testGID)
+
+	// The user may not overwrite root's file it may not write (the files
+	// API acts as the user), and root's file is left as it was.
 	root := filepath.Join(cfg.Workspace, "rootfile")
 	if err := os.WriteFile(root, []byte("r"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a.doJSON("PUT", "/files"+q("rootfile"), strings.NewReader("new"), http.StatusOK, nil)
+	a.wantError("PUT", "/files"+q("rootfile"), strings.NewReader("new"), http.StatusForbidden, "forbidden")
+	if b, err := os.ReadFile(root); err != nil || string(b) != "r" {
+		t.Errorf("rootfile: got %q, %v, want %q left", b, err, "r")
+	}
 	fi, err := os.Stat(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 {
-		t.Errorf("got owner %d after an overwrite, want 0 kept", st.Uid)
+		t.Errorf("got owner %d after a refused overwrite, want 0 kept", st.Uid)
 	}
+	// One it may write it replaces, and the new file is the user's: a user
+	// cannot give a file away.
+	shared := filepath.Join(cfg.Workspace, "shared")
+	if err := os.WriteFile(shared, []byte("r"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	a.doJSON("PUT", "/files"+q("shared"), strings.NewReader("new"), http.StatusOK, nil)
+	a.wantOwner("shared", testUID, testGID)
 }

@@ -16,6 +16,10 @@ func TestUserRoot(t *testing.T) {
 	if err := os.Mkdir(cfg.Workspace, 0o777); err != nil {
 		t.Fatal(err)
 	}
+	// Past the umask: the user makes files here as itself.
+	if err := os.Chmod(cfg.Workspace, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	a := serveAgent(t, cfg, nil)
 
 	const show = `echo "$(id -u) $(id -g) $HOME $USER $LOGNAME"`
