@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,7 +47,7 @@ type fakeServer struct {
 	accountsCreated []api.CreateAccountRequest
 	keysCreated     []api.CreateKeyRequest
 	keysDeleted     []string
-	queries         []string // "PATH?QUERY" of GET /v1/keys and /v1/usage
+	queries         []string // "PATH?QUERY" of GET /v1/sandboxes, /v1/keys and /v1/usage
 	trials          int      // POST /v1/trial answered with a key
 	trialAuth       []string // the Authorization header of each POST /v1/trial
 	trialErr        *api.ErrorDetail
@@ -55,6 +56,8 @@ type fakeServer struct {
 	secretValues []string                  // the value of each PUT /v1/secrets/{name}
 	secretBodies []string                  // every request body to /v1/secrets
 	egress       []api.EgressEvent         // the egress log of sbx_a
+
+	procs []api.Process // the background processes of sbx_a, oldest first
 }
 
 var lease = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -79,6 +82,11 @@ func newFakeServer(t *testing.T) *fakeServer {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.created = append(f.created, req)
+		if req.TimeoutSeconds > 86400 {
+			writeJSON(w, 400, api.ErrorBody{Error: api.ErrorDetail{Code: "invalid_request",
+				Message: fmt.Sprintf("timeout_seconds must be between 1 and 86400, got %d", req.TimeoutSeconds)}})
+			return
+		}
 		if f.createErr != nil {
 			writeJSON(w, statusOf(f.createErr.Code), api.ErrorBody{Error: *f.createErr})
 			return
@@ -90,7 +98,16 @@ func newFakeServer(t *testing.T) *fakeServer {
 	mux.HandleFunc("GET /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		l := api.SandboxList{Sandboxes: []api.Sandbox{f.sandboxes["sbx_a"], f.sandboxes["sbx_b"]}}
+		f.queries = append(f.queries, r.URL.Path+"?"+r.URL.RawQuery)
+		// As the server does: state=S,... keeps those states, and none
+		// keeps every one (sbx_b ended within the last 24 hours).
+		l := api.SandboxList{Sandboxes: []api.Sandbox{}}
+		states := r.URL.Query().Get("state")
+		for _, id := range []string{"sbx_a", "sbx_b"} {
+			if sb := f.sandboxes[id]; states == "" || slices.Contains(strings.Split(states, ","), sb.State) {
+				l.Sandboxes = append(l.Sandboxes, sb)
+			}
+		}
 		writeJSON(w, 200, l)
 	})
 	mux.HandleFunc("GET /v1/sandboxes/{id}", f.withSandbox(func(s *api.Sandbox) {}))
@@ -116,10 +133,15 @@ func newFakeServer(t *testing.T) *fakeServer {
 			onExec(w, r)
 			return
 		}
+		if req.Background {
+			f.startProcess(w, r, req)
+			return
+		}
 		streamEvents(w, events...)
 	})
 	f.accountRoutes(mux)
 	f.secretRoutes(mux)
+	f.processRoutes(mux)
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.authSeen = append(f.authSeen, r.Header.Get("Authorization"))
@@ -568,7 +590,7 @@ func TestPlainOutput(t *testing.T) {
 	}{
 		{"ls header", []string{"sandbox", "ls"}, "ID STATE VCPUS MEMORY LEASE-ENDS END-REASON COST-USD"},
 		{"ls running", []string{"sandbox", "ls"}, "sbx_a running 2 4096MiB " + lease.Local().Format(time.RFC3339) + " - 0.001234"},
-		{"ls ended", []string{"sandbox", "ls"}, "sbx_b ended 1 512MiB - lease_ended 31.250000"},
+		{"ls -a ended", []string{"sandbox", "ls", "-a"}, "sbx_b ended 1 512MiB - lease_ended 31.250000"},
 		{"get", []string{"sandbox", "get", "sbx_b"}, "End reason: lease_ended"},
 		{"get cost running", []string{"sandbox", "get", "sbx_a"}, "Cost: 0.001234 USD so far"},
 		{"get cost ended", []string{"sandbox", "get", "sbx_b"}, "Cost: 31.250000 USD"},
@@ -615,7 +637,7 @@ func TestJSONOutput(t *testing.T) {
 		t.Errorf("get --json is not indented: %q", stdout)
 	}
 
-	code, stdout, _ = run(t, nil, "sandbox", "ls", "--json")
+	code, stdout, _ = run(t, nil, "sandbox", "ls", "--all", "--json")
 	var l api.SandboxList
 	if err := json.Unmarshal([]byte(stdout), &l); err != nil || code != 0 || len(l.Sandboxes) != 2 {
 		t.Errorf("ls --json: exit %d, %v, %q", code, err, stdout)

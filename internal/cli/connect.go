@@ -116,7 +116,7 @@ func (a *App) createSandbox(ctx context.Context, s streams, cf *createFlags) (*c
 	sbx, err := c.CreateSandbox(context.WithoutCancel(ctx), cf.request())
 	if err != nil {
 		done()
-		return nil, nil, nil, tu.refused(err)
+		return nil, nil, nil, tu.refused(cf.timeout.refusal("--timeout", err))
 	}
 	return c, sbx, done, nil
 }

@@ -16,7 +16,8 @@ import (
 // durationValue is a flag given as whole seconds ("900") or as a Go
 // duration ("15m", "1h30m"). It must be positive.
 type durationValue struct {
-	d time.Duration
+	d   time.Duration
+	raw string // as typed, for messages
 }
 
 func (v *durationValue) String() string {
@@ -33,7 +34,7 @@ func (v *durationValue) Set(s string) error {
 	if err != nil {
 		return err
 	}
-	v.d = d
+	v.d, v.raw = d, s
 	return nil
 }
 

@@ -27,6 +27,7 @@ type execFlags struct {
 	stdin       bool
 	user        string
 	json        bool
+	detach      bool // exec only: start the command in the background
 }
 
 func (f *execFlags) register(fs *pflag.FlagSet, withEnv bool) {
@@ -34,6 +35,7 @@ func (f *execFlags) register(fs *pflag.FlagSet, withEnv bool) {
 	if withEnv {
 		f.env = mapValue{}
 		fs.VarP(f.env, "env", "e", "set `KEY=VALUE` in the command's environment (repeatable)")
+		fs.BoolVarP(&f.detach, "detach", "d", false, "start the command in the background, print its PID and exit (--json: print the process)")
 	}
 	fs.Var(&f.execTimeout, "exec-timeout", "kill the command after `SECONDS` or a duration such as 90s (default: the lease bounds it)")
 	fs.BoolVar(&f.stdin, "stdin", false, "send this program's standard input (read to its end first, as text) to the command; without it, standard input is sent when it is a pipe or a file (as docker exec -i), never a terminal or /dev/null")
@@ -115,6 +117,8 @@ const execAbout = `Runs CMD in a running sandbox with its output streamed as it 
 Exits with CMD's exit code, 124 when --exec-timeout killed it (saying so on
 stderr), and 125 when the platform fails.
 
+` + detachAbout + `
+
 ` + commandAbout
 
 func (a *App) sandboxExec(cmd *command, s streams) runFunc {
@@ -142,6 +146,9 @@ func (a *App) sandboxExec(cmd *command, s streams) runFunc {
 			return failRun(ctx, s, err)
 		}
 		defer done()
+		if ef.detach {
+			return startDetached(ctx, s, c, id, req, ef.json)
+		}
 		return execute(ctx, s, c, id, req, ef.json, false)
 	}
 }

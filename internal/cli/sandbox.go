@@ -27,8 +27,8 @@ func (a *App) sandboxVerbs() []leaf {
 		{use: "create [flags]", short: "create a sandbox and print its id",
 			about: "Creates a sandbox and prints its id. It runs until its lease ends or \"withruntime sandbox stop ID\".", define: a.sandboxCreate},
 		{use: "exec ID [flags] -- CMD [ARG...]", short: "run CMD in a running sandbox", about: execAbout, raw: true, define: a.sandboxExec},
-		{use: "ls [--all] [--state S,...] [--metadata KEY=VALUE]... [--json]", short: "list sandboxes", aliases: []string{"list"},
-			about: "Lists the sandboxes of the key's account, newest first: those not ended and those ended in the last 24 hours.", define: a.sandboxList},
+		{use: "ls [-a] [--state S,...] [--metadata KEY=VALUE]... [--json]", short: "list live sandboxes (-a: also those ended today)", aliases: []string{"list"},
+			about: lsAbout, define: a.sandboxList},
 		one("get", "show one sandbox", "Shows one sandbox.",
 			func(ctx context.Context, c *client.Client, id string) (*api.Sandbox, error) {
 				return c.GetSandbox(ctx, id)
@@ -162,9 +162,17 @@ func (a *App) sandboxCreate(cmd *command, s streams) runFunc {
 	}
 }
 
+const lsAbout = `Lists the sandboxes of the key's account, newest first: by default the live
+ones (starting, running or paused), as docker ps does; with -a (--all) also
+those that ended in the last 24 hours. --state lists the states named, the
+ended ones of the last 24 hours included when it names ended.`
+
+// liveStates are the states "sandbox ls" lists without --all or --state.
+var liveStates = []string{"starting", "running", "paused"}
+
 func (a *App) sandboxList(cmd *command, s streams) runFunc {
 	var o client.ListOptions
-	cmd.fs.BoolVar(&o.All, "all", false, "also the sandboxes that ended more than 24 hours ago")
+	all := cmd.fs.BoolP("all", "a", false, "also the sandboxes that ended in the last 24 hours")
 	cmd.fs.Func("state", "only these `STATES`, comma-separated (starting, running, paused, ended)", func(v string) error {
 		o.States = strings.Split(v, ",")
 		return nil
@@ -176,6 +184,11 @@ func (a *App) sandboxList(cmd *command, s streams) runFunc {
 		fetch: func(ctx context.Context, c *client.Client, _ []string) ([]api.Sandbox, error) {
 			if len(md) > 0 {
 				o.Metadata = md
+			}
+			// The server's default listing is this --all: the live ones
+			// and those ended in the last 24 hours.
+			if len(o.States) == 0 && !*all {
+				o.States = liveStates
 			}
 			return c.ListSandboxesWith(ctx, o)
 		},
@@ -244,7 +257,7 @@ func (a *App) sandboxExtend(cmd *command, s streams) runFunc {
 		defer done()
 		sbx, err := c.ExtendSandbox(ctx, pos[0], timeout.seconds())
 		if err != nil {
-			report(s.stderr, err)
+			report(s.stderr, timeout.refusal("--timeout", err))
 			return exitFailure
 		}
 		if *asJSON {

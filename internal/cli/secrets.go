@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -20,7 +21,7 @@ const pipeHint = `pipe it in, as in: printf %s "$KEY" | withruntime secrets set 
 // secretsVerbs are the verbs of "withruntime secrets".
 func (a *App) secretsVerbs() []leaf {
 	return []leaf{
-		{use: "set NAME --host HOST [--json] < VALUE", short: "store the secret on stdin, sent only to HOST", about: secretsSetAbout, define: a.secretsSet},
+		{use: "set NAME --host HOST [--json] [< VALUE]", short: "store a secret (typed, or on stdin), sent only to HOST", about: secretsSetAbout, define: a.secretsSet},
 		{use: "ls [--json]", short: "list secrets (names and hosts, never values)", aliases: []string{"list"},
 			about: "Lists the secrets of the key's account: names and hosts, never values.", define: a.secretsList},
 		{use: "rm NAME...", short: "remove secrets",
@@ -29,7 +30,9 @@ func (a *App) secretsVerbs() []leaf {
 }
 
 const secretsSetAbout = `Stores a secret of the key's account, replacing the one named NAME if any.
-The value is read from standard input exactly as given: use printf %s "$KEY",
+From a terminal, it asks for the value and reads one line without showing it
+(as docker login does; up to about 4 KiB: pipe a longer one). Otherwise the
+value is read from standard input exactly as given: use printf %s "$KEY",
 not echo, which adds a newline. Every command in the account's sandboxes sees
 NAME set to a placeholder; the platform puts the value in its place only in
 HTTPS requests to HOST (a name such as api.openai.com, or *.example.org for
@@ -51,9 +54,12 @@ func (a *App) secretsSet(cmd *command, s streams) runFunc {
 		if *host == "" {
 			return cmd.usageError(s, "--host HOST is required: the secret is sent to that host only")
 		}
-		value, err := readSecret(s.stdin)
+		value, err := readSecretValue(ctx, s, name, *host)
 		if err != nil {
 			report(s.stderr, err)
+			if code := signalExitCode(ctx); code != 0 {
+				return code
+			}
 			return exitFailure
 		}
 		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
@@ -74,16 +80,70 @@ func (a *App) secretsSet(cmd *command, s streams) runFunc {
 	}
 }
 
-// readSecret reads a secret's value from r as it is. A terminal is refused
-// rather than read with echo on; so are an empty value and one that ends
-// with a newline, which echo adds.
+// readSecretValue is the value of secret name for host: typed at a prompt
+// with the terminal's echo off when stdin is a terminal, else stdin as it
+// is.
+func readSecretValue(ctx context.Context, s streams, name, host string) (string, error) {
+	if f, ok := s.stdin.(*os.File); ok && f != nil && isTerminal(f) {
+		return promptSecret(ctx, f, s.stderr, fmt.Sprintf("Value of %s (sent only to %s; not shown as you type): ", name, host))
+	}
+	return readSecret(s.stdin)
+}
+
+// promptSecret prints prompt on w and reads one line from terminal f with
+// its echo off, as docker login and ssh do. The echo comes back however it
+// ends, Ctrl-C included (the signal ends ctx; the read is left behind).
+func promptSecret(ctx context.Context, f *os.File, w io.Writer, prompt string) (string, error) {
+	refuse := func(msg string) (string, error) {
+		return "", &cliError{client.CodeInvalidRequest, msg}
+	}
+	restore, err := echoOff(f)
+	if err != nil {
+		return refuse("turning the terminal's echo off: " + err.Error() + ": " + pipeHint)
+	}
+	defer restore()
+	fmt.Fprint(w, prompt)
+	type line struct {
+		text string
+		err  error
+	}
+	read := make(chan line, 1)
+	go func() {
+		b, err := bufio.NewReader(io.LimitReader(f, maxSecretBytes+2)).ReadString('\n')
+		read <- line{b, err}
+	}()
+	var l line
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(w)
+		return "", context.Canceled
+	case l = <-read:
+	}
+	// The Enter that ended the line was not echoed either.
+	fmt.Fprintln(w)
+	if l.err != nil && l.err != io.EOF {
+		return refuse("reading the value from the terminal: " + l.err.Error())
+	}
+	value := strings.TrimSuffix(strings.TrimSuffix(l.text, "\n"), "\r")
+	switch {
+	case value == "":
+		return refuse("no value typed: type it at the prompt, or " + pipeHint)
+	case len(value) > maxSecretBytes:
+		return refuse(fmt.Sprintf("the value typed is larger than %d bytes", maxSecretBytes))
+	}
+	return value, nil
+}
+
+// readSecret reads a secret's value from r as it is. A device that is not
+// a terminal is refused; so are an empty value and one that ends with a
+// newline, which echo adds.
 func readSecret(r io.Reader) (string, error) {
 	refuse := func(msg string) (string, error) {
 		return "", &cliError{client.CodeInvalidRequest, msg}
 	}
 	if f, ok := r.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			return refuse("the value is read from standard input, which is a terminal (or another device): " + pipeHint)
+			return refuse("the value is read from standard input, which is a device and not a terminal: " + pipeHint)
 		}
 	}
 	if r == nil {

@@ -176,7 +176,7 @@ func TestSecretsSetRefused(t *testing.T) {
 		{"no stdin", nil, []string{"OPENAI_API_KEY", "--host", "a.example"}, 1, "the value on standard input is empty"},
 		{"echo's newline", strings.NewReader(secretValue + "\n"), []string{"K", "--host", "a.example"}, 1, "ends with a newline"},
 		{"too large", strings.NewReader(strings.Repeat("x", maxSecretBytes+1)), []string{"K", "--host", "a.example"}, 1, "larger than 16384 bytes"},
-		{"device", devNull, []string{"K", "--host", "a.example"}, 1, "is a terminal"},
+		{"device", devNull, []string{"K", "--host", "a.example"}, 1, "is a device and not a terminal"},
 		{"no host", strings.NewReader(secretValue), []string{"K"}, 2, "--host HOST is required"},
 		{"no name", strings.NewReader(secretValue), []string{"--host", "a.example"}, 2, "want one secret NAME, got 0"},
 		{"value as name", strings.NewReader(""), []string{secretValue, "--host", "a.example"}, 2, "NAME must be an environment variable name"},

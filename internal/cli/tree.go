@@ -59,7 +59,7 @@ func codeError(code int) error {
 // nouns is the tree below the program.
 func (a *App) nouns() []noun {
 	return []noun{
-		{name: "sandbox", aliases: []string{"sandboxes"}, short: "run commands in sandboxes and manage them", verbs: a.sandboxVerbs()},
+		{name: "sandbox", aliases: []string{"sandboxes"}, short: "run commands in sandboxes and manage them", verbs: append(a.sandboxVerbs(), a.processVerbs()...)},
 		{name: "secrets", aliases: []string{"secret"}, short: "secrets sent only to the hosts they are for", verbs: a.secretsVerbs()},
 		{name: "accounts", aliases: []string{"account"}, short: "accounts (admin key)", verbs: a.accountsVerbs()},
 		{name: "keys", aliases: []string{"key"}, short: "API keys", verbs: a.keysVerbs()},

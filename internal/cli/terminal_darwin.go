@@ -1,0 +1,9 @@
+package cli
+
+import "golang.org/x/sys/unix"
+
+// The requests that read and set a terminal's attributes.
+const (
+	ioctlGetTermios = unix.TIOCGETA
+	ioctlSetTermios = unix.TIOCSETA
+)
