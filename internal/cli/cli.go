@@ -127,7 +127,7 @@ Sandboxes:
   sandbox run [flags] -- CMD [ARG...]      create a sandbox, run CMD in it, stop it
   sandbox create [flags]                   create a sandbox and print its id
   sandbox exec ID [flags] -- CMD [ARG...]  run CMD in a running sandbox
-  sandbox ls                               list sandboxes
+  sandbox ls                               list live sandboxes (-a: also those ended today)
   sandbox get ID                           show one sandbox
   sandbox stop ID...                       stop sandboxes (removes paused ones; also: rm)
   sandbox pause ID                         checkpoint a sandbox, freeing its memory and CPU
@@ -135,9 +135,12 @@ Sandboxes:
   sandbox extend ID --timeout D            make a running sandbox's lease last at least D
   sandbox egress ID                        allowed and refused connections of a sandbox
   sandbox cp SRC DST                       copy files and directories to or from ID:PATH, like docker cp
+  sandbox ps ID                            list the background processes of a sandbox (exec -d starts them)
+  sandbox logs [-f] ID PID                 print the output of a background process (-f: follow it)
+  sandbox kill ID PID...                   kill background processes with their children
 
 Secrets:
-  secrets set NAME --host HOST             store the secret on stdin, sent only to HOST
+  secrets set NAME --host HOST             store a secret (typed, or on stdin), sent only to HOST
   secrets ls                               list secrets (names and hosts, never values)
   secrets rm NAME...                       remove secrets
 
