@@ -158,6 +158,7 @@ Server:
   node                                     run a node daemon: this machine's sandboxes for a many-host installation
   daemon status                            whether the local daemon runs (pid, address, data dir, log)
   daemon stop                              stop the local daemon
+  sdk python|typescript                    print the command that installs an SDK from your server
   mcp                                      serve the sandbox tools to an MCP client over stdio
 
   version                                  print the version

@@ -64,6 +64,7 @@ func (a *App) nouns() []noun {
 		{name: "accounts", aliases: []string{"account"}, short: "accounts (admin key)", verbs: a.accountsVerbs()},
 		{name: "keys", aliases: []string{"key"}, short: "API keys", verbs: a.keysVerbs()},
 		{name: "daemon", short: "the local daemon", verbs: a.daemonVerbs()},
+		{name: "sdk", short: "print the commands that install the SDKs from your server", verbs: a.sdkVerbs()},
 	}
 }
 

@@ -230,29 +230,70 @@ func leadingNumbers(v string) ([3]int, string) {
 // trailing slash) and the npm platform of the user's machine (a CLI
 // package is named only when the server holds one for it).
 type Commands struct {
-	Python     string // pip install of the SDK with its agent adapters' extras named
+	Python     string // pip install of the SDK with the smolagents adapter's extra
 	PythonBare string // pip install of the SDK alone
 	NPM        string // npm install of the TypeScript SDK
 	NPX        string // npx running the CLI ("" without a CLI package for platform)
 }
 
+// Extras are the Python package's extras: the frameworks of its agent
+// adapters.
+var Extras = []string{"smolagents", "langchain", "openai-agents"}
+
 // InstallCommands returns the commands that install what ix holds from
 // baseURL. Missing packages give empty commands.
 func InstallCommands(ix Index, baseURL, platform string) Commands {
-	baseURL = strings.TrimRight(baseURL, "/")
 	var c Commands
 	if ix.Python != nil {
-		url := baseURL + ix.Python.Path
-		c.PythonBare = fmt.Sprintf("pip install '%s @ %s'", Distribution, url)
-		c.Python = fmt.Sprintf("pip install '%s[smolagents] @ %s'", Distribution, url)
+		c.PythonBare = PipInstall(baseURL, ix.Python, nil)
+		c.Python = PipInstall(baseURL, ix.Python, []string{"smolagents"})
 	}
 	if ix.NPM != nil {
-		c.NPM = "npm install " + baseURL + ix.NPM.Alias
+		c.NPM = NPMInstall(baseURL, ix.NPM)
 		if cli := ix.CLI[platform]; cli != nil {
-			c.NPX = fmt.Sprintf("npx --yes --package=%s --package=%s withruntime", baseURL+ix.NPM.Alias, baseURL+cli.Alias)
+			c.NPX = NPX(baseURL, ix.NPM, cli)
 		}
 	}
 	return c
+}
+
+// PipInstall is the pip command that installs the wheel f from baseURL,
+// with extras. The requirement names the distribution: pip checks it
+// against the wheel's.
+func PipInstall(baseURL string, f *File, extras []string) string {
+	name := Distribution
+	if len(extras) > 0 {
+		name += "[" + strings.Join(extras, ",") + "]"
+	}
+	return fmt.Sprintf("pip install '%s @ %s%s'", name, strings.TrimRight(baseURL, "/"), f.Path)
+}
+
+// NPMInstall is the npm command that installs the TypeScript SDK f from
+// baseURL, by its alias.
+func NPMInstall(baseURL string, f *File) string {
+	return "npm install " + strings.TrimRight(baseURL, "/") + f.Alias
+}
+
+// NPX is the npx command (its arguments to follow) that runs the CLI of
+// the package cli through the launcher of the package sdk. --yes: npx
+// would ask before installing packages it has not seen.
+func NPX(baseURL string, sdk, cli *File) string {
+	baseURL = strings.TrimRight(baseURL, "/")
+	return fmt.Sprintf("npx --yes --package=%s --package=%s withruntime", baseURL+sdk.Alias, baseURL+cli.Alias)
+}
+
+// NPMPlatform is npm's name (process.platform-process.arch) of a Go
+// platform, "" for one without a CLI package.
+func NPMPlatform(goos, goarch string) string {
+	os := map[string]string{"linux": "linux", "darwin": "darwin", "windows": "win32"}[goos]
+	arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[goarch]
+	p := os + "-" + arch
+	for _, q := range Platforms {
+		if p == q {
+			return p
+		}
+	}
+	return ""
 }
 
 // Handler serves the packages in dir at Prefix: GET or HEAD of a package's
