@@ -219,6 +219,10 @@ func (p *Proxy) answer(ctx context.Context, src netip.Addr, query []byte) []byte
 	if err := checkHostname(name); err != nil {
 		return refuse(&q, truncate(name), "bad name: "+err.Error())
 	}
+	if !sb.Policy.Internet {
+		// As the proxy says of a connection: the policy, not the name.
+		return refuse(&q, name, "internet off")
+	}
 	if !sb.Policy.Allows(name) {
 		return refuse(&q, name, "name not allowed")
 	}

@@ -57,8 +57,13 @@
 //
 // # Decisions
 //
-// With internet off nothing gets through: every DNS query is REFUSED and
-// every connection closed. Otherwise the proxy reads the connection's
+// With internet off nothing gets through. The sandbox is then offline
+// (package network): the packet rules drop all it sends before the
+// resolver or the proxy sees it, so none of it is in its Log (the CLI's
+// run and exec say instead that the network is off when a command failed
+// on it). What still arrives, in the moment a policy turns off, is
+// refused: every DNS query REFUSED and every connection closed, logged
+// with the reason "internet off". Otherwise the proxy reads the connection's
 // first bytes. A TLS ClientHello gives the server name, an HTTP/1.x
 // request head the host (absolute-form target or Host, which must agree);
 // something else is opaque TCP, and so is a connection on which the
