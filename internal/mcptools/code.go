@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -102,7 +104,11 @@ func runCode(ctx context.Context, c *client.Client, in RunCodeInput) (_ RunCodeO
 		Stderr:  keepTail(string(stderr.buf), stderr.cut, OutputCap, "stderr"),
 	}
 	if e := run.Error; e != nil {
-		out.Error = &CodeError{Name: e.Name, Value: e.Value, Traceback: keepTail(e.Traceback, false, OutputCap, "traceback")}
+		value := e.Value
+		if e.Name == "TimeoutError" {
+			value = inSeconds(value)
+		}
+		out.Error = &CodeError{Name: e.Name, Value: value, Traceback: keepTail(e.Traceback, false, OutputCap, "traceback")}
 	}
 	return out, results.images, results.release, nil
 }
@@ -201,4 +207,21 @@ func richFormats(r api.CodeResult) []string {
 		}
 	}
 	return f
+}
+
+// timeoutMsWord is the API's name for a cell's timeout in the agent's
+// message for a cell interrupted at it.
+var timeoutMsWord = regexp.MustCompile(`\btimeout_ms=(\d+)`)
+
+// inSeconds puts the kernel's timeout message in the tool's own terms: the
+// model passed timeout_seconds, not the API's timeout_ms (as the SDKs'
+// runtime_run_code does).
+func inSeconds(value string) string {
+	return timeoutMsWord.ReplaceAllStringFunc(value, func(m string) string {
+		ms, err := strconv.ParseInt(timeoutMsWord.FindStringSubmatch(m)[1], 10, 64)
+		if err != nil {
+			return m
+		}
+		return "timeout_seconds=" + strconv.FormatFloat(float64(ms)/1000, 'g', -1, 64)
+	})
 }

@@ -9,9 +9,12 @@
 // sandbox_list takes a sandbox_id, so there is no hidden "current sandbox"
 // and several agents can share one server. Exec and file tools keep the
 // agent tools' parameters, caps and results (see caps.go), and
-// sandbox_run_code runs a notebook cell as runtime_run_code does. A platform
-// error comes back as a tool error (IsError) whose text starts with the
-// error's stable code, such as "not_found: ...".
+// sandbox_run_code runs a notebook cell as runtime_run_code does. A path
+// that is not there is data, as the agent tools return it ("not found:
+// /workspace/x (no such file or directory)" as the file's content, or as a
+// listing's one note). A platform error comes back as a tool error
+// (IsError) whose text starts with the error's stable code, such as
+// "not_found: ..." for a sandbox that is not there.
 //
 // It imports only the client, the wire contract and the MCP SDK: it must
 // build for every platform the CLI ships for, and must not import the

@@ -3,8 +3,10 @@ package mcptools
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strings"
 
@@ -22,7 +24,7 @@ type ReadFileInput struct {
 
 // ReadFileOutput is the file's text, as runtime_read_file returns it.
 type ReadFileOutput struct {
-	Content string `json:"content" jsonschema:"The file's text: its first 20000 bytes, with a note when cut; a note instead of a binary file's bytes."`
+	Content string `json:"content" jsonschema:"The file's text: its first 20000 bytes, with a note when cut; a note instead of a binary file's bytes; for a file that is not there, not found: PATH (no such file or directory)."`
 }
 
 // WriteFileInput is sandbox_write_file's arguments.
@@ -48,7 +50,7 @@ type ListFilesInput struct {
 // Entry is one directory entry, as runtime_list_files gives it.
 type Entry struct {
 	Name string `json:"name"`
-	Type string `json:"type" jsonschema:"file, dir, symlink or other; note for the line that says entries were left out."`
+	Type string `json:"type" jsonschema:"file, dir, symlink or other; note for the line that says entries were left out, or that the directory is not there."`
 	Size int64  `json:"size"`
 }
 
@@ -73,6 +75,9 @@ func readFile(ctx context.Context, c *client.Client, in ReadFileInput) (ReadFile
 	}
 	rc, err := c.OpenFile(ctx, in.SandboxID, in.Path)
 	if err != nil {
+		if missing, ok := notFound(ctx, c, in.SandboxID, in.Path, err); ok {
+			return ReadFileOutput{Content: missing}, nil
+		}
 		return ReadFileOutput{}, err
 	}
 	defer rc.Close()
@@ -130,6 +135,9 @@ func listFiles(ctx context.Context, c *client.Client, in ListFilesInput) (ListFi
 	}
 	infos, err := c.ListFiles(ctx, in.SandboxID, path)
 	if err != nil {
+		if missing, ok := notFound(ctx, c, in.SandboxID, path, err); ok {
+			return ListFilesOutput{Entries: []Entry{{Name: missing, Type: "note"}}}, nil
+		}
 		return ListFilesOutput{}, err
 	}
 	slices.SortFunc(infos, func(a, b api.FileInfo) int { return strings.Compare(a.Name, b.Name) })
@@ -141,6 +149,25 @@ func listFiles(ctx context.Context, c *client.Client, in ListFilesInput) (ListFi
 		out.Entries = append(out.Entries, Entry{Name: fmt.Sprintf("[%d more entries not shown]", more), Type: "note"})
 	}
 	return out, nil
+}
+
+// notFound returns the tool's answer when err says that p is not there
+// in the sandbox: data the model reads and acts on (another path), as the
+// SDKs' tools return it, not a failed call. The API answers not_found for
+// a missing sandbox too: the sandbox is asked for, and only while it is
+// there and not ended was it the path that was missing.
+func notFound(ctx context.Context, c *client.Client, id, p string, err error) (string, bool) {
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Code != client.CodeNotFound {
+		return "", false
+	}
+	if sb, err := c.GetSandbox(ctx, id); err != nil || sb.State == "ended" {
+		return "", false
+	}
+	if !path.IsAbs(p) {
+		p = path.Join("/workspace", p)
+	}
+	return fmt.Sprintf("not found: %s (no such file or directory)", path.Clean(p)), true
 }
 
 // needID refuses an empty sandbox_id with the API's code for bad input.

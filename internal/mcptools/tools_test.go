@@ -52,6 +52,9 @@ func (f *fakeAPI) handler() http.Handler {
 	mux.HandleFunc("GET /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(api.SandboxList{Sandboxes: []api.Sandbox{sbx}})
 	})
+	mux.HandleFunc("GET /v1/sandboxes/sbx-1", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(sbx)
+	})
 	mux.HandleFunc("POST /v1/sandboxes/sbx-1/exec", func(w http.ResponseWriter, r *http.Request) {
 		var req api.ExecRequest
 		json.NewDecoder(r.Body).Decode(&req)
@@ -73,6 +76,13 @@ func (f *fakeAPI) handler() http.Handler {
 		var req api.CodeRequest
 		json.NewDecoder(r.Body).Decode(&req)
 		enc := json.NewEncoder(w)
+		if req.Code == "sleep" {
+			// The agent's words for a cell interrupted at its timeout.
+			enc.Encode(api.CodeEvent{Type: api.CodeEventException, Exception: &api.CodeException{Name: "TimeoutError",
+				Value: fmt.Sprintf("the cell ran longer than timeout_ms=%d and was interrupted; the context keeps its state", req.TimeoutMs)}})
+			enc.Encode(api.CodeEvent{Type: api.CodeEventEnd, ExecutionCount: 1})
+			return
+		}
 		if req.Code == "flood" {
 			// 300000 characters of stdout, then 1000 results of 100
 			// characters, each with a PNG.
@@ -118,6 +128,10 @@ func (f *fakeAPI) handler() http.Handler {
 		json.NewEncoder(w).Encode(api.FileInfo{Path: "/workspace/" + p, Size: int64(len(b)), Type: "file"})
 	})
 	mux.HandleFunc("GET /v1/sandboxes/sbx-1/files/list", func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Query().Get("path"); p != "." {
+			fail(w, 404, "not_found", p+": no such file or directory")
+			return
+		}
 		var l api.FileList
 		for i := range 450 {
 			l.Entries = append(l.Entries, api.FileInfo{Name: fmt.Sprintf("f%03d", 449-i), Type: "file", Size: int64(i)})
@@ -306,9 +320,28 @@ func TestFileTools(t *testing.T) {
 			t.Errorf("read %s: got %v %.80q, want %.80q", tt.path, res.IsError, r.Content, tt.want)
 		}
 	}
-	res := call(t, cs, "sandbox_read_file", map[string]any{"sandbox_id": "sbx-1", "path": "nope"}, nil)
-	if !res.IsError || text(res) != "not_found: no such file" {
-		t.Errorf("missing file: got %v %q, want the tool error \"not_found: no such file\"", res.IsError, text(res))
+	// A path that is not there is data the model reads, not a failed call.
+	for _, tt := range []struct{ path, want string }{
+		{"nope", "not found: /workspace/nope (no such file or directory)"},
+		{"/etc/x/../nope", "not found: /etc/nope (no such file or directory)"},
+	} {
+		var r ReadFileOutput
+		res := call(t, cs, "sandbox_read_file", map[string]any{"sandbox_id": "sbx-1", "path": tt.path}, &r)
+		if res.IsError || r.Content != tt.want {
+			t.Errorf("missing file %s: got %v %q %q, want the content %q", tt.path, res.IsError, r.Content, text(res), tt.want)
+		}
+	}
+	var missing ListFilesOutput
+	res := call(t, cs, "sandbox_list_files", map[string]any{"sandbox_id": "sbx-1", "path": "nodir"}, &missing)
+	if want := []Entry{{Name: "not found: /workspace/nodir (no such file or directory)", Type: "note"}}; res.IsError || !slices.Equal(missing.Entries, want) {
+		t.Errorf("missing directory: got %v %+v %q, want %+v", res.IsError, missing.Entries, text(res), want)
+	}
+	// In a sandbox that is not there, not_found is the platform's failure.
+	for _, tool := range []string{"sandbox_read_file", "sandbox_list_files"} {
+		res := call(t, cs, tool, map[string]any{"sandbox_id": "sbx-gone", "path": "nope"}, nil)
+		if !res.IsError || !strings.HasPrefix(text(res), "not_found: no sandbox sbx-gone/files") {
+			t.Errorf("%s in an unknown sandbox: got %v %q, want the tool error not_found", tool, res.IsError, text(res))
+		}
 	}
 
 	var l ListFilesOutput
@@ -411,6 +444,23 @@ func TestRunCode(t *testing.T) {
 	}
 	if images != 1 {
 		t.Errorf("images: got %d, want 1", images)
+	}
+}
+
+// A cell interrupted at its timeout is told of in the tool's terms: the
+// model passed timeout_seconds, not the API's timeout_ms.
+func TestRunCodeTimeoutInSeconds(t *testing.T) {
+	srv := httptest.NewServer((&fakeAPI{files: map[string]string{}}).handler())
+	defer srv.Close()
+	cs := connect(t, srv, "good")
+	var out RunCodeOutput
+	res := call(t, cs, "sandbox_run_code", map[string]any{"sandbox_id": "sbx-1", "code": "sleep", "timeout_seconds": 2}, &out)
+	want := "the cell ran longer than timeout_seconds=2 and was interrupted; the context keeps its state"
+	if res.IsError || out.Error == nil || out.Error.Name != "TimeoutError" || out.Error.Value != want {
+		t.Errorf("got %v %+v %q, want TimeoutError %q", res.IsError, out.Error, text(res), want)
+	}
+	if got := inSeconds("ran longer than timeout_ms=1500 and ignored the interrupt"); got != "ran longer than timeout_seconds=1.5 and ignored the interrupt" {
+		t.Errorf("inSeconds: got %q", got)
 	}
 }
 
