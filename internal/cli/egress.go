@@ -17,7 +17,11 @@ func (a *App) sandboxEgress(cmd *command, s streams) runFunc {
 	return runListing(a, s, listing[api.EgressEvent]{
 		cmd: cmd, ids: 1, trial: trialFlag(cmd.fs),
 		fetch: func(ctx context.Context, c *client.Client, ids []string) ([]api.EgressEvent, error) {
-			return c.Egress(ctx, ids[0])
+			l, err := c.Egress(ctx, ids[0])
+			if err == nil && len(l) == 0 {
+				emptyEgressNote(ctx, s, c, ids[0])
+			}
+			return l, err
 		},
 		asJSON: func(l []api.EgressEvent) any { return api.EgressLog{Events: l} },
 		header: "TIME\tKIND\tNAME\tADDRESS\tPORT\tVERDICT\tREASON",

@@ -191,3 +191,16 @@ func networkOffHint(ctx context.Context, s streams, c *client.Client, id string,
 	}
 	fmt.Fprintf(s.stderr, "withruntime: the sandbox's network is off; %s\n", how)
 }
+
+// emptyEgressNote says, on stderr, why the egress log of a sandbox whose
+// network is off is empty: what it sends never reaches the proxy that
+// keeps the log.
+func emptyEgressNote(ctx context.Context, s streams, c *client.Client, id string) {
+	hctx, cancel := context.WithTimeout(ctx, netHintTimeout)
+	defer cancel()
+	n, err := c.GetNetwork(hctx, id)
+	if err != nil || n.Internet {
+		return
+	}
+	fmt.Fprintf(s.stderr, "withruntime: the sandbox's network is off: the host drops all it sends before the egress proxy, so nothing is logged; turn it on with: withruntime sandbox network %s --internet (or --allow HOST)\n", id)
+}

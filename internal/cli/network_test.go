@@ -24,6 +24,7 @@ type netServer struct {
 	stderr  []string // what an exec writes to stderr, event by event
 	exit    int
 	stopped bool
+	egress  []api.EgressEvent
 }
 
 func newNetServer(t *testing.T) *netServer {
@@ -68,6 +69,11 @@ func newNetServer(t *testing.T) *netServer {
 		s := sandbox()
 		s.State = "ended"
 		writeJSON(w, 200, s)
+	})
+	mux.HandleFunc("GET /v1/sandboxes/sbx_n/egress", func(w http.ResponseWriter, r *http.Request) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		writeJSON(w, 200, api.EgressLog{Events: append([]api.EgressEvent{}, n.egress...)})
 	})
 	mux.HandleFunc("POST /v1/sandboxes/sbx_n/exec", func(w http.ResponseWriter, r *http.Request) {
 		n.mu.Lock()
@@ -213,5 +219,44 @@ func TestNetWatch(t *testing.T) {
 		if w.failed() != tt.want {
 			t.Errorf("%q: got failed %v, want %v", tt.writes, w.failed(), tt.want)
 		}
+	}
+}
+
+// TestEmptyEgressNote: an empty egress log of a sandbox whose network is
+// off says why on stderr; a log with events, or a sandbox with internet,
+// gets no note.
+func TestEmptyEgressNote(t *testing.T) {
+	note := "withruntime: the sandbox's network is off: the host drops all it sends before the egress proxy, so nothing is logged; turn it on with: withruntime sandbox network sbx_n --internet (or --allow HOST)\n"
+	ev := api.EgressEvent{Time: lease, Kind: "dns", Name: "x.example.test", Port: 53, Verdict: "refused", Reason: "internet off"}
+	for _, tt := range []struct {
+		name     string
+		policy   api.Network
+		events   []api.EgressEvent
+		json     bool
+		wantNote bool
+	}{
+		{"off, empty", api.Network{}, nil, false, true},
+		{"off, empty, JSON", api.Network{}, nil, true, true},
+		{"off, an event", api.Network{}, []api.EgressEvent{ev}, false, false},
+		{"internet, empty", api.Network{Internet: true}, nil, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newNetServer(t)
+			n.policy, n.egress = tt.policy, tt.events
+			args := []string{"sandbox", "egress", "sbx_n"}
+			if tt.json {
+				args = append(args, "--json")
+			}
+			code, stdout, stderr := run(t, nil, args...)
+			if code != 0 {
+				t.Fatalf("got exit %d (stderr %q)", code, stderr)
+			}
+			if want := map[bool]string{true: note, false: ""}[tt.wantNote]; stderr != want {
+				t.Errorf("got stderr %q, want %q", stderr, want)
+			}
+			if tt.json && stdout != "{\n  \"events\": []\n}\n" {
+				t.Errorf("got stdout %q, want the empty log as JSON, unchanged", stdout)
+			}
+		})
 	}
 }
