@@ -104,6 +104,7 @@ def test_scripted_agent_writes_runs_and_reads(live_sbx: Sandbox) -> None:
             call("runtime_read_file", 4, path="lc/fib.py"),
             call("runtime_list_files", 5, path="lc"),
             call("runtime_read_file", 6, path="lc/missing.txt"),
+            call("runtime_exec", 7, command="true", cwd=None, timeout_seconds=-1),
         ]),
         AIMessage("The 90th Fibonacci number is 2880067194370816120."),
     ])
@@ -121,12 +122,15 @@ def test_scripted_agent_writes_runs_and_reads(live_sbx: Sandbox) -> None:
     assert out["call_3"].status == "success"  # a failed command is data, not a tool error
     assert out["call_4"].content == FIB
     assert json.loads(out["call_5"].content) == [{"name": "fib.py", "type": "file", "size": len(FIB)}]
-    # A platform error is the tool's answer, marked as an error, with its code.
-    assert out["call_6"].status == "error"
-    assert "not_found" in out["call_6"].content, out["call_6"].content
+    # A path that is not there is data the model reads, not an error.
+    assert out["call_6"].status == "success"
+    assert out["call_6"].content == "not found: /workspace/lc/missing.txt (no such file or directory)", out["call_6"].content
+    # A bad argument is the tool's answer, marked as an error, with its words.
+    assert out["call_7"].status == "error"
+    assert "timeout_seconds must be positive" in out["call_7"].content, out["call_7"].content
     # Each tool result went back to the model in the next call.
     last_seen = model.seen_messages[-1]
-    assert [m.tool_call_id for m in last_seen if isinstance(m, ToolMessage)] == [f"call_{i}" for i in range(1, 7)]
+    assert [m.tool_call_id for m in last_seen if isinstance(m, ToolMessage)] == [f"call_{i}" for i in range(1, 8)]
 
 
 def test_exec_timeout_and_output_cap(live_sbx: Sandbox) -> None:

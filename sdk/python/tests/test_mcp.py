@@ -64,13 +64,24 @@ async def _exercise(client: Client) -> None:
         assert res.structured_content == {"content": "héllo"}, _text(res)
         res = await client.call_tool("sandbox_list_files", {"sandbox_id": sid, "path": "a"})
         assert res.structured_content == {"entries": [{"name": "b.txt", "type": "file", "size": 6}]}, _text(res)
+        # A path that is not there is data the model reads, not a failed call.
+        res = await client.call_tool("sandbox_read_file", {"sandbox_id": sid, "path": "a/missing.txt"})
+        assert not res.is_error, _text(res)
+        assert res.structured_content == {"content": "not found: /workspace/a/missing.txt (no such file or directory)"}, _text(res)
+        res = await client.call_tool("sandbox_list_files", {"sandbox_id": sid, "path": "a/nodir"})
+        assert not res.is_error, _text(res)
+        assert res.structured_content == {"entries": [
+            {"name": "not found: /workspace/a/nodir (no such file or directory)", "type": "note", "size": 0}]}, _text(res)
 
         res = await client.call_tool("sandbox_run_code", {"sandbox_id": sid, "code": "n = 6 * 7\nn"})
         assert not res.is_error and res.structured_content["results"] == ["42"], _text(res)
         res = await client.call_tool("sandbox_run_code", {"sandbox_id": sid, "code": "n + 1"})
         assert res.structured_content["results"] == ["43"], _text(res)
 
+        # A sandbox that is not there is the platform's failure: a tool error.
         res = await client.call_tool("sandbox_exec", {"sandbox_id": "sbx_doesnotexist", "command": "true"})
+        assert res.is_error and _text(res).startswith("not_found: "), _text(res)
+        res = await client.call_tool("sandbox_read_file", {"sandbox_id": "sbx_doesnotexist", "path": "a/b.txt"})
         assert res.is_error and _text(res).startswith("not_found: "), _text(res)
     finally:
         res = await client.call_tool("sandbox_stop", {"sandbox_id": sid})

@@ -105,6 +105,7 @@ def test_scripted_agent_writes_runs_and_reads(live_sbx: Sandbox) -> None:
             call("runtime_read_file", 4, path="oa/fib.py"),
             call("runtime_list_files", 5, path="oa"),
             call("runtime_read_file", 6, path="oa/missing.txt"),
+            call("runtime_exec", 7, command="true", cwd=None, timeout_seconds=-1),
         ],
         [say("The 90th Fibonacci number is 2880067194370816120.")],
     ])
@@ -114,14 +115,16 @@ def test_scripted_agent_writes_runs_and_reads(live_sbx: Sandbox) -> None:
     assert [t.name for t in model.seen_tools[0]][:4] == [
         "runtime_exec", "runtime_read_file", "runtime_write_file", "runtime_list_files"]
     out = outputs(model)
-    assert sorted(out) == [f"call_{i}" for i in range(1, 7)], out
+    assert sorted(out) == [f"call_{i}" for i in range(1, 8)], out
     assert out["call_1"] == f"wrote {len(FIB)} bytes to /workspace/oa/fib.py", out["call_1"]
     assert ok(out["call_2"]) == {"exit_code": 0, "stdout": "2880067194370816120\n", "stderr": "", "timed_out": False}
     assert ok(out["call_3"]) == {"exit_code": 3, "stdout": "", "stderr": "oops\n", "timed_out": False}
     assert out["call_4"] == FIB
     assert ok(out["call_5"]) == [{"name": "fib.py", "type": "file", "size": len(FIB)}]
-    # A platform error is the tool's answer, with its stable code.
-    assert out["call_6"].startswith("error: APIError: not_found"), out["call_6"]
+    # A path that is not there is data the model reads, not an error.
+    assert out["call_6"] == "not found: /workspace/oa/missing.txt (no such file or directory)", out["call_6"]
+    # A bad argument is the tool's answer, with its words.
+    assert out["call_7"] == "error: ValueError: timeout_seconds must be positive", out["call_7"]
 
 
 def test_exec_timeout_and_output_cap(live_sbx: Sandbox) -> None:

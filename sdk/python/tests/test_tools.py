@@ -103,14 +103,28 @@ def test_exec_output_is_capped_with_a_note(fake, sbx: Sandbox) -> None:
     assert len(str(out)) < 2 * OUTPUT_CAP + 500
 
 
+def test_a_missing_path_is_data(fake, sbx: Sandbox) -> None:
+    _, read, _, ls = sandbox_tools(sbx)
+    assert read(path="missing.txt") == "not found: /workspace/missing.txt (no such file or directory)"
+    assert read(path="/etc/nope/../gone") == "not found: /etc/gone (no such file or directory)"
+    assert ls(path="nodir") == [
+        {"name": "not found: /workspace/nodir (no such file or directory)", "type": "note", "size": 0}]
+
+
 def test_platform_errors_raise(fake, sbx: Sandbox) -> None:
     run, read, _, ls = sandbox_tools(sbx)
-    with pytest.raises(APIError) as e:
-        read(path="missing.txt")
-    assert e.value.code == "not_found"
+    # A sandbox that is not there is the platform's failure, not a path's.
+    _, gone_read, _, gone_ls = sandbox_tools(Sandbox("sbx_doesnotexist"))
+    for call in (lambda: gone_read(path="missing.txt"), lambda: gone_ls(path="nodir")):
+        with pytest.raises(APIError) as e:
+            call()
+        assert e.value.code == "not_found"
     sbx.stop()
     with pytest.raises(APIError):
         run(command="echo x")
+    with pytest.raises(APIError) as e:
+        read(path="missing.txt")
+    assert e.value.code == "conflict"
 
 
 def test_write_read_list(fake, sbx: Sandbox) -> None:

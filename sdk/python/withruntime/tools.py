@@ -27,18 +27,25 @@ note saying what was cut, because the model receives ``str(result)`` whole.
 Failures: ``runtime_exec`` returns a non-zero exit code or a timeout as
 data, never as an exception, and ``runtime_run_code`` an exception in the
 code (or a cell interrupted at its timeout) as its ``error``, so the model sees a failed command as a
-failure it can act on. A failure of the platform itself (sandbox gone,
-lease ended, server unreachable) or a bad path (``not_found``) raises the
-SDK's exception (``withruntime.APIError`` / ``TransportError``); agent
-frameworks such as smolagents show that error to the model as the tool's
-answer, and programs calling the functions directly get a normal exception.
+failure it can act on. A path that is not there is data too:
+``runtime_read_file`` returns ``"not found: /workspace/x (no such file or
+directory)"`` and ``runtime_list_files`` one entry of type ``note`` whose
+name says the same, so the model reads it and tries another path. A failure
+of the platform itself (sandbox gone, lease ended, server unreachable)
+raises the SDK's exception (``withruntime.APIError`` / ``TransportError``);
+agent frameworks such as smolagents show that error to the model as the
+tool's answer, and programs calling the functions directly get a normal
+exception.
 
 This module deliberately does not use ``from __future__ import annotations``:
 frameworks read the functions' type hints with ``typing.get_type_hints``.
 """
 
+import posixpath
 import re
 from typing import TYPE_CHECKING, Any, Callable, List
+
+from .errors import APIError, Error
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -79,6 +86,22 @@ def _keep_tail(text: str, already_cut: bool, cap: int, stream: str) -> str:
         return text
     kept = text[-cap:] if cap > 0 else ""
     return f"[{stream} was cut: only its last {len(kept)} characters are shown]\n{kept}"
+
+
+def _not_found(sbx: "Sandbox", path: str, err: APIError) -> str | None:
+    """The tool's answer when err says that path is not there, or None when
+    err is another failure. The API answers not_found for a missing sandbox
+    too: the sandbox is asked for, and only while it is there and not ended
+    was it the path that was missing."""
+    if err.code != "not_found":
+        return None
+    try:
+        if sbx.info().state == "ended":
+            return None
+    except Error:
+        return None
+    where = posixpath.normpath(posixpath.join("/workspace", path or "."))
+    return f"not found: {where} (no such file or directory)"
 
 
 def sandbox_tools(
@@ -132,7 +155,13 @@ def sandbox_tools(
         Args:
             path: The file to read, absolute or relative to /workspace.
         """
-        data, total = sbx.files._read_head(path, cap)
+        try:
+            data, total = sbx.files._read_head(path, cap)
+        except APIError as e:
+            missing = _not_found(sbx, path, e)
+            if missing is None:
+                raise
+            return missing
         if b"\0" in data[:8192]:
             size = "unknown size" if total is None else f"{total} bytes"
             return f"[{path} is a binary file ({size}); use runtime_exec with file, xxd or python3 to inspect it]"
@@ -159,7 +188,13 @@ def sandbox_tools(
         Args:
             path: The directory to list, absolute or relative to /workspace; None means /workspace.
         """
-        entries = sorted(sbx.files.list(path or "."), key=lambda e: e.name)
+        try:
+            entries = sorted(sbx.files.list(path or "."), key=lambda e: e.name)
+        except APIError as e:
+            missing = _not_found(sbx, path or ".", e)
+            if missing is None:
+                raise
+            return [{"name": missing, "type": "note", "size": 0}]
         out = [{"name": e.name, "type": e.type, "size": e.size} for e in entries[:LIST_CAP]]
         if len(entries) > LIST_CAP:
             more = len(entries) - LIST_CAP
