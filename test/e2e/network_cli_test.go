@@ -69,6 +69,11 @@ func TestNetworkCLI(t *testing.T) {
 		if got := u.requestsSince(mark, nil); len(got) != 0 {
 			t.Fatalf("with the network off the upstreams got %d requests", len(got))
 		}
+		// Nothing reached the proxy, so the log is empty, and says why.
+		out, errs, code = cli(t, env, "sandbox", "egress", id)
+		if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(errs, "the sandbox's network is off: the host drops all it sends before the egress proxy") {
+			t.Fatalf("sandbox egress with the network off: got %q %q exit %d, want the header alone and a note on stderr", out, errs, code)
+		}
 		// A failure that is not the network's gets no hint.
 		if _, errs, code := cli(t, env, "sandbox", "exec", id, "--", "sh", "-c", "echo oops >&2; exit 3"); code != 3 || errs != "oops\n" {
 			t.Fatalf("another failure: got stderr %q exit %d, want only the command's", errs, code)
@@ -99,6 +104,11 @@ func TestNetworkCLI(t *testing.T) {
 		if got := u.requestsSince(mark, at(upDenied)); len(got) != 0 {
 			t.Fatalf("--allow allowed.example.test: denied.example.test got %d requests", len(got))
 		}
+		// Online, the proxy logs both: the CLI shows them, with no note.
+		out, errs, code := cli(t, env, "sandbox", "egress", id)
+		if code != 0 || errs != "" || !strings.Contains(out, "allowed.example.test") || !strings.Contains(out, "denied.example.test") {
+			t.Fatalf("sandbox egress after --allow: got %q %q exit %d", out, errs, code)
+		}
 
 		network("internet\n", "--internet")
 		if n := apiNetwork(); !n.Internet || len(n.Allow) != 0 {
@@ -108,7 +118,7 @@ func TestNetworkCLI(t *testing.T) {
 			t.Fatalf("--internet: curl to denied.example.test got %q %q exit %d", out, errs, code)
 		}
 
-		out, errs, code := cli(t, env, "sandbox", "network", id, "--off", "--json")
+		out, errs, code = cli(t, env, "sandbox", "network", id, "--off", "--json")
 		var n api.Network
 		if code != 0 || json.Unmarshal([]byte(out), &n) != nil || n.Internet {
 			t.Fatalf("--off --json: got %q %q exit %d", out, errs, code)
