@@ -97,8 +97,10 @@ def test_files(ns, tmp_path) -> None:
     assert [entries[n]["type"] for n in ("a", "target", "link", "link2", "bin")] == ["dir", "file", "file", "symlink", "file"]
     assert entries["target"]["size"] == 4
     assert ns["runtime_read_file"](str(tmp_path / "bin")).startswith(f"[{tmp_path}/bin is a binary file (3 bytes)")
-    with pytest.raises(FileNotFoundError):
-        ns["runtime_read_file"]("missing")
+    # A path that is not there is data, as outside the sandbox.
+    assert ns["runtime_read_file"]("missing") == f"not found: {tmp_path}/missing (no such file or directory)"
+    assert ns["runtime_list_files"]("bin/x") == [
+        {"name": f"not found: {tmp_path}/bin/x (no such file or directory)", "type": "note", "size": 0}]
 
 
 def test_list_is_capped(ns, tmp_path) -> None:

@@ -45,8 +45,6 @@ import posixpath
 import re
 from typing import TYPE_CHECKING, Any, Callable, List
 
-from .errors import APIError, Error
-
 if TYPE_CHECKING:
     from .sandbox import Sandbox
 
@@ -88,19 +86,26 @@ def _keep_tail(text: str, already_cut: bool, cap: int, stream: str) -> str:
     return f"[{stream} was cut: only its last {len(kept)} characters are shown]\n{kept}"
 
 
-def _not_found(sbx: "Sandbox", path: str, err: APIError) -> str | None:
+def _not_found(sbx: "Sandbox", path: str, err: Exception) -> Any:
     """The tool's answer when err says that path is not there, or None when
-    err is another failure. The API answers not_found for a missing sandbox
-    too: the sandbox is asked for, and only while it is there and not ended
-    was it the path that was missing."""
-    if err.code != "not_found":
-        return None
-    try:
-        if sbx.info().state == "ended":
+    err is another failure. The API answers not_found (an APIError, told by
+    its code: this module imports nothing of the package, see
+    _kernel_sandbox) for a missing sandbox too: the sandbox is asked for,
+    and only while it is there and not ended was it the path that was
+    missing. Inside the sandbox (KernelSandbox) the error is the system
+    call's own."""
+    if isinstance(err, (FileNotFoundError, NotADirectoryError)):
+        pass
+    elif getattr(err, "code", None) == "not_found" and hasattr(sbx, "info"):
+        try:
+            if sbx.info().state == "ended":
+                return None
+        except Exception:  # noqa: BLE001 - the sandbox is not there: the first error stands
             return None
-    except Error:
+    else:
         return None
-    where = posixpath.normpath(posixpath.join("/workspace", path or "."))
+    resolve = getattr(sbx.files, "abs", None)  # KernelSandbox's workspace may be elsewhere
+    where = resolve(path) if callable(resolve) else posixpath.normpath(posixpath.join("/workspace", path or "."))
     return f"not found: {where} (no such file or directory)"
 
 
@@ -157,7 +162,7 @@ def sandbox_tools(
         """
         try:
             data, total = sbx.files._read_head(path, cap)
-        except APIError as e:
+        except Exception as e:  # noqa: BLE001 - all but a missing path raised again
             missing = _not_found(sbx, path, e)
             if missing is None:
                 raise
@@ -190,7 +195,7 @@ def sandbox_tools(
         """
         try:
             entries = sorted(sbx.files.list(path or "."), key=lambda e: e.name)
-        except APIError as e:
+        except Exception as e:  # noqa: BLE001 - all but a missing path raised again
             missing = _not_found(sbx, path or ".", e)
             if missing is None:
                 raise
