@@ -77,7 +77,14 @@ class TransferResult:
 
 
 class Files:
-    """File operations on one sandbox (``sbx.files``)."""
+    """File operations on one sandbox (``sbx.files``).
+
+    Every call acts as a user of the sandbox, and the sandbox's kernel
+    checks its permissions as for a process of that user: ``user`` (the
+    default, who owns /workspace and /home/user) or ``root`` with
+    ``user="root"``. What the user may not do raises APIError with code
+    ``forbidden``; what it makes is its own.
+    """
 
     def __init__(self, transport: Transport, sandbox_id: str) -> None:
         self._t = transport
@@ -88,19 +95,21 @@ class Files:
 
     # -- single files ------------------------------------------------------
 
-    def read(self, path: PathArg, encoding: str = "utf-8", errors: str = "strict") -> str:
+    def read(
+        self, path: PathArg, encoding: str = "utf-8", errors: str = "strict", *, user: str | None = None
+    ) -> str:
         """The content of a file as text."""
-        return self.read_bytes(path).decode(encoding, errors)
+        return self.read_bytes(path, user=user).decode(encoding, errors)
 
-    def read_bytes(self, path: PathArg) -> bytes:
+    def read_bytes(self, path: PathArg, *, user: str | None = None) -> bytes:
         """The content of a file as bytes."""
-        _, data = self._t.request("GET", self._p("files"), query={"path": _remote(path)})
+        _, data = self._t.request("GET", self._p("files"), query=_query(path, user))
         return data
 
-    def _read_head(self, path: PathArg, limit: int) -> tuple[bytes, int | None]:
+    def _read_head(self, path: PathArg, limit: int, *, user: str | None = None) -> tuple[bytes, int | None]:
         """At most `limit` bytes from the start of a file, and its size when
         the server said it; the rest is not transferred."""
-        with self._t.stream("GET", self._p("files"), query={"path": _remote(path)}) as resp:
+        with self._t.stream("GET", self._p("files"), query=_query(path, user)) as resp:
             length = resp.getheader("Content-Length")
             try:
                 data = resp.read(limit)
@@ -112,51 +121,51 @@ class Files:
                 resp.read()
             return data, total
 
-    def write(self, path: PathArg, data: str | bytes, mode: int = 0o644) -> FileInfo:
+    def write(self, path: PathArg, data: str | bytes, mode: int = 0o644, *, user: str | None = None) -> FileInfo:
         """Write a whole file (str is encoded as UTF-8); parent directories are made."""
         body = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         d = self._t.json(
             "PUT",
             self._p("files"),
-            query={"path": _remote(path), "mode": f"{mode & 0o777:04o}"},
+            query=_query(path, user, mode=f"{mode & 0o777:04o}"),
             body=body,
             headers={"Content-Type": "application/octet-stream"},
         )
         return FileInfo.from_json(d or {})
 
-    def list(self, path: PathArg = ".") -> List[FileInfo]:
+    def list(self, path: PathArg = ".", *, user: str | None = None) -> List[FileInfo]:
         """The entries of a directory."""
-        d = self._t.json("GET", self._p("files/list"), query={"path": _remote(path)}) or {}
+        d = self._t.json("GET", self._p("files/list"), query=_query(path, user)) or {}
         return [FileInfo.from_json(e) for e in d.get("entries") or []]
 
-    def stat(self, path: PathArg) -> FileInfo:
+    def stat(self, path: PathArg, *, user: str | None = None) -> FileInfo:
         """Information about one file; APIError with code not_found if missing."""
-        return FileInfo.from_json(self._t.json("GET", self._p("files/stat"), query={"path": _remote(path)}) or {})
+        return FileInfo.from_json(self._t.json("GET", self._p("files/stat"), query=_query(path, user)) or {})
 
-    def exists(self, path: PathArg) -> bool:
+    def exists(self, path: PathArg, *, user: str | None = None) -> bool:
         """Whether the path exists in the sandbox."""
         try:
-            self.stat(path)
+            self.stat(path, user=user)
         except APIError as e:
             if e.code == "not_found":
                 return False
             raise
         return True
 
-    def mkdir(self, path: PathArg) -> FileInfo:
+    def mkdir(self, path: PathArg, *, user: str | None = None) -> FileInfo:
         """Make a directory and its parents (no error if it exists)."""
-        return FileInfo.from_json(self._t.json("POST", self._p("files/mkdir"), query={"path": _remote(path)}) or {})
+        return FileInfo.from_json(self._t.json("POST", self._p("files/mkdir"), query=_query(path, user)) or {})
 
-    def remove(self, path: PathArg, recursive: bool = False) -> None:
+    def remove(self, path: PathArg, recursive: bool = False, *, user: str | None = None) -> None:
         """Remove a file, or a directory (with recursive=True when not empty)."""
-        q: dict[str, Any] = {"path": _remote(path)}
+        q = _query(path, user)
         if recursive:
             q["recursive"] = True
         self._t.request("DELETE", self._p("files"), query=q)
 
     # -- trees -------------------------------------------------------------
 
-    def upload(self, local: PathArg, remote: PathArg) -> TransferResult:
+    def upload(self, local: PathArg, remote: PathArg, *, user: str | None = None) -> TransferResult:
         """Copy a local file or directory to `remote`, which becomes that file
         or directory (parents are made). A directory goes as one tar stream,
         read from disk as it is sent."""
@@ -164,29 +173,29 @@ class Files:
         remote_s = _remote(remote)
         st = os.stat(local)
         if _stat.S_ISDIR(st.st_mode):
-            return self._put_archive(remote_s, _archive.tar_stream(local))
+            return self._put_archive(remote_s, _archive.tar_stream(local), user)
         if not _stat.S_ISREG(st.st_mode):
             raise Error(f"{local} is neither a regular file nor a directory")
         if st.st_size > MAX_FILE_BODY:
             parent, name = _split_remote(remote_s)
-            self._put_archive(parent, _single_file_tar(local, name, st))
+            self._put_archive(parent, _single_file_tar(local, name, st), user)
         else:
             self._t.request(
                 "PUT",
                 self._p("files"),
-                query={"path": remote_s, "mode": f"{st.st_mode & 0o777:04o}"},
+                query=_query(remote_s, user, mode=f"{st.st_mode & 0o777:04o}"),
                 body=_file_chunks(local, st.st_size),
                 headers={"Content-Type": "application/octet-stream", "Content-Length": str(st.st_size)},
             )
         return TransferResult(1, st.st_size)
 
-    def _put_archive(self, remote_dir: str, chunks: Any) -> TransferResult:
+    def _put_archive(self, remote_dir: str, chunks: Any, user: str | None) -> TransferResult:
         # The server makes remote_dir (and its parents) if missing, and says
         # how many files (and links) and bytes it wrote.
         d = self._t.json(
             "PUT",
             self._p("archive"),
-            query={"path": remote_dir},
+            query=_query(remote_dir, user),
             body=chunks,
             headers={"Content-Type": "application/x-tar"},
         ) or {}
@@ -200,6 +209,7 @@ class Files:
         merge: bool = False,
         max_bytes: int = _archive.DEFAULT_MAX_BYTES,
         max_entries: int = _archive.DEFAULT_MAX_ENTRIES,
+        user: str | None = None,
     ) -> TransferResult:
         """Copy a file or directory of the sandbox to `local`, which becomes
         that file or directory; a file onto an existing directory lands inside
@@ -224,7 +234,7 @@ class Files:
         remote_s = _remote(remote)
         name = _archive.source_name(remote_s)
         with self._t.stream(
-            "GET", self._p("archive"), query={"path": remote_s}, headers={"Accept": "application/x-tar"}
+            "GET", self._p("archive"), query=_query(remote_s, user), headers={"Accept": "application/x-tar"}
         ) as resp:
             try:
                 files, size = _archive.download(
@@ -247,6 +257,14 @@ def _remote(path: PathArg) -> str:
     if not p:
         raise ValueError("path is empty")
     return p
+
+
+def _query(path: PathArg, user: str | None, **extra: Any) -> dict[str, Any]:
+    # No user: the server's default, the sandbox user.
+    q: dict[str, Any] = {"path": _remote(path), **extra}
+    if user is not None:
+        q["user"] = user
+    return q
 
 
 def _split_remote(path: str) -> tuple[str, str]:
