@@ -157,14 +157,18 @@ func TestLauncherWithoutItsPlatformPackage(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "bin", "withruntime.js"), b, 0o755)
 	os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"withruntime","version":"9.8.7","type":"module"}`), 0o644)
 	cmd := exec.CommandContext(hangGuard(t), "node", filepath.Join(dir, "bin", "withruntime.js"), "version")
-	cmd.Env = env()
+	cmd.Env = env("WITHRUNTIME_BASE_URL=http://sandboxes.example:7878/")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if code := exitCode(t, cmd.Run()); code != 1 {
 		t.Errorf("exit code: got %d, want 1", code)
 	}
-	pkg := "@withruntime/cli-" + runtime.GOOS + "-" + npmArch()
-	for _, want := range []string{"the package " + pkg + ",", "is not installed", "npm install --include=optional " + pkg + "@9.8.7"} {
+	// The platform packages are not on the registry: the message sends the
+	// user to their server's.
+	platform := runtime.GOOS + "-" + npmArch()
+	pkg := "@withruntime/cli-" + platform
+	for _, want := range []string{"the package " + pkg + " (version 9.8.7)", "is not installed",
+		"npm install http://sandboxes.example:7878/sdk/npm/withruntime-cli-" + platform + ".tgz "} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("stderr: got %q, want it to say %q", errb.String(), want)
 		}

@@ -38,10 +38,15 @@ function binaryPath() {
   try {
     dir = dirname(require.resolve(`${pkg}/package.json`));
   } catch {
+    // The platform packages are served by the user's withruntime server
+    // (GET /sdk/npm/), not by the registry, where they are not published.
+    const base = (process.env.WITHRUNTIME_BASE_URL || "http://HOST:7878").replace(/\/+$/, "");
     fail(
-      `the package ${pkg}, which holds the CLI for this platform, is not installed: ` +
-        "npm leaves out optional dependencies with --omit=optional or --no-optional. " +
-        `Install it: npm install --include=optional ${pkg}@${version}`,
+      `the package ${pkg} (version ${version}), which holds the CLI for this platform, is not installed. ` +
+        "Install it from your withruntime server beside this package: " +
+        `npm install ${base}/sdk/npm/withruntime-cli-${platform}.tgz ` +
+        "(withruntime sdk typescript --npx prints the npx command that fetches both; " +
+        "npm also leaves it out with --omit=optional)",
     );
   }
   return join(dir, "bin", process.platform === "win32" ? "withruntime.exe" : "withruntime");
