@@ -55,11 +55,19 @@ function remote(path: string): string {
   return String(path);
 }
 
+/** Whom a files call acts as: `user` (the default, who owns /workspace and
+ * /home/user) or `root`. The sandbox's kernel checks that user's
+ * permissions; what it refuses throws APIError with code `forbidden`. */
+export interface AsUser {
+  user?: "user" | "root";
+}
+
 function mode4(mode: number): string {
   return (mode & 0o777).toString(8).padStart(4, "0");
 }
 
-/** File operations on one sandbox (`sbx.files`). */
+/** File operations on one sandbox (`sbx.files`). Every call acts as a user
+ * of the sandbox (`{ user: "root" }` for root; see AsUser). */
 export class Files {
   readonly #t: Transport;
   readonly #id: string;
@@ -75,20 +83,24 @@ export class Files {
   }
 
   /** The content of a file as text (UTF-8). */
-  async read(path: string): Promise<string> {
-    return new TextDecoder().decode(await this.readBytes(path));
+  async read(path: string, opts: AsUser = {}): Promise<string> {
+    return new TextDecoder().decode(await this.readBytes(path, opts));
   }
 
   /** The content of a file as bytes. */
-  async readBytes(path: string): Promise<Uint8Array> {
-    const { body } = await this.#t.request("GET", this.#p("files"), { query: { path: remote(path) } });
+  async readBytes(path: string, opts: AsUser = {}): Promise<Uint8Array> {
+    const { body } = await this.#t.request("GET", this.#p("files"), { query: { path: remote(path), user: opts.user } });
     return new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
   }
 
   /** At most `limit` bytes from the start of a file, and its whole size when
    * the server said it (the rest is not transferred). Used by the agent tools. */
-  async readHead(path: string, limit: number): Promise<{ data: Uint8Array; size: number | undefined }> {
-    const resp = await this.#t.open("GET", this.#p("files"), { query: { path: remote(path) } });
+  async readHead(
+    path: string,
+    limit: number,
+    opts: AsUser = {},
+  ): Promise<{ data: Uint8Array; size: number | undefined }> {
+    const resp = await this.#t.open("GET", this.#p("files"), { query: { path: remote(path), user: opts.user } });
     const parts: Buffer[] = [];
     let got = 0;
     let more = false;
@@ -113,10 +125,10 @@ export class Files {
   }
 
   /** Write a whole file (a string is encoded as UTF-8); parent directories are made. */
-  async write(path: string, data: string | Uint8Array, opts: { mode?: number } = {}): Promise<FileInfo> {
+  async write(path: string, data: string | Uint8Array, opts: { mode?: number } & AsUser = {}): Promise<FileInfo> {
     const body = typeof data === "string" ? new TextEncoder().encode(data) : data;
     const d = await this.#t.json<FileInfoWire>("PUT", this.#p("files"), {
-      query: { path: remote(path), mode: mode4(opts.mode ?? 0o644) },
+      query: { path: remote(path), mode: mode4(opts.mode ?? 0o644), user: opts.user },
       body,
       headers: { "Content-Type": "application/octet-stream" },
     });
@@ -124,22 +136,24 @@ export class Files {
   }
 
   /** The entries of a directory. */
-  async list(path = "."): Promise<FileInfo[]> {
+  async list(path = ".", opts: AsUser = {}): Promise<FileInfo[]> {
     const d = await this.#t.json<components["schemas"]["FileList"]>("GET", this.#p("files/list"), {
-      query: { path: remote(path) },
+      query: { path: remote(path), user: opts.user },
     });
     return (d?.entries ?? []).map(fileInfoOf);
   }
 
   /** Information about one file; APIError with code not_found if missing. */
-  async stat(path: string): Promise<FileInfo> {
-    return fileInfoOf(await this.#t.json<FileInfoWire>("GET", this.#p("files/stat"), { query: { path: remote(path) } }));
+  async stat(path: string, opts: AsUser = {}): Promise<FileInfo> {
+    return fileInfoOf(
+      await this.#t.json<FileInfoWire>("GET", this.#p("files/stat"), { query: { path: remote(path), user: opts.user } }),
+    );
   }
 
   /** Whether the path exists in the sandbox. */
-  async exists(path: string): Promise<boolean> {
+  async exists(path: string, opts: AsUser = {}): Promise<boolean> {
     try {
-      await this.stat(path);
+      await this.stat(path, opts);
       return true;
     } catch (e) {
       if (e instanceof APIError && e.code === "not_found") return false;
@@ -148,33 +162,35 @@ export class Files {
   }
 
   /** Make a directory and its parents (no error if it exists). */
-  async mkdir(path: string): Promise<FileInfo> {
-    return fileInfoOf(await this.#t.json<FileInfoWire>("POST", this.#p("files/mkdir"), { query: { path: remote(path) } }));
+  async mkdir(path: string, opts: AsUser = {}): Promise<FileInfo> {
+    return fileInfoOf(
+      await this.#t.json<FileInfoWire>("POST", this.#p("files/mkdir"), { query: { path: remote(path), user: opts.user } }),
+    );
   }
 
   /** Remove a file, or a directory (with `recursive: true` when not empty). */
-  async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
+  async remove(path: string, opts: { recursive?: boolean } & AsUser = {}): Promise<void> {
     await this.#t.request("DELETE", this.#p("files"), {
-      query: { path: remote(path), recursive: opts.recursive ? true : undefined },
+      query: { path: remote(path), recursive: opts.recursive ? true : undefined, user: opts.user },
     });
   }
 
   /** Copy a local file or directory to `remotePath`, which becomes that file
    * or directory (parents are made). A directory goes as one tar stream,
    * read from disk as it is sent. */
-  async upload(local: string, remotePath: string): Promise<TransferResult> {
+  async upload(local: string, remotePath: string, opts: AsUser = {}): Promise<TransferResult> {
     const r = remote(remotePath);
     const st = await fsp.stat(local);
-    if (st.isDirectory()) return this.#putArchive(r, tarStream(local));
+    if (st.isDirectory()) return this.#putArchive(r, tarStream(local), opts);
     if (!st.isFile()) throw new WithruntimeError(`${local} is neither a regular file nor a directory`);
     if (st.size > MAX_FILE_BODY) {
       const trimmed = r.replace(/\/+$/, "");
       const i = trimmed.lastIndexOf("/");
       const [dir, name] = i < 0 ? [".", trimmed] : [trimmed.slice(0, i) || "/", trimmed.slice(i + 1)];
-      await this.#putArchive(dir, singleFileTar(local, name, st));
+      await this.#putArchive(dir, singleFileTar(local, name, st), opts);
     } else {
       await this.#t.request("PUT", this.#p("files"), {
-        query: { path: r, mode: mode4(st.mode) },
+        query: { path: r, mode: mode4(st.mode), user: opts.user },
         body: fileChunks(local, st.size),
         headers: { "Content-Type": "application/octet-stream", "Content-Length": String(st.size) },
       });
@@ -182,11 +198,11 @@ export class Files {
     return { files: 1, bytes: st.size };
   }
 
-  async #putArchive(dir: string, chunks: AsyncIterable<Uint8Array>): Promise<TransferResult> {
+  async #putArchive(dir: string, chunks: AsyncIterable<Uint8Array>, opts: AsUser): Promise<TransferResult> {
     // The server makes dir (and its parents) if missing, and says how many
     // files (and links) and bytes it wrote.
     const d = await this.#t.json<components["schemas"]["ArchiveResult"]>("PUT", this.#p("archive"), {
-      query: { path: dir },
+      query: { path: dir, user: opts.user },
       body: chunks,
       headers: { "Content-Type": "application/x-tar" },
     });
@@ -213,10 +229,10 @@ export class Files {
    * (default 1,000,000) or `maxBytes` bytes of files (default 10 GiB) throw
    * ArchiveTooLargeError. What was extracted before an error stays.
    */
-  async download(remotePath: string, local: string, opts: DownloadOptions = {}): Promise<TransferResult> {
+  async download(remotePath: string, local: string, opts: DownloadOptions & AsUser = {}): Promise<TransferResult> {
     const r = remote(remotePath);
     const resp = await this.#t.open("GET", this.#p("archive"), {
-      query: { path: r },
+      query: { path: r, user: opts.user },
       headers: { Accept: "application/x-tar" },
     });
     try {

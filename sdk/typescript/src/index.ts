@@ -17,7 +17,7 @@ export type { Command, ExecOptions, ExecResult, OutputCallback, ProcessOutput } 
 export { Contexts, Execution, resultFormats } from "./code.js";
 export type { Context, ContextArg, ExecutionError, Logs, Result, RunCodeOptions } from "./code.js";
 export { Files } from "./files.js";
-export type { FileInfo, TransferResult } from "./files.js";
+export type { AsUser, FileInfo, TransferResult } from "./files.js";
 export { ArchiveTooLargeError, DestinationError, UnsafeArchiveError } from "./archive.js";
 export type { DownloadOptions } from "./archive.js";
 export { Client, Secrets, Keys, Accounts } from "./admin.js";
