@@ -134,6 +134,7 @@ Sandboxes:
   sandbox resume ID                        bring a paused sandbox back
   sandbox extend ID --timeout D            make a running sandbox's lease last at least D
   sandbox egress ID                        allowed and refused connections of a sandbox
+  sandbox network ID [--internet|--off]    show or change the network of a live sandbox
   sandbox cp SRC DST                       copy files and directories to or from ID:PATH, like docker cp
   sandbox ps ID                            list the background processes of a sandbox (exec -d starts them)
   sandbox logs [-f] ID PID                 print the output of a background process (-f: follow it)
