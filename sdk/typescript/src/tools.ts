@@ -20,11 +20,14 @@
  * Failures: `runtime_exec` returns a non-zero exit code or a timeout as data,
  * never as an error, and `runtime_run_code` an exception in the code (or a
  * cell interrupted at its timeout) as its `error`, so the model sees a
- * failed command as a failure it can act on. A failure of the platform itself (sandbox gone, lease ended,
- * server unreachable) or a bad path (`not_found`) rejects with the SDK's
- * error (APIError / TransportError); the frameworks show that error to the
- * model as the tool's answer, and programs calling `execute` directly get a
- * normal rejection.
+ * failed command as a failure it can act on. A path that is not there is
+ * data too: runtime_read_file resolves to "not found: /workspace/x (no such
+ * file or directory)" and runtime_list_files to one entry of type `note`
+ * whose name says the same, so the model reads it and tries another path. A
+ * failure of the platform itself (sandbox gone, lease ended, server
+ * unreachable) rejects with the SDK's error (APIError / TransportError); the
+ * frameworks show that error to the model as the tool's answer, and
+ * programs calling `execute` directly get a normal rejection.
  *
  * The model never sees the API key: the tools hold the sandbox, the model
  * only chooses commands and paths.
@@ -72,6 +75,36 @@ export interface ToolSandbox {
     write(path: string, data: string): Promise<{ path?: string } | unknown>;
     list(path: string): Promise<ReadonlyArray<ToolFileEntry>>;
   };
+  /** The sandbox's state: asked when a path was not found, to tell a
+   * missing path (data for the model) from a missing sandbox (an error). */
+  info?(): Promise<{ state: string }>;
+}
+
+/** The tool's answer when err says that path is not there, or undefined
+ * when err is another failure. The API answers not_found (an APIError, told
+ * by its code) for a missing sandbox too: the sandbox is asked for, and
+ * only while it is there and not ended was it the path that was missing. */
+async function notFound(sbx: ToolSandbox, path: string, err: unknown): Promise<string | undefined> {
+  if ((err as { code?: unknown } | null)?.code !== "not_found") return undefined;
+  if (sbx.info) {
+    try {
+      if ((await sbx.info()).state === "ended") return undefined;
+    } catch {
+      return undefined; // the sandbox is not there: the first error stands
+    }
+  }
+  return `not found: ${absolute(path)} (no such file or directory)`;
+}
+
+/** A sandbox path made absolute (relative ones land in /workspace) and clean. */
+function absolute(path: string): string {
+  const parts: string[] = [];
+  for (const p of (path.startsWith("/") ? path : `/workspace/${path}`).split("/")) {
+    if (p === "" || p === ".") continue;
+    if (p === "..") parts.pop();
+    else parts.push(p);
+  }
+  return "/" + parts.join("/");
 }
 
 /** A JSON Schema object describing a tool's arguments. */
@@ -256,7 +289,15 @@ export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}
     },
     async execute(args) {
       const path = requireString("runtime_read_file", "path", args?.path);
-      const { data, size: total = null } = await sbx.files.readHead(path, cap);
+      let head: Awaited<ReturnType<ToolSandbox["files"]["readHead"]>>;
+      try {
+        head = await sbx.files.readHead(path, cap);
+      } catch (e) {
+        const missing = await notFound(sbx, path, e);
+        if (missing === undefined) throw e;
+        return missing;
+      }
+      const { data, size: total = null } = head;
       if (data.subarray(0, BINARY_SNIFF).includes(0)) {
         const size = total === null ? "unknown size" : `${total} bytes`;
         return `[${path} is a binary file (${size}); use runtime_exec with file, xxd or python3 to inspect it]`;
@@ -310,7 +351,15 @@ export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}
     },
     async execute(args) {
       const path = optionalString("runtime_list_files", "path", args?.path);
-      const entries = [...(await sbx.files.list(path || "."))].sort((a, b) =>
+      let listed: ReadonlyArray<ToolFileEntry>;
+      try {
+        listed = await sbx.files.list(path || ".");
+      } catch (e) {
+        const missing = await notFound(sbx, path || ".", e);
+        if (missing === undefined) throw e;
+        return [{ name: missing, type: "note", size: 0 }];
+      }
+      const entries = [...listed].sort((a, b) =>
         a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
       );
       const out: ToolFileEntry[] = entries.slice(0, LIST_CAP).map((e) => ({ name: e.name, type: e.type, size: e.size }));

@@ -45,6 +45,12 @@ test("generateText: the model calls runtime_exec and reads its result in the nex
             input: JSON.stringify({ command: "python3 -c 'print(6 * 7)'; echo oops >&2; exit 3" }),
           },
           { type: "tool-call", toolCallId: "call-2", toolName: "runtime_read_file", input: JSON.stringify({ path: "missing.txt" }) },
+          {
+            type: "tool-call",
+            toolCallId: "call-3",
+            toolName: "runtime_exec",
+            input: JSON.stringify({ command: "true", timeout_seconds: -1 }),
+          },
         ],
         finishReason: { unified: "tool-calls", raw: undefined },
         usage,
@@ -89,13 +95,19 @@ test("generateText: the model calls runtime_exec and reads its result in the nex
     value: { exit_code: 3, stdout: "42\n", stderr: "oops\n", timed_out: false },
   });
 
-  // A platform error (the missing file) reached the model as the tool's answer.
+  // A path that is not there reached the model as data, not as an error.
   const readPart = parts.find((p) => p.toolCallId === "call-2");
   assert.ok(readPart, JSON.stringify(parts));
-  assert.match(readPart.output.type, /^error-/);
-  assert.match(JSON.stringify(readPart.output.value), /not_found|no such file|not found/i);
+  assert.doesNotMatch(readPart.output.type, /^error-/);
+  assert.equal(readPart.output.value, "not found: /workspace/missing.txt (no such file or directory)");
+  // A bad argument reached the model as the tool's answer, marked as an error.
+  const badPart = parts.find((p) => p.toolCallId === "call-3");
+  assert.ok(badPart, JSON.stringify(parts));
+  assert.match(badPart.output.type, /^error-/);
+  assert.match(JSON.stringify(badPart.output.value), /timeout_seconds must be positive/);
 
   assert.deepEqual(result.steps[0].toolResults.map((r) => r.output), [
     { exit_code: 3, stdout: "42\n", stderr: "oops\n", timed_out: false },
+    "not found: /workspace/missing.txt (no such file or directory)",
   ]);
 });

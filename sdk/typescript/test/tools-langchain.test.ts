@@ -75,7 +75,21 @@ test("LangChain checks the input against the schema", async () => {
   await assert.rejects(read.invoke({ path: 7 } as never), ToolInputParsingException);
 });
 
+test("a path that is not there is the tool's answer, as data", async () => {
+  const [, read, , list] = langchainTools(sbx);
+  assert.equal(await read.invoke({ path: "missing.txt" }), "not found: /workspace/missing.txt (no such file or directory)");
+  assert.deepEqual(JSON.parse(String(await list.invoke({ path: "nodir" }))), [
+    { name: "not found: /workspace/nodir (no such file or directory)", type: "note", size: 0 },
+  ]);
+});
+
 test("a platform error rejects with the SDK's error", async () => {
-  const [, read] = langchainTools(sbx);
+  // A sandbox that is not there: not_found is the platform's failure.
+  const notFound = Object.assign(new Error("no sandbox sbx_gone"), { code: "not_found" });
+  const [, read] = langchainTools({
+    exec: () => Promise.reject(notFound),
+    files: { readHead: () => Promise.reject(notFound), write: () => Promise.reject(notFound), list: () => Promise.reject(notFound) },
+    info: () => Promise.reject(notFound),
+  });
   await assert.rejects(read.invoke({ path: "missing.txt" }), (e: any) => e?.code === "not_found");
 });

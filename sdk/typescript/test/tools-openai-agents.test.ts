@@ -85,7 +85,11 @@ test("run: the agent calls runtime_exec and the model receives its output", asyn
     ],
     // Strict mode: the model sends null for the arguments it leaves out.
     [functionCall("call-2", "runtime_exec", { command: "python3 fib.py", cwd: null, timeout_seconds: null })],
-    [functionCall("call-3", "runtime_list_files", { path: null }), functionCall("call-4", "runtime_read_file", { path: "nope.txt" })],
+    [
+      functionCall("call-3", "runtime_list_files", { path: null }),
+      functionCall("call-4", "runtime_read_file", { path: "nope.txt" }),
+      functionCall("call-5", "runtime_exec", { command: "true", cwd: null, timeout_seconds: -1 }),
+    ],
     [message("fib(90) is 2880067194370816120.")],
   ]);
   const agent = new Agent({ name: "coder", instructions: "Use the sandbox.", model, tools: openaiAgentsTools(sbx) });
@@ -119,6 +123,8 @@ test("run: the agent calls runtime_exec and the model receives its output", asyn
   // The listing reaches the model as JSON text, not as content parts.
   const listing = JSON.parse(text("call-3")) as Array<{ name: string; type: string }>;
   assert.ok(listing.some((e) => e.name === "fib.py" && e.type === "file"), text("call-3"));
-  // A platform error reaches the model as the tool's answer, with its code.
-  assert.match(text("call-4"), /not_found/);
+  // A path that is not there reaches the model as data.
+  assert.equal(text("call-4"), "not found: /workspace/nope.txt (no such file or directory)");
+  // A bad argument reaches the model as the tool's answer, with its words.
+  assert.match(text("call-5"), /timeout_seconds must be positive/);
 });

@@ -229,12 +229,32 @@ describe("files", () => {
 });
 
 describe("errors", () => {
-  test("a missing file rejects with not_found", async () => {
-    await assert.rejects(sandboxTools(sbx)[1].execute({ path: "missing.txt" }), (e: unknown) => {
-      assert.ok(e instanceof APIError);
-      assert.equal(e.code, "not_found");
-      return true;
-    });
+  test("a path that is not there is data the model reads", async () => {
+    const [, read, , list] = sandboxTools(sbx);
+    assert.equal(await read.execute({ path: "missing.txt" }), "not found: /workspace/missing.txt (no such file or directory)");
+    assert.equal(await read.execute({ path: "/etc/nope" }), "not found: /etc/nope (no such file or directory)");
+    assert.deepEqual(await list.execute({ path: "nodir" }), [
+      { name: "not found: /workspace/nodir (no such file or directory)", type: "note", size: 0 },
+    ]);
+  });
+
+  test("in a sandbox that is not there, not_found rejects", async () => {
+    const notFound = Object.assign(new Error("no sandbox sbx_gone"), { code: "not_found" });
+    const gone: ToolSandbox = {
+      exec: () => Promise.reject(notFound),
+      files: {
+        readHead: () => Promise.reject(notFound),
+        write: () => Promise.reject(notFound),
+        list: () => Promise.reject(notFound),
+      },
+      info: () => Promise.reject(notFound),
+    };
+    const [, read, , list] = sandboxTools(gone);
+    await assert.rejects(read.execute({ path: "missing.txt" }), (e) => e === notFound);
+    await assert.rejects(list.execute({ path: "nodir" }), (e) => e === notFound);
+    // An ended sandbox's not_found is the platform's too.
+    const [, endedRead] = sandboxTools({ ...gone, info: () => Promise.resolve({ state: "ended" }) });
+    await assert.rejects(endedRead.execute({ path: "missing.txt" }), (e) => e === notFound);
   });
 
   test("arguments of the wrong type are refused before any call", async () => {
@@ -245,9 +265,11 @@ describe("errors", () => {
 
   test("a stopped sandbox rejects with an APIError", async () => {
     const gone = await small({ timeoutSeconds: 300, metadata: { test: "sdk-ts-tools" } });
-    const [exec] = sandboxTools(gone);
+    const [exec, read] = sandboxTools(gone);
     assert.equal((await exec.execute({ command: "echo alive" })).stdout, "alive\n");
     await gone.stop();
     await assert.rejects(exec.execute({ command: "echo x" }), APIError);
+    // Its files are gone with it: not a path for the model to try again.
+    await assert.rejects(read.execute({ path: "missing.txt" }), APIError);
   });
 });
