@@ -76,5 +76,5 @@ def test_no_server_says_how_to_start_one(data_home: Path) -> None:
     with pytest.raises(withruntime.TransportError) as ei:
         withruntime.Sandbox.create(base_url=f"http://127.0.0.1:{port}")
     msg = str(ei.value)
-    for want in ("withruntime serve", "withruntime sandbox ls"):
+    for want in ("withruntime serve", "withruntime daemon start", "withruntime sandbox ls"):
         assert want in msg, f"got {msg!r}, want it to mention {want!r}"

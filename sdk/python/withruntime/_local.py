@@ -40,8 +40,8 @@ DEFAULT_BASE_URL = "http://127.0.0.1:7878"
 
 # What to do when no server answers, for the error that says so.
 START_HINT = (
-    "no server answers; start one with `withruntime serve`, or run any CLI command "
-    "such as `withruntime sandbox ls` (it starts the local daemon)"
+    "no server answers; start one with `withruntime serve`, or start the local daemon with "
+    "`withruntime daemon start` (any CLI command such as `withruntime sandbox ls` starts it too)"
 )
 
 # The environment variable naming the CLI to start the local daemon with

@@ -58,8 +58,8 @@ const TCP_LISTEN = "0A";
 
 /** What to do when no server answers, for the error that says so. */
 export const START_HINT =
-  "no server answers; start one with `withruntime serve`, or run any CLI command " +
-  "such as `withruntime sandbox ls` (it starts the local daemon)";
+  "no server answers; start one with `withruntime serve`, or start the local daemon with " +
+  "`withruntime daemon start` (any CLI command such as `withruntime sandbox ls` starts it too)";
 
 /** The environment variable naming the CLI to start the local daemon with
  * (this package's `withruntime` launcher reads the same one). */
