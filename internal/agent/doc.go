@@ -11,5 +11,8 @@
 // Paths come from the client and are resolved inside the sandbox, where the
 // sandbox itself is the security boundary (its user has sudo). The checks
 // here keep requests well formed and keep archives from writing outside
-// their destination; they do not fence the user off from the sandbox.
+// their destination; they do not fence the user off from the sandbox. The
+// files routes act as the user they name (the sandbox user by default, root
+// with user=root), so that the sandbox's kernel applies that user's
+// permissions, as it does to a command of that user (actas.go).
 package agent
