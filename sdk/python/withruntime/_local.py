@@ -37,6 +37,9 @@ import threading
 from typing import Any
 
 DEFAULT_BASE_URL = "http://127.0.0.1:7878"
+# Where `withruntime daemon start` starts the daemon: the CLI's own default
+# address (tests move DEFAULT_BASE_URL; they never move this).
+DAEMON_URL = "http://127.0.0.1:7878"
 
 # What to do when no server answers, for the error that says so.
 START_HINT = (

@@ -128,7 +128,7 @@ class Transport:
         # address starts the local daemon (it exits when idle); a base URL
         # the caller gave is used as it is.
         self._may_start_daemon = (
-            not base_url and not os.environ.get("WITHRUNTIME_BASE_URL") and self.base_url == DEFAULT_BASE_URL
+            not base_url and not os.environ.get("WITHRUNTIME_BASE_URL") and self.base_url == _local.DAEMON_URL
         )
         parts = urllib.parse.urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
