@@ -71,6 +71,7 @@ export class Transport {
   #apiKey: string | undefined;
   readonly #url: URL;
   #agent: http.Agent;
+  #owner: number | undefined;
   readonly #mod: typeof http | typeof https;
   readonly #opts: ClientOptions;
   // With no base URL configured, a refused connection to the default
@@ -95,6 +96,7 @@ export class Transport {
     }
     this.#url = u;
     this.#mod = u.protocol === "https:" ? https : http;
+    this.#owner = cfg.owner;
     this.#agent = this.#newAgent(cfg.owner);
   }
 
@@ -115,8 +117,13 @@ export class Transport {
     await startDaemon();
     const cfg = resolveWithOwner(this.#opts);
     this.#apiKey = cfg.apiKey;
-    this.#agent.destroy();
-    this.#agent = this.#newAgent(cfg.owner);
+    // A new agent only for a new owner (a key file just written): requests
+    // refused at once share one start, and the first one's agent may carry
+    // requests already. The old agent's idle sockets never keep the process.
+    if (cfg.owner !== this.#owner) {
+      this.#owner = cfg.owner;
+      this.#agent = this.#newAgent(cfg.owner);
+    }
   }
 
   /** The path and query of a request to the API. */
