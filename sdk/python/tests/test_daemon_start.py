@@ -194,10 +194,13 @@ def test_sdk_starts_the_local_daemon(tmp_path: Path) -> None:
             """,
             env,
         )
+        # Two threads of one program at once share one start.
         listing = _run_sdk(
             """
+            from concurrent.futures import ThreadPoolExecutor
             from withruntime import Sandbox
-            print(len(Sandbox.list()))
+            with ThreadPoolExecutor(2) as pool:
+                print([len(x) for x in pool.map(lambda _: Sandbox.list(), range(2))])
             """,
             env,
         )
