@@ -48,7 +48,10 @@ target, pass through a symbolic link, replace a directory with a file or a
 file with a directory. A download stops with payload_too_large past
 --max-entries entries (default 1,000,000) or --max-bytes bytes of files
 (default 10G; with DST "-", of the tar stream): raise them for larger trees.
-What was written before such an error stays.`
+What was written before such an error stays.
+
+Inside the sandbox the copy acts as --user (user by default, or root): it
+reads and writes only what that user may, and what it makes belongs to it.`
 
 // cpSide is one side of "sandbox cp".
 type cpSide struct {
@@ -147,10 +150,14 @@ func endsInDot(p string) bool {
 func (a *App) sandboxCp(cmd *command, s streams) runFunc {
 	trial := trialFlag(cmd.fs)
 	bounds := cpBoundFlags(cmd.fs)
+	user := cmd.fs.StringP("user", "u", "", "act inside the sandbox as `USER`: user (the default) or root")
 	return func(ctx context.Context, pos []string) int {
 		src, dst, err := parseCpArgs(pos)
 		if err != nil {
 			return cmd.usageError(s, "%s", err)
+		}
+		if err := api.CheckUser(*user); err != nil {
+			return cmd.usageError(s, "--user: %s", err)
 		}
 		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
 		if err != nil {
@@ -158,6 +165,9 @@ func (a *App) sandboxCp(cmd *command, s streams) runFunc {
 			return exitFailure
 		}
 		defer done()
+		if *user != "" {
+			c = c.AsFilesUser(*user)
+		}
 		if src.remote() {
 			err = copyOut(ctx, c, s, src, dst.path, bounds)
 		} else {

@@ -123,6 +123,23 @@ func TestFilesActAsUser(t *testing.T) {
 		t.Errorf("the user's copy is owned by %q, want user:user", out)
 	}
 
+	// cp --user root may write /etc and read /etc/shadow; --user bogus is a
+	// usage error.
+	if out, errs, code := cli(t, env, "sandbox", "cp", "--user", "root", local, id+":/etc/f.txt"); code != 0 {
+		t.Errorf("cp --user root f.txt ID:/etc/f.txt: exit %d stdout %q stderr %q", code, out, errs)
+	}
+	if out := mustExec(t, c, id, "stat -c %U:%G /etc/f.txt"); out != "root:root\n" {
+		t.Errorf("root's copy is owned by %q, want root:root", out)
+	}
+	if out, errs, code := cli(t, env, "sandbox", "cp", "-u", "root", id+":/etc/shadow", work+"/"); code != 0 {
+		t.Errorf("cp -u root ID:/etc/shadow: exit %d stdout %q stderr %q", code, out, errs)
+	} else if b, _ := os.ReadFile(filepath.Join(work, "shadow")); !bytes.HasPrefix(b, []byte("root:")) {
+		t.Errorf("cp -u root ID:/etc/shadow wrote %.20q", b)
+	}
+	if _, errs, code := cli(t, env, "sandbox", "cp", "--user", "admin", local, id+":/tmp/x"); code != 2 || !strings.Contains(errs, "--user") {
+		t.Errorf("cp --user admin: exit %d stderr %q, want a usage error (2)", code, errs)
+	}
+
 	// MCP's file tools act as the default user too.
 	cs := mcpConnect(t, mcpHTTP(s, s.Key))
 	for tool, args := range map[string]map[string]any{
