@@ -43,12 +43,15 @@ rm -rf "$work/withruntime/node_modules"
 # The checkout's package.json names no platform package: those of a new
 # version are not published yet, so its lock file could not hold them and
 # npm ci would refuse them. The packed package gets one optional dependency
-# per platform here, at the same version.
+# per platform here, at the same version, and loses its prepare script.
 node -e '
   const fs = require("fs");
   const [file, version, ...names] = process.argv.slice(1);
   const j = JSON.parse(fs.readFileSync(file, "utf8"));
   j.optionalDependencies = Object.fromEntries(names.map((n) => ["@withruntime/cli-" + n, version]));
+  // prepare builds dist/ in a checkout; the tarball ships dist/, and npm
+  // would list the script among those an install may not run.
+  delete j.scripts.prepare;
   fs.writeFileSync(file, JSON.stringify(j, null, 2) + "\n");
 ' "$work/withruntime/package.json" "$version" $(for p in $platforms; do printf '%s ' "${p%%:*}"; done)
 
@@ -85,9 +88,8 @@ fi
 
 echo "==> npm pack"
 for d in "$work/withruntime" "$work"/cli-*; do
-  # --ignore-scripts: the package's prepare script (tsc, for installs from
-  # a checkout or git) would run again here, without the dev dependencies
-  # removed above; dist/ is built already.
+  # --ignore-scripts: dist/ is built already, without the dev dependencies
+  # removed above nothing could build it again.
   tgz=$(cd "$d" && npm pack --silent --ignore-scripts --pack-destination "$out")
   echo "    $out/$tgz ($(wc -c <"$out/$tgz" | tr -d ' ') bytes)"
 done

@@ -213,6 +213,15 @@ print(json.dumps({"file": withruntime.__file__, "stdout": run.stdout, "state": s
 		if out := sh(t, dir, npxEnv, line+" version"); !strings.HasPrefix(out, "withruntime v") {
 			t.Errorf("%s version: %q", line, out)
 		}
+		// In a project that has the SDK (not the CLI's package) installed,
+		// npx fetches only the CLI's package and runs the project's
+		// launcher, which must find it in npx's cache.
+		proj := t.TempDir()
+		os.WriteFile(filepath.Join(proj, "package.json"), []byte(`{"name":"npx-in-a-project","private":true}`), 0o644)
+		sh(t, proj, npxEnv, printed(t, env, "typescript"))
+		if out := sh(t, proj, slices.Concat(npxEnv, []string{"npm_config_cache=" + t.TempDir()}), line+" version"); !strings.HasPrefix(out, "withruntime v") {
+			t.Errorf("%s version, in a project with the SDK: %q", line, out)
+		}
 	})
 }
 

@@ -81,7 +81,8 @@ func TestInstalledPackageAgainstAServer(t *testing.T) {
 			OptionalDependencies map[string]string
 		}
 		json.Unmarshal(b, &m)
-		for _, s := range []string{"preinstall", "install", "postinstall"} {
+		// Nor prepare: it builds dist/ in a checkout, the tarball ships it.
+		for _, s := range []string{"preinstall", "install", "postinstall", "prepare"} {
 			if m.Scripts[s] != "" {
 				t.Errorf("%s has a %s script: %q", filepath.Base(tgz), s, m.Scripts[s])
 			}

@@ -9,7 +9,7 @@
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import { constants } from "node:os";
-import { dirname, join } from "node:path";
+import { basename, delimiter, dirname, join } from "node:path";
 
 const require = createRequire(import.meta.url);
 const { version } = require("../package.json");
@@ -20,6 +20,28 @@ const PLATFORMS = ["linux-x64", "linux-arm64", "darwin-x64", "darwin-arm64", "wi
 function fail(message) {
   process.stderr.write(`withruntime: ${message}\n`);
   process.exit(1);
+}
+
+// besidePath looks for pkg, at this package's version, in the node_modules
+// folders whose .bin is on PATH. npx --package=SDK --package=CLI, run in a
+// project that has the SDK installed already, fetches only the CLI package
+// into its cache and runs this launcher from the project, which cannot
+// resolve it; npx puts the cache's node_modules/.bin on PATH.
+function besidePath(pkg) {
+  for (const entry of (process.env.PATH || "").split(delimiter)) {
+    if (basename(entry) !== ".bin" || basename(dirname(entry)) !== "node_modules") {
+      continue;
+    }
+    try {
+      const manifest = createRequire(join(dirname(dirname(entry)), "_.js")).resolve(`${pkg}/package.json`);
+      if (require(manifest).version === version) {
+        return dirname(manifest);
+      }
+    } catch {
+      // not there
+    }
+  }
+  return undefined;
 }
 
 function binaryPath() {
@@ -38,6 +60,9 @@ function binaryPath() {
   try {
     dir = dirname(require.resolve(`${pkg}/package.json`));
   } catch {
+    dir = besidePath(pkg);
+  }
+  if (!dir) {
     // The platform packages are served by the user's withruntime server
     // (GET /sdk/npm/), not by the registry, where they are not published.
     const base = (process.env.WITHRUNTIME_BASE_URL || "http://HOST:7878").replace(/\/+$/, "");
