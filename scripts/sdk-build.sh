@@ -48,6 +48,12 @@ if python3 -m pip --version >/dev/null 2>&1; then
   python=python3
 elif python3 -m venv "$work/venv" >/dev/null 2>&1; then
   python=$work/venv/bin/python
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  # Debian's python3 has venv but ensurepip only with python3-venv (as
+  # scripts/pyenv.sh finds too).
+  rm -rf "$work/venv"
+  apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2 &&
+    python3 -m venv "$work/venv" >&2 && python=$work/venv/bin/python
 fi
 if [ -z "$python" ]; then
   echo "warning: python3 with pip (or venv) is missing: no Python wheel built (apt-get install python3-venv)" >&2
