@@ -159,7 +159,8 @@ Server:
   node                                     run a node daemon: this machine's sandboxes for a many-host installation
   daemon status                            whether the local daemon runs (pid, address, data dir, log)
   daemon stop                              stop the local daemon
-  sdk python|typescript                    print the command that installs an SDK from your server
+  sdk python                               print the pip command that installs the Python SDK from your server
+  sdk typescript                           print the npm command that installs the TypeScript SDK from your server
   mcp                                      serve the sandbox tools to an MCP client over stdio
 
   version                                  print the version

@@ -12,13 +12,67 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/client"
-	"github.com/withruntime/withruntime/internal/sdkdist"
 )
 
 // The SDKs are installed from the user's own server, which serves the
 // packages its setup built at /sdk/ (internal/sdkdist): their names on the
 // public registries are not published by this project. "withruntime sdk"
 // prints the install command for the server the CLI talks to.
+//
+// The index's shape and the commands are internal/sdkdist's, restated
+// here: the CLI links only the client side of the module (on macOS and
+// Windows too), and sdkdist is the server's. sdk_test.go holds the two
+// to the same commands.
+
+// sdkIndexPath is the server's index of SDK packages (sdkIndexPath).
+const sdkIndexPath = "/sdk/index.json"
+
+// sdkFile and sdkIndex are sdkdist.File and sdkdist.Index as JSON.
+type sdkFile struct {
+	Name    string `json:"name"`
+	Path    string `json:"path"`
+	Version string `json:"version"`
+	Size    int64  `json:"size"`
+	Alias   string `json:"alias,omitempty"`
+}
+
+type sdkIndex struct {
+	Python *sdkFile            `json:"python,omitempty"`
+	NPM    *sdkFile            `json:"npm,omitempty"`
+	CLI    map[string]*sdkFile `json:"cli,omitempty"`
+}
+
+// sdkExtras are the Python package's extras (sdkdist.Extras).
+var sdkExtras = []string{"smolagents", "langchain", "openai-agents"}
+
+// npmPlatforms are the npm platforms with a CLI package (sdkdist.Platforms).
+var npmPlatforms = []string{"linux-x64", "linux-arm64", "darwin-x64", "darwin-arm64", "win32-x64"}
+
+// npmPlatform is npm's name of this machine's platform ("" for one
+// without a CLI package).
+func npmPlatform(goos, goarch string) string {
+	os := map[string]string{"linux": "linux", "darwin": "darwin", "windows": "win32"}[goos]
+	arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[goarch]
+	if p := os + "-" + arch; slices.Contains(npmPlatforms, p) {
+		return p
+	}
+	return ""
+}
+
+// pipInstall is sdkdist.PipInstall: the requirement names the
+// distribution, which pip checks against the wheel's.
+func pipInstall(base string, f *sdkFile, extras []string) string {
+	name := "withruntime-sdk"
+	if len(extras) > 0 {
+		name += "[" + strings.Join(extras, ",") + "]"
+	}
+	return fmt.Sprintf("pip install '%s @ %s%s'", name, base, f.Path)
+}
+
+// npxCommand is sdkdist.NPX.
+func npxCommand(base string, sdk, cli *sdkFile) string {
+	return fmt.Sprintf("npx --yes --package=%s --package=%s withruntime", base+sdk.Alias, base+cli.Alias)
+}
 
 func (a *App) sdkVerbs() []leaf {
 	return []leaf{
@@ -54,8 +108,8 @@ machine's CLI package. The npm package withruntime is not published.`
 
 // sdkIndex fetches the server's index of SDK packages. The packages are
 // public: no key is sent.
-func (a *App) sdkIndex(ctx context.Context) (sdkdist.Index, string, error) {
-	var ix sdkdist.Index
+func (a *App) sdkIndex(ctx context.Context) (sdkIndex, string, error) {
+	var ix sdkIndex
 	c, done, err := a.connect(ctx)
 	if err != nil {
 		return ix, "", err
@@ -64,7 +118,7 @@ func (a *App) sdkIndex(ctx context.Context) (sdkdist.Index, string, error) {
 	base := strings.TrimRight(c.BaseURL(), "/")
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+sdkdist.IndexPath, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+sdkIndexPath, nil)
 	if err != nil {
 		return ix, "", &cliError{client.CodeInvalidRequest, err.Error()}
 	}
@@ -79,10 +133,10 @@ func (a *App) sdkIndex(ctx context.Context) (sdkdist.Index, string, error) {
 	}
 	if res.StatusCode == http.StatusNotFound {
 		// A server older than /sdk/ answers its API's not_found.
-		return ix, "", &cliError{client.CodeNotFound, fmt.Sprintf("%s serves no SDK packages (%s answered 404): a server of this version serves them once its setup built them", base, sdkdist.IndexPath)}
+		return ix, "", &cliError{client.CodeNotFound, fmt.Sprintf("%s serves no SDK packages (%s answered 404): a server of this version serves them once its setup built them", base, sdkIndexPath)}
 	}
 	if res.StatusCode != http.StatusOK {
-		return ix, "", &cliError{client.CodeInternal, fmt.Sprintf("%s answered %s for %s: %s", base, res.Status, sdkdist.IndexPath, strings.TrimSpace(string(body)))}
+		return ix, "", &cliError{client.CodeInternal, fmt.Sprintf("%s answered %s for %s: %s", base, res.Status, sdkIndexPath, strings.TrimSpace(string(body)))}
 	}
 	if err := json.Unmarshal(body, &ix); err != nil {
 		return ix, "", &cliError{client.CodeInternal, fmt.Sprintf("%s answered an index of SDK packages that is not JSON: %v", base, err)}
@@ -96,8 +150,8 @@ func notBuilt(base, what string) error {
 }
 
 // printIndexJSON prints ix with every path made a URL of base.
-func printIndexJSON(s streams, ix sdkdist.Index, base string) int {
-	abs := func(f *sdkdist.File) {
+func printIndexJSON(s streams, ix sdkIndex, base string) int {
+	abs := func(f *sdkFile) {
 		if f == nil {
 			return
 		}
@@ -116,15 +170,15 @@ func printIndexJSON(s streams, ix sdkdist.Index, base string) int {
 
 func (a *App) sdkPython(cmd *command, s streams) runFunc {
 	var extras listValue
-	cmd.fs.Var(&extras, "extra", "also install the agent framework `NAME`'s adapter: "+strings.Join(sdkdist.Extras, ", ")+" (repeatable)")
+	cmd.fs.Var(&extras, "extra", "also install the agent framework `NAME`'s adapter: "+strings.Join(sdkExtras, ", ")+" (repeatable)")
 	asJSON := cmd.fs.Bool("json", false, "print the server's index of SDK packages as JSON")
 	return func(ctx context.Context, pos []string) int {
 		if len(pos) > 0 {
 			return cmd.usageError(s, "unexpected argument %q", pos[0])
 		}
 		for _, e := range extras {
-			if !slices.Contains(sdkdist.Extras, e) {
-				return cmd.usageError(s, "--extra %q: want one of %s", e, strings.Join(sdkdist.Extras, ", "))
+			if !slices.Contains(sdkExtras, e) {
+				return cmd.usageError(s, "--extra %q: want one of %s", e, strings.Join(sdkExtras, ", "))
 			}
 		}
 		ix, base, err := a.sdkIndex(ctx)
@@ -139,7 +193,7 @@ func (a *App) sdkPython(cmd *command, s streams) runFunc {
 			report(s.stderr, notBuilt(base, "Python SDK wheel"))
 			return exitFailure
 		}
-		fmt.Fprintln(s.stdout, sdkdist.PipInstall(base, ix.Python, extras))
+		fmt.Fprintln(s.stdout, pipInstall(base, ix.Python, extras))
 		return exitOK
 	}
 }
@@ -164,14 +218,14 @@ func (a *App) sdkTypeScript(cmd *command, s streams) runFunc {
 			return exitFailure
 		}
 		if !*npx {
-			fmt.Fprintln(s.stdout, sdkdist.NPMInstall(base, ix.NPM))
+			fmt.Fprintln(s.stdout, "npm install "+base+ix.NPM.Alias)
 			return exitOK
 		}
-		platform := sdkdist.NPMPlatform(runtime.GOOS, runtime.GOARCH)
+		platform := npmPlatform(runtime.GOOS, runtime.GOARCH)
 		cli := ix.CLI[platform]
 		if cli == nil {
 			have := make([]string, 0, len(ix.CLI))
-			for _, p := range sdkdist.Platforms {
+			for _, p := range npmPlatforms {
 				if ix.CLI[p] != nil {
 					have = append(have, p)
 				}
@@ -184,7 +238,7 @@ func (a *App) sdkTypeScript(cmd *command, s streams) runFunc {
 				base, runtime.GOOS, runtime.GOARCH, held)})
 			return exitFailure
 		}
-		fmt.Fprintln(s.stdout, sdkdist.NPX(base, ix.NPM, cli))
+		fmt.Fprintln(s.stdout, npxCommand(base, ix.NPM, cli))
 		return exitOK
 	}
 }

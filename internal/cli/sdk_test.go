@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,9 +16,9 @@ import (
 
 // sdkServer serves a package folder at /sdk/ as the server does, and
 // refuses the rest as a server without a key would.
-func sdkServer(t *testing.T, files ...string) string {
+func sdkServer(t *testing.T, files ...string) (url, dir string) {
 	t.Helper()
-	dir := t.TempDir()
+	dir = t.TempDir()
 	for _, f := range files {
 		p := filepath.Join(dir, f)
 		os.MkdirAll(filepath.Dir(p), 0o755)
@@ -31,12 +32,12 @@ func sdkServer(t *testing.T, files ...string) string {
 	srv := httptest.NewServer(sdkdist.Mount(dir, api))
 	t.Cleanup(srv.Close)
 	useServer(t, srv.URL)
-	return srv.URL
+	return srv.URL, dir
 }
 
 func TestSDKPrintsTheInstallCommands(t *testing.T) {
 	platform := sdkdist.NPMPlatform(runtime.GOOS, runtime.GOARCH)
-	url := sdkServer(t, "python/withruntime_sdk-0.1.0-py3-none-any.whl", "npm/withruntime-0.1.0.tgz",
+	url, dir := sdkServer(t, "python/withruntime_sdk-0.1.0-py3-none-any.whl", "npm/withruntime-0.1.0.tgz",
 		"npm/withruntime-cli-"+platform+"-0.1.0.tgz")
 	for _, c := range []struct {
 		args []string
@@ -55,6 +56,20 @@ func TestSDKPrintsTheInstallCommands(t *testing.T) {
 		}
 	}
 
+	// The CLI restates sdkdist's commands (it does not link the server's
+	// package): they must be the same.
+	held, err := sdkdist.Scan(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := sdkdist.InstallCommands(held, url, platform)
+	for args, want := range map[string]string{"python": same.PythonBare, "python --extra smolagents": same.Python,
+		"typescript": same.NPM, "typescript --npx": same.NPX} {
+		if _, out, _ := run(t, nil, append([]string{"sdk"}, strings.Fields(args)...)...); out != want+"\n" {
+			t.Errorf("sdk %s: %q, sdkdist says %q", args, out, want)
+		}
+	}
+
 	code, stdout, _ := run(t, nil, "sdk", "python", "--json")
 	var ix sdkdist.Index
 	if err := json.Unmarshal([]byte(stdout), &ix); code != 0 || err != nil || ix.Python == nil ||
@@ -63,8 +78,31 @@ func TestSDKPrintsTheInstallCommands(t *testing.T) {
 	}
 }
 
+func TestSDKRestatesSdkdist(t *testing.T) {
+	if !slices.Equal(sdkExtras, sdkdist.Extras) || !slices.Equal(npmPlatforms, sdkdist.Platforms) || sdkIndexPath != sdkdist.IndexPath {
+		t.Errorf("extras %v, platforms %v, index %s; sdkdist has %v, %v, %s", sdkExtras, npmPlatforms, sdkIndexPath,
+			sdkdist.Extras, sdkdist.Platforms, sdkdist.IndexPath)
+	}
+	for _, goos := range []string{"linux", "darwin", "windows", "freebsd"} {
+		for _, goarch := range []string{"amd64", "arm64", "386"} {
+			if got, want := npmPlatform(goos, goarch), sdkdist.NPMPlatform(goos, goarch); got != want {
+				t.Errorf("%s/%s: %q, sdkdist says %q", goos, goarch, got, want)
+			}
+		}
+	}
+	// Every field of the index survives the CLI's reading of it.
+	ix := sdkdist.Index{Python: &sdkdist.File{Name: "n", Path: "/p", Version: "1.2.3", Size: 7, Alias: "/a"}}
+	b, _ := json.Marshal(ix)
+	var mine sdkIndex
+	json.Unmarshal(b, &mine)
+	back, _ := json.Marshal(mine)
+	if string(back) != string(b) {
+		t.Errorf("the CLI reads %s as %s", b, back)
+	}
+}
+
 func TestSDKWithoutPackages(t *testing.T) {
-	url := sdkServer(t, "npm/withruntime-0.1.0.tgz")
+	url, _ := sdkServer(t, "npm/withruntime-0.1.0.tgz")
 	code, stdout, stderr := run(t, nil, "sdk", "python")
 	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "error: not_found: "+url+" holds no Python SDK wheel") {
 		t.Errorf("no wheel: exit %d, stdout %q, stderr %q", code, stdout, stderr)
