@@ -157,6 +157,7 @@ Server:
   serve                                    run the server (default address 127.0.0.1:7878)
   setup                                    prepare this machine to run sandboxes
   node                                     run a node daemon: this machine's sandboxes for a many-host installation
+  daemon start                             start the local daemon if it does not run (the SDKs do this too)
   daemon status                            whether the local daemon runs (pid, address, data dir, log)
   daemon stop                              stop the local daemon
   sdk python                               print the pip command that installs the Python SDK from your server
