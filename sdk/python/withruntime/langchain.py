@@ -13,8 +13,9 @@ of the platform (``withruntime.Error``) or a bad argument (``ValueError``)
 becomes the tool's answer, marked as an error, so the model can act on it
 instead of the agent loop ending.
 
-Needs ``langchain-core`` (``pip install withruntime[langchain]``); importing
-``withruntime`` alone does not import it.
+Needs ``langchain-core``, the ``langchain`` extra (``withruntime sdk python --extra
+langchain`` prints its install); importing ``withruntime`` alone does not
+import it.
 """
 
 from __future__ import annotations

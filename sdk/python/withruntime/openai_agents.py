@@ -16,8 +16,9 @@ loop. A failure of the platform (``withruntime.Error``) or a bad argument
 becomes the tool's answer, as ``error: <Type>: <message>``, so the model can
 act on it (the SDK's default would hide the reason).
 
-Needs ``openai-agents`` (``pip install withruntime[openai-agents]``);
-importing ``withruntime`` alone does not import it.
+Needs ``openai-agents``, the ``openai-agents`` extra (``withruntime sdk python --extra
+openai-agents`` prints its install); importing ``withruntime`` alone does not
+import it.
 """
 
 from __future__ import annotations

@@ -28,8 +28,9 @@ logs keep their last ``max_print_outputs_length`` characters (default
 50,000, as LocalPythonExecutor; smolagents passes the agent's setting only
 to executors it makes itself, so give it here).
 
-Needs ``smolagents`` (``pip install 'withruntime[smolagents]'``); importing
-``withruntime`` alone never imports it.
+Needs ``smolagents``, the ``smolagents`` extra (``withruntime sdk python --extra
+smolagents`` prints its install); importing ``withruntime`` alone never
+imports it.
 """
 
 from __future__ import annotations
