@@ -1309,8 +1309,10 @@ export interface components {
         /** @description A path inside the sandbox; relative paths are under /workspace. */
         Path: string;
         /**
-         * @description Whom the route acts as: "user" (the default) or "root". Files and
-         *     parent directories it makes belong to that user.
+         * @description Whom the route acts as: "user" (the default) or "root". The
+         *     sandbox's kernel checks that user's permissions: what it may not
+         *     read or write (/etc/shadow, /etc as "user") is 403 forbidden.
+         *     Files and parent directories it makes belong to that user.
          */
         User: "user" | "root";
         /** @description A code context's id, "default" or "ctx_" and 16 hex digits. */
@@ -1787,8 +1789,10 @@ export interface operations {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
                 /**
-                 * @description Whom the route acts as: "user" (the default) or "root". Files and
-                 *     parent directories it makes belong to that user.
+                 * @description Whom the route acts as: "user" (the default) or "root". The
+                 *     sandbox's kernel checks that user's permissions: what it may not
+                 *     read or write (/etc/shadow, /etc as "user") is 403 forbidden.
+                 *     Files and parent directories it makes belong to that user.
                  */
                 user?: components["parameters"]["User"];
             };
@@ -1811,6 +1815,7 @@ export interface operations {
             };
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             default: components["responses"]["Error"];
@@ -1822,8 +1827,10 @@ export interface operations {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
                 /**
-                 * @description Whom the route acts as: "user" (the default) or "root". Files and
-                 *     parent directories it makes belong to that user.
+                 * @description Whom the route acts as: "user" (the default) or "root". The
+                 *     sandbox's kernel checks that user's permissions: what it may not
+                 *     read or write (/etc/shadow, /etc as "user") is 403 forbidden.
+                 *     Files and parent directories it makes belong to that user.
                  */
                 user?: components["parameters"]["User"];
                 /** @description Permission bits in octal (default 0644). */
@@ -1865,8 +1872,10 @@ export interface operations {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
                 /**
-                 * @description Whom the route acts as: "user" (the default) or "root". Files and
-                 *     parent directories it makes belong to that user.
+                 * @description Whom the route acts as: "user" (the default) or "root". The
+                 *     sandbox's kernel checks that user's permissions: what it may not
+                 *     read or write (/etc/shadow, /etc as "user") is 403 forbidden.
+                 *     Files and parent directories it makes belong to that user.
                  */
                 user?: components["parameters"]["User"];
                 recursive?: boolean;
@@ -1900,8 +1909,10 @@ export interface operations {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
                 /**
-                 * @description Whom the route acts as: "user" (the default) or "root". Files and
-                 *     parent directories it makes belong to that user.
+                 * @description Whom the route acts as: "user" (the default) or "root". The
+                 *     sandbox's kernel checks that user's permissions: what it may not
+                 *     read or write (/etc/shadow, /etc as "user") is 403 forbidden.
+                 *     Files and parent directories it makes belong to that user.
                  */
                 user?: components["parameters"]["User"];
                 /** @description At most this many entries (default all). A directory holding more answers the first limit entries it yields, sorted by name, with truncated true. */
@@ -1926,6 +1937,7 @@ export interface operations {
             };
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             default: components["responses"]["Error"];
@@ -1937,8 +1949,10 @@ export interface operations {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
                 /**
-                 * @description Whom the route acts as: "user" (the default) or "root". Files and
-                 *     parent directories it makes belong to that user.
+                 * @description Whom the route acts as: "user" (the default) or "root". The
+                 *     sandbox's kernel checks that user's permissions: what it may not
+                 *     read or write (/etc/shadow, /etc as "user") is 403 forbidden.
+                 *     Files and parent directories it makes belong to that user.
                  */
                 user?: components["parameters"]["User"];
             };
@@ -1961,6 +1975,7 @@ export interface operations {
             };
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             default: components["responses"]["Error"];
@@ -1972,8 +1987,10 @@ export interface operations {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
                 /**
-                 * @description Whom the route acts as: "user" (the default) or "root". Files and
-                 *     parent directories it makes belong to that user.
+                 * @description Whom the route acts as: "user" (the default) or "root". The
+                 *     sandbox's kernel checks that user's permissions: what it may not
+                 *     read or write (/etc/shadow, /etc as "user") is 403 forbidden.
+                 *     Files and parent directories it makes belong to that user.
                  */
                 user?: components["parameters"]["User"];
             };
@@ -2008,8 +2025,10 @@ export interface operations {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
                 /**
-                 * @description Whom the route acts as: "user" (the default) or "root". Files and
-                 *     parent directories it makes belong to that user.
+                 * @description Whom the route acts as: "user" (the default) or "root". The
+                 *     sandbox's kernel checks that user's permissions: what it may not
+                 *     read or write (/etc/shadow, /etc as "user") is 403 forbidden.
+                 *     Files and parent directories it makes belong to that user.
                  */
                 user?: components["parameters"]["User"];
             };
@@ -2032,6 +2051,7 @@ export interface operations {
             };
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             default: components["responses"]["Error"];
@@ -2043,8 +2063,10 @@ export interface operations {
                 /** @description A path inside the sandbox; relative paths are under /workspace. */
                 path: components["parameters"]["Path"];
                 /**
-                 * @description Whom the route acts as: "user" (the default) or "root". Files and
-                 *     parent directories it makes belong to that user.
+                 * @description Whom the route acts as: "user" (the default) or "root". The
+                 *     sandbox's kernel checks that user's permissions: what it may not
+                 *     read or write (/etc/shadow, /etc as "user") is 403 forbidden.
+                 *     Files and parent directories it makes belong to that user.
                  */
                 user?: components["parameters"]["User"];
             };
