@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/netip"
+		"net/netip"
 	"sort"
 	"sync"
 	"time"
@@ -26,26 +25,25 @@ var Isolations = []string{IsolationGVisor, IsolationMicroVM}
 // Isolation names ("" is the default's), and calls with an id only go to
 // the backend that last started, attached or resumed that id.
 //
-// It offers every optional capability; when the backend a call goes to
-// lacks it, the call fails with a not_supported error, except where the
-// manager has a path for a backend without it (Meter, Warmer, digests).
+// It offers every optional capability: each backend is wrapped in an
+// Adapter, which answers for a backend that lacks one.
 type Multi struct {
 	def      string
-	backends map[string]Backend
+	backends map[string]*Adapter
 
-	mu    sync.Mutex         // guards owner
-	owner map[string]Backend // sandbox id -> the backend that has it
+	mu    sync.Mutex          // guards owner
+	owner map[string]*Adapter // sandbox id -> the backend that has it
 }
 
 // NewMulti makes a Multi of backends, keyed by their names; def names the
 // default.
 func NewMulti(def string, backends ...Backend) (*Multi, error) {
-	m := &Multi{def: def, backends: map[string]Backend{}, owner: map[string]Backend{}}
+	m := &Multi{def: def, backends: map[string]*Adapter{}, owner: map[string]*Adapter{}}
 	for _, b := range backends {
 		if _, dup := m.backends[b.Name()]; dup {
 			return nil, fmt.Errorf("backend %q given twice", b.Name())
 		}
-		m.backends[b.Name()] = b
+		m.backends[b.Name()] = Adapt(b)
 	}
 	if _, ok := m.backends[def]; !ok {
 		return nil, fmt.Errorf("default backend %q not given", def)
@@ -69,10 +67,10 @@ func (m *Multi) Offered() []string {
 // pick is the backend spec's isolation names, remembered as id's owner.
 // A spec without one (a record older than isolations) goes to id's owner
 // when there is one, else to the default.
-func (m *Multi) pick(id string, spec Spec) (Backend, error) {
+func (m *Multi) pick(id string, spec Spec) (*Adapter, error) {
 	name := spec.Isolation
 	if name == "" {
-		if b := m.of(id); b != nil {
+		if b := m.ownerOf(id); b != nil {
 			return b, nil
 		}
 		name = m.def
@@ -87,22 +85,19 @@ func (m *Multi) pick(id string, spec Spec) (Backend, error) {
 	return b, nil
 }
 
-// of is the backend that has id, or nil.
-func (m *Multi) of(id string) Backend {
+// ownerOf is the backend that has id, or nil.
+func (m *Multi) ownerOf(id string) *Adapter {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.owner[id]
 }
 
-func (m *Multi) mustOf(id string) (Backend, error) {
-	if b := m.of(id); b != nil {
+// ownerOrNotFound is the backend that has id, or a not_found error.
+func (m *Multi) ownerOrNotFound(id string) (*Adapter, error) {
+	if b := m.ownerOf(id); b != nil {
 		return b, nil
 	}
 	return nil, Errorf(KindNotFound, "sandbox %s is not on this server", id)
-}
-
-func lacks(b Backend, what string) error {
-	return Errorf(KindNotSupported, "the %s isolation cannot %s", b.Name(), what)
 }
 
 func (m *Multi) Start(ctx context.Context, id string, spec Spec) (Instance, error) {
@@ -130,7 +125,7 @@ func (m *Multi) Resume(ctx context.Context, id string, spec Spec) (Instance, err
 }
 
 func (m *Multi) Pause(ctx context.Context, id string) error {
-	b, err := m.mustOf(id)
+	b, err := m.ownerOrNotFound(id)
 	if err != nil {
 		return err
 	}
@@ -141,7 +136,7 @@ func (m *Multi) Pause(ctx context.Context, id string) error {
 // earlier process not attached) goes to every backend: Destroy is
 // idempotent, and a backend without the id has nothing to remove.
 func (m *Multi) Destroy(ctx context.Context, id string) error {
-	if b := m.of(id); b != nil {
+	if b := m.ownerOf(id); b != nil {
 		if err := b.Destroy(ctx, id); err != nil {
 			return err
 		}
@@ -172,119 +167,86 @@ func (m *Multi) Sweep(ctx context.Context, keep func(id string) bool) error {
 	return errors.Join(errs...)
 }
 
-// CPUTime of a backend that is no Meter is always 0: its sandboxes are
-// billed for memory only, as a manager without a Meter bills them (an
-// error would fail the claims of pool members, which read the counter).
+// The optional capabilities go to id's backend through its Adapter, which
+// answers for a backend that lacks one as the manager treats a backend
+// without it (Meter, Warmer, digests), or with a not_supported error.
+
 func (m *Multi) CPUTime(id string) (time.Duration, error) {
-	b, err := m.mustOf(id)
+	b, err := m.ownerOrNotFound(id)
 	if err != nil {
 		return 0, err
 	}
-	if mt, ok := b.(Meter); ok {
-		return mt.CPUTime(id)
-	}
-	return 0, nil
+	return b.CPUTime(id)
 }
 
-// StartWarm boots a pool member; a backend that is no Warmer starts it
-// like any sandbox, as the manager does without a Warmer.
 func (m *Multi) StartWarm(ctx context.Context, id string, spec Spec) (Instance, error) {
 	b, err := m.pick(id, spec)
 	if err != nil {
 		return nil, err
 	}
-	if w, ok := b.(Warmer); ok {
-		return w.StartWarm(ctx, id, spec)
-	}
-	return b.Start(ctx, id, spec)
+	return b.StartWarm(ctx, id, spec)
 }
 
-// Claim is a no-op for a backend that is no Warmer: its members were
-// started at the normal priority.
 func (m *Multi) Claim(ctx context.Context, id string) error {
-	b, err := m.mustOf(id)
+	b, err := m.ownerOrNotFound(id)
 	if err != nil {
 		return err
 	}
-	if w, ok := b.(Warmer); ok {
-		return w.Claim(ctx, id)
-	}
-	return nil
+	return b.Claim(ctx, id)
 }
 
 func (m *Multi) SandboxAddr(id string) (netip.Addr, bool) {
-	if n, ok := m.of(id).(Networked); ok {
-		return n.SandboxAddr(id)
+	if b := m.ownerOf(id); b != nil {
+		return b.SandboxAddr(id)
 	}
 	return netip.Addr{}, false
 }
 
 func (m *Multi) SetOnline(id string, online bool) error {
-	b, err := m.mustOf(id)
+	b, err := m.ownerOrNotFound(id)
 	if err != nil {
 		return err
 	}
-	if n, ok := b.(Networked); ok {
-		return n.SetOnline(id, online)
-	}
-	return lacks(b, "give sandboxes a network")
+	return b.SetOnline(id, online)
 }
 
 func (m *Multi) Freeze(ctx context.Context, id string) error {
-	b, err := m.mustOf(id)
+	b, err := m.ownerOrNotFound(id)
 	if err != nil {
 		return err
 	}
-	if f, ok := b.(Freezer); ok {
-		return f.Freeze(ctx, id)
-	}
-	return lacks(b, "freeze sandboxes")
+	return b.Freeze(ctx, id)
 }
 
 func (m *Multi) Thaw(ctx context.Context, id string) error {
-	b, err := m.mustOf(id)
+	b, err := m.ownerOrNotFound(id)
 	if err != nil {
 		return err
 	}
-	if f, ok := b.(Freezer); ok {
-		return f.Thaw(ctx, id)
-	}
-	return lacks(b, "thaw sandboxes")
+	return b.Thaw(ctx, id)
 }
 
-// CheckpointDigest is "" for a backend that takes no digests: the manager
-// then resumes without checking one.
 func (m *Multi) CheckpointDigest(id string) string {
-	if d, ok := m.of(id).(CheckpointDigester); ok {
-		return d.CheckpointDigest(id)
+	if b := m.ownerOf(id); b != nil {
+		return b.CheckpointDigest(id)
 	}
 	return ""
 }
 
-// ResumeDigest refuses a digest the backend cannot check rather than
-// resume a shared checkpoint unchecked.
 func (m *Multi) ResumeDigest(ctx context.Context, id string, spec Spec, digest string) (Instance, error) {
 	b, err := m.pick(id, spec)
 	if err != nil {
 		return nil, err
 	}
-	if d, ok := b.(CheckpointDigester); ok {
-		return d.ResumeDigest(ctx, id, spec, digest)
-	}
-	if digest == "" {
-		return b.Resume(ctx, id, spec)
-	}
-	return nil, lacks(b, "check a checkpoint's digest")
+	return b.ResumeDigest(ctx, id, spec, digest)
 }
 
 // Close closes every backend that has a Close.
 func (m *Multi) Close() error {
 	var errs []error
 	for _, name := range m.Offered() {
-		if c, ok := m.backends[name].(io.Closer); ok {
-			if err := c.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			}
+		if err := m.backends[name].Close(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
 	return errors.Join(errs...)
