@@ -75,8 +75,8 @@ func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, t tenant,
 	// The boot's CPU is nobody's: without the counter's value now, the
 	// first sample would bill all of it to the account.
 	var counter int64
-	if meter, ok := m.cfg.Backend.(sandbox.Meter); ok {
-		cpu, err := meter.CPUTime(e.id)
+	if m.backend().Supports(sandbox.CapMeter) {
+		cpu, err := m.backend().CPUTime(e.id)
 		if err != nil {
 			return fail("reading a pool member's CPU counter", err)
 		}
@@ -150,10 +150,8 @@ func (m *Manager) backToPool(e *entry, mem *member) {
 func (m *Manager) applySpec(ctx context.Context, e *entry, spec sandbox.Spec) error {
 	// The priority first: at the lowest, the agent's answer below would
 	// wait behind every busy sandbox on the host.
-	if w, ok := m.cfg.Backend.(sandbox.Warmer); ok {
-		if err := w.Claim(ctx, e.id); err != nil {
-			return err
-		}
+	if err := m.backend().Claim(ctx, e.id); err != nil {
+		return err
 	}
 	if len(spec.Env) > 0 {
 		if err := m.putEnv(ctx, e, spec.Env); err != nil {
@@ -161,11 +159,10 @@ func (m *Manager) applySpec(ctx context.Context, e *entry, spec sandbox.Spec) er
 		}
 	}
 	if spec.Network.Internet {
-		nb, ok := m.cfg.Backend.(sandbox.Networked)
-		if !ok {
+		if !m.backend().Supports(sandbox.CapNetwork) {
 			return fmt.Errorf("the backend has no network")
 		}
-		if err := nb.SetOnline(e.id, true); err != nil {
+		if err := m.backend().SetOnline(e.id, true); err != nil {
 			return err
 		}
 	}

@@ -245,7 +245,7 @@ func (m *Manager) EndAll(ctx context.Context, reason sandbox.EndReason) error {
 		keep[id] = true
 	}
 	m.mu.Unlock()
-	return m.cfg.Backend.Sweep(ctx, func(id string) bool { return keep[id] })
+	return m.backend().Sweep(ctx, func(id string) bool { return keep[id] })
 }
 
 // endOne is one sandbox of EndAll.
@@ -333,11 +333,10 @@ func (m *Manager) freezeOne(ctx context.Context, e *entry) (bool, error) {
 	if !need {
 		return false, nil
 	}
-	f, ok := m.cfg.Backend.(sandbox.Freezer)
-	if !ok {
+	if !m.backend().Supports(sandbox.CapFreeze) {
 		return true, nil
 	}
-	err := f.Freeze(context.WithoutCancel(ctx), e.id)
+	err := m.backend().Freeze(context.WithoutCancel(ctx), e.id)
 	if err != nil {
 		// Not frozen: the next Fence tries again, and it is billed.
 		m.log.warn(e.id, "freezing sandbox", err)
@@ -362,8 +361,8 @@ func (m *Manager) thaw(ctx context.Context, e *entry, gen uint64) {
 	if !was {
 		return
 	}
-	if f, ok := m.cfg.Backend.(sandbox.Freezer); ok {
-		if err := f.Thaw(context.WithoutCancel(ctx), e.id); err != nil {
+	if m.backend().Supports(sandbox.CapFreeze) {
+		if err := m.backend().Thaw(context.WithoutCancel(ctx), e.id); err != nil {
 			m.log.warn(e.id, "thawing sandbox", err)
 		}
 	}

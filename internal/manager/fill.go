@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
 // Refilling: one member at a time, after users' work (it waits up to
@@ -96,16 +94,11 @@ func (m *Manager) fillOne() bool {
 		}
 	}()
 	began := time.Now()
-	var inst sandbox.Instance
-	var err error
-	if w, ok := m.cfg.Backend.(sandbox.Warmer); ok {
-		inst, err = w.StartWarm(ctx, id, spec)
-	} else {
-		inst, err = m.cfg.Backend.Start(ctx, id, spec)
-	}
+	// A backend that is no Warmer starts it like any sandbox.
+	inst, err := m.backend().StartWarm(ctx, id, spec)
 	if err != nil {
 		m.log.warn(id, "starting a pool member", err)
-		if err := m.cfg.Backend.Destroy(context.Background(), id); err != nil {
+		if err := m.backend().Destroy(context.Background(), id); err != nil {
 			m.log.warn(id, "destroying a pool member that did not start", err)
 		}
 		m.release(e)
@@ -145,7 +138,7 @@ func (m *Manager) destroyMember(mem *member, why string) {
 func (m *Manager) destroyLocked(e *entry, why string, refill bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := m.cfg.Backend.Destroy(ctx, e.id); err != nil {
+	if err := m.backend().Destroy(ctx, e.id); err != nil {
 		m.log.warn(e.id, "destroying a pool member", err)
 	}
 	m.release(e)

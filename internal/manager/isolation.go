@@ -7,23 +7,15 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// offerer is a backend made of several isolations (sandbox.Multi).
-type offerer interface{ Offered() []string }
-
 // offered lists the isolations this server runs: a plain backend runs its
 // own only.
-func (m *Manager) offered() []string {
-	if o, ok := m.cfg.Backend.(offerer); ok {
-		return o.Offered()
-	}
-	return []string{m.cfg.Backend.Name()}
-}
+func (m *Manager) offered() []string { return m.backend().Offered() }
 
 // Isolations lists the isolations this server runs, its default first:
 // what a node registers, so that placement sends a create only to a node
 // that runs its isolation.
 func (m *Manager) Isolations() []string {
-	def := m.cfg.Backend.Name()
+	def := m.backend().Name()
 	out := []string{def}
 	for _, n := range m.offered() {
 		if n != def {
@@ -37,7 +29,7 @@ func (m *Manager) Isolations() []string {
 // so that a record always names the isolation it has.
 func (m *Manager) isolationFor(name string) (string, error) {
 	if name == "" {
-		return m.cfg.Backend.Name(), nil
+		return m.backend().Name(), nil
 	}
 	if err := sandbox.CheckIsolation(name); err != nil {
 		return "", err

@@ -48,11 +48,11 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 		m.release(e)
 		return nil, err
 	}
-	inst, err := m.cfg.Backend.Start(ctx, id, spec)
+	inst, err := m.backend().Start(ctx, id, spec)
 	if err != nil {
 		m.log.warn(id, "starting sandbox", err)
 		// The id is new: whatever the backend made of it is this call's.
-		if err := m.cfg.Backend.Destroy(context.WithoutCancel(ctx), id); err != nil {
+		if err := m.backend().Destroy(context.WithoutCancel(ctx), id); err != nil {
 			m.log.warn(id, "destroying a sandbox that did not start", err)
 		}
 		m.release(e)
@@ -210,7 +210,7 @@ func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sa
 	if err := m.settle(ctx, e, rec, now); stale(err) {
 		return nil, m.dropStale(ctx, e, rec)
 	}
-	if err := m.cfg.Backend.Pause(ctx, e.id); err != nil {
+	if err := m.backend().Pause(ctx, e.id); err != nil {
 		m.log.warn(e.id, "pausing sandbox", err)
 		m.finish(ctx, e, sandbox.EndError, "the sandbox could not be paused")
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox could not be paused and was stopped")
@@ -223,10 +223,7 @@ func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sa
 	paused.State, paused.PausedAt, paused.RetentionEndsAt = sandbox.StatePaused, &now, &retention
 	paused.Usage.SampledAt = now
 	paused.Checkpoint = nil
-	var digest string
-	if d, ok := m.cfg.Backend.(sandbox.CheckpointDigester); ok {
-		digest = d.CheckpointDigest(e.id)
-	}
+	digest := m.backend().CheckpointDigest(e.id)
 	if m.cfg.SharedCheckpoints {
 		// The backend left it in the shared storage: any node that can
 		// restore it may resume it, once it checked it is this one.
@@ -252,7 +249,7 @@ func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sa
 // whether it runs again. It is counted again without being refused: its
 // room was its own a moment ago. The caller holds e.mu.
 func (m *Manager) undoPause(ctx context.Context, e *entry, account string, spec sandbox.Spec) bool {
-	inst, err := m.cfg.Backend.Resume(ctx, e.id, spec)
+	inst, err := m.backend().Resume(ctx, e.id, spec)
 	if err != nil {
 		m.log.warn(e.id, "resuming a sandbox whose pause was not recorded", err)
 		return false
@@ -335,11 +332,10 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 // one only when it is still what the pause saved (its digest, when the
 // backend takes them): the shared storage is written by every node.
 func (m *Manager) restore(ctx context.Context, rec *sandbox.Record) (sandbox.Instance, error) {
-	d, ok := m.cfg.Backend.(sandbox.CheckpointDigester)
-	if cp := rec.Checkpoint; ok && cp != nil && cp.Shared && cp.Digest != "" {
-		return d.ResumeDigest(ctx, rec.ID, withIsolation(rec), cp.Digest)
+	if cp := rec.Checkpoint; m.backend().Supports(sandbox.CapDigest) && cp != nil && cp.Shared && cp.Digest != "" {
+		return m.backend().ResumeDigest(ctx, rec.ID, withIsolation(rec), cp.Digest)
 	}
-	return m.cfg.Backend.Resume(ctx, rec.ID, withIsolation(rec))
+	return m.backend().Resume(ctx, rec.ID, withIsolation(rec))
 }
 
 // recordResumed records a restored sandbox (attached already) running,
@@ -364,7 +360,7 @@ func (m *Manager) recordResumed(ctx context.Context, e *entry, starting, paused 
 	}
 	// Unrecorded, it would run billed as paused: it is paused again.
 	m.log.warn(id, "recording the resume", err)
-	if perr := m.cfg.Backend.Pause(context.WithoutCancel(ctx), id); perr != nil {
+	if perr := m.backend().Pause(context.WithoutCancel(ctx), id); perr != nil {
 		m.log.warn(id, "pausing a sandbox whose resume was not recorded", perr)
 		m.finish(ctx, e, sandbox.EndError, "the resume could not be recorded")
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the resume could not be recorded; the sandbox was stopped")

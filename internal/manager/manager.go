@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,9 @@ import (
 type Manager struct {
 	cfg Config
 	log *sandboxLogger
+	// adapter is cfg.Backend in the adapter that answers for the
+	// optional capabilities it lacks (backend).
+	adapter *sandbox.Adapter
 
 	// mu guards entries, live, byAddr, every entry's refs and the fields
 	// the entry marks as guarded by it.
@@ -51,6 +53,7 @@ func New(cfg Config) (*Manager, error) {
 	return &Manager{
 		cfg:     cfg,
 		log:     &sandboxLogger{cfg.Logger},
+		adapter: sandbox.Adapt(cfg.Backend),
 		entries: map[string]*entry{},
 		live:    map[string]*entry{},
 		byAddr:  map[netip.Addr]*entry{},
@@ -58,6 +61,16 @@ func New(cfg Config) (*Manager, error) {
 		pools:   newPools(cfg.Pools),
 		stop:    make(chan struct{}),
 	}, nil
+}
+
+// backend is the manager's backend with every optional capability as a
+// method: the manager never asks a backend what it implements, and takes
+// its own path for a missing capability only where Supports says so.
+func (m *Manager) backend() *sandbox.Adapter {
+	if m.adapter == nil { // a Manager made without New, in a test
+		return sandbox.Adapt(m.cfg.Backend)
+	}
+	return m.adapter
 }
 
 func newID() string {
@@ -163,7 +176,7 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 			return m.afterStale(ctx, e.id)
 		}
 	}
-	if err := m.cfg.Backend.Destroy(ctx, e.id); err != nil {
+	if err := m.backend().Destroy(ctx, e.id); err != nil {
 		m.log.warn(e.id, "destroying sandbox", err)
 	}
 	m.release(e)
@@ -215,7 +228,7 @@ func (m *Manager) finishShared(ctx context.Context, e *entry, rec *sandbox.Recor
 		m.log.warn(e.id, "recording the end", err)
 		return nil, fmt.Errorf("recording end of %s: %w", e.id, err)
 	}
-	if err := m.cfg.Backend.Destroy(ctx, e.id); err != nil {
+	if err := m.backend().Destroy(ctx, e.id); err != nil {
 		m.log.warn(e.id, "destroying the checkpoint", err)
 	}
 	m.release(e)
@@ -247,10 +260,8 @@ func (m *Manager) Close() {
 	}
 	m.wg.Wait()
 	m.closePools()
-	if c, ok := m.cfg.Backend.(io.Closer); ok {
-		if err := c.Close(); err != nil {
-			m.cfg.Logger.Warn("closing the backend", "err", err)
-		}
+	if err := m.backend().Close(); err != nil {
+		m.cfg.Logger.Warn("closing the backend", "err", err)
 	}
 }
 

@@ -53,8 +53,8 @@ func (m *Manager) runningDelta(e *entry, rec *sandbox.Record, now time.Time) (st
 		dt = 0
 	}
 	var dCPU int64
-	if meter, ok := m.cfg.Backend.(sandbox.Meter); ok && e.inst != nil {
-		cpu, err := meter.CPUTime(e.id)
+	if m.backend().Supports(sandbox.CapMeter) && e.inst != nil {
+		cpu, err := m.backend().CPUTime(e.id)
 		if err != nil && !e.cpuWarned {
 			// Billed for memory only until the counter reads again.
 			e.cpuWarned = true

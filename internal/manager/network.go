@@ -20,7 +20,7 @@ func (m *Manager) networkFor(n *api.Network) (sandbox.Network, error) {
 		return sandbox.Network{}, invalid("network.allow needs internet: true")
 	}
 	if n.Internet {
-		if _, ok := m.cfg.Backend.(sandbox.Networked); !ok || !m.cfg.Egress {
+		if !m.backend().Supports(sandbox.CapNetwork) || !m.cfg.Egress {
 			return sandbox.Network{}, sandbox.Errorf(sandbox.KindNotSupported, "this server offers no network access to sandboxes")
 		}
 	}
@@ -44,11 +44,10 @@ func (m *Manager) SandboxByAddr(addr netip.Addr) (egress.Sandbox, bool) {
 
 // indexAddr records the sandbox-side address of a live entry.
 func (m *Manager) indexAddr(e *entry, n sandbox.Network) {
-	nb, ok := m.cfg.Backend.(sandbox.Networked)
-	if !ok {
+	if !m.backend().Supports(sandbox.CapNetwork) {
 		return
 	}
-	addr, ok := nb.SandboxAddr(e.id)
+	addr, ok := m.backend().SandboxAddr(e.id)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e.network = n
@@ -89,8 +88,8 @@ func (m *Manager) SetNetwork(ctx context.Context, account, id string, n api.Netw
 		return nil, elsewhere(rec, "change the network of")
 	}
 	if rec.State == sandbox.StateRunning && e.inst != nil {
-		if nb, ok := m.cfg.Backend.(sandbox.Networked); ok {
-			if err := nb.SetOnline(id, policy.Internet); err != nil {
+		if m.backend().Supports(sandbox.CapNetwork) {
+			if err := m.backend().SetOnline(id, policy.Internet); err != nil {
 				return nil, err
 			}
 		}

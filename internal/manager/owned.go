@@ -78,7 +78,7 @@ func (m *Manager) dropHere(ctx context.Context, e *entry, rec *sandbox.Record) {
 // teardown destroys a sandbox on the backend and forgets it here, without
 // a record write. The caller holds e.mu.
 func (m *Manager) teardown(ctx context.Context, e *entry) {
-	if err := m.cfg.Backend.Destroy(context.WithoutCancel(ctx), e.id); err != nil {
+	if err := m.backend().Destroy(context.WithoutCancel(ctx), e.id); err != nil {
 		m.log.warn(e.id, "destroying sandbox", err)
 	}
 	m.release(e)

@@ -221,13 +221,13 @@ func (m *Manager) poolKeyOf(spec sandbox.Spec) (poolKey, bool) {
 	if _, ok := m.pools.target[key]; !ok {
 		return key, false
 	}
-	return key, spec.Isolation == m.cfg.Backend.Name() && spec.Image == image.DefaultName && spec.DiskMiB == m.cfg.DiskMiB && spec.PidsLimit == m.cfg.PidsLimit
+	return key, spec.Isolation == m.backend().Name() && spec.Image == image.DefaultName && spec.DiskMiB == m.cfg.DiskMiB && spec.PidsLimit == m.cfg.PidsLimit
 }
 
 // memberSpec is what a member of key boots as.
 func (m *Manager) memberSpec(key poolKey) sandbox.Spec {
 	return sandbox.Spec{
-		Isolation: m.cfg.Backend.Name(),
+		Isolation: m.backend().Name(),
 		Image:     image.DefaultName, VCPUs: key.vcpus, MemoryMiB: key.memoryMiB,
 		DiskMiB: m.cfg.DiskMiB, PidsLimit: m.cfg.PidsLimit,
 		Timeout: m.cfg.DefaultTimeout, OnLeaseEnd: sandbox.OnLeaseEndStop,

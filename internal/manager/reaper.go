@@ -28,7 +28,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 		var inst sandbox.Instance
 		if rec.State == sandbox.StateRunning {
-			inst, err = m.cfg.Backend.Attach(ctx, rec.ID, withIsolation(rec))
+			inst, err = m.backend().Attach(ctx, rec.ID, withIsolation(rec))
 		}
 		if inst != nil && err == nil && m.admitRecovered(ctx, e, rec) {
 			m.attach(e, inst)
@@ -49,7 +49,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		// checkpoint: the reaper tries again.
 		keep[rec.ID] = rec.State != sandbox.StateStarting || resuming(rec)
 	}
-	if err := m.cfg.Backend.Sweep(ctx, func(id string) bool { return keep[id] }); err != nil {
+	if err := m.backend().Sweep(ctx, func(id string) bool { return keep[id] }); err != nil {
 		m.cfg.Logger.Warn("sweeping leftovers", "err", err)
 	}
 	m.every(m.cfg.ReapInterval, m.Reap)
@@ -166,7 +166,7 @@ func (m *Manager) recoverStarting(ctx context.Context, e *entry, rec *sandbox.Re
 // checkpoint kept. A record that cannot be put back stays starting, and
 // the reaper tries again. The caller holds e.mu.
 func (m *Manager) recoverResume(ctx context.Context, e *entry, rec *sandbox.Record) {
-	if inst, err := m.cfg.Backend.Attach(ctx, rec.ID, withIsolation(rec)); err == nil && inst != nil {
+	if inst, err := m.backend().Attach(ctx, rec.ID, withIsolation(rec)); err == nil && inst != nil {
 		m.admitRecovered(ctx, e, rec)
 		m.attach(e, inst)
 		m.indexAddr(e, rec.Spec.Network)
