@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
@@ -32,7 +33,7 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.StringVar(&cfg.SDKDir, "sdk-dir", "", "the `DIR` of the SDK packages served without a key at /sdk/ (default CACHE_DIR/sdk, which setup fills)")
 	managerFlags(fs, &cfg)
 	isolationFlags(fs, &cfg)
-	fs.IntVar(&cfg.MaxConns, "max-conns", httpapi.DefaultMaxConns, "how many API client connections may be open at once (the longest-waiting one without a request in progress makes room for a new one)")
+	fs.IntVar(&cfg.MaxConns, "max-conns", admission.DefaultMaxConns, "how many API client connections may be open at once (the longest-waiting one without a request in progress makes room for a new one)")
 	fs.IntVar(&cfg.AgentMemoryMiB, "agent-memory-budget", 1024, "`MIB` of memory the server may hold of sandboxes' answers in progress, all together; an account gets a quarter, a sandbox an eighth, and requests past them get 429 rate_limited (past the total 503 capacity_exhausted)")
 	fs.BoolVar(&cfg.Trial.Enabled, "allow-trial", false, "let clients obtain trial accounts (POST /v1/trial, rate-limited per client address)")
 	fs.Float64Var(&cfg.Trial.Hours, "trial-hours", httpapi.DefaultTrialHours, "free sandbox hours of each trial account, in hours of the default size (2 vCPUs, 4 GiB): a larger sandbox, or one with more than two CPUs busy, uses them faster, a smaller idle one slower")

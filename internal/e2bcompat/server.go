@@ -33,7 +33,7 @@ const baseURL = "http://withruntime.in-process"
 type Config struct {
 	// API is withruntime's own API handler, called in-process. It must
 	// not depend on the connection of the request it serves: the server
-	// wraps it with httpapi.OnBehalf, which spares the outer connection
+	// wraps it with admission.OnBehalf, which spares the outer connection
 	// under the caller's account and counts the calls per account.
 	API http.Handler
 	// Secret (32 bytes) seals access tokens.

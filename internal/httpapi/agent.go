@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
@@ -151,8 +152,8 @@ func keepAgentHeaders(h http.Header) {
 func (s *server) agentError(w http.ResponseWriter, r *http.Request, c caller, err error) {
 	var tl *http.MaxBytesError
 	switch {
-	case stalledBody(r.Context()) != nil:
-		writeError(w, r, stalledBody(r.Context()))
+	case admission.StalledBody(r.Context()) != nil:
+		writeError(w, r, admission.StalledBody(r.Context()))
 	case errors.As(err, &tl):
 		writeError(w, r, sandbox.Wrap(sandbox.KindPayloadTooLarge, err, fmt.Sprintf("request body is larger than %d bytes", tl.Limit)))
 	case errors.Is(err, errAgentSwitch):

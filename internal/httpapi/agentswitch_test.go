@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -93,7 +94,7 @@ func TestAgentCannotSwitchProtocols(t *testing.T) {
 			e.fake.mu.Lock()
 			e.fake.agentAddr = agentAddr
 			e.fake.mu.Unlock()
-			addr, l := limitedServer(t, e, ConnLimits{}, nil)
+			addr, l := limitedServer(t, e, admission.ConnLimits{}, nil)
 			req := "GET /v1/sandboxes/sbx-1/files/list?path=. HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + e.keys[store.KeyFull] + "\r\n"
 			if tt.upgrade != "" {
 				req += "Connection: Upgrade\r\nUpgrade: " + tt.upgrade + "\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
@@ -120,9 +121,8 @@ func TestAgentCannotSwitchProtocols(t *testing.T) {
 			// Nothing was taken over: the client's connection waits like
 			// any idle one.
 			eventually(t, "every connection is evictable", func() bool {
-				l.mu.Lock()
-				defer l.mu.Unlock()
-				return l.open == 1 && l.waiting.Len() == 1 && l.spared == 0
+				s := l.Stats()
+				return s.Open == 1 && s.Waiting == 1 && s.Spared == 0
 			})
 		})
 	}
@@ -132,7 +132,7 @@ func TestAgentIsNotAskedToContinue(t *testing.T) {
 	// 100 Continue would be a 1xx from the agent: the API asks none, and
 	// a client's Expect is answered by the server itself.
 	e := newEnv(t, nil)
-	addr, _ := limitedServer(t, e, ConnLimits{}, nil)
+	addr, _ := limitedServer(t, e, admission.ConnLimits{}, nil)
 	body := strings.Repeat("y", 10<<10)
 	req, _ := http.NewRequestWithContext(t.Context(), "PUT", "http://"+addr+"/v1/sandboxes/sbx-1/files?path=a.txt", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+e.keys[store.KeyFull])

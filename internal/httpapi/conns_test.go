@@ -16,19 +16,20 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
 // limitedServer serves the API of e again, on a loopback listener with
 // lim, wired as the real server wires it.
-func limitedServer(t *testing.T, e *testEnv, lim ConnLimits, mod func(*Config)) (string, *Listener) {
+func limitedServer(t *testing.T, e *testEnv, lim admission.ConnLimits, mod func(*Config)) (string, *admission.Listener) {
 	t.Helper()
 	nl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	lim.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
-	l := Listen(nl, lim)
+	l := admission.Listen(nl, lim)
 	cfg := Config{Sandboxes: e.fake, Store: e.store, Secrets: e.vault, Logger: lim.Logger}
 	if mod != nil {
 		mod(&cfg)
@@ -48,19 +49,12 @@ func limitedServer(t *testing.T, e *testEnv, lim ConnLimits, mod func(*Config)) 
 	return nl.Addr().String(), l
 }
 
-var idleMarksOf sync.Map // *Listener -> *atomic.Int64
+var idleMarksOf sync.Map // *admission.Listener -> *atomic.Int64
 
 // idleMarks counts the times l's server marked a connection idle.
-func idleMarks(l *Listener) *atomic.Int64 {
+func idleMarks(l *admission.Listener) *atomic.Int64 {
 	v, _ := idleMarksOf.LoadOrStore(l, new(atomic.Int64))
 	return v.(*atomic.Int64)
-}
-
-// openConns is how many connections l holds.
-func (l *Listener) openConns() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.open
 }
 
 // eventually waits (generously) for cond.
@@ -75,9 +69,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 // slowClient connects and sends part of a request line; the Listener
 // has admitted it when it returns.
-func slowClient(t *testing.T, addr string, l *Listener) net.Conn {
+func slowClient(t *testing.T, addr string, l *admission.Listener) net.Conn {
 	t.Helper()
-	before := l.openConns()
+	before := l.Stats().Open
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +80,7 @@ func slowClient(t *testing.T, addr string, l *Listener) net.Conn {
 	if _, err := io.WriteString(c, "GET /v1/heal"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the connection is admitted", func() bool { return l.openConns() > before || l.openConns() == l.max })
+	eventually(t, "the connection is admitted", func() bool { s := l.Stats(); return s.Open > before || s.Open == s.Max })
 	return c
 }
 
@@ -138,22 +132,22 @@ func TestListenerEvictsLongestWaiting(t *testing.T) {
 		name string
 		// open opens three connections in order and names the one a
 		// fourth must evict.
-		open func(t *testing.T, addr string, l *Listener) (victim net.Conn, others []net.Conn)
+		open func(t *testing.T, addr string, l *admission.Listener) (victim net.Conn, others []net.Conn)
 	}{
-		{"the oldest of slow clients", func(t *testing.T, addr string, l *Listener) (net.Conn, []net.Conn) {
+		{"the oldest of slow clients", func(t *testing.T, addr string, l *admission.Listener) (net.Conn, []net.Conn) {
 			a := slowClient(t, addr, l)
 			b := slowClient(t, addr, l)
 			c := slowClient(t, addr, l)
 			return a, []net.Conn{b, c}
 		}},
-		{"an idle connection before newer slow clients", func(t *testing.T, addr string, l *Listener) (net.Conn, []net.Conn) {
+		{"an idle connection before newer slow clients", func(t *testing.T, addr string, l *admission.Listener) (net.Conn, []net.Conn) {
 			a := health(t, addr)
 			eventually(t, "the first is idle", func() bool { return idleMarks(l).Load() == 1 })
 			b := slowClient(t, addr, l)
 			c := slowClient(t, addr, l)
 			return a, []net.Conn{b, c}
 		}},
-		{"a slow client before a connection that went idle later", func(t *testing.T, addr string, l *Listener) (net.Conn, []net.Conn) {
+		{"a slow client before a connection that went idle later", func(t *testing.T, addr string, l *admission.Listener) (net.Conn, []net.Conn) {
 			a := slowClient(t, addr, l)
 			b := health(t, addr) // accepted after a, idle after a
 			eventually(t, "the second is idle", func() bool { return idleMarks(l).Load() == 1 })
@@ -164,9 +158,9 @@ func TestListenerEvictsLongestWaiting(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, nil)
-			addr, l := limitedServer(t, e, ConnLimits{MaxConns: 3}, nil)
+			addr, l := limitedServer(t, e, admission.ConnLimits{MaxConns: 3}, nil)
 			victim, others := tt.open(t, addr, l)
-			if got := l.openConns(); got != 3 {
+			if got := l.Stats().Open; got != 3 {
 				t.Fatalf("open connections: got %d, want 3", got)
 			}
 			health(t, addr) // the fourth, answered
@@ -178,7 +172,7 @@ func TestListenerEvictsLongestWaiting(t *testing.T) {
 					t.Errorf("connection %d was closed, want it open", i+2)
 				}
 			}
-			if got := l.openConns(); got > 3 {
+			if got := l.Stats().Open; got > 3 {
 				t.Errorf("open connections: got %d, want at most 3", got)
 			}
 			if !strings.Contains(e.logs.String(), "shedding API connections") {
@@ -262,16 +256,15 @@ func finish(t *testing.T, streams ...func() (string, error)) {
 
 // sparedConns is how many connections l spares for requests in progress, in
 // all and of account.
-func (l *Listener) sparedConns(account string) (all, of int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.spared, l.byAccount[account]
+func sparedConns(l *admission.Listener, account string) (all, of int) {
+	s := l.Stats()
+	return s.Spared, s.ByAccount[account]
 }
 
 func TestListenerNeverEvictsRequestsInProgress(t *testing.T) {
 	e := newEnv(t, nil)
 	release := gateExecs(t, e)
-	addr, l := limitedServer(t, e, ConnLimits{MaxConns: 3, MaxPerAccount: 3}, nil)
+	addr, l := limitedServer(t, e, admission.ConnLimits{MaxConns: 3, MaxPerAccount: 3}, nil)
 	key := e.keys[store.KeyFull]
 
 	first := execInProgress(t, addr, key, "sbx-1")
@@ -301,18 +294,18 @@ func TestListenerNeverEvictsRequestsInProgress(t *testing.T) {
 func TestListenerCapsRequestsInProgress(t *testing.T) {
 	tests := []struct {
 		name        string
-		lim         ConnLimits
+		lim         admission.ConnLimits
 		held        int    // acct1's execs in progress, all spared
 		wantStatus  int    // of the next exec, acct1's or the admin's
 		wantCode    string // its error
 		byOtherAcct bool   // the next exec is the admin account's
 		wantMessage string
 	}{
-		{"one account's share", ConnLimits{MaxConns: 8, MaxPerAccount: 2}, 2,
+		{"one account's share", admission.ConnLimits{MaxConns: 8, MaxPerAccount: 2}, 2,
 			http.StatusTooManyRequests, "rate_limited", false, "too many requests in progress for this account"},
-		{"another account past the first's share", ConnLimits{MaxConns: 8, MaxPerAccount: 2}, 2,
+		{"another account past the first's share", admission.ConnLimits{MaxConns: 8, MaxPerAccount: 2}, 2,
 			http.StatusOK, "", true, ""},
-		{"the reserve", ConnLimits{MaxConns: 4, MaxPerAccount: 4}, 3,
+		{"the reserve", admission.ConnLimits{MaxConns: 4, MaxPerAccount: 4}, 3,
 			http.StatusServiceUnavailable, "capacity_exhausted", true, "too many requests in progress"},
 	}
 	for _, tt := range tests {
@@ -324,7 +317,7 @@ func TestListenerCapsRequestsInProgress(t *testing.T) {
 			for range tt.held {
 				held = append(held, execInProgress(t, addr, e.keys[store.KeyFull], "sbx-1"))
 			}
-			if all, of := l.sparedConns("acct1"); all != tt.held || of != tt.held {
+			if all, of := sparedConns(l, "acct1"); all != tt.held || of != tt.held {
 				t.Fatalf("spared connections: got %d (%d of acct1), want %d", all, of, tt.held)
 			}
 			key, id := e.keys[store.KeyFull], "sbx-1"
@@ -349,9 +342,8 @@ func TestListenerCapsRequestsInProgress(t *testing.T) {
 				}
 				// Refused, its connection waits like any idle one.
 				eventually(t, "the refused request's connection is evictable", func() bool {
-					l.mu.Lock()
-					defer l.mu.Unlock()
-					return l.waiting.Len() == l.open-tt.held
+					s := l.Stats()
+					return s.Waiting == s.Open-tt.held
 				})
 			}
 			// Whatever the key holders hold, a new client finds a slot.
@@ -361,7 +353,7 @@ func TestListenerCapsRequestsInProgress(t *testing.T) {
 			release()
 			finish(t, held...)
 			eventually(t, "the spared connections are given back", func() bool {
-				all, _ := l.sparedConns("acct1")
+				all, _ := sparedConns(l, "acct1")
 				return all == 0
 			})
 			// Given back, the share is there for a new request.
@@ -375,7 +367,7 @@ func TestListenerEvictsKeylessRequests(t *testing.T) {
 	// A keyless request whose body dribbles in (POST /v1/trial) must not
 	// pin a slot the way a key holder's request does.
 	e := newEnv(t, nil)
-	addr, l := limitedServer(t, e, ConnLimits{MaxConns: 1}, func(c *Config) { c.Trial.Enabled = true })
+	addr, l := limitedServer(t, e, admission.ConnLimits{MaxConns: 1}, func(c *Config) { c.Trial.Enabled = true })
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -383,10 +375,9 @@ func TestListenerEvictsKeylessRequests(t *testing.T) {
 	defer c.Close()
 	io.WriteString(c, "POST /v1/trial HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 	eventually(t, "the trial handler reads the body", func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		front := l.waiting.Front()
-		return front != nil && !front.Value.(*conn).reading.Load()
+		// The one connection waits, evictable, past its headers.
+		s := l.Stats()
+		return s.Waiting == 1 && s.Reading == 0
 	})
 	health(t, addr)
 	if !closedByServer(c) {
@@ -396,15 +387,15 @@ func TestListenerEvictsKeylessRequests(t *testing.T) {
 
 func TestHeaderTooLarge(t *testing.T) {
 	e := newEnv(t, nil)
-	addr, _ := limitedServer(t, e, ConnLimits{}, nil)
+	addr, _ := limitedServer(t, e, admission.ConnLimits{}, nil)
 	tests := []struct {
 		name       string
 		pad        int
 		wantStatus int
 	}{
 		{"small", 1 << 10, http.StatusOK},
-		{"just under the bound", DefaultMaxHeaderBytes - 5<<10, http.StatusOK},
-		{"just over the bound", DefaultMaxHeaderBytes + 1, http.StatusRequestHeaderFieldsTooLarge},
+		{"just under the bound", admission.DefaultMaxHeaderBytes - 5<<10, http.StatusOK},
+		{"just over the bound", admission.DefaultMaxHeaderBytes + 1, http.StatusRequestHeaderFieldsTooLarge},
 		{"over 1 MiB", 2 << 20, http.StatusRequestHeaderFieldsTooLarge},
 	}
 	for _, tt := range tests {
@@ -445,118 +436,6 @@ func TestHeaderTooLarge(t *testing.T) {
 	}
 }
 
-func TestHeaderEnd(t *testing.T) {
-	tests := []struct {
-		name  string
-		reads []string
-		want  bool
-	}{
-		{"CRLF in one read", []string{"GET / HTTP/1.1\r\nHost: x\r\n\r\n"}, true},
-		{"bare newlines", []string{"GET / HTTP/1.1\nHost: x\n\n"}, true},
-		{"split across reads", []string{"GET / HTTP/1.1\r\nHost: x\r", "\n", "\r", "\n"}, true},
-		{"split after the first newline", []string{"GET / HTTP/1.1\r\nHost: x\r\n", "\r\nbody"}, true},
-		{"a line still coming", []string{"GET / HTTP/1.1\r\nHost: x\r\n", "X-Slow: a", "a"}, false},
-		{"no line yet", []string{"GET /v1/heal"}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var tail [2]byte
-			got := false
-			for _, r := range tt.reads {
-				var end bool
-				end, tail = headerEnd(tail, []byte(r))
-				got = got || end
-			}
-			if got != tt.want {
-				t.Errorf("got %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestListenerSparesDeliveredHeaders(t *testing.T) {
-	// No http.Server here: the accepted connections are never read unless
-	// the test reads them, as when the server is too busy to get to them.
-	nl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := Listen(nl, ConnLimits{MaxConns: 3})
-	defer l.Close()
-	accepted := make(chan net.Conn, 16)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				close(accepted)
-				return
-			}
-			accepted <- c
-		}
-	}()
-	dial := func(send string) (client, server net.Conn) {
-		t.Helper()
-		c, err := net.Dial("tcp", nl.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		io.WriteString(c, send)
-		select {
-		case s := <-accepted:
-			t.Cleanup(func() { s.Close() })
-			return c, s
-		case <-time.After(10 * time.Second):
-			t.Fatal("not accepted")
-		}
-		return nil, nil
-	}
-	const whole = "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
-	slow1, _ := dial("GET /v1/heal")
-	unread, unreadSrv := dial(whole) // delivered, still in the kernel
-	readIn, readInSrv := dial(whole) // delivered, read by the server
-	slow2, _ := dial("GET /v1/heal") // evicts slow1: it waited longest
-	eventually(t, "the kernel has the whole request", func() bool {
-		return peek(unreadSrv.(*conn).Conn, make([]byte, 64)) == len(whole)
-	})
-	if _, err := io.ReadFull(readInSrv, make([]byte, len(whole))); err != nil {
-		t.Fatal(err)
-	}
-	if !closedByServer(slow1) {
-		t.Fatal("the first slow client is still open, want it evicted")
-	}
-	// Full with unread, readIn and slow2: a newcomer must evict slow2, the
-	// only one that has not delivered its headers, though it came last.
-	newcomer, newcomerSrv := dial("GET /v1/heal")
-	if !closedByServer(slow2) {
-		t.Error("the slow client is still open, want it evicted")
-	}
-	for name, c := range map[string]net.Conn{"unread": unread, "read": readIn, "newcomer": newcomer} {
-		if !stillOpen(c) {
-			t.Errorf("the %s connection was closed, want it open", name)
-		}
-	}
-	// The newcomer delivers too: with no one left to evict, the next
-	// connection is refused.
-	io.WriteString(newcomer, whole[len("GET /v1/heal"):])
-	eventually(t, "the kernel has the newcomer's request", func() bool {
-		return peek(newcomerSrv.(*conn).Conn, make([]byte, 64)) == len(whole)
-	})
-	refused, err := net.Dial("tcp", nl.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer refused.Close()
-	if !closedByServer(refused) {
-		t.Error("a connection beyond the limit was admitted while every other had delivered its headers")
-	}
-	for name, c := range map[string]net.Conn{"unread": unread, "read": readIn, "newcomer": newcomer} {
-		if !stillOpen(c) {
-			t.Errorf("the %s connection was closed, want it open", name)
-		}
-	}
-}
-
 func TestBodyIdleTimeout(t *testing.T) {
 	const idle = 2 * time.Second
 	// put is a file upload of n bytes whose first sent bytes are sent.
@@ -585,7 +464,7 @@ func TestBodyIdleTimeout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, nil)
-			addr, l := limitedServer(t, e, ConnLimits{BodyIdleTimeout: idle}, nil)
+			addr, l := limitedServer(t, e, admission.ConnLimits{BodyIdleTimeout: idle}, nil)
 			req := strings.Replace(tt.req, "KEY", e.keys[store.KeyFull], 1)
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
@@ -615,7 +494,7 @@ func TestBodyIdleTimeout(t *testing.T) {
 			if !closedByServer(c) {
 				t.Error("the connection of the stalled body is still open")
 			}
-			eventually(t, "the slot is free", func() bool { return l.openConns() == 0 })
+			eventually(t, "the slot is free", func() bool { return l.Stats().Open == 0 })
 		})
 	}
 }
@@ -625,7 +504,7 @@ func TestBodyIdleTimeoutSparesLongAnswers(t *testing.T) {
 	const idle = 300 * time.Millisecond
 	e := newEnv(t, nil)
 	release := gateExecs(t, e)
-	addr, _ := limitedServer(t, e, ConnLimits{BodyIdleTimeout: idle}, nil)
+	addr, _ := limitedServer(t, e, admission.ConnLimits{BodyIdleTimeout: idle}, nil)
 	stream := execInProgress(t, addr, e.keys[store.KeyFull], "sbx-1")
 	time.Sleep(5 * idle)
 	release()
@@ -642,7 +521,7 @@ func TestListenerRefusesBeforeTheBody(t *testing.T) {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			e := newEnv(t, nil)
 			gateExecs(t, e)
-			addr, l := limitedServer(t, e, ConnLimits{MaxConns: 8, MaxPerAccount: 1, BodyIdleTimeout: idle}, nil)
+			addr, l := limitedServer(t, e, admission.ConnLimits{MaxConns: 8, MaxPerAccount: 1, BodyIdleTimeout: idle}, nil)
 			key := e.keys[store.KeyFull]
 			execInProgress(t, addr, key, "sbx-1")
 			c, resp := sendRaw(t, addr, "PUT /v1/sandboxes/sbx-1/files?path=a.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+key+
@@ -654,7 +533,7 @@ func TestListenerRefusesBeforeTheBody(t *testing.T) {
 			if !closedByServer(c) {
 				t.Error("the refused request's connection is still open, want it closed: its body was never read")
 			}
-			eventually(t, "its slot is free", func() bool { return l.openConns() == 1 })
+			eventually(t, "its slot is free", func() bool { return l.Stats().Open == 1 })
 		})
 	}
 }
@@ -663,7 +542,7 @@ func TestWriteIdleTimeout(t *testing.T) {
 	// A key holder whose client stops reading a long answer gives its
 	// slot back after the idle bound, where it would hold it for good.
 	e := newEnv(t, nil)
-	addr, l := limitedServer(t, e, ConnLimits{WriteIdleTimeout: time.Second}, nil)
+	addr, l := limitedServer(t, e, admission.ConnLimits{WriteIdleTimeout: time.Second}, nil)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -673,12 +552,12 @@ func TestWriteIdleTimeout(t *testing.T) {
 	io.WriteString(c, "GET /v1/sandboxes/sbx-1/files?path=big&size="+strconv.Itoa(256<<20)+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+
 		e.keys[store.KeyFull]+"\r\n\r\n")
 	eventually(t, "the download to be in progress", func() bool {
-		all, _ := l.sparedConns("acct1")
+		all, _ := sparedConns(l, "acct1")
 		return all == 1
 	})
 	// Nothing is read: the server's writes block, then run into the bound.
-	eventually(t, "the slot to be given back", func() bool { return l.openConns() == 0 })
-	if all, _ := l.sparedConns("acct1"); all != 0 {
+	eventually(t, "the slot to be given back", func() bool { return l.Stats().Open == 0 })
+	if all, _ := sparedConns(l, "acct1"); all != 0 {
 		t.Errorf("spared connections: got %d, want 0", all)
 	}
 }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -72,16 +71,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	// The status is sent; an encoding or write error can only mean the
 	// client went away.
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// headerTooLargeAnswer is the whole HTTP answer to a request whose line and
-// headers pass max bytes. No handler runs for it (the Listener answers),
-// so it is written out here: the code of a body that is too large, with
-// the status HTTP has for headers.
-func headerTooLargeAnswer(max int) []byte {
-	d := ErrorDetail(sandbox.Errorf(sandbox.KindPayloadTooLarge, "request headers too large: a request's line and headers may take at most %d bytes", max))
-	body, _ := json.Marshal(api.ErrorBody{Error: d}) // cannot fail: strings only
-	body = append(body, '\n')
-	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-		http.StatusRequestHeaderFieldsTooLarge, http.StatusText(http.StatusRequestHeaderFieldsTooLarge), len(body), body)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/client"
+	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/mcptools"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/selfcall"
@@ -57,10 +58,10 @@ type mcpCallKey struct{}
 
 func (s *server) mcpHandler() http.Handler {
 	schemas := mcp.NewSchemaCache()
-	slots := &mcpSlots{held: map[string]int{}}
+	slots := &mcpSlots{}
 	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		call, _ := r.Context().Value(mcpCallKey{}).(mcpCall)
-		inner := &http.Client{Transport: selfcall.Transport{Handler: slots.limit(call, InProcess(s))}}
+		inner := &http.Client{Transport: selfcall.Transport{Handler: slots.limit(call, admission.InProcess(s))}}
 		tools := mcptools.NewServerFor(func(_ context.Context, req *mcp.CallToolRequest) (*client.Client, error) {
 			c, err := mcpClient(inner, req)
 			if err != nil {
@@ -84,10 +85,7 @@ func (s *server) serveMCP(w http.ResponseWriter, r *http.Request, c caller) erro
 	if err := refuseBatch(r); err != nil {
 		return err
 	}
-	call := mcpCall{account: c.account, perAccount: defaultPerAccount(DefaultMaxConns)}
-	if cn, _ := r.Context().Value(connKey{}).(*conn); cn != nil {
-		call.perAccount = cn.l.perAccount
-	}
+	call := mcpCall{account: c.account, perAccount: admission.Share(r.Context())}
 	s.mcpOnce.Do(func() { s.mcp = s.mcpHandler() })
 	s.mcp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpCallKey{}, call)))
 	return nil
@@ -162,34 +160,25 @@ func mcpClient(hc *http.Client, req *mcp.CallToolRequest) (*client.Client, error
 }
 
 // mcpSlots counts the in-process requests of tool calls in progress by
-// account (accountslots.go).
-type mcpSlots = accountSlots
+// account (admission.AccountSlots).
+type mcpSlots struct{ admission.AccountSlots }
 
 // limit serves with h the requests of call's tool calls while its
 // account holds fewer than its share, and refuses the others as the
 // listener refuses a direct request past the share.
 func (m *mcpSlots) limit(call mcpCall, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !m.take(call.account, call.perAccount) {
+		if !m.Take(call.account, call.perAccount) {
 			w.Header().Set("Retry-After", "1")
-			writeError(w, r, tooManyInProgress(call.perAccount))
+			writeError(w, r, admission.TooManyInProgress(call.perAccount))
 			return
 		}
-		defer m.give(call.account)
+		defer m.Give(call.account)
 		h.ServeHTTP(w, r)
 	})
 }
 
 // selfTransport serves a request with h in-process (package selfcall).
 func selfTransport(h http.Handler) http.RoundTripper {
-	return selfcall.Transport{Handler: InProcess(h)}
-}
-
-// InProcess is h for requests made in-process (selfcall): the request has
-// no connection of its own, and a typed nil hides the caller's, which the
-// caller's own request already holds and watches.
-func InProcess(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(hideConn(r.Context(), nil)))
-	})
+	return selfcall.Transport{Handler: admission.InProcess(h)}
 }

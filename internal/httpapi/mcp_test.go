@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/mcptools"
 	"github.com/withruntime/withruntime/internal/mcptools/mcptest"
 	"github.com/withruntime/withruntime/internal/selfcall"
@@ -312,8 +313,8 @@ func TestMCPSlotsBoundAnAccount(t *testing.T) {
 	e.agent.mu.Unlock()
 	defer close(gate)
 	s := NewServer(Config{Sandboxes: e.fake, Store: e.store})
-	slots := &mcpSlots{held: map[string]int{}}
-	hc := &http.Client{Transport: selfcall.Transport{Handler: slots.limit(mcpCall{account: "acct1", perAccount: 1}, InProcess(s))}}
+	slots := &mcpSlots{}
+	hc := &http.Client{Transport: selfcall.Transport{Handler: slots.limit(mcpCall{account: "acct1", perAccount: 1}, admission.InProcess(s))}}
 	exec := func() *http.Response {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, mcpBaseURL+"/v1/sandboxes/sbx-1/exec", strings.NewReader(`{"cmd":"sleep"}`))
 		req.Header.Set("Authorization", "Bearer "+e.keys[store.KeyFull])

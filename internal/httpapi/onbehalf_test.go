@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/selfcall"
 	"github.com/withruntime/withruntime/internal/store"
 )
@@ -20,15 +21,15 @@ import (
 // for the E2B layer wired as the real server wires it (Started outside,
 // OnBehalf for its in-process calls): it passes each request on to the
 // API of e in-process, and GET /fan?n=N makes N execs at once.
-func translatorServer(t *testing.T, e *testEnv, lim ConnLimits) (string, *Listener) {
+func translatorServer(t *testing.T, e *testEnv, lim admission.ConnLimits) (string, *admission.Listener) {
 	t.Helper()
 	nl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	lim.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
-	l := Listen(nl, lim)
-	api := OnBehalf(NewServer(Config{Sandboxes: e.fake, Store: e.store, Secrets: e.vault, Logger: lim.Logger}))
+	l := admission.Listen(nl, lim)
+	api := admission.OnBehalf(NewServer(Config{Sandboxes: e.fake, Store: e.store, Secrets: e.vault, Logger: lim.Logger}))
 	hc := &http.Client{Transport: selfcall.Transport{Handler: api}}
 	mux := http.NewServeMux()
 	mux.Handle("/", &httputil.ReverseProxy{
@@ -60,7 +61,7 @@ func translatorServer(t *testing.T, e *testEnv, lim ConnLimits) (string, *Listen
 		wg.Wait()
 		fmt.Fprint(w, statuses)
 	})
-	srv := l.HTTPServer(Started(mux))
+	srv := l.HTTPServer(admission.Started(mux))
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	return nl.Addr().String(), l
@@ -71,11 +72,11 @@ func translatorServer(t *testing.T, e *testEnv, lim ConnLimits) (string, *Listen
 func TestOnBehalfSparesTheOuterConnection(t *testing.T) {
 	e := newEnv(t, nil)
 	release := gateExecs(t, e)
-	addr, l := translatorServer(t, e, ConnLimits{MaxConns: 3, MaxPerAccount: 3})
+	addr, l := translatorServer(t, e, admission.ConnLimits{MaxConns: 3, MaxPerAccount: 3})
 	key := e.keys[store.KeyFull]
 
 	first := execInProgress(t, addr, key, "sbx-1")
-	if all, of := l.sparedConns("acct1"); all != 1 || of != 1 {
+	if all, of := sparedConns(l, "acct1"); all != 1 || of != 1 {
 		t.Fatalf("spared connections: got %d (%d of acct1), want 1 (1)", all, of)
 	}
 	// Keyless clients fill the slots: they evict one another, never the
@@ -92,7 +93,7 @@ func TestOnBehalfSparesTheOuterConnection(t *testing.T) {
 	release()
 	finish(t, first)
 	eventually(t, "the spared connection is given back", func() bool {
-		all, _ := l.sparedConns("acct1")
+		all, _ := sparedConns(l, "acct1")
 		return all == 0
 	})
 }
@@ -103,7 +104,7 @@ func TestOnBehalfSparesTheOuterConnection(t *testing.T) {
 func TestOnBehalfBoundsAnAccount(t *testing.T) {
 	e := newEnv(t, nil)
 	release := gateExecs(t, e)
-	addr, l := translatorServer(t, e, ConnLimits{MaxConns: 8, MaxPerAccount: 2})
+	addr, l := translatorServer(t, e, admission.ConnLimits{MaxConns: 8, MaxPerAccount: 2})
 	held := []func() (string, error){
 		execInProgress(t, addr, e.keys[store.KeyFull], "sbx-1"),
 		execInProgress(t, addr, e.keys[store.KeyFull], "sbx-1"),
@@ -113,7 +114,7 @@ func TestOnBehalfBoundsAnAccount(t *testing.T) {
 		t.Errorf("a third exec of acct1: got %d %+v, want 429 rate_limited with Retry-After", resp.StatusCode, d)
 	}
 	other := execInProgress(t, addr, e.keys[store.KeyAdmin], "sbx-admin")
-	if all, of := l.sparedConns("acct1"); all != 3 || of != 2 {
+	if all, of := sparedConns(l, "acct1"); all != 3 || of != 2 {
 		t.Errorf("spared connections: got %d (%d of acct1), want 3 (2)", all, of)
 	}
 	release()
@@ -125,7 +126,7 @@ func TestOnBehalfBoundsAnAccount(t *testing.T) {
 func TestOnBehalfSlotsBoundOneRequest(t *testing.T) {
 	e := newEnv(t, nil)
 	release := gateExecs(t, e)
-	addr, _ := translatorServer(t, e, ConnLimits{MaxConns: 8, MaxPerAccount: 2})
+	addr, _ := translatorServer(t, e, admission.ConnLimits{MaxConns: 8, MaxPerAccount: 2})
 	_, resp := sendRaw(t, addr, "GET /fan?n=4 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+e.keys[store.KeyFull]+"\r\n\r\n")
 	b, _ := io.ReadAll(resp.Body)
 	ok, limited := strings.Count(string(b), "200"), strings.Count(string(b), "429")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
@@ -200,7 +201,7 @@ func infoFrom(ctx context.Context) *reqInfo {
 // ServeHTTP gives the request an id, serves it, and logs one line about it.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	r, done := requestStarted(r)
+	r, done := admission.RequestStarted(r)
 	defer done()
 	info := &reqInfo{id: newRequestID()}
 	w.Header().Set("X-Request-Id", info.id)
@@ -281,7 +282,7 @@ func (s *server) route(rt Route) http.Handler {
 				return
 			}
 			info.account = c.account
-			if err := requestAuthorized(r.Context(), w, c.account); err != nil {
+			if err := admission.RequestAuthorized(r.Context(), w, c.account); err != nil {
 				writeError(w, r, err)
 				return
 			}
@@ -300,7 +301,7 @@ func (s *server) route(rt Route) http.Handler {
 		}
 		if err := rt.handler(s, w, r, c); err != nil {
 			// A stalled body is the cause, whatever its reader made of it.
-			writeError(w, r, cmp.Or(stalledBody(r.Context()), err))
+			writeError(w, r, cmp.Or(admission.StalledBody(r.Context()), err))
 		}
 	})
 }

@@ -42,7 +42,7 @@ type Config struct {
 	Quiet   bool
 	Manager manager.Config
 	// MaxConns bounds the API's open client connections
-	// (httpapi.DefaultMaxConns when 0; see httpapi.Listener).
+	// (admission.DefaultMaxConns when 0; see admission.Listener).
 	MaxConns int
 	// Trial is the trial offer of POST /v1/trial (off unless Enabled),
 	// and the bounds of every trial account.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/e2bcompat"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/store"
@@ -106,7 +107,7 @@ func syncDir(dir string) error {
 // listenE2B serves E2B's protocol on cfg.E2BListen, translated onto api
 // (the API's handler, called in-process), with the API listener's
 // connection bounds (the two share the descriptor budget, listenLimit).
-// Its in-process requests go through httpapi.OnBehalf: a request whose
+// Its in-process requests go through admission.OnBehalf: a request whose
 // key or token the API accepted has its connection spared under that
 // account as a direct API request has, and an account has at most its
 // share of in-process requests at once.
@@ -127,7 +128,7 @@ func listenE2BWith(cfg Config, secret []byte, st store.Store, api http.Handler, 
 		return nil, nil, err
 	}
 	e2b, err := e2bcompat.New(e2bcompat.Config{
-		API: httpapi.OnBehalf(api), Secret: secret, Domain: cfg.E2BDomain, Log: cfg.Logger,
+		API: admission.OnBehalf(api), Secret: secret, Domain: cfg.E2BDomain, Log: cfg.Logger,
 		Memory: cfg.agentBudget(), Accounts: httpapi.KeyAccounts(st),
 	})
 	if err != nil {
@@ -137,9 +138,9 @@ func listenE2BWith(cfg Config, secret []byte, st store.Store, api http.Handler, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("listening on %s: %w", cfg.E2BListen, err)
 	}
-	l := httpapi.Listen(nl, httpapi.ConnLimits{MaxConns: limit, Logger: cfg.Logger})
+	l := admission.Listen(nl, admission.ConnLimits{MaxConns: limit, Logger: cfg.Logger})
 	// Started: the E2B handler is not the API's, which notes by itself that a
 	// request's headers are in (a large upload is no header); and it marks
 	// the request OnBehalf's in-process requests spare.
-	return l.HTTPServer(wrap(httpapi.Started(e2b))), l, nil
+	return l.HTTPServer(wrap(admission.Started(e2b))), l, nil
 }

@@ -3,8 +3,8 @@ package server
 import (
 	"log/slog"
 
+	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/egress"
-	"github.com/withruntime/withruntime/internal/httpapi"
 )
 
 // otherReserve is what the host's bound on proxied connections leaves,
@@ -23,7 +23,7 @@ const otherReserve = 4096
 // sandbox, API client and agent alike.
 func hostEgressConns(nofile uint64, maxConns, listeners int) int {
 	if maxConns <= 0 {
-		maxConns = httpapi.DefaultMaxConns
+		maxConns = admission.DefaultMaxConns
 	}
 	clients := min(uint64(maxConns)*uint64(max(listeners, 1)), nofile/2)
 	rest := min(uint64(otherReserve), nofile/4)

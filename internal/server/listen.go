@@ -5,11 +5,11 @@ import (
 	"net"
 	"syscall"
 
-	"github.com/withruntime/withruntime/internal/httpapi"
+	"github.com/withruntime/withruntime/internal/admission"
 )
 
 // listenAPI listens on cfg.Listen with the API's connection limits.
-func listenAPI(cfg Config) (*httpapi.Listener, error) {
+func listenAPI(cfg Config) (*admission.Listener, error) {
 	limit, err := listenLimit(cfg)
 	if err != nil {
 		return nil, err
@@ -18,7 +18,7 @@ func listenAPI(cfg Config) (*httpapi.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	return httpapi.Listen(l, httpapi.ConnLimits{MaxConns: limit, Logger: cfg.Logger}), nil
+	return admission.Listen(l, admission.ConnLimits{MaxConns: limit, Logger: cfg.Logger}), nil
 }
 
 // listeners is how many listeners take clients' connections: the API's,
@@ -45,7 +45,7 @@ func listenLimit(cfg Config) (int, error) {
 	}
 	want := cfg.MaxConns
 	if want == 0 {
-		want = httpapi.DefaultMaxConns
+		want = admission.DefaultMaxConns
 	}
 	limit := listenerConns(want, cfg.listeners(), nofile)
 	if limit < want {
@@ -61,7 +61,7 @@ func listenLimit(cfg Config) (int, error) {
 func listenerConns(maxConns, n int, nofile uint64) int {
 	limit := maxConns
 	if limit <= 0 {
-		limit = httpapi.DefaultMaxConns
+		limit = admission.DefaultMaxConns
 	}
 	if nofile > 0 && uint64(limit)*uint64(n) > nofile/2 {
 		limit = int(max(nofile/2/uint64(n), 1))

@@ -108,7 +108,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		cfg: cfg, store: st, manager: mgr, egress: egr, done: make(chan error, 2),
 		idle: idle, stop: make(chan struct{}),
 		// Header and idle timeouts, header bound and connection limit:
-		// see httpapi.Listener.
+		// see admission.Listener.
 		http: l.HTTPServer(idle.wrap(sdkdist.Mount(cfg.SDKDir, apiHandler))),
 	}
 	if cfg.E2BListen != "" {

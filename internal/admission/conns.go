@@ -1,4 +1,4 @@
-package httpapi
+package admission
 
 import (
 	"container/list"
@@ -133,8 +133,8 @@ func Listen(l net.Listener, lim ConnLimits) *Listener {
 	}
 }
 
-// HTTPServer is the http.Server that serves h (the handler of NewServer)
-// on l: with short header and idle timeouts and l's hooks. Serve it with
+// HTTPServer is the http.Server that serves h (the API's handler, or one
+// wrapped in Started) on l: with short header and idle timeouts and l's hooks. Serve it with
 // Serve(l).
 func (l *Listener) HTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
@@ -271,12 +271,14 @@ func (l *Listener) connContext(ctx context.Context, nc net.Conn) context.Context
 	return ctx
 }
 
-// requestStarted notes that r's headers are all in: its connection stops
+// RequestStarted notes that r's headers are all in: its connection stops
 // counting header bytes and, so far a keyless request, becomes the newest
 // of the waiting. It returns the request to serve, a copy of r whose body
 // is bounded in idle time (watchBody; r itself stays as net/http made it,
-// for what it does after the handler), and what ends the request.
-func requestStarted(r *http.Request) (*http.Request, func()) {
+// for what it does after the handler), and what ends the request, which
+// the handler calls when it returns. A request that came over no
+// Listener's connection is served as it is.
+func RequestStarted(r *http.Request) (*http.Request, func()) {
 	c, _ := r.Context().Value(connKey{}).(*conn)
 	if c == nil {
 		return r, func() {}

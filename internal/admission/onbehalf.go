@@ -1,4 +1,4 @@
-package httpapi
+package admission
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 // has accepted the key of an in-process request made for one of its
 // requests, that request's connection is spared under the key's account
 // until its handler returns, exactly as a direct request's
-// (requestAuthorized), so that keyless clients cannot evict it. And
+// (RequestAuthorized), so that keyless clients cannot evict it. And
 // since its in-process requests have no connection of their own, they
-// are counted by account (accountSlots), each account within the
+// are counted by account (AccountSlots), each account within the
 // Listener's per-account share, as MCP's tool calls are.
 
 // outerRequest is a request served by Started on a Listener's conn c.
@@ -35,20 +35,20 @@ func (o *outerRequest) end() {
 // behalf is an in-process request made through OnBehalf.
 type behalf struct {
 	outer   *outerRequest // nil when made outside Started's requests
-	slots   *accountSlots
+	slots   *AccountSlots
 	account string // whose slot it holds, when held
 	held    bool
 }
 
 type behalfKey struct{}
 
-// OnBehalf is api (NewServer's handler) for in-process requests made, with
+// OnBehalf is api (the API's handler) for in-process requests made, with
 // their context, for the requests of a handler served by Started (the E2B
 // layer's). Like InProcess, it hides the outer request's connection from
 // api; unlike it, the key api accepts spares that connection, and each
 // account has at most its share of such requests in progress at once.
 func OnBehalf(api http.Handler) http.Handler {
-	slots := &accountSlots{}
+	slots := &AccountSlots{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o, _ := r.Context().Value(outerKey{}).(*outerRequest)
 		d := &behalf{outer: o, slots: slots}
@@ -66,7 +66,7 @@ func hideConn(ctx context.Context, d *behalf) context.Context {
 	return context.WithValue(ctx, behalfKey{}, d)
 }
 
-// authorized is requestAuthorized for d, whose key was accepted for
+// authorized is RequestAuthorized for d, whose key was accepted for
 // account: it takes one of account's slots, then spares the outer
 // request's connection, or refuses as the Listener refuses a direct
 // request.
@@ -80,8 +80,8 @@ func (d *behalf) authorized(w http.ResponseWriter, account string) error {
 		l = d.outer.c.l
 		share = l.perAccount
 	}
-	err := tooManyInProgress(share)
-	if d.slots.take(account, share) {
+	err := TooManyInProgress(share)
+	if d.slots.Take(account, share) {
 		d.account, d.held = account, true
 		if l == nil {
 			return nil
@@ -102,6 +102,15 @@ func (d *behalf) authorized(w http.ResponseWriter, account string) error {
 func (d *behalf) release() {
 	if d.held {
 		d.held = false
-		d.slots.give(d.account)
+		d.slots.Give(d.account)
 	}
+}
+
+// InProcess is h for requests made in-process (package selfcall): the
+// request has no connection of its own, and a typed nil hides the
+// caller's, which the caller's own request already holds and watches.
+func InProcess(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(hideConn(r.Context(), nil)))
+	})
 }

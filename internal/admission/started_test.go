@@ -1,4 +1,4 @@
-package httpapi
+package admission
 
 import (
 	"io"

@@ -1,4 +1,4 @@
-package httpapi
+package admission
 
 import (
 	"sync"
@@ -6,17 +6,17 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// accountSlots counts requests in progress that no connection of their
+// AccountSlots counts requests in progress that no connection of their
 // own holds (in-process requests: MCP's tool calls, the E2B layer's) by
 // account, each account within its share, as the Listener counts direct
 // ones. The zero value is ready.
-type accountSlots struct {
+type AccountSlots struct {
 	mu   sync.Mutex
 	held map[string]int
 }
 
-// take takes one of account's slots, unless it holds share already.
-func (m *accountSlots) take(account string, share int) bool {
+// Take takes one of account's slots, unless it holds share already.
+func (m *AccountSlots) Take(account string, share int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.held[account] >= share {
@@ -29,8 +29,8 @@ func (m *accountSlots) take(account string, share int) bool {
 	return true
 }
 
-// give gives back one of account's slots.
-func (m *accountSlots) give(account string) {
+// Give gives back one of account's slots.
+func (m *AccountSlots) Give(account string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.held[account]--; m.held[account] <= 0 {
@@ -38,8 +38,9 @@ func (m *accountSlots) give(account string) {
 	}
 }
 
-// tooManyInProgress is the refusal of a request past its account's share.
-func tooManyInProgress(share int) error {
+// TooManyInProgress is the refusal of a request past its account's share
+// (rate_limited).
+func TooManyInProgress(share int) error {
 	return sandbox.Errorf(sandbox.KindRateLimited,
 		"too many requests in progress for this account: at most %d at once; try again when some have ended", share)
 }

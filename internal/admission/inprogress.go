@@ -1,4 +1,4 @@
-package httpapi
+package admission
 
 import (
 	"context"
@@ -20,6 +20,16 @@ import (
 // unless configured otherwise.
 func defaultPerAccount(maxConns int) int { return max(1, maxConns/4) }
 
+// Share is an account's share of requests in progress on the Listener the
+// request of ctx came over: its MaxPerAccount, or the default share of
+// DefaultMaxConns for a request that came over none.
+func Share(ctx context.Context) int {
+	if c, _ := ctx.Value(connKey{}).(*conn); c != nil {
+		return c.l.perAccount
+	}
+	return defaultPerAccount(DefaultMaxConns)
+}
+
 // reserveOf is how many of maxConns slots are never spared: at least one,
 // so that "every slot spared" cannot happen; none only when there is a
 // single slot to give.
@@ -30,12 +40,13 @@ func reserveOf(maxConns int) int {
 	return max(1, maxConns/16)
 }
 
-// requestAuthorized spares the connection of a request whose key was
+// RequestAuthorized spares the connection of a request whose key was
 // accepted for account from eviction until its handler returns. It
 // answers an error instead, with a Retry-After on w, when the account
 // already holds its share or every slot outside the reserve is spared:
-// the request is then refused and its connection stays evictable.
-func requestAuthorized(ctx context.Context, w http.ResponseWriter, account string) error {
+// the request is then to be refused (the error says why, as a
+// sandbox.Kind) and its connection stays evictable.
+func RequestAuthorized(ctx context.Context, w http.ResponseWriter, account string) error {
 	c, _ := ctx.Value(connKey{}).(*conn)
 	if c == nil {
 		if d, _ := ctx.Value(behalfKey{}).(*behalf); d != nil {
@@ -74,7 +85,7 @@ func (l *Listener) spareLocked(c *conn, account string) error {
 	case c.gone || c.account != nil:
 		return nil // closed already, or spared already
 	case l.byAccount[account] >= l.perAccount:
-		return tooManyInProgress(l.perAccount)
+		return TooManyInProgress(l.perAccount)
 	case l.spared >= l.max-l.reserve:
 		return sandbox.Errorf(sandbox.KindCapacityExhausted, "the API has too many requests in progress: try again shortly")
 	}

@@ -1,4 +1,4 @@
-package httpapi
+package admission
 
 import (
 	"context"
@@ -89,9 +89,9 @@ func (c *conn) watchBody(r *http.Request) (end func()) {
 	}
 }
 
-// stalledBody is the error of the body of the request of ctx when it
+// StalledBody is the error of the body of the request of ctx when it
 // stalled, else nil: the answer to give whatever else its reader made of it.
-func stalledBody(ctx context.Context) error {
+func StalledBody(ctx context.Context) error {
 	c, _ := ctx.Value(connKey{}).(*conn)
 	if c == nil {
 		return nil

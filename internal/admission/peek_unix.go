@@ -1,6 +1,6 @@
 //go:build unix
 
-package httpapi
+package admission
 
 import (
 	"net"
