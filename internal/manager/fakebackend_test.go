@@ -19,7 +19,9 @@ import (
 //
 // Where it matters it behaves as the gVisor backend does: Resume of a
 // sandbox that is not paused fails and its cleanup kills what runs under
-// the id; Pause and Destroy stop the instance, so its Done fires.
+// the id; Pause and Destroy stop the instance, so its Done fires. What
+// every backend must do, the fake included, is pinned by the suite in
+// internal/sandbox/backendtest (TestFakeBackendSuite).
 type fakeBackend struct {
 	mu        sync.Mutex
 	boxes     map[string]*fakeBox
@@ -114,6 +116,11 @@ func (b *fakeBackend) Start(ctx context.Context, id string, spec sandbox.Spec) (
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	// As the real backends do, a second start of an id that runs fails
+	// (backendtest's StartTwice).
+	if box := b.boxes[id]; box != nil && box.state == sandbox.StateRunning {
+		return nil, fmt.Errorf("sandbox %s runs already", id)
+	}
 	box := &fakeBox{state: sandbox.StateRunning, inst: newFakeInstance()}
 	b.boxes[id] = box
 	return box.inst, nil
@@ -136,7 +143,7 @@ func (b *fakeBackend) Pause(ctx context.Context, id string) error {
 	defer b.mu.Unlock()
 	box := b.boxes[id]
 	if box == nil || box.state != sandbox.StateRunning {
-		return fmt.Errorf("sandbox %s is not running here", id)
+		return sandbox.Errorf(sandbox.KindNotFound, "sandbox %s is not running here", id)
 	}
 	box.state = sandbox.StatePaused
 	box.pauses++

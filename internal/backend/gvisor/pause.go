@@ -33,7 +33,7 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	inst := b.instances[id]
 	b.mu.Unlock()
 	if inst == nil {
-		return fmt.Errorf("sandbox %s is not running here", id)
+		return sandbox.Errorf(sandbox.KindNotFound, "sandbox %s is not running here", id)
 	}
 	// The shared dir is made ready first: a refusal there (a planted
 	// name, an id that is not one) leaves the sandbox running.

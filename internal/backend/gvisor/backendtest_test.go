@@ -1,0 +1,110 @@
+package gvisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/image"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/sandbox/backendtest"
+	"github.com/withruntime/withruntime/internal/testenv"
+)
+
+// TestBackendSuite runs the backend suite against gVisor: every case,
+// real sandboxes, a fresh data dir each. Attach is tried on a second
+// backend over the same data dir, as a restarted server opens it.
+func TestBackendSuite(t *testing.T) {
+	testenv.RequiresGvisor(t)
+	var dataDir string
+	open := func(t *testing.T) *Backend {
+		b, err := New(Config{DataDir: dataDir, CacheDir: testenv.CacheDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Registered before the suite's own cleanups, so run after them:
+		// with its sandboxes destroyed, Close removes the run dir.
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	backendtest.Run(t, "gvisor", func(t *testing.T) sandbox.Backend {
+		dataDir = t.TempDir()
+		return open(t)
+	}, backendtest.Options{
+		Spec: sandbox.Spec{Image: image.DefaultName, VCPUs: 1, MemoryMiB: 512, DiskMiB: 1024, PidsLimit: 256},
+		Reopen: func(t *testing.T, old sandbox.Backend) sandbox.Backend {
+			// The old server's end: its agent links close, so that the
+			// agents dial the new backend's listeners.
+			o := old.(*Backend)
+			o.mu.Lock()
+			for _, inst := range o.instances {
+				inst.link.close()
+			}
+			o.mu.Unlock()
+			return open(t)
+		},
+		Shell: agentSh,
+		Slow:  true,
+	})
+}
+
+// agentSh runs a shell command through the agent and returns its stdout,
+// trimmed; a command that does not exit 0 is an error.
+func agentSh(ctx context.Context, inst sandbox.Instance, cmd string) (string, error) {
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return inst.DialAgent(ctx) },
+		DisableKeepAlives: true,
+	}}
+	body, _ := json.Marshal(api.ExecRequest{Cmd: api.Command{Shell: cmd}})
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://agent/exec", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("exec %q: %s", cmd, resp.Status)
+	}
+	var out, errOut strings.Builder
+	exit := -1
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var ev api.ExecEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return "", fmt.Errorf("decoding %q: %w", sc.Bytes(), err)
+		}
+		switch ev.Type {
+		case api.EventStdout, api.EventStderr:
+			s, err := ev.Output()
+			if err != nil {
+				return "", err
+			}
+			if ev.Type == api.EventStdout {
+				out.WriteString(s)
+			} else {
+				errOut.WriteString(s)
+			}
+		case api.EventExit:
+			if ev.ExitCode != nil {
+				exit = *ev.ExitCode
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	if exit != 0 {
+		return "", fmt.Errorf("exec %q: exit %d, stderr %q", cmd, exit, errOut.String())
+	}
+	return strings.TrimSpace(out.String()), nil
+}
