@@ -19,9 +19,9 @@ import (
 // RunCodeInput is sandbox_run_code's arguments: runtime_run_code's, with
 // the sandbox.
 type RunCodeInput struct {
-	SandboxID      string `json:"sandbox_id" jsonschema:"The sandbox to run in, as sandbox_create returned it."`
-	Code           string `json:"code" jsonschema:"The Python code to run, for example \"import pandas as pd\" followed by lines that use it."`
-	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"Seconds after which the cell is interrupted; absent or 0 means 120 seconds."`
+	SandboxID      string `json:"sandbox_id"`
+	Code           string `json:"code"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
 }
 
 // RunCodeOutput is runtime_run_code's result.
@@ -42,14 +42,8 @@ type CodeError struct {
 // maxImages bounds the images one answer carries: each may be megabytes.
 const maxImages = 4
 
-const runCodeDescription = "Run Python code in the sandbox like a notebook cell, in a persistent IPython kernel, and return its results, stdout, stderr and error. " +
-	"Variables, imports and functions stay defined between calls. The value of the last expression comes back in results as text, and so do displayed objects " +
-	"and matplotlib figures, each saying in which other formats (png, html and so on) it exists. Lines such as \"!ls\" or \"%pip install requests\" work as in a notebook. " +
-	"An exception in the code is returned in error with its name, value and traceback, not as an error; a cell still running at its timeout is interrupted " +
-	"with the error name TimeoutError and the kernel keeps its state. Long output keeps only its end."
-
 func (t tools) addCodeTools(s *mcp.Server) {
-	mcp.AddTool(s, &mcp.Tool{Name: "sandbox_run_code", Description: runCodeDescription},
+	mcp.AddTool(s, tool("sandbox_run_code", nil),
 		func(ctx context.Context, req *mcp.CallToolRequest, in RunCodeInput) (*mcp.CallToolResult, RunCodeOutput, error) {
 			c, err := t.clients(ctx, req)
 			if err != nil {

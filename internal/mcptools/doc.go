@@ -16,7 +16,11 @@
 // (IsError) whose text starts with the error's stable code, such as
 // "not_found: ..." for a sandbox that is not there.
 //
-// It imports only the client, the wire contract and the MCP SDK: it must
-// build for every platform the CLI ships for, and must not import the
-// server's packages.
+// The tools' descriptions and their arguments' are api/tools.json's, the
+// text the SDKs' agent tools are generated from (describe.go); a test holds
+// the listed tools to it.
+//
+// It imports only the client, the wire contract and the MCP SDK (with its
+// JSON Schema package): it must build for every platform the CLI ships
+// for, and must not import the server's packages.
 package mcptools

@@ -11,10 +11,10 @@ import (
 
 // ExecInput is sandbox_exec's arguments: runtime_exec's, with the sandbox.
 type ExecInput struct {
-	SandboxID      string `json:"sandbox_id" jsonschema:"The sandbox to run in, as sandbox_create returned it."`
-	Command        string `json:"command" jsonschema:"The shell command to run, for example \"python3 main.py\" or \"pip install requests\"."`
-	Cwd            string `json:"cwd,omitempty" jsonschema:"The directory to run in, absolute or relative to /workspace; absent means /workspace."`
-	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"Seconds after which the command is killed; absent or 0 means 120 seconds."`
+	SandboxID      string `json:"sandbox_id"`
+	Command        string `json:"command"`
+	Cwd            string `json:"cwd,omitempty"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
 }
 
 // ExecOutput is runtime_exec's result.
@@ -25,14 +25,8 @@ type ExecOutput struct {
 	TimedOut bool   `json:"timed_out" jsonschema:"Whether timeout_seconds killed the command."`
 }
 
-const execDescription = "Run a shell command in the sandbox, a Linux machine with Python 3, pip, git and curl, and return its exit code, stdout, stderr and whether it timed out. " +
-	"Files, installed packages and started servers persist between calls. A failing command is reported through a non-zero exit_code, not as an error. " +
-	"Long output keeps only its end. The call waits for the command to end, so a command that does not end by itself (a server, a watcher) is killed at its timeout " +
-	"and returns timed_out true; start such a command in the background instead, for example \"nohup python3 -m http.server 8000 > server.log 2>&1 &\", " +
-	"then read server.log or query it in later calls."
-
 func (t tools) addExecTools(s *mcp.Server) {
-	add(s, t, &mcp.Tool{Name: "sandbox_exec", Description: execDescription}, runExec)
+	add(s, t, tool("sandbox_exec", nil), runExec)
 }
 
 func runExec(ctx context.Context, c *client.Client, in ExecInput) (ExecOutput, error) {

@@ -18,8 +18,8 @@ import (
 
 // ReadFileInput is sandbox_read_file's arguments.
 type ReadFileInput struct {
-	SandboxID string `json:"sandbox_id" jsonschema:"The sandbox, as sandbox_create returned it."`
-	Path      string `json:"path" jsonschema:"The file to read, absolute or relative to /workspace."`
+	SandboxID string `json:"sandbox_id"`
+	Path      string `json:"path"`
 }
 
 // ReadFileOutput is the file's text, as runtime_read_file returns it.
@@ -29,9 +29,9 @@ type ReadFileOutput struct {
 
 // WriteFileInput is sandbox_write_file's arguments.
 type WriteFileInput struct {
-	SandboxID string `json:"sandbox_id" jsonschema:"The sandbox, as sandbox_create returned it."`
-	Path      string `json:"path" jsonschema:"The file to write, absolute or relative to /workspace."`
-	Content   string `json:"content" jsonschema:"The whole new content of the file."`
+	SandboxID string `json:"sandbox_id"`
+	Path      string `json:"path"`
+	Content   string `json:"content"`
 }
 
 // WriteFileOutput says what was written.
@@ -43,8 +43,8 @@ type WriteFileOutput struct {
 
 // ListFilesInput is sandbox_list_files's arguments.
 type ListFilesInput struct {
-	SandboxID string `json:"sandbox_id" jsonschema:"The sandbox, as sandbox_create returned it."`
-	Path      string `json:"path,omitempty" jsonschema:"The directory to list, absolute or relative to /workspace; absent means /workspace."`
+	SandboxID string `json:"sandbox_id"`
+	Path      string `json:"path,omitempty"`
 }
 
 // Entry is one directory entry, as runtime_list_files gives it.
@@ -60,13 +60,9 @@ type ListFilesOutput struct {
 }
 
 func (t tools) addFileTools(s *mcp.Server) {
-	add(s, t, &mcp.Tool{Name: "sandbox_read_file", Description: "Read a text file in the sandbox and return its content. " +
-		"A long file is cut after its first 20000 bytes, with a note saying so; use sandbox_exec with head, tail or sed to read other parts.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, readFile)
-	add(s, t, &mcp.Tool{Name: "sandbox_write_file", Description: "Write a text file in the sandbox, replacing it if it exists and making its parent directories, and say what was written."},
-		writeFile)
-	add(s, t, &mcp.Tool{Name: "sandbox_list_files", Description: "List a directory in the sandbox, one entry per file with its name, its type (file, dir, symlink or other) and its size in bytes.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, listFiles)
+	add(s, t, tool("sandbox_read_file", &mcp.ToolAnnotations{ReadOnlyHint: true}), readFile)
+	add(s, t, tool("sandbox_write_file", nil), writeFile)
+	add(s, t, tool("sandbox_list_files", &mcp.ToolAnnotations{ReadOnlyHint: true}), listFiles)
 }
 
 func readFile(ctx context.Context, c *client.Client, in ReadFileInput) (ReadFileOutput, error) {

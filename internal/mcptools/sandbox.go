@@ -12,18 +12,18 @@ import (
 // CreateInput is sandbox_create's arguments: a size, a lease, a network
 // policy and an isolation, each taking the server's default when absent.
 type CreateInput struct {
-	VCPUs          int           `json:"vcpus,omitempty" jsonschema:"Virtual CPUs; absent means the server's default."`
-	MemoryMiB      int           `json:"memory_mib,omitempty" jsonschema:"Memory in MiB; absent means the server's default."`
-	DiskGiB        int           `json:"disk_gib,omitempty" jsonschema:"Disk in GiB; absent means the server's default."`
-	TimeoutSeconds int           `json:"timeout_seconds,omitempty" jsonschema:"The lease in seconds: the sandbox stops by itself when it ends; absent means the server's default."`
-	Network        *NetworkInput `json:"network,omitempty" jsonschema:"The network; absent means no network at all."`
-	Isolation      string        `json:"isolation,omitempty" jsonschema:"The boundary: gvisor (a user-space kernel) or microvm (a VM with its own Linux kernel); absent means the server's default."`
+	VCPUs          int           `json:"vcpus,omitempty"`
+	MemoryMiB      int           `json:"memory_mib,omitempty"`
+	DiskGiB        int           `json:"disk_gib,omitempty"`
+	TimeoutSeconds int           `json:"timeout_seconds,omitempty"`
+	Network        *NetworkInput `json:"network,omitempty"`
+	Isolation      string        `json:"isolation,omitempty"`
 }
 
 // NetworkInput is a sandbox's network policy.
 type NetworkInput struct {
-	Internet bool     `json:"internet" jsonschema:"Whether the sandbox may reach the internet."`
-	Allow    []string `json:"allow,omitempty" jsonschema:"With internet, the only hosts it may reach: exact names or *.example.org wildcards; absent means any host."`
+	Internet bool     `json:"internet"`
+	Allow    []string `json:"allow,omitempty"`
 }
 
 // CreateOutput is the new sandbox.
@@ -42,7 +42,7 @@ type ListOutput struct {
 
 // StopInput is sandbox_stop's arguments.
 type StopInput struct {
-	SandboxID string `json:"sandbox_id" jsonschema:"The sandbox to stop, as sandbox_create returned it."`
+	SandboxID string `json:"sandbox_id"`
 }
 
 // StopOutput is the stopped sandbox.
@@ -51,13 +51,9 @@ type StopOutput struct {
 }
 
 func (t tools) addSandboxTools(s *mcp.Server) {
-	add(s, t, &mcp.Tool{Name: "sandbox_create", Description: "Create a sandbox, an isolated Linux machine with Python 3, pip, git and curl, and return its id. " +
-		"Its network is off unless network.internet is true; network.allow then limits it to those hosts. It stops by itself when its lease (timeout_seconds) ends."},
-		create)
-	add(s, t, &mcp.Tool{Name: "sandbox_list", Description: "List the sandboxes of this key's account that have not ended, with their ids and states.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, list)
-	add(s, t, &mcp.Tool{Name: "sandbox_stop", Description: "Stop a sandbox and remove it: its files and processes are gone.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}}, stop)
+	add(s, t, tool("sandbox_create", nil), create)
+	add(s, t, tool("sandbox_list", &mcp.ToolAnnotations{ReadOnlyHint: true}), list)
+	add(s, t, tool("sandbox_stop", &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}), stop)
 }
 
 func create(ctx context.Context, c *client.Client, in CreateInput) (CreateOutput, error) {
