@@ -37,6 +37,12 @@ agent frameworks such as smolagents show that error to the model as the
 tool's answer, and programs calling the functions directly get a normal
 exception.
 
+The ``runtime_*`` functions' docstrings (what a model reads of each tool)
+are generated from api/tools.json, the text the MCP server and the
+TypeScript tools are made from too, by sdk/python/scripts/gen_tools.py:
+edit that file and run the script, not the docstrings here; a test fails
+when they differ.
+
 This module deliberately does not use ``from __future__ import annotations``:
 frameworks read the functions' type hints with ``typing.get_type_hints``.
 """
@@ -132,7 +138,7 @@ def sandbox_tools(
     def runtime_exec(command: str, cwd: str | None = None, timeout_seconds: int | None = None) -> dict:
         """Run a shell command in the sandbox, a Linux machine with Python 3, pip, git and curl, and return its exit code, stdout, stderr and whether it timed out.
 
-        Files, installed packages and started servers persist between calls. A failing command is reported through a non-zero exit_code, not raised. Long output keeps only its end. The call waits for the command to end, so a command that does not end by itself (a server, a watcher) is killed at its timeout and returns timed_out True; start such a command in the background instead, for example "nohup python3 -m http.server 8000 > server.log 2>&1 &", then read server.log or query it in later calls. A timeout_seconds of 0 is the same as None.
+        Files, installed packages and started servers persist between calls. A failing command is reported through a non-zero exit_code, not as a failed call. Long output keeps only its end. The call waits for the command to end, so a command that does not end by itself (a server, a watcher) is killed at its timeout and returns timed_out True; start such a command in the background instead, for example "nohup python3 -m http.server 8000 > server.log 2>&1 &", then read server.log or query it in later calls. A timeout_seconds of 0 is the same as None.
 
         Args:
             command: The shell command to run, for example "python3 main.py" or "pip install requests".
@@ -155,7 +161,7 @@ def sandbox_tools(
     def runtime_read_file(path: str) -> str:
         """Read a text file in the sandbox and return its content.
 
-        A long file is cut after its first 20000 bytes, with a note saying so; use runtime_exec with head, tail or sed to read other parts.
+        A long file is cut after its first 20000 bytes, with a note saying so; use runtime_exec with head, tail or sed to read other parts. A binary file gives a note instead of its bytes, and a file that is not there gives "not found: PATH (no such file or directory)" as its content.
 
         Args:
             path: The file to read, absolute or relative to /workspace.
@@ -189,6 +195,8 @@ def sandbox_tools(
 
     def runtime_list_files(path: str | None = None) -> list:
         """List a directory in the sandbox, one entry per file with its name, its type (file, dir, symlink or other) and its size in bytes.
+
+        Entries are sorted by name; past 400 of them an entry of type note says how many more there are. A directory that is not there gives one entry of type note whose name is "not found: PATH (no such file or directory)".
 
         Args:
             path: The directory to list, absolute or relative to /workspace; None means /workspace.
@@ -230,7 +238,7 @@ def code_tools(
     def runtime_run_code(code: str, timeout_seconds: int | None = None) -> dict:
         """Run Python code in the sandbox like a notebook cell, in a persistent IPython kernel, and return its results, stdout, stderr and error.
 
-        Variables, imports and functions stay defined between calls. The value of the last expression comes back in results as text, and so do displayed objects and matplotlib figures, each saying in which other formats (png, html and so on) it exists. Lines such as "!ls" or "%pip install requests" work as in a notebook. An exception in the code is returned in error with its name, value and traceback, not raised; a cell still running at its timeout is interrupted with the error name TimeoutError and the kernel keeps its state; a timeout_seconds of 0 is the same as None. Long output keeps only its end.
+        Variables, imports and functions stay defined between calls. The value of the last expression comes back in results as text, and so do displayed objects and matplotlib figures, each saying in which other formats (png, html and so on) it exists. Lines such as "!ls" or "%pip install requests" work as in a notebook. An exception in the code is returned in error with its name, value and traceback, not as a failed call; a cell still running at its timeout is interrupted with the error name TimeoutError and the kernel keeps its state; a timeout_seconds of 0 is the same as None. Long output keeps only its end.
 
         Args:
             code: The Python code to run, for example "import pandas as pd" followed by lines that use it.
