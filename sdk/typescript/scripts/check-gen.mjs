@@ -1,6 +1,8 @@
 // Fails when src/generated/openapi.ts is not what `npm run gen` makes from
-// api/openapi.yaml now: the wire types have one source, the OpenAPI file.
-import { execFileSync } from "node:child_process";
+// api/openapi.yaml now: the wire types have one source, the OpenAPI file;
+// and when src/generated/tools.ts is not what it makes from api/tools.json
+// (the agent tools' descriptions, see gen-tools.mjs).
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -24,3 +26,7 @@ try {
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
+const tools = spawnSync(process.execPath, [join(root, "scripts", "gen-tools.mjs"), "--check"], {
+  stdio: ["ignore", "inherit", "inherit"],
+});
+if (tools.status !== 0) process.exit(1);

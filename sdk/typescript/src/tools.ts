@@ -31,9 +31,15 @@
  *
  * The model never sees the API key: the tools hold the sandbox, the model
  * only chooses commands and paths.
+ *
+ * The tools' descriptions and their arguments' (what a model reads) are
+ * api/tools.json's, the text the MCP server and the Python tools are made
+ * from too, generated into src/generated/tools.ts by `npm run gen`; edit
+ * that file, not the texts here (check-gen fails on a stale copy).
  */
 
 import type { ExecutionError, Result as CodeResult } from "./code.js";
+import { TOOL_TEXTS } from "./generated/tools.js";
 
 /** Characters of stdout and of stderr (and bytes of a file) a tool returns. */
 export const OUTPUT_CAP = 20_000;
@@ -165,12 +171,6 @@ export interface SandboxToolsOptions {
   outputCap?: number;
 }
 
-const EXEC_DESCRIPTION =
-  "Run a shell command in the sandbox, a Linux machine with Python 3, pip, git and curl, and return its exit code, stdout, stderr and whether it timed out.\n\n" +
-  "Files, installed packages and started servers persist between calls. A failing command is reported through a non-zero exit_code, not raised. Long output keeps only its end. " +
-  "The call waits for the command to end, so a command that does not end by itself (a server, a watcher) is killed at its timeout and returns timed_out true; " +
-  'start such a command in the background instead, for example "nohup python3 -m http.server 8000 > server.log 2>&1 &", then read server.log or query it in later calls.';
-
 /** The last `cap` characters (code points, as Python counts) of a stream,
  * with a note when anything was cut. */
 export function keepTail(text: string, alreadyCut: boolean, cap: number, stream: string): string {
@@ -215,9 +215,13 @@ function checkOptions(options: SandboxToolsOptions): { cap: number; defaultTimeo
   return { cap, defaultTimeout, said };
 }
 
-// The timeout_seconds argument's schema; `what` is what happens at it.
-function timeoutParameter(what: string, said: string): { type: string[]; description: string } {
-  return { type: ["integer", "null"], description: `Seconds after which the ${what}; null means ${said}.` };
+// The timeout_seconds argument's schema: its description (which states the
+// default of TIMEOUT_SECONDS) made to state the default in force, `said`.
+function timeoutParameter(description: string, said: string): { type: string[]; description: string } {
+  return {
+    type: ["integer", "null"],
+    description: description.replace(`null means ${TIMEOUT_SECONDS} seconds.`, `null means ${said}.`),
+  };
 }
 
 // The timeout of one call in milliseconds for the SDK: the model's
@@ -243,19 +247,13 @@ export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}
 
   const exec: SandboxTool<ExecArgs, ExecToolResult> = {
     name: "runtime_exec",
-    description: EXEC_DESCRIPTION,
+    description: TOOL_TEXTS.runtime_exec.description,
     parameters: {
       type: "object",
       properties: {
-        command: {
-          type: "string",
-          description: 'The shell command to run, for example "python3 main.py" or "pip install requests".',
-        },
-        cwd: {
-          type: ["string", "null"],
-          description: "The directory to run in, absolute or relative to /workspace; null means /workspace.",
-        },
-        timeout_seconds: timeoutParameter("command is killed", said),
+        command: { type: "string", description: TOOL_TEXTS.runtime_exec.parameters.command },
+        cwd: { type: ["string", "null"], description: TOOL_TEXTS.runtime_exec.parameters.cwd },
+        timeout_seconds: timeoutParameter(TOOL_TEXTS.runtime_exec.parameters.timeout_seconds, said),
       },
       required: ["command"],
       additionalProperties: false,
@@ -276,13 +274,11 @@ export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}
 
   const read: SandboxTool<ReadArgs, string> = {
     name: "runtime_read_file",
-    description:
-      "Read a text file in the sandbox and return its content.\n\n" +
-      "A long file is cut after its first 20000 bytes, with a note saying so; use runtime_exec with head, tail or sed to read other parts.",
+    description: TOOL_TEXTS.runtime_read_file.description,
     parameters: {
       type: "object",
       properties: {
-        path: { type: "string", description: "The file to read, absolute or relative to /workspace." },
+        path: { type: "string", description: TOOL_TEXTS.runtime_read_file.parameters.path },
       },
       required: ["path"],
       additionalProperties: false,
@@ -313,13 +309,12 @@ export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}
 
   const write: SandboxTool<WriteArgs, string> = {
     name: "runtime_write_file",
-    description:
-      "Write a text file in the sandbox, replacing it if it exists and making its parent directories, and say what was written.",
+    description: TOOL_TEXTS.runtime_write_file.description,
     parameters: {
       type: "object",
       properties: {
-        path: { type: "string", description: "The file to write, absolute or relative to /workspace." },
-        content: { type: "string", description: "The whole new content of the file." },
+        path: { type: "string", description: TOOL_TEXTS.runtime_write_file.parameters.path },
+        content: { type: "string", description: TOOL_TEXTS.runtime_write_file.parameters.content },
       },
       required: ["path", "content"],
       additionalProperties: false,
@@ -336,15 +331,11 @@ export function sandboxTools(sbx: ToolSandbox, options: SandboxToolsOptions = {}
 
   const list: SandboxTool<ListArgs, ToolFileEntry[]> = {
     name: "runtime_list_files",
-    description:
-      "List a directory in the sandbox, one entry per file with its name, its type (file, dir, symlink or other) and its size in bytes.",
+    description: TOOL_TEXTS.runtime_list_files.description,
     parameters: {
       type: "object",
       properties: {
-        path: {
-          type: ["string", "null"],
-          description: "The directory to list, absolute or relative to /workspace; null means /workspace.",
-        },
+        path: { type: ["string", "null"], description: TOOL_TEXTS.runtime_list_files.parameters.path },
       },
       required: [],
       additionalProperties: false,
@@ -406,12 +397,6 @@ export type CodeTools = [SandboxTool<RunCodeArgs, RunCodeToolResult>];
 // The formats of a rich result other than text, as runtime_run_code names them.
 const RICH_FORMATS = ["html", "markdown", "svg", "png", "jpeg", "latex", "javascript", "json"] as const;
 
-const RUN_CODE_DESCRIPTION =
-  "Run Python code in the sandbox like a notebook cell, in a persistent IPython kernel, and return its results, stdout, stderr and error.\n\n" +
-  "Variables, imports and functions stay defined between calls. The value of the last expression comes back in results as text, and so do displayed objects and matplotlib figures, each saying in which other formats (png, html and so on) it exists. " +
-  'Lines such as "!ls" or "%pip install requests" work as in a notebook. An exception in the code is returned in error with its name, value and traceback, not raised; ' +
-  "a cell still running at its timeout is interrupted with the error name TimeoutError and the kernel keeps its state. Long output keeps only its end.";
-
 // Lengths and cuts in code points, as Python counts characters.
 function codePoints(s: string): number {
   let n = 0;
@@ -450,15 +435,12 @@ export function codeTools(sbx: CodeToolSandbox, options: SandboxToolsOptions = {
 
   const runCode: SandboxTool<RunCodeArgs, RunCodeToolResult> = {
     name: "runtime_run_code",
-    description: RUN_CODE_DESCRIPTION,
+    description: TOOL_TEXTS.runtime_run_code.description,
     parameters: {
       type: "object",
       properties: {
-        code: {
-          type: "string",
-          description: 'The Python code to run, for example "import pandas as pd" followed by lines that use it.',
-        },
-        timeout_seconds: timeoutParameter("cell is interrupted", said),
+        code: { type: "string", description: TOOL_TEXTS.runtime_run_code.parameters.code },
+        timeout_seconds: timeoutParameter(TOOL_TEXTS.runtime_run_code.parameters.timeout_seconds, said),
       },
       required: ["code"],
       additionalProperties: false,
