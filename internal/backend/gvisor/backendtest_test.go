@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/image"
+	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/sandbox/backendtest"
 	"github.com/withruntime/withruntime/internal/testenv"
@@ -49,6 +51,14 @@ func TestBackendSuite(t *testing.T) {
 			}
 			o.mu.Unlock()
 			return open(t)
+		},
+		Networked: func(t *testing.T) sandbox.Backend {
+			b, err := New(Config{DataDir: t.TempDir(), CacheDir: testenv.CacheDir(), Egress: suiteEgress(t, "g")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			return b
 		},
 		Shell: agentSh,
 		Slow:  true,
@@ -107,4 +117,27 @@ func agentSh(ctx context.Context, inst sandbox.Instance, cmd string) (string, er
 		return "", fmt.Errorf("exec %q: exit %d, stderr %q", cmd, exit, errOut.String())
 	}
 	return strings.TrimSpace(out.String()), nil
+}
+
+// suiteEgress wires a backend to egress services that are listeners of
+// the test, which take what comes and answer nothing: the Network case
+// checks the backend's side of the wiring, not the proxy's.
+func suiteEgress(t *testing.T, letter string) *sandbox.EgressWiring {
+	proxy, err := network.ListenTCP(&net.TCPAddr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	dns, err := net.ListenUDP("udp4", &net.UDPAddr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dns.Close() })
+	return &sandbox.EgressWiring{
+		// Short and unique per test process on this host: the plumbing's
+		// interfaces and tables are named after it.
+		Tag:       fmt.Sprintf("%s%02d", letter, os.Getpid()%100),
+		ProxyPort: proxy.Addr().(*net.TCPAddr).Port,
+		DNSPort:   dns.LocalAddr().(*net.UDPAddr).Port,
+	}
 }

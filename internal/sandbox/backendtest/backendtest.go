@@ -38,6 +38,11 @@ type Options struct {
 	// written before a pause is there after the resume. nil: the suite
 	// only dials the agent (a fake has no shell).
 	Shell func(ctx context.Context, inst sandbox.Instance, cmd string) (string, error)
+	// Networked, when set, makes a backend like newBackend's whose
+	// sandboxes are wired to egress services (sandbox.EgressWiring), for
+	// the Network case: a sandbox.Networked backend's sandboxes then have
+	// an address. nil: that case is skipped.
+	Networked func(t *testing.T) sandbox.Backend
 	// Slow runs the cases marked slow (those booting more than one
 	// sandbox, pausing and warming); without it they are skipped with
 	// the reason. A backend whose boots take seconds sets it always.
@@ -66,6 +71,7 @@ func Run(t *testing.T, name string, newBackend func(t *testing.T) sandbox.Backen
 		{"Lifecycle", false, s.lifecycle},
 		{"Attach", false, s.attach},
 		{"Sweep", false, s.sweep},
+		{"Network", false, s.network},
 		{"StartTwice", true, s.startTwice},
 		{"PauseResume", true, s.pauseResume},
 		{"Warm", true, s.warm},
@@ -79,7 +85,16 @@ func Run(t *testing.T, name string, newBackend func(t *testing.T) sandbox.Backen
 				t.Skip(reason)
 			}
 			begun := time.Now()
-			c.run(t, newBackend(t))
+			var b sandbox.Backend
+			if c.name == "Network" {
+				if opts.Networked == nil {
+					t.Skip("no backend with egress wiring (Options.Networked)")
+				}
+				b = opts.Networked(t)
+			} else {
+				b = newBackend(t)
+			}
+			c.run(t, b)
 			t.Logf("%s %s took %v", name, c.name, time.Since(begun).Round(time.Millisecond))
 		})
 	}
@@ -419,4 +434,35 @@ func (s *suite) warm(t *testing.T, b sandbox.Backend) {
 	}
 	s.stopped(t, inst, "destroyed")
 	wantErr(t, "Claim of a destroyed sandbox", w.Claim(ctx, id))
+}
+
+// network: a Networked backend's sandbox has an address on the host's
+// side while it runs, can be taken off the network and put back, and has
+// none once destroyed.
+func (s *suite) network(t *testing.T, b sandbox.Backend) {
+	n, ok := b.(sandbox.Networked)
+	if !ok {
+		t.Skipf("%s is no sandbox.Networked", b.Name())
+	}
+	ctx := t.Context()
+	id := newID("net")
+	inst := s.start(t, b, id)
+	addr, ok := n.SandboxAddr(id)
+	if !ok || !addr.IsValid() {
+		t.Fatalf("SandboxAddr of a live sandbox: got %v, %v", addr, ok)
+	}
+	for _, online := range []bool{true, false, true} {
+		if err := n.SetOnline(id, online); err != nil {
+			t.Fatalf("SetOnline(%v): %v", online, err)
+		}
+	}
+	s.answers(t, inst, "online")
+	if err := b.Destroy(ctx, id); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	s.stopped(t, inst, "destroyed")
+	if a, ok := n.SandboxAddr(id); ok {
+		t.Errorf("SandboxAddr of a destroyed sandbox: got %v", a)
+	}
+	wantErr(t, "SetOnline of a destroyed sandbox", n.SetOnline(id, false))
 }
