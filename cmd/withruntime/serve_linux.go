@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/withruntime/withruntime/internal/accounts"
 	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/egress"
-	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/server"
 	"github.com/withruntime/withruntime/internal/setup"
@@ -36,16 +36,16 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.IntVar(&cfg.MaxConns, "max-conns", admission.DefaultMaxConns, "how many API client connections may be open at once (the longest-waiting one without a request in progress makes room for a new one)")
 	fs.IntVar(&cfg.AgentMemoryMiB, "agent-memory-budget", 1024, "`MIB` of memory the server may hold of sandboxes' answers in progress, all together; an account gets a quarter, a sandbox an eighth, and requests past them get 429 rate_limited (past the total 503 capacity_exhausted)")
 	fs.BoolVar(&cfg.Trial.Enabled, "allow-trial", false, "let clients obtain trial accounts (POST /v1/trial, rate-limited per client address)")
-	fs.Float64Var(&cfg.Trial.Hours, "trial-hours", httpapi.DefaultTrialHours, "free sandbox hours of each trial account, in hours of the default size (2 vCPUs, 4 GiB): a larger sandbox, or one with more than two CPUs busy, uses them faster, a smaller idle one slower")
-	fs.IntVar(&cfg.Trial.PerAddress, "trial-per-address", httpapi.DefaultTrialPerAddress, "trial accounts one client address may obtain per hour")
-	fs.IntVar(&cfg.Trial.PerWindow, "trial-per-hour", httpapi.DefaultTrialPerWindow, "trial accounts the whole server hands out per hour, every address together (past it 429 rate_limited)")
-	fs.Float64Var(&cfg.Trial.OutstandingHours, "trial-outstanding-hours", httpapi.DefaultTrialOutstandingHours, "no new trial account while those made in the last 30 days hold this many of their hours unused (503 capacity_exhausted)")
-	fs.IntVar(&cfg.Trial.MaxSize.VCPUs, "trial-max-vcpus", httpapi.DefaultTrialSize.VCPUs, "vCPUs a trial account's sandbox may have at most (403 forbidden past it; a create without a size gets the default cut to it)")
-	fs.IntVar(&cfg.Trial.MaxSize.MemoryMiB, "trial-max-memory", httpapi.DefaultTrialSize.MemoryMiB, "`MIB` of memory a trial account's sandbox may have at most")
-	fs.IntVar(&cfg.Trial.MaxSize.DiskGiB, "trial-max-disk", httpapi.DefaultTrialSize.DiskGiB, "`GIB` of disk a trial account's sandbox may have at most")
-	fs.IntVar(&cfg.Trial.Concurrency, "trial-concurrency", httpapi.DefaultTrialConcurrency, "how many sandboxes a trial account runs at once")
-	fs.IntVar(&cfg.Trial.MaxKeys, "trial-max-keys", httpapi.DefaultTrialMaxKeys, "keys a trial account's keys may make, removed ones counted (403 forbidden past it)")
-	fs.IntVar(&cfg.MaxKeysPerAccount, "max-keys-per-account", httpapi.DefaultMaxKeysPerAccount, "keys an account may hold (409 conflict past it), and keys its keys may make in 24 hours, removed ones counted (429 rate_limited); the admin key is bound by neither")
+	fs.Float64Var(&cfg.Trial.Hours, "trial-hours", accounts.DefaultTrialHours, "free sandbox hours of each trial account, in hours of the default size (2 vCPUs, 4 GiB): a larger sandbox, or one with more than two CPUs busy, uses them faster, a smaller idle one slower")
+	fs.IntVar(&cfg.Trial.PerAddress, "trial-per-address", accounts.DefaultTrialPerAddress, "trial accounts one client address may obtain per hour")
+	fs.IntVar(&cfg.Trial.PerWindow, "trial-per-hour", accounts.DefaultTrialPerWindow, "trial accounts the whole server hands out per hour, every address together (past it 429 rate_limited)")
+	fs.Float64Var(&cfg.Trial.OutstandingHours, "trial-outstanding-hours", accounts.DefaultTrialOutstandingHours, "no new trial account while those made in the last 30 days hold this many of their hours unused (503 capacity_exhausted)")
+	fs.IntVar(&cfg.Trial.MaxSize.VCPUs, "trial-max-vcpus", accounts.DefaultTrialSize.VCPUs, "vCPUs a trial account's sandbox may have at most (403 forbidden past it; a create without a size gets the default cut to it)")
+	fs.IntVar(&cfg.Trial.MaxSize.MemoryMiB, "trial-max-memory", accounts.DefaultTrialSize.MemoryMiB, "`MIB` of memory a trial account's sandbox may have at most")
+	fs.IntVar(&cfg.Trial.MaxSize.DiskGiB, "trial-max-disk", accounts.DefaultTrialSize.DiskGiB, "`GIB` of disk a trial account's sandbox may have at most")
+	fs.IntVar(&cfg.Trial.Concurrency, "trial-concurrency", accounts.DefaultTrialConcurrency, "how many sandboxes a trial account runs at once")
+	fs.IntVar(&cfg.Trial.MaxKeys, "trial-max-keys", accounts.DefaultTrialMaxKeys, "keys a trial account's keys may make, removed ones counted (403 forbidden past it)")
+	fs.IntVar(&cfg.MaxKeysPerAccount, "max-keys-per-account", accounts.DefaultMaxKeysPerAccount, "keys an account may hold (409 conflict past it), and keys its keys may make in 24 hours, removed ones counted (429 rate_limited); the admin key is bound by neither")
 	egressFlags(fs, &cfg)
 	fs.DurationVar(&cfg.IdleExit, "idle-exit", 0, "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)")
 	fs.StringVar(&cfg.E2BListen, "e2b-listen", "", "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY")

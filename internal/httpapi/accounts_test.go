@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/accounts"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
 )
@@ -57,7 +58,7 @@ func TestAccountsAdminOnly(t *testing.T) {
 	}{
 		{`{"name":"team"}`, 7, 0, store.Account{ID: "team", Name: "team"}},
 		{`{"name":"Big_team-2","concurrency":250}`, 250, 0, store.Account{ID: "Big_team-2", Name: "Big_team-2", Concurrency: 250}},
-		{`{"name":"trial","trial_hours":1.5}`, DefaultTrialConcurrency, 1.5, store.Account{ID: "trial", Name: "trial", TrialSeconds: 5400, Concurrency: DefaultTrialConcurrency}},
+		{`{"name":"trial","trial_hours":1.5}`, accounts.DefaultTrialConcurrency, 1.5, store.Account{ID: "trial", Name: "trial", TrialSeconds: 5400, Concurrency: accounts.DefaultTrialConcurrency}},
 		{`{"name":"big_trial","trial_hours":1,"concurrency":9}`, 9, 1, store.Account{ID: "big_trial", Name: "big_trial", TrialSeconds: 3600, Concurrency: 9}},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/withruntime/withruntime/internal/accounts"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
 )
@@ -22,6 +23,11 @@ type caller struct {
 // admin and full keys may, so a kind unknown here changes nothing.
 func (c caller) canChange() bool {
 	return c.kind == store.KeyAdmin || c.kind == store.KeyFull
+}
+
+// who is c as the account rules name a caller.
+func (c caller) who() accounts.Caller {
+	return accounts.Caller{Account: c.account, KeyID: c.keyID, Kind: c.kind}
 }
 
 // authenticate finds the key of "Authorization: Bearer KEY". The store

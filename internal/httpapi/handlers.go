@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/accounts"
 	"github.com/withruntime/withruntime/internal/buildinfo"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
@@ -22,9 +23,12 @@ func (s *server) create(w http.ResponseWriter, r *http.Request, c caller) error 
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, true, &req); err != nil {
 		return err
 	}
-	if err := s.trialSize(r.Context(), c, &req); err != nil {
+	// A trial account's create is cut to the trial's size.
+	size := accounts.SizeRequest{VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB, DiskGiB: req.DiskGiB}
+	if err := s.accounts.CutToTrial(r.Context(), c.account, &size); err != nil {
 		return err
 	}
+	req.VCPUs, req.MemoryMiB, req.DiskGiB = size.VCPUs, size.MemoryMiB, size.DiskGiB
 	rec, err := s.cfg.Sandboxes.Create(r.Context(), c.account, c.keyID, req)
 	if err != nil {
 		return err

@@ -14,27 +14,18 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/accounts"
 	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
-// Defaults and bounds of Config.
+// Defaults and bounds of Config. The account, key and trial bounds are
+// internal/accounts' (accounts.DefaultAccountConcurrency, ...).
 const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxFileBytes = api.MaxFileBody
-	// DefaultAccountConcurrency is how many sandboxes an account runs at
-	// once unless it says otherwise; MaxAccountConcurrency bounds what an
-	// account may say.
-	DefaultAccountConcurrency = 100
-	MaxAccountConcurrency     = 10000
-	DefaultTrialHours         = 50
-	DefaultTrialPerAddress    = 5
-	DefaultTrialWindow        = time.Hour
-	// DefaultMaxKeysPerAccount bounds the keys an account holds, and those
-	// its keys make in a day (keys.go).
-	DefaultMaxKeysPerAccount = 100
 )
 
 // Config is what the server is made of. Sandboxes and Store are required.
@@ -51,43 +42,23 @@ type Config struct {
 	// MaxFileBytes bounds a single-file upload (DefaultMaxFileBytes when 0).
 	MaxFileBytes int64
 	// DefaultConcurrency is the concurrency shown for accounts that set
-	// none (DefaultAccountConcurrency when 0). The manager must enforce the
-	// same value.
+	// none (accounts.DefaultAccountConcurrency when 0). The manager must
+	// enforce the same value.
 	DefaultConcurrency int
 	// Trial says whether and how POST /v1/trial hands out trial accounts,
-	// and what every trial account may run (trial.go).
-	Trial TrialConfig
+	// and what every trial account may run (internal/accounts).
+	Trial accounts.TrialConfig
 	// DefaultSize is the size a create that names none gets (the
-	// manager's; DefaultVCPUs, DefaultMemoryMiB, DefaultDiskGiB for zero
-	// fields): a trial's create without a size gets it, cut to the trial's.
-	DefaultSize Size
+	// manager's; accounts.DefaultSize's fields for zero ones): a trial's
+	// create without a size gets it, cut to the trial's.
+	DefaultSize accounts.Size
 	// MaxKeysPerAccount bounds the keys an account holds and those its
-	// keys make in a day (DefaultMaxKeysPerAccount when 0); the admin key
+	// keys make in a day (accounts.DefaultMaxKeysPerAccount when 0); the admin key
 	// is not bound by it.
 	MaxKeysPerAccount int
 	// AgentMemory bounds in sum what the server holds of agents' answers
 	// (agentmemory.go); nil bounds only each request.
 	AgentMemory *membudget.Budget
-}
-
-// TrialConfig is the trial offer: each trial account gets Hours of free
-// sandbox time, counted in hours of the default size (billing.TrialMs),
-// and each client address gets at most PerAddress trial accounts per
-// Window; the whole server at most PerWindow, and none while trials made
-// in the last 30 days hold OutstandingHours unused. Every trial account
-// runs at most Concurrency sandboxes of at most MaxSize, and its keys
-// make at most MaxKeys more keys. Zero fields take the defaults
-// (trial.go).
-type TrialConfig struct {
-	Enabled          bool
-	Hours            float64       // DefaultTrialHours when 0
-	PerAddress       int           // DefaultTrialPerAddress when 0
-	Window           time.Duration // DefaultTrialWindow when 0
-	PerWindow        int           // DefaultTrialPerWindow when 0
-	OutstandingHours float64       // DefaultTrialOutstandingHours when 0
-	MaxSize          Size          // DefaultTrialSize's fields for zero ones
-	Concurrency      int           // DefaultTrialConcurrency when 0
-	MaxKeys          int           // DefaultTrialMaxKeys when 0
 }
 
 // Validate reports what is missing or wrong in c.
@@ -99,8 +70,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("httpapi: Config.Store is nil")
 	case c.MaxBodyBytes < 0 || c.MaxFileBytes < 0:
 		return fmt.Errorf("httpapi: body limits must not be negative")
-	case c.DefaultConcurrency < 0 || c.DefaultConcurrency > MaxAccountConcurrency:
-		return fmt.Errorf("httpapi: DefaultConcurrency must be 0 to %d", MaxAccountConcurrency)
+	case c.DefaultConcurrency < 0 || c.DefaultConcurrency > accounts.MaxAccountConcurrency:
+		return fmt.Errorf("httpapi: DefaultConcurrency must be 0 to %d", accounts.MaxAccountConcurrency)
 	case c.MaxKeysPerAccount < 0:
 		return fmt.Errorf("httpapi: MaxKeysPerAccount must not be negative")
 	case c.DefaultSize.VCPUs < 0 || c.DefaultSize.MemoryMiB < 0 || c.DefaultSize.DiskGiB < 0:
@@ -109,19 +80,13 @@ func (c Config) Validate() error {
 	return c.Trial.Validate()
 }
 
-// maxTrialHours bounds trial hours, wherever they come from, so that their
-// seconds fit an int64 with room to spare.
-const maxTrialHours = 1_000_000
-
 type server struct {
 	cfg      Config
 	log      *slog.Logger
 	proxyLog *log.Logger // httputil.ReverseProxy's own complaints, into log
 	mux      *http.ServeMux
-	trials   *trialLimiter
-	// trialMu makes this process's trial accounts one at a time, so that
-	// they do not pass the outstanding hours together.
-	trialMu sync.Mutex
+	// accounts applies the rules of accounts, keys and trials.
+	accounts *accounts.Service
 
 	// mcp serves /v1/mcp (mcp.go), made on first use.
 	mcpOnce sync.Once
@@ -143,29 +108,19 @@ func NewServer(cfg Config) http.Handler {
 	if cfg.MaxFileBytes == 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes
 	}
-	if cfg.DefaultConcurrency == 0 {
-		cfg.DefaultConcurrency = DefaultAccountConcurrency
-	}
-	if cfg.Trial.Hours == 0 {
-		cfg.Trial.Hours = DefaultTrialHours
-	}
-	if cfg.Trial.PerAddress == 0 {
-		cfg.Trial.PerAddress = DefaultTrialPerAddress
-	}
-	if cfg.Trial.Window == 0 {
-		cfg.Trial.Window = DefaultTrialWindow
-	}
-	cfg.Trial.setDefaults()
-	cfg.DefaultSize = cfg.DefaultSize.or(DefaultSize)
-	if cfg.MaxKeysPerAccount == 0 {
-		cfg.MaxKeysPerAccount = DefaultMaxKeysPerAccount
-	}
+	rules := accounts.New(accounts.Config{
+		Store: cfg.Store, DefaultConcurrency: cfg.DefaultConcurrency, Trial: cfg.Trial,
+		DefaultSize: cfg.DefaultSize, MaxKeysPerAccount: cfg.MaxKeysPerAccount,
+	})
+	// The defaults as the rules filled them in, for what the API shows.
+	ac := rules.Config()
+	cfg.DefaultConcurrency, cfg.Trial, cfg.DefaultSize, cfg.MaxKeysPerAccount = ac.DefaultConcurrency, ac.Trial, ac.DefaultSize, ac.MaxKeysPerAccount
 	s := &server{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		proxyLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		mux:      http.NewServeMux(),
-		trials:   newTrialLimiter(cfg.Trial.PerAddress, cfg.Trial.PerWindow, cfg.Trial.Window),
+		accounts: rules,
 	}
 	for _, rt := range Routes() {
 		s.mux.Handle(rt.Method+" "+rt.Pattern, s.route(rt))
@@ -341,3 +296,11 @@ func (w *statusWriter) Flush() {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TrialConfig and Size are the types of Config's trial and size fields,
+// which internal/accounts defines with their defaults; named here too so
+// that the server's configuration can spell them as the API's.
+type (
+	TrialConfig = accounts.TrialConfig
+	Size        = accounts.Size
+)

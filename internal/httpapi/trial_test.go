@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/accounts"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -32,8 +33,8 @@ func TestTrial(t *testing.T) {
 		wantStatus(t, resp, 201, "")
 		var tr api.Trial
 		decodeStrict(t, resp, &tr)
-		if len(tr.Account) != len("trial-")+16 || tr.Account[:6] != "trial-" || tr.TrialHours != DefaultTrialHours {
-			t.Errorf("trial %d: got %+v, want a trial- account of %d hours", i, tr, DefaultTrialHours)
+		if len(tr.Account) != len("trial-")+16 || tr.Account[:6] != "trial-" || tr.TrialHours != accounts.DefaultTrialHours {
+			t.Errorf("trial %d: got %+v, want a trial- account of %d hours", i, tr, accounts.DefaultTrialHours)
 		}
 		trials = append(trials, tr)
 	}
@@ -53,8 +54,8 @@ func TestTrial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.TrialSeconds != DefaultTrialHours*3600 || a.Concurrency != DefaultTrialConcurrency {
-		t.Errorf("stored account: got %+v, want %d trial seconds and concurrency %d", a, DefaultTrialHours*3600, DefaultTrialConcurrency)
+	if a.TrialSeconds != accounts.DefaultTrialHours*3600 || a.Concurrency != accounts.DefaultTrialConcurrency {
+		t.Errorf("stored account: got %+v, want %d trial seconds and concurrency %d", a, accounts.DefaultTrialHours*3600, accounts.DefaultTrialConcurrency)
 	}
 	keys, _ := e.store.ListKeys(t.Context(), tr.Account)
 	if len(keys) != 1 || keys[0].Kind != store.KeyFull {
@@ -88,80 +89,6 @@ func TestTrialHoursConfigured(t *testing.T) {
 	}
 }
 
-func TestTrialLimiter(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	l := newTrialLimiter(2, 100, time.Hour)
-	steps := []struct {
-		addr     string
-		at       time.Duration
-		wantOK   bool
-		wantWait time.Duration
-	}{
-		{"a", 0, true, 0},
-		{"a", time.Minute, true, 0},
-		{"a", 2 * time.Minute, false, 58 * time.Minute},
-		{"b", 2 * time.Minute, true, 0},
-		{"a", 59 * time.Minute, false, time.Minute},
-		{"a", 60 * time.Minute, true, 0}, // a new window
-		{"b", 61 * time.Minute, true, 0}, // b's window began at 2m
-		{"b", 61*time.Minute + 30*time.Second, false, 30 * time.Second},
-		{"b", 62 * time.Minute, true, 0},
-	}
-	for i, s := range steps {
-		wait, err := l.allow(s.addr, t0.Add(s.at))
-		if ok := err == nil; ok != s.wantOK || wait != s.wantWait {
-			t.Errorf("step %d (%s at %v): got %v, wait %v, want %v, wait %v", i, s.addr, s.at, ok, wait, s.wantOK, s.wantWait)
-		}
-	}
-
-	// Addresses whose window passed are dropped.
-	l = newTrialLimiter(1, 1000, time.Hour)
-	for i := range 100 {
-		l.allow(strconv.Itoa(i), t0)
-	}
-	l.allow("late", t0.Add(time.Hour))
-	if got := len(l.seen); got != 1 {
-		t.Errorf("addresses kept after their windows passed: got %d, want 1", got)
-	}
-
-	// The limiter stays bounded: a full table refuses new addresses until
-	// windows pass.
-	l = newTrialLimiter(1, maxTrialAddresses+1, time.Hour)
-	for i := range maxTrialAddresses {
-		if _, err := l.allow(strconv.Itoa(i), t0); err != nil {
-			t.Fatalf("address %d refused below the bound", i)
-		}
-	}
-	if _, err := l.allow("one more", t0.Add(time.Minute)); err == nil {
-		t.Error("a new address was counted past the bound")
-	}
-	if _, err := l.allow("one more", t0.Add(time.Hour)); err != nil {
-		t.Error("a new address was refused once the windows passed")
-	}
-	if got := len(l.seen); got != 1 {
-		t.Errorf("addresses kept: got %d, want 1", got)
-	}
-}
-
-func TestClientAddr(t *testing.T) {
-	tests := []struct {
-		remote, want string
-	}{
-		{"192.0.2.7:5555", "192.0.2.7"},
-		{"[::ffff:192.0.2.7]:5555", "192.0.2.7"},
-		{"[2001:db8:1:2:3:4:5:6]:5555", "2001:db8:1:2::/64"},
-		{"[2001:db8:1:2:ffff::1]:1", "2001:db8:1:2::/64"},
-		{"[fe80::1%eth0]:1", "fe80::/64"},
-		{"@", "@"},
-	}
-	for _, tt := range tests {
-		r := &http.Request{RemoteAddr: tt.remote}
-		if got := clientAddr(r); got != tt.want {
-			t.Errorf("clientAddr(%q): got %q, want %q", tt.remote, got, tt.want)
-		}
-	}
-}
-
 func TestConfigValidate(t *testing.T) {
 	base := Config{Sandboxes: newFakeSandboxes(""), Store: &store.Bolt{}}
 	tests := []struct {
@@ -170,9 +97,9 @@ func TestConfigValidate(t *testing.T) {
 		wantErr bool
 	}{
 		{"defaults", func(*Config) {}, false},
-		{"concurrency at the bound", func(c *Config) { c.DefaultConcurrency = MaxAccountConcurrency }, false},
+		{"concurrency at the bound", func(c *Config) { c.DefaultConcurrency = accounts.MaxAccountConcurrency }, false},
 		{"negative concurrency", func(c *Config) { c.DefaultConcurrency = -1 }, true},
-		{"concurrency over the bound", func(c *Config) { c.DefaultConcurrency = MaxAccountConcurrency + 1 }, true},
+		{"concurrency over the bound", func(c *Config) { c.DefaultConcurrency = accounts.MaxAccountConcurrency + 1 }, true},
 		{"trial", func(c *Config) { c.Trial = TrialConfig{Enabled: true, Hours: 2, PerAddress: 1, Window: time.Minute} }, false},
 		{"negative trial hours", func(c *Config) { c.Trial.Hours = -1 }, true},
 		{"huge trial hours", func(c *Config) { c.Trial.Hours = 1e18 }, true},
@@ -184,9 +111,11 @@ func TestConfigValidate(t *testing.T) {
 		{"negative per window", func(c *Config) { c.Trial.PerWindow = -1 }, true},
 		{"negative trial size", func(c *Config) { c.Trial.MaxSize.MemoryMiB = -1 }, true},
 		{"negative trial keys", func(c *Config) { c.Trial.MaxKeys = -1 }, true},
-		{"trial concurrency over the bound", func(c *Config) { c.Trial.Concurrency = MaxAccountConcurrency + 1 }, true},
+		{"trial concurrency over the bound", func(c *Config) { c.Trial.Concurrency = accounts.MaxAccountConcurrency + 1 }, true},
 		{"outstanding hours below a trial's", func(c *Config) { c.Trial = TrialConfig{Enabled: true, Hours: 100, OutstandingHours: 99} }, true},
-		{"outstanding hours below the default trial's", func(c *Config) { c.Trial = TrialConfig{Enabled: true, OutstandingHours: DefaultTrialHours / 2} }, true},
+		{"outstanding hours below the default trial's", func(c *Config) {
+			c.Trial = TrialConfig{Enabled: true, OutstandingHours: accounts.DefaultTrialHours / 2}
+		}, true},
 		{"outstanding hours below a trial's, trials off", func(c *Config) { c.Trial = TrialConfig{Hours: 100, OutstandingHours: 99} }, false},
 		{"negative keys per account", func(c *Config) { c.MaxKeysPerAccount = -1 }, true},
 		{"negative default size", func(c *Config) { c.DefaultSize.VCPUs = -1 }, true},

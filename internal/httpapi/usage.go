@@ -31,7 +31,7 @@ func (s *server) usage(w http.ResponseWriter, r *http.Request, c caller) error {
 	}
 	if c.kind != store.KeyAdmin || q.Get("account") != "" {
 		var err error
-		if f.Account, err = s.targetAccount(r.Context(), c, q.Get("account"), false); err != nil {
+		if f.Account, err = s.accounts.TargetAccount(r.Context(), c.who(), q.Get("account"), false); err != nil {
 			return err
 		}
 	}
