@@ -4,7 +4,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -92,27 +91,36 @@ func (t *text) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// placeholder is a word of tools.json's texts that each surface fills.
-var placeholder = regexp.MustCompile(`\{[a-z_]*\}`)
-
 // resolve is t as surface shows it: its parts for that surface, joined,
-// with the surface's words for the placeholders.
+// with the surface's words for the placeholders ({exec} and the like).
+// (No regexp: the agent links this package and should not pay for one.)
 func (t text) resolve(surface string, words map[string]string) (string, error) {
-	var b strings.Builder
+	var in strings.Builder
 	for _, p := range t {
 		if p.Only == nil || slices.Contains(p.Only, surface) {
-			b.WriteString(p.Text)
+			in.WriteString(p.Text)
 		}
 	}
-	var err error
-	s := placeholder.ReplaceAllStringFunc(b.String(), func(m string) string {
-		w, ok := words[m[1:len(m)-1]]
-		if !ok {
-			err = fmt.Errorf("unknown placeholder %s", m)
+	s := in.String()
+	var out strings.Builder
+	for {
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			out.WriteString(s)
+			return out.String(), nil
 		}
-		return w
-	})
-	return s, err
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			return "", fmt.Errorf("an unclosed placeholder in %q", s)
+		}
+		w, ok := words[s[i+1:i+j]]
+		if !ok {
+			return "", fmt.Errorf("unknown placeholder %s", s[i:i+j+1])
+		}
+		out.WriteString(s[:i])
+		out.WriteString(w)
+		s = s[i+j+1:]
+	}
 }
 
 // AgentTools returns the agent tools as surface shows them, in

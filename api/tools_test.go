@@ -74,3 +74,18 @@ func paramTexts(ps []ParamText) []string {
 	}
 	return out
 }
+
+// TestResolveRefusesUnknownPlaceholders: a misspelt placeholder is an
+// error, not a brace shown to a model.
+func TestResolveRefusesUnknownPlaceholders(t *testing.T) {
+	words := map[string]string{"exec": "runtime_exec"}
+	got, err := text{{Text: "use {exec}"}, {Only: []string{"mcp"}, Text: " (mcp)"}, {Text: "."}}.resolve("python", words)
+	if err != nil || got != "use runtime_exec." {
+		t.Errorf("got %q, %v", got, err)
+	}
+	for _, bad := range []string{"use {exce}", "use {exec"} {
+		if _, err := (text{{Text: bad}}).resolve("python", words); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
