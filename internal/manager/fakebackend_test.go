@@ -18,8 +18,9 @@ import (
 // test/e2e (lifecycle_race_test.go for the races here).
 //
 // Where it matters it behaves as the gVisor backend does: Resume of a
-// sandbox that is not paused fails and its cleanup kills what runs under
-// the id; Pause and Destroy stop the instance, so its Done fires. What
+// sandbox that is not paused fails and leaves it as it is, a Resume whose
+// restore fails (fail) kills what runs under the id; Pause and Destroy
+// stop the instance, so its Done fires. What
 // every backend must do, the fake included, is pinned by the suite in
 // internal/sandbox/backendtest (TestFakeBackendSuite).
 type fakeBackend struct {
@@ -160,11 +161,13 @@ func (b *fakeBackend) Resume(ctx context.Context, id string, spec sandbox.Spec) 
 	defer b.mu.Unlock()
 	box := b.boxes[id]
 	if err == nil && (box == nil || box.state != sandbox.StatePaused) {
-		err = fmt.Errorf("no checkpoint for %s", id)
+		// As gVisor's Resume finds no checkpoint: it fails before it
+		// restores anything, and what runs under the id runs on.
+		return nil, fmt.Errorf("no checkpoint for %s", id)
 	}
 	if err != nil {
-		// As gVisor's Resume does on failure: stop the container of id,
-		// whoever started it.
+		// As gVisor's Resume does when a restore fails: stop the
+		// container of id, whoever started it.
 		if box != nil && box.state == sandbox.StateRunning {
 			box.inst.stop(sandbox.EndError, "killed by a failed resume")
 			delete(b.boxes, id)

@@ -249,6 +249,12 @@ func (s *suite) lifecycle(t *testing.T, b sandbox.Backend) {
 			t.Errorf("CPUTime of a live sandbox: got %v, %v", d, err)
 		}
 	}
+	// A Resume of a sandbox that runs finds no checkpoint: it fails and
+	// leaves the sandbox running.
+	if again, err := b.Resume(ctx, id, s.opts.Spec); err == nil || again != nil {
+		t.Errorf("Resume of a running sandbox: got %v, %v; want an error", again, err)
+	}
+	s.answers(t, inst, "after a failed Resume")
 	if f, ok := b.(sandbox.Freezer); ok {
 		if err := f.Freeze(ctx, id); err != nil {
 			t.Fatalf("Freeze: %v", err)
