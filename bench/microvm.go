@@ -56,7 +56,7 @@ func microvmRun(ctx context.Context, c config) error {
 	}
 
 	vm, err := startServer(ctx, c.cache, c.overcommit, nil, up, func(cfg *server.Config) {
-		cfg.Isolation, cfg.MicroVMAccel = "microvm", accel
+		cfg.Isolation, cfg.BackendOptions = "microvm", map[string]string{microvm.AccelFlag: accel}
 	})
 	if err != nil {
 		return fmt.Errorf("microvm server: %w", err)

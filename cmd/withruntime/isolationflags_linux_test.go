@@ -31,8 +31,8 @@ func TestServeIsolationFlags(t *testing.T) {
 			}
 			continue
 		}
-		if cfg.Isolation != tt.wantIso || cfg.MicroVMAccel != tt.wantAccel {
-			t.Errorf("%s: got isolation %q accel %q, want %q %q", tt.name, cfg.Isolation, cfg.MicroVMAccel, tt.wantIso, tt.wantAccel)
+		if accel := cfg.BackendOptions["microvm-accel"]; cfg.Isolation != tt.wantIso || accel != tt.wantAccel {
+			t.Errorf("%s: got isolation %q accel %q, want %q %q", tt.name, cfg.Isolation, accel, tt.wantIso, tt.wantAccel)
 		}
 	}
 }

@@ -2,18 +2,17 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/netip"
-	"sort"
-	"sync"
 	"time"
 )
 
 // Backend is the seam between the platform and an isolation technology
-// (gVisor today, a microVM later). A backend turns a Spec into a running,
-// isolated machine whose in-sandbox agent can be dialed, and removes every
-// trace of it on Destroy.
+// (gVisor, a QEMU microVM; each registers itself: registry.go). A backend
+// turns a Spec into a running, isolated machine whose in-sandbox agent can
+// be dialed, and removes every trace of it on Destroy. Its optional
+// capabilities (Meter, Warmer, Networked, Freezer, CheckpointDigester)
+// are reached through an Adapter, never asked for by its callers.
 type Backend interface {
 	// Name is the registered name of the backend.
 	Name() string
@@ -46,9 +45,6 @@ type Instance interface {
 	Cause() (EndReason, string)
 }
 
-// BackendFactory makes a backend from the server's configuration.
-type BackendFactory func(cfg BackendConfig) (Backend, error)
-
 // BackendConfig is what every backend is given.
 type BackendConfig struct {
 	// DataDir holds per-sandbox state that must survive a restart.
@@ -64,9 +60,9 @@ type BackendConfig struct {
 	// same cache) can resume the sandbox; Destroy removes it. Sandboxes
 	// that are not paused keep their state in DataDir.
 	SharedCheckpoints string
-	// MicroVMAccel is the microVM backend's QEMU accelerator: "kvm"
-	// (default) or "tcg" (software emulation).
-	MicroVMAccel string
+	// Options are the values of the registered backends' own settings
+	// (Registration.Options), by flag name; Option reads one.
+	Options map[string]string
 }
 
 // EgressWiring says where a sandbox's traffic goes on the host.
@@ -88,45 +84,6 @@ type EgressWiring struct {
 type Networked interface {
 	SandboxAddr(id string) (netip.Addr, bool)
 	SetOnline(id string, online bool) error
-}
-
-var (
-	registryMu sync.Mutex // guards registry
-	registry   = map[string]BackendFactory{}
-)
-
-// RegisterBackend makes a backend available by name. Backends call it from
-// their package's init; it does no I/O.
-func RegisterBackend(name string, f BackendFactory) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	if _, dup := registry[name]; dup {
-		panic("sandbox: backend registered twice: " + name)
-	}
-	registry[name] = f
-}
-
-// Backends lists the registered backend names, sorted.
-func Backends() []string {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// NewBackend makes the backend registered under name.
-func NewBackend(name string, cfg BackendConfig) (Backend, error) {
-	registryMu.Lock()
-	f, ok := registry[name]
-	registryMu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("no backend named %q", name)
-	}
-	return f(cfg)
 }
 
 // Meter is the optional capability of a backend to tell how much CPU a live

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-		"net/netip"
+	"net/netip"
 	"sort"
 	"sync"
 	"time"

@@ -7,12 +7,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/membudget"
+	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
 // DefaultListen is the address clients try when none is configured.
@@ -30,13 +32,16 @@ type Config struct {
 	// default CacheDir/sdk, where scripts/sdk-build.sh puts them at setup.
 	SDKDir string
 	// Backend is the default isolation when Isolation is "" (tests name
-	// one); Isolation is serve --isolation: "auto" (microvm when KVM
-	// boots a guest on this host, else gvisor), "gvisor" or "microvm".
+	// one; default: the backend every server runs); Isolation is serve
+	// --isolation: "auto" (the host chooses: isolation.go) or a
+	// registered backend's name.
 	Backend   string
 	Isolation string
-	// MicroVMAccel is serve --microvm-accel: "kvm" (default) or "tcg".
-	MicroVMAccel string
-	Logger       *slog.Logger
+	// BackendOptions are the values of the registered backends' own
+	// flags (sandbox.Registration's Options: serve --microvm-accel, say),
+	// by flag name; an option not set has its default.
+	BackendOptions map[string]string
+	Logger         *slog.Logger
 	// Quiet suppresses the one-time notice about the admin key (for
 	// servers with no operator to tell).
 	Quiet   bool
@@ -136,10 +141,7 @@ func (c *Config) setDefaults() {
 		c.SDKDir = filepath.Join(c.CacheDir, "sdk")
 	}
 	if c.Backend == "" {
-		c.Backend = "gvisor"
-	}
-	if c.MicroVMAccel == "" {
-		c.MicroVMAccel = AccelKVM
+		c.Backend = requiredIsolation()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -154,15 +156,11 @@ func (c *Config) Validate() error {
 	if !filepath.IsAbs(c.CacheDir) {
 		return errors.New("--cache-dir must be an absolute path")
 	}
-	switch c.Isolation {
-	case "", IsolationAuto, "gvisor", "microvm":
-	default:
-		return fmt.Errorf("--isolation %q: want auto, gvisor or microvm", c.Isolation)
+	if c.Isolation != "" && !slices.Contains(isolationChoices(), c.Isolation) {
+		return fmt.Errorf("--isolation %q: want %s", c.Isolation, sandbox.OneOf(isolationChoices()))
 	}
-	switch c.MicroVMAccel {
-	case "", AccelKVM, AccelTCG:
-	default:
-		return fmt.Errorf("--microvm-accel %q: want kvm or tcg", c.MicroVMAccel)
+	if err := sandbox.CheckOptions(c.BackendOptions); err != nil {
+		return err
 	}
 	if c.AgentMemoryMiB < 0 {
 		return errors.New("--agent-memory-budget must not be negative")

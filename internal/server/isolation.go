@@ -2,87 +2,134 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sort"
 
-	"github.com/withruntime/withruntime/internal/backend/microvm" // registers "microvm"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// Isolation settings of Config.Isolation.
-const (
-	IsolationAuto = "auto"
-	AccelKVM      = "kvm"
-	AccelTCG      = "tcg"
-)
+// IsolationAuto is the Config.Isolation that lets the host choose: the
+// registered backend that ranks highest for it (sandbox.Registration's
+// Auto) and whose probe passes.
+const IsolationAuto = "auto"
 
-// probeKVM says whether microVMs boot with KVM on this host, and
-// registered and makeBackend are the backend registry's; tests replace
-// them.
-var (
-	probeKVM    = microvm.ProbeKVM
-	registered  = sandbox.Backends
-	makeBackend = sandbox.NewBackend
-)
+// registrations is the backend registry; tests replace it.
+var registrations = sandbox.Registrations
 
-// defaultIsolation is the isolation a create without one gets: Isolation
-// when it names one, for auto microvm exactly when KVM boots a guest here
-// (TCG is too slow to be anyone's default), and without Isolation the
-// Backend the configuration names.
-func defaultIsolation(ctx context.Context, cfg Config, kvm func() bool) string {
-	switch cfg.Isolation {
-	case "":
-		return cfg.Backend
-	case IsolationAuto:
-		if cfg.MicroVMAccel == AccelKVM && kvm() {
-			return sandbox.IsolationMicroVM
-		}
-		return sandbox.IsolationGVisor
-	default:
-		return cfg.Isolation
+// isolationChoices are the values of Config.Isolation besides "": auto
+// and every registered backend.
+func isolationChoices() []string {
+	choices := []string{IsolationAuto}
+	for _, r := range registrations() {
+		choices = append(choices, r.Name)
 	}
+	return choices
 }
 
-// newBackend makes the backend of every isolation this server runs:
-// gvisor always, microvm when it is built in and set up on this host and
-// can boot a guest (under KVM: when the probe says KVM works; else a
-// warning, unless it is the default: then starting fails), and the
-// default's, whatever it is. More than one is a sandbox.Multi.
-func newBackend(ctx context.Context, cfg Config, bcfg sandbox.BackendConfig) (sandbox.Backend, error) {
-	bcfg.MicroVMAccel = cfg.MicroVMAccel
-	var probed, kvmOK bool
-	kvm := func() bool {
-		if !probed {
-			probed, kvmOK = true, probeKVM(ctx, cfg.CacheDir)
+// requiredIsolation is the backend every server runs (Registration's
+// Required), the isolation of a configuration that names none.
+func requiredIsolation() string {
+	for _, r := range registrations() {
+		if r.Required {
+			return r.Name
 		}
-		return kvmOK
 	}
-	def := defaultIsolation(ctx, cfg, kvm)
-	names := []string{def}
-	for _, n := range []string{sandbox.IsolationGVisor, sandbox.IsolationMicroVM} {
-		if n == def || !slices.Contains(registered(), n) {
-			continue
+	return ""
+}
+
+// defaultIsolation is the isolation a create without one gets: Isolation
+// when it names one, for auto the registered backend of the highest rank
+// under bcfg whose probe passes, and without Isolation the Backend the
+// configuration names.
+func defaultIsolation(cfg Config, bcfg sandbox.BackendConfig, regs []sandbox.Registration, probe func(sandbox.Registration) error) (string, error) {
+	switch cfg.Isolation {
+	case "":
+		return cfg.Backend, nil
+	case IsolationAuto:
+	default:
+		return cfg.Isolation, nil
+	}
+	type ranked struct {
+		reg  sandbox.Registration
+		rank int
+	}
+	var candidates []ranked
+	for _, r := range regs {
+		rank := 0
+		if r.Auto != nil {
+			rank = r.Auto(bcfg)
 		}
-		// Offered under a KVM that boots nothing, every create of it
-		// would wait for a boot that never comes.
-		if n == sandbox.IsolationMicroVM && cfg.MicroVMAccel == AccelKVM && !kvm() {
-			cfg.Logger.Warn("running without an isolation", "isolation", n, "err", "KVM boots no guest on this host (--microvm-accel tcg emulates one, slowly)")
-			continue
+		if rank >= 0 {
+			candidates = append(candidates, ranked{r, rank})
 		}
-		names = append(names, n)
+	}
+	sort.SliceStable(candidates, func(i, j int) bool { return candidates[i].rank > candidates[j].rank })
+	for _, c := range candidates {
+		if probe(c.reg) == nil {
+			return c.reg.Name, nil
+		}
+	}
+	return "", errors.New("isolation auto: no registered backend runs on this host")
+}
+
+// newBackend makes the backend of every isolation this server runs: the
+// default's, whatever it is, and every other registered backend whose
+// probe passes on this host and that can be made (else a warning; a
+// Required one that cannot be made fails the start). More than one is a
+// sandbox.Multi.
+func newBackend(ctx context.Context, cfg Config, bcfg sandbox.BackendConfig) (sandbox.Backend, error) {
+	bcfg.Options = cfg.BackendOptions
+	regs := registrations()
+	// A probe may boot something: each runs once, and only when its
+	// answer is needed.
+	probed := map[string]error{}
+	probe := func(r sandbox.Registration) error {
+		if r.Probe == nil {
+			return nil
+		}
+		err, ok := probed[r.Name]
+		if !ok {
+			err = r.Probe(ctx, bcfg)
+			probed[r.Name] = err
+		}
+		return err
+	}
+	def, err := defaultIsolation(cfg, bcfg, regs, probe)
+	if err != nil {
+		return nil, err
 	}
 	var backends []sandbox.Backend
-	for _, n := range names {
-		b, err := makeBackend(n, bcfg)
-		switch {
-		case err == nil:
+	add := func(r sandbox.Registration) error {
+		b, err := r.New(bcfg)
+		if err == nil {
 			backends = append(backends, b)
-		case n == def:
-			return nil, fmt.Errorf("the default isolation %s: %w", n, err)
-		case n == sandbox.IsolationGVisor:
-			return nil, err
-		default:
-			cfg.Logger.Warn("running without an isolation", "isolation", n, "err", err)
+		}
+		return err
+	}
+	i := slices.IndexFunc(regs, func(r sandbox.Registration) bool { return r.Name == def })
+	if i < 0 {
+		return nil, fmt.Errorf("the default isolation %s: no backend named %q", def, def)
+	}
+	if err := add(regs[i]); err != nil {
+		return nil, fmt.Errorf("the default isolation %s: %w", def, err)
+	}
+	for _, r := range regs {
+		if r.Name == def {
+			continue
+		}
+		// Offered where it cannot run, every create of it would wait for
+		// a boot that never comes.
+		if err := probe(r); err != nil {
+			cfg.Logger.Warn("running without an isolation", "isolation", r.Name, "err", err)
+			continue
+		}
+		if err := add(r); err != nil {
+			if r.Required {
+				return nil, err
+			}
+			cfg.Logger.Warn("running without an isolation", "isolation", r.Name, "err", err)
 		}
 	}
 	cfg.Logger.Info("isolation", "default", def, "offered", len(backends))

@@ -21,23 +21,50 @@ type stubBackend struct {
 
 func (b stubBackend) Name() string { return b.name }
 
-// stubRegistry replaces the registry with names whose factories fail with
-// failing[name], and the probe with kvm; it returns the accelerators the
+const accelFlag = "microvm-accel"
+
+// stubRegistry replaces the registry with the backends named, registered
+// as gVisor and the microVM register themselves (gvisor required; microvm
+// ranked first by auto under kvm, and probed there with kvm), whose
+// factories fail with failing[name]; it returns the accelerators the
 // factories were given.
 func stubRegistry(t *testing.T, names []string, failing map[string]error, kvm bool) *[]string {
 	t.Helper()
-	oldReg, oldMake, oldProbe := registered, makeBackend, probeKVM
-	t.Cleanup(func() { registered, makeBackend, probeKVM = oldReg, oldMake, oldProbe })
+	old := registrations
+	t.Cleanup(func() { registrations = old })
 	var accels []string
-	registered = func() []string { return names }
-	makeBackend = func(name string, cfg sandbox.BackendConfig) (sandbox.Backend, error) {
-		accels = append(accels, cfg.MicroVMAccel)
-		if err := failing[name]; err != nil {
-			return nil, err
+	factory := func(name string) sandbox.BackendFactory {
+		return func(cfg sandbox.BackendConfig) (sandbox.Backend, error) {
+			accels = append(accels, cfg.Options[accelFlag])
+			if err := failing[name]; err != nil {
+				return nil, err
+			}
+			return stubBackend{name: name}, nil
 		}
-		return stubBackend{name: name}, nil
 	}
-	probeKVM = func(context.Context, string) bool { return kvm }
+	all := map[string]sandbox.Registration{
+		"gvisor": {Name: "gvisor", New: factory("gvisor"), Required: true},
+		"microvm": {
+			Name: "microvm", New: factory("microvm"),
+			Auto: func(cfg sandbox.BackendConfig) int {
+				if cfg.Options[accelFlag] == "kvm" {
+					return 1
+				}
+				return -1
+			},
+			Probe: func(_ context.Context, cfg sandbox.BackendConfig) error {
+				if cfg.Options[accelFlag] == "kvm" && !kvm {
+					return errors.New("KVM boots no guest on this host")
+				}
+				return nil
+			},
+		},
+	}
+	var regs []sandbox.Registration
+	for _, n := range names {
+		regs = append(regs, all[n])
+	}
+	registrations = func() []sandbox.Registration { return regs }
 	return &accels
 }
 
@@ -58,9 +85,17 @@ func TestDefaultIsolation(t *testing.T) {
 		{"none: the Backend", "", "microvm", "tcg", false, "microvm"},
 	}
 	for _, tt := range tests {
-		cfg := Config{Isolation: tt.isolation, Backend: tt.backend, MicroVMAccel: tt.accel}
-		if got := defaultIsolation(t.Context(), cfg, func() bool { return tt.kvm }); got != tt.want {
-			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		stubRegistry(t, []string{"gvisor", "microvm"}, nil, tt.kvm)
+		cfg := Config{Isolation: tt.isolation, Backend: tt.backend}
+		bcfg := sandbox.BackendConfig{Options: map[string]string{accelFlag: tt.accel}}
+		probe := func(r sandbox.Registration) error {
+			if r.Probe == nil {
+				return nil
+			}
+			return r.Probe(t.Context(), bcfg)
+		}
+		if got, err := defaultIsolation(cfg, bcfg, registrations(), probe); err != nil || got != tt.want {
+			t.Errorf("%s: got %q, %v; want %q", tt.name, got, err, tt.want)
 		}
 	}
 }
@@ -94,16 +129,8 @@ func TestNewBackendIsolations(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			accels := stubRegistry(t, tt.names, tt.failing, tt.kvm)
-			if tt.wantErr == "no backend" {
-				makeBackend = func(name string, cfg sandbox.BackendConfig) (sandbox.Backend, error) {
-					if name == "microvm" {
-						return sandbox.NewBackend("no such backend", cfg)
-					}
-					return stubBackend{name: name}, nil
-				}
-			}
 			var log bytes.Buffer
-			cfg := Config{Isolation: tt.isolation, MicroVMAccel: tt.accel, Logger: slog.New(slog.NewTextHandler(&log, nil))}
+			cfg := Config{Isolation: tt.isolation, BackendOptions: map[string]string{accelFlag: tt.accel}, Logger: slog.New(slog.NewTextHandler(&log, nil))}
 			b, err := newBackend(t.Context(), cfg, sandbox.BackendConfig{})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {

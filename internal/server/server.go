@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	_ "github.com/withruntime/withruntime/internal/backend/gvisor" // registers "gvisor"
+	_ "github.com/withruntime/withruntime/internal/backend/all" // registers every backend
 	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/cluster"
 	"github.com/withruntime/withruntime/internal/httpapi"

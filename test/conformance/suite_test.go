@@ -103,10 +103,10 @@ func backendEnv(t *testing.T, name string, pooled bool) *env {
 		CacheDir: testenv.CacheDir(),
 		Backend:  name,
 		// This host's KVM boots no stock kernel: microVMs run under TCG.
-		MicroVMAccel: "tcg",
-		Quiet:        true,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Manager:      manager.Config{ReapInterval: 200 * time.Millisecond, DiskMiB: diskMiB, Pools: pools},
+		BackendOptions: map[string]string{"microvm-accel": "tcg"},
+		Quiet:          true,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Manager:        manager.Config{ReapInterval: 200 * time.Millisecond, DiskMiB: diskMiB, Pools: pools},
 	})
 	if err != nil {
 		t.Fatalf("starting server with backend %s: %v", name, err)

@@ -16,12 +16,6 @@ import (
 // Name is the backend's registered name.
 const Name = "gvisor"
 
-func init() {
-	sandbox.RegisterBackend(Name, func(cfg sandbox.BackendConfig) (sandbox.Backend, error) {
-		return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Egress: cfg.Egress, SharedCheckpoints: cfg.SharedCheckpoints})
-	})
-}
-
 // Config locates what the backend needs on the host.
 type Config struct {
 	DataDir  string

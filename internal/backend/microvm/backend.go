@@ -18,12 +18,6 @@ import (
 // Name is the backend's registered name.
 const Name = "microvm"
 
-func init() {
-	sandbox.RegisterBackend(Name, func(cfg sandbox.BackendConfig) (sandbox.Backend, error) {
-		return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Accel: cfg.MicroVMAccel, Egress: cfg.Egress})
-	})
-}
-
 // Config locates what the backend needs on the host.
 type Config struct {
 	DataDir  string
