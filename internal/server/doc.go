@@ -2,6 +2,9 @@
 // the data dir, the admin key, the backend, the manager and the HTTP API,
 // and runs it until its context ends.
 //
-// It is the only package that knows every other one; nothing imports it
-// but the command.
+// It is the only package that knows every other one, and it names no
+// backend: it imports internal/backend/all, whose backends register
+// themselves (sandbox.Registration), and chooses among the registry
+// (isolation.go). Nothing imports it but the commands (withruntime, bench)
+// and the conformance suite.
 package server
