@@ -268,6 +268,11 @@ func (s *suite) lifecycle(t *testing.T, b sandbox.Backend) {
 			t.Fatalf("Thaw: %v", err)
 		}
 		s.answers(t, inst, "thawed")
+		// Destroy ends a frozen sandbox too (a fenced node's sandboxes
+		// are frozen when their records end).
+		if err := f.Freeze(ctx, id); err != nil {
+			t.Fatalf("Freeze again: %v", err)
+		}
 	}
 	if err := b.Destroy(ctx, id); err != nil {
 		t.Fatalf("Destroy: %v", err)
@@ -359,8 +364,9 @@ func (s *suite) startTwice(t *testing.T, b sandbox.Backend) {
 
 // pauseResume: Pause ends the instance and keeps the sandbox for Resume,
 // which brings it back with its files; a paused sandbox cannot be paused
-// (not_found: nothing runs) nor resumed twice, and a paused sandbox that
-// is destroyed cannot be resumed.
+// (not_found: nothing runs), frozen, attached nor resumed twice, Sweep
+// asks about it and keeps it when told, and a paused sandbox that is
+// destroyed cannot be resumed.
 func (s *suite) pauseResume(t *testing.T, b sandbox.Backend) {
 	ctx := t.Context()
 	id := newID("pau")
@@ -380,6 +386,22 @@ func (s *suite) pauseResume(t *testing.T, b sandbox.Backend) {
 	if m, ok := b.(sandbox.Meter); ok {
 		_, err := m.CPUTime(id)
 		wantErr(t, "CPUTime of a paused sandbox", err)
+	}
+	if f, ok := b.(sandbox.Freezer); ok {
+		wantErr(t, "Freeze of a paused sandbox", f.Freeze(ctx, id))
+	}
+	if inst, err := b.Attach(ctx, id, s.opts.Spec); err == nil || inst != nil {
+		t.Errorf("Attach of a paused sandbox: got %v, %v; want an error", inst, err)
+	}
+	asked := false
+	if err := b.Sweep(ctx, func(got string) bool {
+		asked = asked || got == id
+		return true
+	}); err != nil {
+		t.Fatalf("Sweep keeping all: %v", err)
+	}
+	if !asked {
+		t.Errorf("Sweep did not ask about the paused %s", id)
 	}
 	var resumed sandbox.Instance
 	var err error
