@@ -11,7 +11,8 @@
 // accepted.
 //
 // It serves the contract of package api (and api/openapi.yaml, which a test
-// here holds to the route table). It decides nothing about sandboxes
+// here loads and validates with kin-openapi and holds to the route table
+// and the Go types). It decides nothing about sandboxes
 // itself: lifecycle and network policy go through the Sandboxes interface,
 // which the manager implements, secrets through SecretStore (the vault of
 // internal/secrets), and API keys are looked up in internal/store. It must not import the
