@@ -46,11 +46,12 @@ func TestBackendSuite(t *testing.T) {
 		Spec: testSpec(),
 		Reopen: func(t *testing.T, old sandbox.Backend) sandbox.Backend {
 			// The old server's end: its monitor and agent connections
-			// close, QEMU runs on.
+			// close, QEMU runs on, and it forgets its instances.
 			o := old.(*Backend)
 			o.mu.Lock()
-			for _, inst := range o.instances {
+			for id, inst := range o.instances {
 				inst.close()
+				delete(o.instances, id)
 			}
 			o.mu.Unlock()
 			return open(t)
