@@ -105,7 +105,7 @@ func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 	if mod != nil {
 		mod(&cfg)
 	}
-	srv := httptest.NewServer(NewServer(cfg))
+	srv := httptest.NewServer(checkedBySpec(t, NewServer(cfg)))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e
