@@ -89,7 +89,8 @@ func (t TrialConfig) WithDefaults() TrialConfig {
 }
 
 // Validate reports bounds of t that are wrong, or that would refuse every
-// trial offered (outstanding hours below one trial's).
+// trial offered (outstanding hours below one trial's). Its messages name
+// the fields of httpapi.Config, where an operator's settings arrive.
 func (t TrialConfig) Validate() error {
 	switch {
 	case !(t.Hours >= 0 && t.Hours <= maxTrialHours):
