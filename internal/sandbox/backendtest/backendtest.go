@@ -7,11 +7,10 @@
 // containerd's snapshotter test suite is run against every snapshotter).
 //
 // It imports the domain (internal/sandbox) and the standard library only:
-// never a backend, so that each backend's own tests can call it. It finds
-// a backend's optional capabilities by type assertion, as the manager
-// does today; once the capabilities are resolved in one adapter, the
-// suite should ask that adapter instead, so that both agree on what a
-// backend can do.
+// never a backend, so that each backend's own tests can call it. It wraps
+// each backend in sandbox.Adapter and asks it which optional capabilities
+// the backend has, as the platform's callers do: the capabilities tried
+// are the ones the platform will use.
 package backendtest
 
 import (
@@ -69,7 +68,7 @@ func Run(t *testing.T, name string, newBackend func(t *testing.T) sandbox.Backen
 	for _, c := range []struct {
 		name string
 		slow bool
-		run  func(t *testing.T, b sandbox.Backend)
+		run  func(t *testing.T, b *sandbox.Adapter)
 	}{
 		{"UnknownID", false, s.unknownID},
 		{"Lifecycle", false, s.lifecycle},
@@ -98,7 +97,7 @@ func Run(t *testing.T, name string, newBackend func(t *testing.T) sandbox.Backen
 			} else {
 				b = newBackend(t)
 			}
-			c.run(t, b)
+			c.run(t, sandbox.Adapt(b))
 			t.Logf("%s %s took %v", name, c.name, time.Since(begun).Round(time.Millisecond))
 		})
 	}
@@ -195,7 +194,7 @@ func wantErr(t *testing.T, what string, err error) {
 // unknownID: every call about a sandbox the backend never started fails
 // (Pause with not_found), except Destroy and Sweep, which have nothing to
 // do; no capability reports anything of it.
-func (s *suite) unknownID(t *testing.T, b sandbox.Backend) {
+func (s *suite) unknownID(t *testing.T, b *sandbox.Adapter) {
 	ctx := t.Context()
 	id := newID()
 	if b.Name() == "" {
@@ -216,43 +215,43 @@ func (s *suite) unknownID(t *testing.T, b sandbox.Backend) {
 	if err := b.Sweep(ctx, func(string) bool { return true }); err != nil {
 		t.Errorf("Sweep keeping all: %v", err)
 	}
-	if m, ok := b.(sandbox.Meter); ok {
-		_, err := m.CPUTime(id)
+	if b.Supports(sandbox.CapMeter) {
+		_, err := b.CPUTime(id)
 		wantErr(t, "CPUTime of an unknown id", err)
 	}
-	if f, ok := b.(sandbox.Freezer); ok {
-		wantErr(t, "Freeze of an unknown id", f.Freeze(ctx, id))
-		wantErr(t, "Thaw of an unknown id", f.Thaw(ctx, id))
+	if b.Supports(sandbox.CapFreeze) {
+		wantErr(t, "Freeze of an unknown id", b.Freeze(ctx, id))
+		wantErr(t, "Thaw of an unknown id", b.Thaw(ctx, id))
 	}
-	if w, ok := b.(sandbox.Warmer); ok {
-		wantErr(t, "Claim of an unknown id", w.Claim(ctx, id))
+	if b.Supports(sandbox.CapWarm) {
+		wantErr(t, "Claim of an unknown id", b.Claim(ctx, id))
 	}
-	if d, ok := b.(sandbox.CheckpointDigester); ok {
-		if got := d.CheckpointDigest(id); got != "" {
+	if b.Supports(sandbox.CapDigest) {
+		if got := b.CheckpointDigest(id); got != "" {
 			t.Errorf("CheckpointDigest of an unknown id: got %q, want none", got)
 		}
-		if inst, err := d.ResumeDigest(ctx, id, s.opts.Spec, ""); err == nil {
+		if inst, err := b.ResumeDigest(ctx, id, s.opts.Spec, ""); err == nil {
 			t.Errorf("ResumeDigest of an unknown id: got %v, no error", inst)
 		}
 	}
-	if n, ok := b.(sandbox.Networked); ok {
-		if a, ok := n.SandboxAddr(id); ok {
+	if b.Supports(sandbox.CapNetwork) {
+		if a, ok := b.SandboxAddr(id); ok {
 			t.Errorf("SandboxAddr of an unknown id: got %v", a)
 		}
-		wantErr(t, "SetOnline of an unknown id", n.SetOnline(id, false))
+		wantErr(t, "SetOnline of an unknown id", b.SetOnline(id, false))
 	}
 }
 
 // lifecycle: a started sandbox answers, is metered, freezes and thaws
 // without ending, and Destroy ends it (Done fires) and is idempotent;
 // afterwards it is unknown (Pause: not_found).
-func (s *suite) lifecycle(t *testing.T, b sandbox.Backend) {
+func (s *suite) lifecycle(t *testing.T, b *sandbox.Adapter) {
 	ctx := t.Context()
 	id := newID()
 	inst := s.start(t, b, id)
 	s.answers(t, inst, "started")
-	if m, ok := b.(sandbox.Meter); ok {
-		if d, err := m.CPUTime(id); err != nil || d < 0 {
+	if b.Supports(sandbox.CapMeter) {
+		if d, err := b.CPUTime(id); err != nil || d < 0 {
 			t.Errorf("CPUTime of a live sandbox: got %v, %v", d, err)
 		}
 	}
@@ -262,8 +261,8 @@ func (s *suite) lifecycle(t *testing.T, b sandbox.Backend) {
 		t.Errorf("Resume of a running sandbox: got %v, no error", again)
 	}
 	s.answers(t, inst, "after a failed Resume")
-	if f, ok := b.(sandbox.Freezer); ok {
-		if err := f.Freeze(ctx, id); err != nil {
+	if b.Supports(sandbox.CapFreeze) {
+		if err := b.Freeze(ctx, id); err != nil {
 			t.Fatalf("Freeze: %v", err)
 		}
 		select {
@@ -271,13 +270,13 @@ func (s *suite) lifecycle(t *testing.T, b sandbox.Backend) {
 			t.Fatal("a frozen sandbox ended: Freeze keeps it")
 		case <-time.After(100 * time.Millisecond):
 		}
-		if err := f.Thaw(ctx, id); err != nil {
+		if err := b.Thaw(ctx, id); err != nil {
 			t.Fatalf("Thaw: %v", err)
 		}
 		s.answers(t, inst, "thawed")
 		// Destroy ends a frozen sandbox too (a fenced node's sandboxes
 		// are frozen when their records end).
-		if err := f.Freeze(ctx, id); err != nil {
+		if err := b.Freeze(ctx, id); err != nil {
 			t.Fatalf("Freeze again: %v", err)
 		}
 	}
@@ -292,8 +291,8 @@ func (s *suite) lifecycle(t *testing.T, b sandbox.Backend) {
 	if inst, err := b.Resume(ctx, id, s.opts.Spec); err == nil {
 		t.Errorf("Resume of a destroyed sandbox: got %v, no error", inst)
 	}
-	if m, ok := b.(sandbox.Meter); ok {
-		_, err := m.CPUTime(id)
+	if b.Supports(sandbox.CapMeter) {
+		_, err := b.CPUTime(id)
 		wantErr(t, "CPUTime of a destroyed sandbox", err)
 	}
 }
@@ -301,13 +300,13 @@ func (s *suite) lifecycle(t *testing.T, b sandbox.Backend) {
 // attach: a live sandbox is found again by Attach (on a reopened backend
 // where the caller gives one) and answers there; once destroyed, Attach
 // fails.
-func (s *suite) attach(t *testing.T, b sandbox.Backend) {
+func (s *suite) attach(t *testing.T, b *sandbox.Adapter) {
 	ctx := t.Context()
 	id := newID()
 	s.start(t, b, id)
 	again := b
 	if s.opts.Reopen != nil {
-		again = s.opts.Reopen(t, b)
+		again = sandbox.Adapt(s.opts.Reopen(t, b.Unwrap()))
 		t.Cleanup(func() { again.Destroy(context.Background(), id) })
 	}
 	inst, err := again.Attach(ctx, id, s.opts.Spec)
@@ -326,7 +325,7 @@ func (s *suite) attach(t *testing.T, b sandbox.Backend) {
 
 // sweep: Sweep asks keep about every sandbox it holds, leaves the kept
 // ones running, and destroys the rest.
-func (s *suite) sweep(t *testing.T, b sandbox.Backend) {
+func (s *suite) sweep(t *testing.T, b *sandbox.Adapter) {
 	ctx := t.Context()
 	id := newID()
 	inst := s.start(t, b, id)
@@ -361,7 +360,7 @@ func (s *suite) sweep(t *testing.T, b sandbox.Backend) {
 // startTwice: a Start of an id that runs fails. (What becomes of the
 // running sandbox differs today: the microVM backend keeps it, gVisor's
 // rollback destroys it; so the suite does not pin it.)
-func (s *suite) startTwice(t *testing.T, b sandbox.Backend) {
+func (s *suite) startTwice(t *testing.T, b *sandbox.Adapter) {
 	id := newID()
 	s.start(t, b, id)
 	if inst, err := b.Start(t.Context(), id, s.opts.Spec); err == nil {
@@ -375,7 +374,7 @@ func (s *suite) startTwice(t *testing.T, b sandbox.Backend) {
 // that keeps all leaves it resumable, a shared checkpoint is resumed only
 // with its own digest, and a paused sandbox that is destroyed cannot be
 // resumed.
-func (s *suite) pauseResume(t *testing.T, b sandbox.Backend) {
+func (s *suite) pauseResume(t *testing.T, b *sandbox.Adapter) {
 	ctx := t.Context()
 	id := newID()
 	inst := s.start(t, b, id)
@@ -391,12 +390,12 @@ func (s *suite) pauseResume(t *testing.T, b sandbox.Backend) {
 	t.Logf("Pause took %v", time.Since(begun).Round(time.Millisecond))
 	s.stopped(t, inst, "paused")
 	wantKind(t, "Pause of a paused sandbox", b.Pause(ctx, id), sandbox.KindNotFound)
-	if m, ok := b.(sandbox.Meter); ok {
-		_, err := m.CPUTime(id)
+	if b.Supports(sandbox.CapMeter) {
+		_, err := b.CPUTime(id)
 		wantErr(t, "CPUTime of a paused sandbox", err)
 	}
-	if f, ok := b.(sandbox.Freezer); ok {
-		wantErr(t, "Freeze of a paused sandbox", f.Freeze(ctx, id))
+	if b.Supports(sandbox.CapFreeze) {
+		wantErr(t, "Freeze of a paused sandbox", b.Freeze(ctx, id))
 	}
 	if inst, err := b.Attach(ctx, id, s.opts.Spec); err == nil {
 		t.Errorf("Attach of a paused sandbox: got %v, no error", inst)
@@ -410,20 +409,20 @@ func (s *suite) pauseResume(t *testing.T, b sandbox.Backend) {
 	var resumed sandbox.Instance
 	var err error
 	begun = time.Now()
-	if d, ok := b.(sandbox.CheckpointDigester); ok {
+	if b.Supports(sandbox.CapDigest) {
 		// Without shared checkpoints a backend may keep no digest (""):
 		// what it gives must let its own checkpoint through, and where
 		// it gives one, another is refused and the sandbox stays paused.
-		digest := d.CheckpointDigest(id)
+		digest := b.CheckpointDigest(id)
 		t.Logf("checkpoint digest %q", digest)
 		if digest != "" {
 			const other = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
-			if inst, err := d.ResumeDigest(ctx, id, s.opts.Spec, other); err == nil {
+			if inst, err := b.ResumeDigest(ctx, id, s.opts.Spec, other); err == nil {
 				t.Fatalf("ResumeDigest with another digest: got %v, no refusal", inst)
 			}
 			wantKind(t, "Pause after a refused ResumeDigest", b.Pause(ctx, id), sandbox.KindNotFound)
 		}
-		resumed, err = d.ResumeDigest(ctx, id, s.opts.Spec, digest)
+		resumed, err = b.ResumeDigest(ctx, id, s.opts.Spec, digest)
 	} else {
 		resumed, err = b.Resume(ctx, id, s.opts.Spec)
 	}
@@ -454,20 +453,19 @@ func (s *suite) pauseResume(t *testing.T, b sandbox.Backend) {
 
 // warm: a sandbox StartWarm booted answers, Claim takes it, and a claim of
 // a destroyed sandbox fails.
-func (s *suite) warm(t *testing.T, b sandbox.Backend) {
-	w, ok := b.(sandbox.Warmer)
-	if !ok {
+func (s *suite) warm(t *testing.T, b *sandbox.Adapter) {
+	if !b.Supports(sandbox.CapWarm) {
 		t.Skipf("%s is no sandbox.Warmer", b.Name())
 	}
 	ctx := t.Context()
 	id := newID()
 	t.Cleanup(func() { b.Destroy(context.Background(), id) })
-	inst, err := w.StartWarm(ctx, id, s.opts.Spec)
+	inst, err := b.StartWarm(ctx, id, s.opts.Spec)
 	if err != nil {
 		t.Fatalf("StartWarm: %v", err)
 	}
 	s.answers(t, inst, "started warm")
-	if err := w.Claim(ctx, id); err != nil {
+	if err := b.Claim(ctx, id); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
 	s.answers(t, inst, "claimed")
@@ -475,26 +473,25 @@ func (s *suite) warm(t *testing.T, b sandbox.Backend) {
 		t.Fatalf("Destroy: %v", err)
 	}
 	s.stopped(t, inst, "destroyed")
-	wantErr(t, "Claim of a destroyed sandbox", w.Claim(ctx, id))
+	wantErr(t, "Claim of a destroyed sandbox", b.Claim(ctx, id))
 }
 
 // network: a Networked backend's sandbox has an address on the host's
 // side while it runs, can be taken off the network and put back, and has
 // none once destroyed.
-func (s *suite) network(t *testing.T, b sandbox.Backend) {
-	n, ok := b.(sandbox.Networked)
-	if !ok {
+func (s *suite) network(t *testing.T, b *sandbox.Adapter) {
+	if !b.Supports(sandbox.CapNetwork) {
 		t.Skipf("%s is no sandbox.Networked", b.Name())
 	}
 	ctx := t.Context()
 	id := newID()
 	inst := s.start(t, b, id)
-	addr, ok := n.SandboxAddr(id)
+	addr, ok := b.SandboxAddr(id)
 	if !ok || !addr.IsValid() {
 		t.Fatalf("SandboxAddr of a live sandbox: got %v, %v", addr, ok)
 	}
 	for _, online := range []bool{true, false, true} {
-		if err := n.SetOnline(id, online); err != nil {
+		if err := b.SetOnline(id, online); err != nil {
 			t.Fatalf("SetOnline(%v): %v", online, err)
 		}
 	}
@@ -503,8 +500,8 @@ func (s *suite) network(t *testing.T, b sandbox.Backend) {
 		t.Fatalf("Destroy: %v", err)
 	}
 	s.stopped(t, inst, "destroyed")
-	if a, ok := n.SandboxAddr(id); ok {
+	if a, ok := b.SandboxAddr(id); ok {
 		t.Errorf("SandboxAddr of a destroyed sandbox: got %v", a)
 	}
-	wantErr(t, "SetOnline of a destroyed sandbox", n.SetOnline(id, false))
+	wantErr(t, "SetOnline of a destroyed sandbox", b.SetOnline(id, false))
 }
