@@ -214,7 +214,7 @@ func (d *download) run(contents bool) (retErr error) {
 	if next != nil {
 		err = d.x.extractInto(root, next, nextName)
 	}
-	d.res.Entries, d.res.Bytes = d.x.entries, d.x.bytes
+	d.res.Entries, d.res.Bytes = d.x.r.Entries, d.x.r.Declared
 	return err
 }
 
@@ -251,7 +251,7 @@ func (d *download) placeFile() error {
 		return err
 	}
 	d.staged = ""
-	d.res = DownloadResult{Path: d.where(), Entries: d.x.entries, Bytes: d.x.bytes}
+	d.res = DownloadResult{Path: d.where(), Entries: d.x.r.Entries, Bytes: d.x.r.Declared}
 	return nil
 }
 

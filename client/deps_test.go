@@ -6,7 +6,7 @@ import (
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
-// TestImports fences the package: the public client depends on the standard library and the wire contract only.
+// TestImports fences the package: the public client depends on the standard library, the wire contract and the tar extractor (itself standard library only) alone.
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.StdlibAnd("api"))
+	testenv.CheckImports(t, testenv.StdlibAnd("api", "internal/tarx"))
 }

@@ -16,7 +16,8 @@
 // reached, or a stream breaks before its end, the error is a
 // *TransportError. A call whose context ends returns the context's error.
 //
-// The package imports only the standard library and the module's api
-// package: programs embed it, and the CLI is a thin layer over it. It must
-// not import anything under internal/.
+// The package imports only the standard library, the module's api
+// package and internal/tarx (the tar extractor it shares with the sandbox
+// agent, itself standard library only): programs embed it, and the CLI is
+// a thin layer over it. It must import nothing else under internal/.
 package client

@@ -23,7 +23,7 @@ var crossTargets = []struct{ goos, goarch string }{
 
 // clientOnlyDeps are the module's packages a build without the server may
 // link: the command line and the client, nothing of the host's.
-var clientOnlyDeps = []string{"api", "client", "internal/cli", "internal/mcptools", "internal/buildinfo", "cmd/withruntime"}
+var clientOnlyDeps = []string{"api", "client", "internal/cli", "internal/mcptools", "internal/buildinfo", "internal/tarx", "cmd/withruntime"}
 
 // TestCrossBuild builds the CLI for every shipped platform, vets the
 // client side for macOS and Windows, fences what those builds link, and

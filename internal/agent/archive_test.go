@@ -256,24 +256,3 @@ func TestExtractReplaces(t *testing.T) {
 	// Extracting into a file is a conflict.
 	a.wantError("PUT", "/archive"+q("dst/f"), bytes.NewReader(makeTar(t)), 409, "conflict")
 }
-
-func TestEntryName(t *testing.T) {
-	tests := []struct {
-		in, want string
-		wantErr  bool
-	}{
-		{in: "a/b", want: "a/b"},
-		{in: "./a//b/", want: "a/b"},
-		{in: "./", want: ""},
-		{in: "a\x00b", wantErr: true},
-		{in: "/etc/passwd", wantErr: true},
-		{in: "a/../b", wantErr: true},
-		{in: "..", wantErr: true},
-	}
-	for _, tt := range tests {
-		got, err := entryName(tt.in)
-		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("entryName(%q): got %q, %v, want %q (error %v)", tt.in, got, err, tt.want, tt.wantErr)
-		}
-	}
-}

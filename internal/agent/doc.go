@@ -5,8 +5,9 @@
 // also reaps the orphans re-parented to it (ReapOrphans).
 //
 // It ships into every sandbox as a static binary, so it imports only the
-// standard library, golang.org/x/sys/unix and the module's api package:
-// never internal/sandbox, the manager, the backends or the server.
+// standard library, golang.org/x/sys/unix, the module's api package and
+// internal/tarx (the tar extractor it shares with the client): never
+// internal/sandbox, the manager, the backends or the server.
 //
 // Paths come from the client and are resolved inside the sandbox, where the
 // sandbox itself is the security boundary (its user has sudo). The checks
