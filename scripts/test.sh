@@ -28,7 +28,8 @@ go vet ./...
 RACE_PKGS="$(go list ./internal/manager/ ./internal/store/ ./internal/httpapi/ \
   ./internal/egress/ ./internal/agent/ ./internal/agentlink/ ./internal/network/ ./internal/server/ \
   ./internal/backend/gvisor/ ./client/ ./internal/e2bcompat/ ./internal/selfcall/ ./internal/mcptools/ \
-  ./internal/cluster/ ./internal/node/ ./internal/noderpc/ ./internal/clusterpki/ ./internal/membudget/)"
+  ./internal/cluster/ ./internal/node/ ./internal/noderpc/ ./internal/clusterpki/ ./internal/membudget/ \
+  ./internal/admission/ ./internal/accounts/)"
 
 echo "==> go test"
 # Two cores: run packages one at a time so the gVisor suites do not starve

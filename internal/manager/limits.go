@@ -41,7 +41,7 @@ func (m *Manager) trialUsedMs(ctx context.Context, account string) (int64, error
 // keyLimits is what the daily limits of one account's keys need: its keys,
 // removed ones included, linked by parent, and what each spent today. A
 // key's limit binds its sandboxes and those of every key made through it,
-// so a key cannot mint its way past a limit (internal/httpapi keyrules.go).
+// so a key cannot mint its way past a limit (internal/accounts keys.go).
 type keyLimits struct {
 	tree  *store.KeyTree
 	spent map[string]int64 // cost in nanos, by key id
