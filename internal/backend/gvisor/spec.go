@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -65,26 +64,11 @@ func tmpfsSize(spec sandbox.Spec) string {
 }
 
 func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec, warm bool) error {
-	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	keys := make([]string, 0, len(spec.Env))
-	for k := range spec.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+spec.Env[k])
-	}
+	var trust []string
 	if b.plumb != nil && b.cfg.Egress.CABundle != "" {
-		for _, kv := range sandbox.CAEnv {
-			k, _, _ := strings.Cut(kv, "=")
-			if _, set := spec.Env[k]; !set {
-				env = append(env, kv)
-				keys = append(keys, k)
-			}
-		}
+		trust = sandbox.CAEnv
 	}
-	// The agent takes exactly these into every command's environment.
-	env = append(env, "WITHRUNTIME_ENV_KEYS="+strings.Join(keys, ","))
+	env := sandbox.Env(spec.Env, trust)
 	mem := int64(spec.MemoryMiB) << 20
 	quota := int64(spec.VCPUs) * cpuPeriod
 	period := uint64(cpuPeriod)

@@ -32,12 +32,7 @@ const (
 const configSize = 1 << 20
 
 func (b *Backend) writeConfig(path string, spec sandbox.Spec, link *network.Link) error {
-	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}
-	keys := make([]string, 0, len(spec.Env))
-	for k, v := range spec.Env {
-		env = append(env, k+"="+v)
-		keys = append(keys, k)
-	}
+	var trust []string
 	cfg := guest.Config{MemoryMiB: spec.MemoryMiB, Hostname: "sandbox"}
 	if link != nil {
 		cfg.Net = &guest.Net{Addr: link.SandboxAddr.String(), Prefix: link.Prefix.Bits(), Gw: link.HostAddr.String()}
@@ -46,15 +41,14 @@ func (b *Backend) writeConfig(path string, spec sandbox.Spec, link *network.Link
 			return err
 		}
 		cfg.Files = files
-		for _, kv := range caEnv {
-			k, _, _ := strings.Cut(kv, "=")
-			if _, set := spec.Env[k]; !set {
-				env = append(env, kv)
-				keys = append(keys, k)
-			}
-		}
+		trust = caEnv
 	}
-	cfg.Env = append(env, "WITHRUNTIME_ENV_KEYS="+strings.Join(keys, ","))
+	cfg.Env = sandbox.Env(spec.Env, trust)
+	if _, set := spec.Env["HOME"]; !set {
+		// runsc gives a root process HOME=/root unless it is set; the
+		// guest's init does not, so the agent is given it here.
+		cfg.Env = append(cfg.Env, "HOME=/root")
+	}
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return err
