@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/lines"
 )
 
 //go:embed kerneldriver.py
@@ -150,14 +151,14 @@ func (s *Server) startDriver(cx *codeContext) (*driver, error) {
 func (d *driver) read(r *os.File) {
 	defer close(d.readEnd)
 	defer r.Close()
-	br := bufio.NewReaderSize(r, 64<<10)
+	sc := lines.NewWhole(r, maxDriverLine)
 	var err error
 	for err == nil {
-		var line []byte
-		line, err = readLine(br, maxDriverLine)
-		if err != nil {
+		if !sc.Scan() {
+			err = lineError(sc.Err())
 			break
 		}
+		line := sc.Bytes()
 		var ev driverEvent
 		if e := json.Unmarshal(line, &ev); e != nil || ev.Type == "" {
 			err = fmt.Errorf("the driver wrote a line that is not an event: %.80q", line)
@@ -188,26 +189,18 @@ func (d *driver) read(r *os.File) {
 	d.kill("")
 }
 
-// readLine reads one line without its newline, refusing one over max bytes.
-func readLine(br *bufio.Reader, max int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) > max+1 {
-			return nil, fmt.Errorf("the driver wrote a line longer than %d bytes", max)
-		}
-		line = append(line, chunk...)
-		switch {
-		case err == nil:
-			return line[:len(line)-1], nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(line) > 0:
-			return nil, errors.New("the driver exited in the middle of a line")
-		default:
-			return nil, err
-		}
+// lineError says why the driver's stdout ended: a line over the bound,
+// one cut by the driver's exit, a read error, or io.EOF.
+func lineError(err error) error {
+	switch {
+	case err == nil:
+		return io.EOF
+	case errors.Is(err, bufio.ErrTooLong):
+		return fmt.Errorf("the driver wrote a line longer than %d bytes", maxDriverLine)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("the driver exited in the middle of a line")
 	}
+	return err
 }
 
 // write feeds queued lines to the driver's stdin. It ends when the driver

@@ -5,9 +5,10 @@
 // also reaps the orphans re-parented to it (ReapOrphans).
 //
 // It ships into every sandbox as a static binary, so it imports only the
-// standard library, golang.org/x/sys/unix, the module's api package and
-// internal/tarx (the tar extractor it shares with the client): never
-// internal/sandbox, the manager, the backends or the server.
+// standard library, golang.org/x/sys/unix, the module's api package,
+// internal/tarx (the tar extractor it shares with the client) and
+// internal/lines (the capped-line reader), both standard library only:
+// never internal/sandbox, the manager, the backends or the server.
 //
 // Paths come from the client and are resolved inside the sandbox, where the
 // sandbox itself is the security boundary (its user has sudo). The checks

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/withruntime/withruntime/internal/lines"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,7 +22,7 @@ import (
 type qmp struct {
 	mu sync.Mutex // one command at a time
 	c  net.Conn
-	r  *bufio.Reader
+	r  *bufio.Scanner // QEMU's lines, each at most maxQMPLine bytes
 }
 
 // maxQMPLine bounds one line QEMU writes on its monitor.
@@ -62,7 +65,7 @@ func dialQMP(ctx context.Context, path string, pid int) (*qmp, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &qmp{c: c, r: bufio.NewReaderSize(c, 64<<10)}
+	q := &qmp{c: c, r: lines.New(c, maxQMPLine)}
 	if deadline, ok := ctx.Deadline(); ok {
 		c.SetDeadline(deadline)
 	}
@@ -80,21 +83,19 @@ func dialQMP(ctx context.Context, path string, pid int) (*qmp, error) {
 
 func (q *qmp) Close() error { return q.c.Close() }
 
+// line returns QEMU's next line, valid until the next call.
 func (q *qmp) line() ([]byte, error) {
-	var line []byte
-	for {
-		part, isPrefix, err := q.r.ReadLine()
-		if err != nil {
-			return nil, fmt.Errorf("qmp: %w", err)
-		}
-		line = append(line, part...)
-		if len(line) > maxQMPLine {
-			return nil, fmt.Errorf("qmp: a line over %d bytes", maxQMPLine)
-		}
-		if !isPrefix {
-			return line, nil
-		}
+	if q.r.Scan() {
+		return q.r.Bytes(), nil
 	}
+	err := q.r.Err()
+	switch {
+	case err == nil:
+		err = io.EOF
+	case errors.Is(err, bufio.ErrTooLong):
+		return nil, fmt.Errorf("qmp: a line over %d bytes", maxQMPLine)
+	}
+	return nil, fmt.Errorf("qmp: %w", err)
 }
 
 // run executes one command and decodes its return value into out (nil:
