@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/withruntime/withruntime/internal/backoff"
 )
 
 // Agent is the agent's end of the link: it keeps spare connections open to
@@ -104,7 +106,7 @@ func (s *session) dial(ctx context.Context, suspend chan<- net.Conn) {
 		}
 		select {
 		case <-failed:
-			delay = backoff(delay, 2*time.Millisecond, 100*time.Millisecond)
+			delay = backoff.Next(delay, 2*time.Millisecond, 100*time.Millisecond)
 		case <-used:
 			delay = 0
 		default:

@@ -28,6 +28,7 @@
 // the suspend answer is one byte within the caller's deadline, and callers
 // bound the HTTP answers (see internal/manager's transport).
 //
-// It imports only the standard library and x/sys: the agent ships it into
-// every sandbox.
+// It imports only the standard library, x/sys, yamux (a microVM's one
+// port), x/time/rate (the guest's pings) and internal/backoff: the agent
+// ships it into every sandbox.
 package agentlink

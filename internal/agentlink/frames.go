@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // What a microVM's guest writes into its port reaches the host's yamux
@@ -81,11 +83,10 @@ type frameGuard struct {
 	// Touched only by yamux's sending goroutine.
 	sent frameCursor
 
-	mu       sync.Mutex // guards streams, pingsOut, tokens and refilled
+	mu       sync.Mutex // guards streams and pingsOut
 	streams  map[uint32]*guestStream
 	pingsOut int
-	tokens   float64
-	refilled time.Time
+	pings    *rate.Limiter // the guest's ping requests
 }
 
 // guestStream is what the guard knows of one stream the guest opened.
@@ -111,7 +112,7 @@ func newFrameGuard(rw io.ReadWriteCloser) *frameGuard {
 		buf:     make([]byte, 32<<10),
 		pass:    make([]byte, 0, 32<<10+frameHeader),
 		streams: map[uint32]*guestStream{},
-		tokens:  pingBurst,
+		pings:   rate.NewLimiter(pingRate, pingBurst),
 	}
 }
 
@@ -224,17 +225,12 @@ func (g *frameGuard) received(c *frameCursor) (bool, error) {
 	return true, nil
 }
 
-// allowPing takes a token for a ping request. g.mu is held.
+// allowPing takes a token for a ping request, unless maxPingsOut are
+// unanswered (which takes none). g.mu is held.
 func (g *frameGuard) allowPing() bool {
-	now := g.now()
-	if !g.refilled.IsZero() {
-		g.tokens = min(pingBurst, g.tokens+now.Sub(g.refilled).Seconds()*pingRate)
-	}
-	g.refilled = now
-	if g.tokens < 1 || g.pingsOut >= maxPingsOut {
+	if g.pingsOut >= maxPingsOut || !g.pings.AllowN(g.now(), 1) {
 		return false
 	}
-	g.tokens--
 	g.pingsOut++
 	return true
 }

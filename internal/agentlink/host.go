@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/withruntime/withruntime/internal/backoff"
 )
 
 // maxSpares bounds the connections a sandbox can have waiting on the host:
@@ -50,7 +52,7 @@ func (h *Host) accept() {
 				return
 			}
 			// EMFILE and the like: wait and retry, as net/http does.
-			delay = backoff(delay, 5*time.Millisecond, time.Second)
+			delay = backoff.Next(delay, 5*time.Millisecond, time.Second)
 			select {
 			case <-h.done:
 				return
@@ -69,13 +71,6 @@ func (h *Host) accept() {
 			h.drop(c) // more spares than any agent keeps
 		}
 	}
-}
-
-func backoff(d, lo, hi time.Duration) time.Duration {
-	if d == 0 {
-		return lo
-	}
-	return min(2*d, hi)
 }
 
 func (h *Host) track(c net.Conn) bool {

@@ -19,9 +19,10 @@ import (
 )
 
 // TestImports: the link ships in every sandbox's agent, so it imports
-// little: yamux only multiplexes a microVM's one port.
+// little: yamux only multiplexes a microVM's one port, x/time/rate bounds
+// the guest's pings, and the shared backoff is standard library only.
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.StdlibAnd("golang.org/x/sys/unix", "github.com/hashicorp/yamux"))
+	testenv.CheckImports(t, testenv.StdlibAnd("golang.org/x/sys/unix", "github.com/hashicorp/yamux", "golang.org/x/time/rate", "internal/backoff"))
 }
 
 // countingDialer dials path and counts the agent's connections still open.

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/withruntime/withruntime/internal/backoff"
 )
 
 // Backoff of the accept and read loops after an error, as net/http's.
@@ -31,11 +33,7 @@ func (r *retrier) again(err error) bool {
 	if r.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 		return false
 	}
-	if r.delay == 0 {
-		r.delay = minRetryDelay
-	} else {
-		r.delay = min(2*r.delay, maxRetryDelay)
-	}
+	r.delay = backoff.Next(r.delay, minRetryDelay, maxRetryDelay)
 	r.log.Warn("egress: retrying after an error", "loop", r.what, "err", err, "delay", r.delay)
 	t := time.NewTimer(r.delay)
 	defer t.Stop()
