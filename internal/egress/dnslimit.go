@@ -3,6 +3,8 @@ package egress
 import (
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // dnsLimiter bounds each sandbox's DNS queries: a rate (a token bucket
@@ -10,7 +12,7 @@ import (
 // that one sandbox's flood neither starves the resolver's workers nor
 // queues lookups on the host's resolver for everyone.
 type dnsLimiter struct {
-	rate     float64 // queries per second
+	rate     int // queries per second, and the bucket's size
 	inflight int
 
 	mu  sync.Mutex // guards by
@@ -19,13 +21,12 @@ type dnsLimiter struct {
 }
 
 type dnsBucket struct {
-	tokens   float64
-	at       time.Time
+	queries  *rate.Limiter
 	inflight int
 }
 
 func newDNSLimiter(rate, inflight int) *dnsLimiter {
-	return &dnsLimiter{rate: float64(rate), inflight: inflight, by: map[string]*dnsBucket{}, now: time.Now}
+	return &dnsLimiter{rate: rate, inflight: inflight, by: map[string]*dnsBucket{}, now: time.Now}
 }
 
 // begin admits one query of sandbox id: it returns the function that ends
@@ -36,18 +37,17 @@ func (l *dnsLimiter) begin(id string) (end func(), reason string) {
 	now := l.now()
 	b := l.by[id]
 	if b == nil {
-		b = &dnsBucket{tokens: l.rate, at: now}
+		b = &dnsBucket{queries: rate.NewLimiter(rate.Limit(l.rate), l.rate)}
 		l.by[id] = b
 	}
-	b.tokens = min(l.rate, b.tokens+now.Sub(b.at).Seconds()*l.rate)
-	b.at = now
+	// The concurrency bound is checked first: a query it refuses takes no
+	// token.
 	switch {
 	case b.inflight >= l.inflight:
 		return nil, "DNS concurrency limit"
-	case b.tokens < 1:
+	case !b.queries.AllowN(now, 1):
 		return nil, "DNS rate limit"
 	}
-	b.tokens--
 	b.inflight++
 	return func() {
 		l.mu.Lock()

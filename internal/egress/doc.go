@@ -9,8 +9,8 @@
 // It knows sandboxes only through the Directory interface below, which
 // the manager implements; it must not import the manager, the backends or
 // the HTTP API. It imports the standard library,
-// golang.org/x/net/dns/dnsmessage, golang.org/x/crypto/cryptobyte and
-// internal/backoff only.
+// golang.org/x/net/dns/dnsmessage, golang.org/x/crypto/cryptobyte,
+// golang.org/x/time/rate and internal/backoff only.
 //
 // # Never reachable
 //
