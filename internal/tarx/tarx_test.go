@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -135,4 +137,26 @@ func TestBounds(t *testing.T) {
 	if !errors.Is(err, ErrMalformed) {
 		t.Errorf("entry size: got %v, want ErrMalformed", err)
 	}
+}
+
+// FuzzName checks what Name lets through is clean, relative and local
+// whatever the archive spells: never "..", never absolute, never a NUL.
+func FuzzName(f *testing.F) {
+	for _, s := range []string{"a/b", "./", "../x", "a/../../b", "/etc", "a\x00b", "a//b/./c/", ".."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		name, err := Name(raw)
+		if err != nil || name == "" {
+			return
+		}
+		if name != path.Clean(name) || !filepath.IsLocal(filepath.FromSlash(name)) || strings.IndexByte(name, 0) >= 0 {
+			t.Errorf("Name(%q) = %q: not clean and local", raw, name)
+		}
+		for _, part := range strings.Split(name, "/") {
+			if part == ".." || part == "." || part == "" {
+				t.Errorf("Name(%q) = %q: has %q", raw, name, part)
+			}
+		}
+	})
 }
