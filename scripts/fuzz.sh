@@ -16,7 +16,8 @@ for target in \
   ./internal/egress:FuzzClientHelloRoundTrip \
   ./internal/egress:FuzzHTTPHost \
   ./internal/egress:FuzzDNSQuery \
-  ./internal/agent:FuzzExtract; do
+  ./internal/agent:FuzzExtract \
+  ./internal/tarx:FuzzName; do
   pkg=${target%%:*}
   name=${target##*:}
   echo "==> fuzz $name ($pkg, $fuzztime)"
