@@ -256,7 +256,7 @@ func finish(t *testing.T, streams ...func() (string, error)) {
 
 // sparedConns is how many connections l spares for requests in progress, in
 // all and of account.
-func sparedConns(l *admission.Listener, account string) (all, of int) {
+func sparedConns(l *admission.Listener, account string) (all, ofAccount int) {
 	s := l.Stats()
 	return s.Spared, s.ByAccount[account]
 }
@@ -317,8 +317,8 @@ func TestListenerCapsRequestsInProgress(t *testing.T) {
 			for range tt.held {
 				held = append(held, execInProgress(t, addr, e.keys[store.KeyFull], "sbx-1"))
 			}
-			if all, of := sparedConns(l, "acct1"); all != tt.held || of != tt.held {
-				t.Fatalf("spared connections: got %d (%d of acct1), want %d", all, of, tt.held)
+			if all, ofAccount := sparedConns(l, "acct1"); all != tt.held || ofAccount != tt.held {
+				t.Fatalf("spared connections: got %d (%d of acct1), want %d", all, ofAccount, tt.held)
 			}
 			key, id := e.keys[store.KeyFull], "sbx-1"
 			if tt.byOtherAcct {

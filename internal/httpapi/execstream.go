@@ -216,9 +216,9 @@ func (g *streamGuard) settle() {
 	}
 }
 
-// fit reserves, before buf grows to n bytes, the guard's buffers and the
-// grown one beside the old (append doubles, at most).
-func (g *streamGuard) fit(buf []byte, n int) error {
+// reserveGrowth reserves, before buf grows to n bytes, the guard's buffers
+// and the grown one beside the old (append doubles, at most).
+func (g *streamGuard) reserveGrowth(buf []byte, n int) error {
 	if g.hold == nil || n <= cap(buf) {
 		return nil
 	}
@@ -240,7 +240,7 @@ func (g *streamGuard) take(b []byte) error {
 		if len(g.line)+len(seg) > g.kind.maxLine {
 			return sandbox.Errorf(sandbox.KindInternal, "the sandbox's agent sent a line longer than %d bytes: the stream was cut", g.kind.maxLine)
 		}
-		if err := g.fit(g.line, len(g.line)+len(seg)); err != nil {
+		if err := g.reserveGrowth(g.line, len(g.line)+len(seg)); err != nil {
 			return err
 		}
 		g.line = append(g.line, seg...)
@@ -254,7 +254,7 @@ func (g *streamGuard) take(b []byte) error {
 		if len(g.line) <= maxTerminalLine {
 			g.last = append(g.last, g.line...)
 		}
-		if err := g.fit(g.ready, len(g.ready)+len(g.line)+1); err != nil {
+		if err := g.reserveGrowth(g.ready, len(g.ready)+len(g.line)+1); err != nil {
 			return err
 		}
 		g.ready = append(append(g.ready, g.line...), '\n')

@@ -76,8 +76,8 @@ func TestOnBehalfSparesTheOuterConnection(t *testing.T) {
 	key := e.keys[store.KeyFull]
 
 	first := execInProgress(t, addr, key, "sbx-1")
-	if all, of := sparedConns(l, "acct1"); all != 1 || of != 1 {
-		t.Fatalf("spared connections: got %d (%d of acct1), want 1 (1)", all, of)
+	if all, ofAccount := sparedConns(l, "acct1"); all != 1 || ofAccount != 1 {
+		t.Fatalf("spared connections: got %d (%d of acct1), want 1 (1)", all, ofAccount)
 	}
 	// Keyless clients fill the slots: they evict one another, never the
 	// exec.
@@ -114,8 +114,8 @@ func TestOnBehalfBoundsAnAccount(t *testing.T) {
 		t.Errorf("a third exec of acct1: got %d %+v, want 429 rate_limited with Retry-After", resp.StatusCode, d)
 	}
 	other := execInProgress(t, addr, e.keys[store.KeyAdmin], "sbx-admin")
-	if all, of := sparedConns(l, "acct1"); all != 3 || of != 2 {
-		t.Errorf("spared connections: got %d (%d of acct1), want 3 (2)", all, of)
+	if all, ofAccount := sparedConns(l, "acct1"); all != 3 || ofAccount != 2 {
+		t.Errorf("spared connections: got %d (%d of acct1), want 3 (2)", all, ofAccount)
 	}
 	release()
 	finish(t, append(held, other)...)

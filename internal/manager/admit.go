@@ -20,12 +20,13 @@ import (
 // missing from the free space, and it cannot grow while they are paused; a
 // resume is admitted again, quota and all.
 func (m *Manager) admit(e *entry, t tenant, spec sandbox.Spec) error {
-	return m.fit(e, t, spec, false)
+	return m.reserveRoom(e, t, spec, false)
 }
 
-// fit is admit; withoutIdle only asks whether spec would fit once every
-// idle pool member is gone, and reserves nothing.
-func (m *Manager) fit(e *entry, t tenant, spec sandbox.Spec, withoutIdle bool) error {
+// reserveRoom is admit: it reserves spec's room when it fits. withoutIdle
+// only asks whether spec would fit once every idle pool member is gone, and
+// reserves nothing.
+func (m *Manager) reserveRoom(e *entry, t tenant, spec sandbox.Spec, withoutIdle bool) error {
 	free, freeErr := m.diskFree()
 	var idle map[string]bool
 	if withoutIdle {
@@ -77,7 +78,7 @@ func (m *Manager) fit(e *entry, t tenant, spec sandbox.Spec, withoutIdle bool) e
 func (m *Manager) admitOrEvict(e *entry, t tenant, spec sandbox.Spec) error {
 	for {
 		err := m.admit(e, t, spec)
-		if sandbox.KindOf(err) != sandbox.KindCapacityExhausted || m.fit(e, t, spec, true) != nil || !m.evictIdle() {
+		if sandbox.KindOf(err) != sandbox.KindCapacityExhausted || m.reserveRoom(e, t, spec, true) != nil || !m.evictIdle() {
 			return err
 		}
 	}

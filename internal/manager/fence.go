@@ -191,7 +191,7 @@ func (m *Manager) reconcileOne(ctx context.Context, e *entry, idle, unfence bool
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading %s: %w", e.id, err)
-	case rec.Live() && m.ours(rec):
+	case rec.Live() && m.ownsRecord(rec):
 		if unfence {
 			if err := m.skipFrozen(ctx, e, rec); err != nil {
 				return err
@@ -253,7 +253,7 @@ func (m *Manager) endOne(ctx context.Context, id string, reason sandbox.EndReaso
 	e := m.lock(id)
 	defer e.mu.Unlock()
 	rec, err := m.cfg.Store.GetSandbox(ctx, id)
-	if err == nil && rec.Live() && m.ours(rec) {
+	if err == nil && rec.Live() && m.ownsRecord(rec) {
 		if _, err := m.finish(ctx, e, reason, msg); err != nil {
 			m.log.warn(id, "ending sandbox", err)
 		}

@@ -121,7 +121,7 @@ func (m *Manager) moveLease(ctx context.Context, account, id string, timeout tim
 	if rec.State != sandbox.StateRunning {
 		return nil, stateError(rec, "extend")
 	}
-	if !m.ours(rec) {
+	if !m.ownsRecord(rec) {
 		return nil, elsewhere(rec, "extend")
 	}
 	if err := m.settle(ctx, e, rec, m.now()); stale(err) {
@@ -169,7 +169,7 @@ func (m *Manager) stopAs(ctx context.Context, account, id string, reason sandbox
 	}
 	// A paused sandbox whose checkpoint is shared is any node's to stop
 	// (its own node may be gone): the checkpoint goes with it.
-	if !m.ours(rec) && !(sharedCheckpoint(rec) && m.cfg.SharedCheckpoints) {
+	if !m.ownsRecord(rec) && !(sharedCheckpoint(rec) && m.cfg.SharedCheckpoints) {
 		return nil, elsewhere(rec, "stop")
 	}
 	if reason == sandbox.EndRetentionEnded && (rec.State != sandbox.StatePaused || rec.RetentionEndsAt == nil || m.now().Before(*rec.RetentionEndsAt)) {
@@ -189,7 +189,7 @@ func (m *Manager) Pause(ctx context.Context, account, id string) (*sandbox.Recor
 	if err != nil {
 		return nil, err
 	}
-	if rec.State == sandbox.StateRunning && !m.ours(rec) {
+	if rec.State == sandbox.StateRunning && !m.ownsRecord(rec) {
 		return nil, elsewhere(rec, "pause")
 	}
 	if rec.State != sandbox.StateRunning || e.inst == nil {
@@ -391,7 +391,7 @@ func (m *Manager) putBackPaused(ctx context.Context, id string, paused *sandbox.
 func (m *Manager) canRestore(rec *sandbox.Record) error {
 	cp := rec.Checkpoint
 	if cp == nil || !cp.Shared {
-		if !m.ours(rec) {
+		if !m.ownsRecord(rec) {
 			return sandbox.Errorf(sandbox.KindConflict, "the checkpoint of sandbox %s is on the disk of node %s; only that node can resume it", rec.ID, rec.Node)
 		}
 		return nil
@@ -422,7 +422,7 @@ func (m *Manager) Agent(ctx context.Context, account, id string) (http.RoundTrip
 	if err != nil {
 		return nil, err
 	}
-	if rec.State == sandbox.StateRunning && !m.ours(rec) {
+	if rec.State == sandbox.StateRunning && !m.ownsRecord(rec) {
 		return nil, elsewhere(rec, "use")
 	}
 	if rec.State != sandbox.StateRunning || t == nil {

@@ -191,8 +191,8 @@ func (m *Manager) enforceLimits(ctx context.Context, recs []*sandbox.Record) {
 			}
 		}
 		if reason != "" {
-			m.whenFree(r.ID, func(e *entry) {
-				if rec, err := m.cfg.Store.GetSandbox(ctx, e.id); err == nil && rec.State == sandbox.StateRunning && m.ours(rec) {
+			m.runLockedOrLater(r.ID, func(e *entry) {
+				if rec, err := m.cfg.Store.GetSandbox(ctx, e.id); err == nil && rec.State == sandbox.StateRunning && m.ownsRecord(rec) {
 					m.finish(ctx, e, sandbox.EndSpendingLimit, reason)
 				}
 			})

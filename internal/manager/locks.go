@@ -101,13 +101,13 @@ func (m *Manager) tryLock(id string) *entry {
 	return e
 }
 
-// whenFree runs f with id locked: at once when the lock is free, else in
-// the background once it is, so that the reaper's and the meter's passes
-// never wait on one sandbox's long operation (a pause whose agent stalls,
-// a large checkpoint) while the other sandboxes' leases and limits are
-// due. At most one background wait per id; the next pass covers a dropped
-// one.
-func (m *Manager) whenFree(id string, f func(e *entry)) {
+// runLockedOrLater runs f with id locked: at once when the lock is free,
+// else in the background once it is, so that the reaper's and the meter's
+// passes never wait on one sandbox's long operation (a pause whose agent
+// stalls, a large checkpoint) while the other sandboxes' leases and limits
+// are due. At most one background wait per id; the next pass covers a
+// dropped one.
+func (m *Manager) runLockedOrLater(id string, f func(e *entry)) {
 	if e := m.tryLock(id); e != nil {
 		defer e.mu.Unlock()
 		f(e)

@@ -28,7 +28,7 @@ type Manager struct {
 	entries map[string]*entry // every id live or being operated on
 	live    map[string]*entry // the admitted ones: what admission counts
 	byAddr  map[netip.Addr]*entry
-	waiting map[string]bool // ids a background pass waits to lock (whenFree)
+	waiting map[string]bool // ids a background pass waits to lock (runLockedOrLater)
 	pools   *pools
 	// fenced is set while the node cannot renew its lease (fence.go);
 	// guarded by mu.
@@ -161,8 +161,8 @@ func (m *Manager) ended(id string, inst sandbox.Instance, reason sandbox.EndReas
 func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason, msg string) (*sandbox.Record, error) {
 	ctx = context.WithoutCancel(ctx)
 	rec, getErr := m.cfg.Store.GetSandbox(ctx, e.id)
-	if getErr == nil && !m.ours(rec) && !sharedCheckpoint(rec) {
-		m.dropHere(ctx, e, rec)
+	if getErr == nil && !m.ownsRecord(rec) && !sharedCheckpoint(rec) {
+		m.destroyLocal(ctx, e, rec)
 		return nil, elsewhere(rec, "end")
 	}
 	if getErr == nil && sharedCheckpoint(rec) {
@@ -172,7 +172,7 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 	if getErr == nil && rec.State != sandbox.StateEnded && reason != sandbox.EndNodeLost {
 		// Before the teardown: the CPU counter goes with the sandbox.
 		if err := m.settle(ctx, e, rec, now); stale(err) {
-			m.dropHere(ctx, e, rec)
+			m.destroyLocal(ctx, e, rec)
 			return m.afterStale(ctx, e.id)
 		}
 	}
@@ -222,7 +222,7 @@ func (m *Manager) finishShared(ctx context.Context, e *entry, rec *sandbox.Recor
 	ended.RetentionEndsAt = nil
 	if err := m.cfg.Store.RecordUsage(ctx, &ended, delta); err != nil {
 		if stale(err) {
-			m.dropHere(ctx, e, rec)
+			m.destroyLocal(ctx, e, rec)
 			return m.afterStale(ctx, e.id)
 		}
 		m.log.warn(e.id, "recording the end", err)

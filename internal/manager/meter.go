@@ -170,7 +170,7 @@ func (m *Manager) Meter(ctx context.Context) {
 		if e == nil {
 			continue
 		}
-		if rec, err := m.cfg.Store.GetSandbox(ctx, r.ID); err == nil && m.ours(rec) && (rec.State != sandbox.StateRunning || e.inst != nil) {
+		if rec, err := m.cfg.Store.GetSandbox(ctx, r.ID); err == nil && m.ownsRecord(rec) && (rec.State != sandbox.StateRunning || e.inst != nil) {
 			if err := m.settle(ctx, e, rec, m.now()); stale(err) {
 				m.dropStale(ctx, e, rec)
 			}

@@ -84,7 +84,7 @@ func (m *Manager) SetNetwork(ctx context.Context, account, id string, n api.Netw
 	if rec.State != sandbox.StateRunning && rec.State != sandbox.StatePaused {
 		return nil, stateError(rec, "change the network of")
 	}
-	if !m.ours(rec) {
+	if !m.ownsRecord(rec) {
 		return nil, elsewhere(rec, "change the network of")
 	}
 	if rec.State == sandbox.StateRunning && e.inst != nil {

@@ -23,7 +23,7 @@ func (m *Manager) mine(ctx context.Context, states ...sandbox.State) ([]*sandbox
 	}
 	out := recs[:0]
 	for _, r := range recs {
-		if m.ours(r) { // the filter's "" is every node's
+		if m.ownsRecord(r) { // the filter's "" is every node's
 			out = append(out, r)
 		}
 	}
@@ -36,8 +36,8 @@ func (m *Manager) mine(ctx context.Context, states ...sandbox.State) ([]*sandbox
 // gave up on an epoch ends only records of that epoch or earlier.
 func (m *Manager) SetNodeEpoch(epoch int64) { m.epoch.Store(epoch) }
 
-// ours reports whether the record is this node's.
-func (m *Manager) ours(rec *sandbox.Record) bool { return rec.Node == m.cfg.Node }
+// ownsRecord reports whether the record is this node's.
+func (m *Manager) ownsRecord(rec *sandbox.Record) bool { return rec.Node == m.cfg.Node }
 
 // elsewhere refuses an operation on a record another node holds.
 func elsewhere(rec *sandbox.Record, op string) error {
@@ -59,18 +59,18 @@ func stale(err error) bool { return errors.Is(err, store.ErrStale) }
 // written. The caller holds e.mu.
 func (m *Manager) dropStale(ctx context.Context, e *entry, rec *sandbox.Record) error {
 	m.log.warn(e.id, "the record changed meanwhile: the sandbox is not this node's any more", store.ErrStale)
-	m.dropHere(ctx, e, rec)
+	m.destroyLocal(ctx, e, rec)
 	return sandbox.Errorf(sandbox.KindConflict, "sandbox %s changed meanwhile (another process ended or moved it); it does not run on this node any more", e.id)
 }
 
-// dropHere destroys what this node holds of a sandbox that is not its own
-// any more: a live one, or what an own record left on this node's disk (a
+// destroyLocal destroys what this node holds of a sandbox that is not its
+// own any more: a live one, or what an own record left on this node's disk (a
 // local checkpoint). Nothing else: a record of another node, or a shared
 // checkpoint, may be another node's sandbox by now, and the backend's
 // Destroy would remove that one's checkpoint (and, on a host that runs
 // several nodes, its cgroup). The caller holds e.mu.
-func (m *Manager) dropHere(ctx context.Context, e *entry, rec *sandbox.Record) {
-	if e.inst != nil || m.isLive(e) || (m.ours(rec) && !sharedCheckpoint(rec)) {
+func (m *Manager) destroyLocal(ctx context.Context, e *entry, rec *sandbox.Record) {
+	if e.inst != nil || m.isLive(e) || (m.ownsRecord(rec) && !sharedCheckpoint(rec)) {
 		m.teardown(ctx, e)
 	}
 }

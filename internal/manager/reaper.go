@@ -112,13 +112,13 @@ func (m *Manager) Reap(ctx context.Context) {
 }
 
 func (m *Manager) reapOne(ctx context.Context, id string) {
-	m.whenFree(id, func(e *entry) { m.reapLocked(ctx, e) })
+	m.runLockedOrLater(id, func(e *entry) { m.reapLocked(ctx, e) })
 }
 
 func (m *Manager) reapLocked(ctx context.Context, e *entry) {
 	id := e.id
 	rec, err := m.cfg.Store.GetSandbox(ctx, id)
-	if err != nil || !m.ours(rec) {
+	if err != nil || !m.ownsRecord(rec) {
 		return
 	}
 	now := m.now()
@@ -183,8 +183,8 @@ func (m *Manager) recoverResume(ctx context.Context, e *entry, rec *sandbox.Reco
 	err := m.putBackPaused(ctx, rec.ID, &paused, rec.Version)
 	if stale(err) {
 		// Ended or taken by another process since: what this node holds of
-		// it goes, a shared checkpoint stays (see dropHere).
-		m.dropHere(ctx, e, &paused)
+		// it goes, a shared checkpoint stays (see destroyLocal).
+		m.destroyLocal(ctx, e, &paused)
 		return
 	}
 	if err == nil {
