@@ -1,8 +1,8 @@
 package client
 
 // The HTTP servers in these tests are fakes that speak the wire contract of
-// package api. They stand in for the real server (internal/api) until the
-// integration tests run this client against it.
+// package api, so that the client is tested without the real server
+// (internal/httpapi); the end-to-end tests (test/e2e) run it against that.
 
 import (
 	"context"

@@ -6,10 +6,10 @@
 // socket or an address that a sandbox names: it accepts connections on a
 // listener of its own, in a place the sandbox can reach but not change (for
 // gVisor a Unix socket in a directory bind-mounted read-only, reached with
-// runsc's --host-uds=open; for a microVM, a vsock port, which Firecracker
-// and Cloud Hypervisor expose on the host as exactly such a Unix listener).
-// Whatever arrives on that listener comes from that one sandbox, so a
-// sandbox can at worst lie about itself.
+// runsc's --host-uds=open; for a microVM, its one virtio-serial port, over
+// which yamux makes each of the agent's dials a stream: ServePort, port.go).
+// Whatever arrives there comes from that one sandbox, so a sandbox can at
+// worst lie about itself.
 //
 // The wire, per connection the agent opens:
 //

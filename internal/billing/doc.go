@@ -2,5 +2,5 @@
 // the arithmetic of cost, in integer USD billionths (nanos) so that nothing
 // is lost to rounding; the API shows millionths (micros).
 //
-// It imports nothing of this module but the domain.
+// It imports nothing of this module.
 package billing

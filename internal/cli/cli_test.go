@@ -1,8 +1,8 @@
 package cli
 
 // The HTTP server here is a fake that speaks the wire contract of package
-// api. It stands in for the real server (internal/api) until the
-// integration tests run the CLI against it.
+// api, so that the CLI is tested without the real server
+// (internal/httpapi); the end-to-end tests (test/e2e) run it against that.
 
 import (
 	"bytes"

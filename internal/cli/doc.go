@@ -3,7 +3,7 @@
 // exit codes. main in cmd/withruntime only wires it up.
 //
 // It is a thin layer over package client and must not import the server's
-// packages (internal/api, internal/manager, internal/backend,
+// packages (internal/httpapi, internal/manager, internal/backend,
 // internal/store): the server-side commands (serve, setup) and the binary
 // that runs the local daemon come in through Hooks, so this package builds
 // and tests without them.
