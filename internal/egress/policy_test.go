@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -236,12 +237,20 @@ func TestResolver(t *testing.T) {
 	if got := r.HandedOut("other", netip.MustParseAddr("198.18.0.9")); len(got) != 0 {
 		t.Errorf("handed out to another sandbox: got %v", got)
 	}
-	short := NewResolver(hosts, permitted, nil, 20*time.Millisecond)
-	short.Answer(ctx, "sb", "up.test")
-	time.Sleep(40 * time.Millisecond)
-	if got := short.HandedOut("sb", netip.MustParseAddr("198.18.0.1")); len(got) != 0 {
-		t.Errorf("after the TTL: got %v, want nothing", got)
-	}
+	// A handout lasts its TTL to the nanosecond, on the bubble's clock
+	// (testing/synctest), so that neither edge is a guess at a sleep.
+	synctest.Test(t, func(t *testing.T) {
+		short := NewResolver(hosts, permitted, nil, 20*time.Millisecond)
+		short.Answer(t.Context(), "sb", "up.test")
+		time.Sleep(20*time.Millisecond - time.Nanosecond)
+		if got := short.HandedOut("sb", netip.MustParseAddr("198.18.0.1")); len(got) != 1 || got[0] != "up.test" {
+			t.Errorf("just before the TTL: got %v, want up.test", got)
+		}
+		time.Sleep(time.Nanosecond)
+		if got := short.HandedOut("sb", netip.MustParseAddr("198.18.0.1")); len(got) != 0 {
+			t.Errorf("after the TTL: got %v, want nothing", got)
+		}
+	})
 	r.Forget("sb")
 	if got := r.HandedOut("sb", netip.MustParseAddr("198.18.0.9")); len(got) != 0 {
 		t.Errorf("after Forget: got %v", got)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/withruntime/withruntime/api"
@@ -211,37 +212,45 @@ func TestPoolMaxAge(t *testing.T) {
 }
 
 func TestPoolFullHostDegradesToColdStarts(t *testing.T) {
-	// 2 CPUs at overcommit 4: room for four 2-vCPU sandboxes, all of
-	// them pool members once the pool is warm.
-	r := poolRig(t, []Pool{{2, 4096, 4}}, func(c *Config) { c.HostCPUs, c.Overcommit = 2, 4 })
-	r.waitPool(defaultKey, 4)
-	// A size with no pool: a member is destroyed to make room.
-	cold := r.create(api.CreateSandboxRequest{VCPUs: 2, MemoryMiB: 2048})
-	if r.m.pools.counts()[defaultKey] != 3 {
-		t.Errorf("%d members after an eviction, want 3", r.m.pools.counts()[defaultKey])
-	}
-	// Three claims, then the pool cannot refill (the host is full): the
-	// next create is refused only now, with nothing idle left.
-	for range 3 {
-		r.create(api.CreateSandboxRequest{})
-	}
-	if _, err := r.m.Create(t.Context(), "acct", "", api.CreateSandboxRequest{}); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
-		t.Fatalf("a create on a full host with no idle member: got %v, want capacity_exhausted", err)
-	}
-	if n := r.m.pools.counts()[defaultKey]; n != 0 {
-		t.Errorf("%d members on a full host, want 0", n)
-	}
-	// Room comes free: the pool refills into it, and only into it.
-	if _, err := r.m.Stop(t.Context(), "acct", cold.ID); err != nil {
-		t.Fatal(err)
-	}
-	r.m.pools.unblockAll()
-	r.m.pools.kick()
-	r.waitPool(defaultKey, 1)
-	time.Sleep(50 * time.Millisecond)
-	if n := r.m.pools.counts()[defaultKey]; n != 1 {
-		t.Errorf("%d members in the room of one, want 1", n)
-	}
+	// In a bubble (testing/synctest): the filler's ticks and backoffs run
+	// on its clock, and synctest.Wait says when the filler has nothing
+	// left to do, so that "it did not overfill" is not a guess at a sleep.
+	synctest.Test(t, func(t *testing.T) {
+		// 2 CPUs at overcommit 4: room for four 2-vCPU sandboxes, all of
+		// them pool members once the pool is warm.
+		r := poolRig(t, []Pool{{2, 4096, 4}}, func(c *Config) { c.HostCPUs, c.Overcommit = 2, 4 })
+		r.waitPool(defaultKey, 4)
+		// A size with no pool: a member is destroyed to make room.
+		cold := r.create(api.CreateSandboxRequest{VCPUs: 2, MemoryMiB: 2048})
+		if r.m.pools.counts()[defaultKey] != 3 {
+			t.Errorf("%d members after an eviction, want 3", r.m.pools.counts()[defaultKey])
+		}
+		// Three claims, then the pool cannot refill (the host is full): the
+		// next create is refused only now, with nothing idle left.
+		for range 3 {
+			r.create(api.CreateSandboxRequest{})
+		}
+		if _, err := r.m.Create(t.Context(), "acct", "", api.CreateSandboxRequest{}); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
+			t.Fatalf("a create on a full host with no idle member: got %v, want capacity_exhausted", err)
+		}
+		if n := r.m.pools.counts()[defaultKey]; n != 0 {
+			t.Errorf("%d members on a full host, want 0", n)
+		}
+		// Room comes free: the pool refills into it, and only into it.
+		if _, err := r.m.Stop(t.Context(), "acct", cold.ID); err != nil {
+			t.Fatal(err)
+		}
+		r.m.pools.unblockAll()
+		r.m.pools.kick()
+		r.waitPool(defaultKey, 1)
+		// Two ticks of the filler later, each of which unblocks the pool
+		// and tries again, and with the filler idle: still one.
+		time.Sleep(2 * fillTick)
+		synctest.Wait()
+		if n := r.m.pools.counts()[defaultKey]; n != 1 {
+			t.Errorf("%d members in the room of one, want 1", n)
+		}
+	})
 }
 
 func TestPoolRestartSweepsMembers(t *testing.T) {
