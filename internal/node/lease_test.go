@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -125,78 +126,78 @@ func TestLeaseFencesAndUnfences(t *testing.T) {
 // A node told that its epoch was declared lost ends every sandbox it has
 // (node_lost), registers again as a new epoch and serves.
 func TestLeaseLostRegistersAgain(t *testing.T) {
-	ctx := context.Background()
-	ttl := 50 * time.Millisecond // the store's clock must see it run out
-	l, reg, mgr, _ := newLease(t, ttl)
-	if l.Epoch() != 1 {
-		t.Fatalf("got epoch %d, want 1", l.Epoch())
-	}
-	// A detector gives up on the node once its lease has run out.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ok, err := reg.MarkNodeLost(ctx, testNode, 1)
+	// In a bubble (testing/synctest): the store's lease runs out on its
+	// clock, at once and exactly, instead of being polled for.
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		ttl := 50 * time.Millisecond
+		l, reg, mgr, _ := newLease(t, ttl)
+		if l.Epoch() != 1 {
+			t.Fatalf("got epoch %d, want 1", l.Epoch())
+		}
+		// A detector gives up on the node once its lease has run out: after
+		// its TTL on the bubble's clock, which the store reads.
+		time.Sleep(ttl)
+		if ok, err := reg.MarkNodeLost(ctx, testNode, 1); err != nil || !ok {
+			t.Fatalf("marking the node lost once its lease ran out: got %v, %v; want it marked", ok, err)
+		}
+		l.renew(ctx)
+		// Frozen first: ending them all may be cut short.
+		if got, want := mgr.Calls(), []string{"fence", "endall " + string(sandbox.EndNodeLost), "unfence"}; !slices.Equal(got, want) {
+			t.Fatalf("got calls %q, want %q", got, want)
+		}
+		n, err := reg.GetNode(ctx, testNode)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			break
+		if n.Epoch != 2 || n.Lost || l.Epoch() != 2 || l.Fenced() {
+			t.Fatalf("got entry epoch %d lost %v, lease epoch %d fenced %v; want epoch 2, not lost, serving", n.Epoch, n.Lost, l.Epoch(), l.Fenced())
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the lease never ran out")
+		// Placement reads the isolations off the entry of every epoch.
+		if want := []string{sandbox.IsolationMicroVM, sandbox.IsolationGVisor}; !slices.Equal(n.Isolations, want) {
+			t.Fatalf("isolations of the new epoch's entry: got %v, want %v", n.Isolations, want)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	l.renew(ctx)
-	// Frozen first: ending them all may be cut short.
-	if got, want := mgr.Calls(), []string{"fence", "endall " + string(sandbox.EndNodeLost), "unfence"}; !slices.Equal(got, want) {
-		t.Fatalf("got calls %q, want %q", got, want)
-	}
-	n, err := reg.GetNode(ctx, testNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n.Epoch != 2 || n.Lost || l.Epoch() != 2 || l.Fenced() {
-		t.Fatalf("got entry epoch %d lost %v, lease epoch %d fenced %v; want epoch 2, not lost, serving", n.Epoch, n.Lost, l.Epoch(), l.Fenced())
-	}
-	// Placement reads the isolations off the entry of every epoch.
-	if want := []string{sandbox.IsolationMicroVM, sandbox.IsolationGVisor}; !slices.Equal(n.Isolations, want) {
-		t.Fatalf("isolations of the new epoch's entry: got %v, want %v", n.Isolations, want)
-	}
-	// The manager stamps records with the epoch they went live under.
-	if got, want := mgr.Epochs(), []int64{1, 2}; !slices.Equal(got, want) {
-		t.Fatalf("got epochs handed to the manager %v, want %v", got, want)
-	}
+		// The manager stamps records with the epoch they went live under.
+		if got, want := mgr.Epochs(), []int64{1, 2}; !slices.Equal(got, want) {
+			t.Fatalf("got epochs handed to the manager %v, want %v", got, want)
+		}
+	})
 }
 
 // Run renews on its own, every TTL/5.
 func TestLeaseRunRenews(t *testing.T) {
-	st := store.NewMemory()
-	defer st.Close()
-	mgr := &fakeManager{}
-	l := NewLease(LeaseConfig{Node: store.Node{ID: testNode, Addr: "x:1"}, Registry: st, Manager: mgr, TTL: 100 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := l.Register(ctx); err != nil {
-		t.Fatal(err)
-	}
-	first, err := st.GetNode(ctx, testNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { l.Run(ctx); close(done) }()
-	deadline := time.Now().Add(time.Minute)
-	for !slices.Contains(mgr.Calls(), "drop") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	<-done
-	n, err := st.GetNode(context.Background(), testNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !n.RenewedAt.After(first.RenewedAt) || l.Fenced() {
-		t.Fatalf("got renewed at %v (registered %v), fenced %v: want a renewal by Run", n.RenewedAt, first.RenewedAt, l.Fenced())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		st := store.NewMemory()
+		defer st.Close()
+		mgr := &fakeManager{}
+		l := NewLease(LeaseConfig{Node: store.Node{ID: testNode, Addr: "x:1"}, Registry: st, Manager: mgr, TTL: 100 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := l.Register(ctx); err != nil {
+			t.Fatal(err)
+		}
+		first, err := st.GetNode(ctx, testNode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { l.Run(ctx); close(done) }()
+		// One TTL on the bubble's clock is five renewals' time; then Run is
+		// idle until its next one.
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if !slices.Contains(mgr.Calls(), "drop") {
+			t.Errorf("calls after a TTL of Run: %q, want the drop of a renewal", mgr.Calls())
+		}
+		cancel()
+		<-done
+		n, err := st.GetNode(context.Background(), testNode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !n.RenewedAt.After(first.RenewedAt) || l.Fenced() {
+			t.Fatalf("got renewed at %v (registered %v), fenced %v: want a renewal by Run", n.RenewedAt, first.RenewedAt, l.Fenced())
+		}
+	})
 }
 
 // hangingStore is a real store some of whose calls block until their
