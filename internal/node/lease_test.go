@@ -271,57 +271,72 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // DropUnowned) keeps neither the node from fencing on time nor the loop
 // from going on once the store answers again.
 func TestLeaseFencesWhileAStoreCallHangs(t *testing.T) {
-	l, hs, mgr := newHangingLease(t, time.Second)
-	hs.set("GetSandbox", true) // renewals work, the manager's reads hang
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { l.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	waitFor(t, "a fence while DropUnowned hangs", l.Fenced)
-	if !slices.Contains(mgr.Calls(), "fence") {
-		t.Fatalf("got calls %q, want a fence", mgr.Calls())
-	}
-	hs.set("GetSandbox", false)
-	waitFor(t, "an unfence once the store answers", func() bool { return !l.Fenced() })
-	if !mgr.Thawed() {
-		t.Fatal("unfenced without the manager's Unfence")
-	}
+	// In a bubble (testing/synctest): the lease's timers run on its clock,
+	// so that "on time" is a moment, not a poll.
+	synctest.Test(t, func(t *testing.T) {
+		ttl := time.Second
+		l, hs, mgr := newHangingLease(t, ttl)
+		hs.set("GetSandbox", true) // renewals work, the manager's reads hang
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { l.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		// The first renewal, at TTL/5, succeeds and its DropUnowned hangs:
+		// the fence is due TTL/2 after that renewal.
+		time.Sleep(ttl/5 + ttl/2)
+		synctest.Wait()
+		if !l.Fenced() {
+			t.Fatal("not fenced TTL/2 after the last renewal while DropUnowned hangs")
+		}
+		if !slices.Contains(mgr.Calls(), "fence") {
+			t.Fatalf("got calls %q, want a fence", mgr.Calls())
+		}
+		hs.set("GetSandbox", false)
+		waitFor(t, "an unfence once the store answers", func() bool { return !l.Fenced() })
+		if !mgr.Thawed() {
+			t.Fatal("unfenced without the manager's Unfence")
+		}
+	})
 }
 
 // An Unfence cut short at the fence deadline (a record read that hangs)
 // leaves the node fenced, and what it thawed frozen again.
 func TestLeaseUnfenceCutShortStaysFenced(t *testing.T) {
-	ctx := context.Background()
-	l, hs, mgr := newHangingLease(t, 400*time.Millisecond)
-	renew := func() {
-		t.Helper()
-		done := make(chan struct{})
-		go func() { l.renew(ctx); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("a renewal never returned")
+	// In a bubble (testing/synctest): the hung calls' deadlines pass on
+	// its clock, at once.
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		l, hs, mgr := newHangingLease(t, 400*time.Millisecond)
+		renew := func() {
+			t.Helper()
+			done := make(chan struct{})
+			go func() { l.renew(ctx); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("a renewal never returned")
+			}
 		}
-	}
 
-	hs.set("RenewNode", true)
-	waitFor(t, "a fence while renewals hang", func() bool { renew(); return l.Fenced() })
+		hs.set("RenewNode", true)
+		waitFor(t, "a fence while renewals hang", func() bool { renew(); return l.Fenced() })
 
-	hs.set("RenewNode", false)
-	hs.set("GetSandbox", true)
-	renew()
-	calls := mgr.Calls()
-	if !l.Fenced() || mgr.Thawed() {
-		t.Fatalf("after an Unfence cut short: got fenced %v, thawed %v; want fenced, nothing thawed", l.Fenced(), mgr.Thawed())
-	}
-	if got, want := calls[len(calls)-2:], []string{"unfence", "fence"}; !slices.Equal(got, want) {
-		t.Fatalf("got calls %q, want them to end %q", calls, want)
-	}
+		hs.set("RenewNode", false)
+		hs.set("GetSandbox", true)
+		renew()
+		calls := mgr.Calls()
+		if !l.Fenced() || mgr.Thawed() {
+			t.Fatalf("after an Unfence cut short: got fenced %v, thawed %v; want fenced, nothing thawed", l.Fenced(), mgr.Thawed())
+		}
+		if got, want := calls[len(calls)-2:], []string{"unfence", "fence"}; !slices.Equal(got, want) {
+			t.Fatalf("got calls %q, want them to end %q", calls, want)
+		}
 
-	hs.set("GetSandbox", false)
-	renew()
-	calls = mgr.Calls()
-	if l.Fenced() || !slices.Equal(calls[len(calls)-2:], []string{"unfence", "drop"}) {
-		t.Fatalf("once the store answers: got fenced %v, calls %q; want serving after unfence, drop", l.Fenced(), calls)
-	}
+		hs.set("GetSandbox", false)
+		renew()
+		calls = mgr.Calls()
+		if l.Fenced() || !slices.Equal(calls[len(calls)-2:], []string{"unfence", "drop"}) {
+			t.Fatalf("once the store answers: got fenced %v, calls %q; want serving after unfence, drop", l.Fenced(), calls)
+		}
+	})
 }
