@@ -3,6 +3,7 @@ package manager
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/withruntime/withruntime/api"
@@ -82,43 +83,43 @@ func TestBillingForAKnownDuration(t *testing.T) {
 		{"with CPU time", 90 * time.Second, 90e9, 31_250_000 + 609_375},
 	}
 	for _, tt := range tests {
+		// In a bubble (testing/synctest), so that the test can wait for
+		// the pause's side effects to settle instead of polling for them.
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t, func(c *Config) { c.Prices = &prices })
-			rec := r.create(api.CreateSandboxRequest{MemoryMiB: 4096, TimeoutSeconds: 7200})
-			r.clock.Advance(30 * time.Minute)
-			r.be.setCPU(rec.ID, tt.cpu/3)
-			r.m.Meter(t.Context())
-			r.clock.Advance(30 * time.Minute)
-			r.be.setCPU(rec.ID, tt.cpu)
-			r.m.Meter(t.Context())
-			u := r.record(rec.ID).Usage
-			if u.AliveMs != 3_600_000 || u.CPUNs != tt.wantCPU || u.CostNanos != tt.wantCost {
-				t.Fatalf("after an hour: got alive %d ms, cpu %d ns, cost %d nanos; want 3600000, %d, %d",
-					u.AliveMs, u.CPUNs, u.CostNanos, tt.wantCPU, tt.wantCost)
-			}
-			if rows, _ := r.st.Usage(t.Context(), store.UsageFilter{Account: "acct"}); len(rows) != 1 || rows[0].CostNanos != tt.wantCost {
-				t.Fatalf("ledger: got %+v, want one row of %d nanos", rows, tt.wantCost)
-			}
-			// Paused for an hour: 4 GiB kept at 1,000,000 a GiB-hour.
-			if _, err := r.m.Pause(t.Context(), "acct", rec.ID); err != nil {
-				t.Fatal(err)
-			}
-			r.clock.Advance(time.Hour)
-			// A pass skips a sandbox whose lock is busy (here: the watcher
-			// of the instance the pause closed, taking the lock to see
-			// that it is no longer the sandbox's), to sample it at the
-			// next pass.
-			for i := 0; i < 100 && r.record(rec.ID).Usage.PausedMs == 0; i++ {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t, func(c *Config) { c.Prices = &prices })
+				rec := r.create(api.CreateSandboxRequest{MemoryMiB: 4096, TimeoutSeconds: 7200})
+				r.clock.Advance(30 * time.Minute)
+				r.be.setCPU(rec.ID, tt.cpu/3)
 				r.m.Meter(t.Context())
-				if r.record(rec.ID).Usage.PausedMs == 0 {
-					time.Sleep(time.Millisecond)
+				r.clock.Advance(30 * time.Minute)
+				r.be.setCPU(rec.ID, tt.cpu)
+				r.m.Meter(t.Context())
+				u := r.record(rec.ID).Usage
+				if u.AliveMs != 3_600_000 || u.CPUNs != tt.wantCPU || u.CostNanos != tt.wantCost {
+					t.Fatalf("after an hour: got alive %d ms, cpu %d ns, cost %d nanos; want 3600000, %d, %d",
+						u.AliveMs, u.CPUNs, u.CostNanos, tt.wantCPU, tt.wantCost)
 				}
-			}
-			u = r.record(rec.ID).Usage
-			if u.PausedMs != 3_600_000 || u.CostNanos != tt.wantCost+4_000_000 || u.AliveMs != 3_600_000 {
-				t.Fatalf("after an hour paused: got paused %d ms, alive %d ms, cost %d; want 3600000, 3600000, %d",
-					u.PausedMs, u.AliveMs, u.CostNanos, tt.wantCost+4_000_000)
-			}
+				if rows, _ := r.st.Usage(t.Context(), store.UsageFilter{Account: "acct"}); len(rows) != 1 || rows[0].CostNanos != tt.wantCost {
+					t.Fatalf("ledger: got %+v, want one row of %d nanos", rows, tt.wantCost)
+				}
+				// Paused for an hour: 4 GiB kept at 1,000,000 a GiB-hour.
+				if _, err := r.m.Pause(t.Context(), "acct", rec.ID); err != nil {
+					t.Fatal(err)
+				}
+				r.clock.Advance(time.Hour)
+				// A pass skips a sandbox whose lock is busy (here: the watcher
+				// of the instance the pause closed, taking the lock to see
+				// that it is no longer the sandbox's), to sample it at the
+				// next pass: once the watcher is done, one pass samples it.
+				synctest.Wait()
+				r.m.Meter(t.Context())
+				u = r.record(rec.ID).Usage
+				if u.PausedMs != 3_600_000 || u.CostNanos != tt.wantCost+4_000_000 || u.AliveMs != 3_600_000 {
+					t.Fatalf("after an hour paused: got paused %d ms, alive %d ms, cost %d; want 3600000, 3600000, %d",
+						u.PausedMs, u.AliveMs, u.CostNanos, tt.wantCost+4_000_000)
+				}
+			})
 		})
 	}
 }
