@@ -54,7 +54,7 @@ type Config struct {
 	Trial httpapi.TrialConfig
 	// MaxKeysPerAccount bounds the keys an account holds, and those its
 	// keys make in a day (serve --max-keys-per-account; 0:
-	// httpapi.DefaultMaxKeysPerAccount).
+	// accounts.DefaultMaxKeysPerAccount).
 	MaxKeysPerAccount int
 	// PricesFile, when set, is a JSON price table (billing.Prices) that
 	// replaces the default prices.
