@@ -57,7 +57,7 @@ func (m *Manager) indexAddr(e *entry, n sandbox.Network) {
 	}
 }
 
-// unindexAddr forgets it; the caller holds m.mu.
+// unindexAddrLocked forgets it; the caller holds m.mu.
 func (m *Manager) unindexAddrLocked(e *entry) {
 	if e.addr.IsValid() && m.byAddr[e.addr] == e {
 		delete(m.byAddr, e.addr)
