@@ -314,9 +314,6 @@ func headHosts(head []byte) ([]string, error) {
 	return hosts, nil
 }
 
-// requestHost is a request's host, normalized, without port: the
-// absolute-form target's host or the Host header, which must agree when
-// both are given.
 // bracketsWhole reports whether the brackets of a Host value, if any,
 // enclose its whole host: "[addr]" or "[addr]:port", one pair. Anything
 // else ("[::%1a]]x") reads one way here and another once Request.Write
@@ -333,6 +330,9 @@ func bracketsWhole(h string) bool {
 	return rest == "" || rest[0] == ':' && strings.Trim(rest[1:], "0123456789") == ""
 }
 
+// requestHost is a request's host, normalized, without port: the
+// absolute-form target's host or the Host header, which must agree when
+// both are given.
 func requestHost(hosts []string, req *http.Request) (string, error) {
 	// As for the first request (sniff.go): a Host net/http would not
 	// forward as it is gets no decision.
