@@ -38,7 +38,9 @@ func (c *Control) endLost(ctx context.Context, id, node string, epoch int64, sto
 		if interruptedSharedResume(rec) && !stop {
 			// Its checkpoint is still in the shared storage, whole: the
 			// sandbox is paused again, for any compatible node to resume.
-			rec.State = sandbox.StatePaused
+			if err := rec.Move(sandbox.StatePaused); err != nil {
+				return nil, false, err
+			}
 			err = c.cfg.Store.PutSandbox(ctx, rec)
 			if err == nil {
 				c.log.Warn("sandbox paused again: its node was lost while it resumed", "sandbox_id", id, "node", node, "account", rec.Account)
@@ -50,9 +52,9 @@ func (c *Control) endLost(ctx context.Context, id, node string, epoch int64, sto
 			continue
 		}
 		now := c.now()
-		rec.State, rec.EndedAt = sandbox.StateEnded, &now
-		rec.EndReason, rec.EndMessage = sandbox.EndNodeLost, fmt.Sprintf("node %s stopped renewing its lease", node)
-		rec.RetentionEndsAt = nil
+		if err := rec.End(sandbox.EndNodeLost, fmt.Sprintf("node %s stopped renewing its lease", node), now); err != nil {
+			return nil, false, err
+		}
 		err = c.cfg.Store.PutSandbox(ctx, rec)
 		if err == nil {
 			c.log.Warn("sandbox ended: its node is lost", "sandbox_id", id, "node", node, "account", rec.Account, "cost_nanos", rec.Usage.CostNanos)

@@ -85,10 +85,14 @@ func (m *Manager) handOver(ctx context.Context, e *entry, mem *member, t tenant,
 	now := m.now()
 	rec := &sandbox.Record{
 		ID: e.id, Account: account, KeyID: keyID, Backend: spec.Isolation, Spec: spec,
-		State: sandbox.StateRunning, CreatedAt: now, StartedAt: &now, LeaseEndsAt: now.Add(spec.Timeout),
+		CreatedAt: now, StartedAt: &now, LeaseEndsAt: now.Add(spec.Timeout),
 		Node: m.cfg.Node, NodeEpoch: m.epoch.Load(),
 	}
 	rec.Usage.SampledAt, rec.Usage.CPUCounterNs = now, counter
+	if err := rec.Move(sandbox.StateRunning); err != nil {
+		m.backToPool(e, mem)
+		return nil, true, err
+	}
 	// Not the request's context: a client that goes away mid-claim would
 	// otherwise cost a member.
 	ctx = context.WithoutCancel(ctx)

@@ -40,11 +40,15 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 	now := m.now()
 	rec := &sandbox.Record{
 		ID: id, Account: account, KeyID: keyID, Backend: spec.Isolation, Spec: spec,
-		State: sandbox.StateStarting, CreatedAt: now, LeaseEndsAt: now.Add(spec.Timeout),
+		CreatedAt: now, LeaseEndsAt: now.Add(spec.Timeout),
 		Node: m.cfg.Node, NodeEpoch: m.epoch.Load(),
 	}
 	// The store counts the account's live sandboxes on every node.
-	if err := m.cfg.Store.AdmitSandbox(ctx, rec, acct.Concurrency); err != nil {
+	err = rec.Move(sandbox.StateStarting)
+	if err == nil {
+		err = m.cfg.Store.AdmitSandbox(ctx, rec, acct.Concurrency)
+	}
+	if err != nil {
 		m.release(e)
 		return nil, err
 	}
@@ -63,9 +67,15 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req api.Cre
 	m.indexAddr(e, spec.Network)
 	started := m.now()
 	running := *rec
-	running.State, running.StartedAt = sandbox.StateRunning, &started
+	running.StartedAt = &started
 	running.Usage.SampledAt, running.Usage.CPUCounterNs = started, 0
-	if err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &running); err != nil {
+	// A transition the table refused is handled as a start that could not
+	// be recorded.
+	err = running.Move(sandbox.StateRunning)
+	if err == nil {
+		err = m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &running)
+	}
+	if err != nil {
 		if stale(err) {
 			return nil, m.dropStale(ctx, e, &running)
 		}
@@ -220,7 +230,7 @@ func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sa
 	m.closeFlows(e.id)
 	paused := *rec
 	retention := now.Add(m.cfg.Retention)
-	paused.State, paused.PausedAt, paused.RetentionEndsAt = sandbox.StatePaused, &now, &retention
+	paused.PausedAt, paused.RetentionEndsAt = &now, &retention
 	paused.Usage.SampledAt = now
 	paused.Checkpoint = nil
 	digest := m.backend().CheckpointDigest(e.id)
@@ -229,7 +239,13 @@ func (m *Manager) pause(ctx context.Context, e *entry, rec *sandbox.Record) (*sa
 		// restore it may resume it, once it checked it is this one.
 		paused.Checkpoint = &sandbox.Checkpoint{Shared: true, Compat: m.cfg.NodeCompat, Digest: digest}
 	}
-	if err := m.cfg.Store.PutSandbox(ctx, &paused); err != nil {
+	// A transition the table refused is handled as a pause that could not
+	// be recorded.
+	err := paused.Move(sandbox.StatePaused)
+	if err == nil {
+		err = m.cfg.Store.PutSandbox(ctx, &paused)
+	}
+	if err != nil {
 		if stale(err) {
 			// Its checkpoint goes too: the record is not ours to pause.
 			return nil, m.dropStale(ctx, e, rec)
@@ -303,8 +319,12 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Reco
 		return nil, err
 	}
 	starting := *rec
-	starting.State, starting.Node, starting.NodeEpoch = sandbox.StateStarting, m.cfg.Node, m.epoch.Load()
-	if err := m.cfg.Store.AdmitSandbox(ctx, &starting, acct.Concurrency); err != nil {
+	starting.Node, starting.NodeEpoch = m.cfg.Node, m.epoch.Load()
+	err = starting.Move(sandbox.StateStarting)
+	if err == nil {
+		err = m.cfg.Store.AdmitSandbox(ctx, &starting, acct.Concurrency)
+	}
+	if err != nil {
 		m.release(e)
 		if stale(err) {
 			return nil, sandbox.Errorf(sandbox.KindConflict, "sandbox %s changed meanwhile (another node may have resumed it)", id)
@@ -347,11 +367,16 @@ func (m *Manager) recordResumed(ctx context.Context, e *entry, starting, paused 
 	id := e.id
 	now := m.now()
 	running := *starting
-	running.State, running.PausedAt, running.RetentionEndsAt = sandbox.StateRunning, nil, nil
+	running.PausedAt, running.RetentionEndsAt = nil, nil
 	running.Checkpoint = nil
 	running.LeaseEndsAt = now.Add(starting.Spec.Timeout)
 	running.Usage.SampledAt, running.Usage.CPUCounterNs = switched, 0
-	err := m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &running)
+	// A transition the table refused is handled as a resume that could
+	// not be recorded.
+	err := running.Move(sandbox.StateRunning)
+	if err == nil {
+		err = m.cfg.Store.PutSandbox(context.WithoutCancel(ctx), &running)
+	}
 	if err == nil {
 		return &running, nil
 	}

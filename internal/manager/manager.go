@@ -193,8 +193,10 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 	if rec.State == sandbox.StateEnded {
 		return rec, nil
 	}
-	rec.State, rec.EndedAt, rec.EndReason, rec.EndMessage = sandbox.StateEnded, &now, reason, msg
-	rec.RetentionEndsAt = nil
+	if err := rec.End(reason, msg, now); err != nil {
+		m.log.warn(e.id, "recording the end", err)
+		return nil, err
+	}
 	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		if stale(err) {
 			return m.afterStale(ctx, e.id)
@@ -218,9 +220,11 @@ func (m *Manager) finishShared(ctx context.Context, e *entry, rec *sandbox.Recor
 	if reason != sandbox.EndNodeLost {
 		delta, _ = m.pausedDelta(&ended, now)
 	}
-	ended.State, ended.EndedAt, ended.EndReason, ended.EndMessage = sandbox.StateEnded, &now, reason, msg
-	ended.RetentionEndsAt = nil
-	if err := m.cfg.Store.RecordUsage(ctx, &ended, delta); err != nil {
+	err := ended.End(reason, msg, now)
+	if err == nil {
+		err = m.cfg.Store.RecordUsage(ctx, &ended, delta)
+	}
+	if err != nil {
 		if stale(err) {
 			m.destroyLocal(ctx, e, rec)
 			return m.afterStale(ctx, e.id)

@@ -166,20 +166,22 @@ func (m *Manager) recoverStarting(ctx context.Context, e *entry, rec *sandbox.Re
 // checkpoint kept. A record that cannot be put back stays starting, and
 // the reaper tries again. The caller holds e.mu.
 func (m *Manager) recoverResume(ctx context.Context, e *entry, rec *sandbox.Record) {
+	// What the record goes back to when the resume does not go through.
+	paused := *rec
+	if err := paused.Move(sandbox.StatePaused); err != nil {
+		m.log.warn(rec.ID, "taking up an interrupted resume", err)
+		return
+	}
 	if inst, err := m.backend().Attach(ctx, rec.ID, withIsolation(rec)); err == nil && inst != nil {
 		m.admitRecovered(ctx, e, rec)
 		m.attach(e, inst)
 		m.indexAddr(e, rec.Spec.Network)
-		paused := *rec
-		paused.State = sandbox.StatePaused
 		// The resume settled the paused time up to its switch.
 		if _, err := m.recordResumed(ctx, e, rec, &paused, rec.Usage.SampledAt); err == nil {
 			m.log.info(rec.ID, "an interrupted resume's sandbox reattached")
 		}
 		return
 	}
-	paused := *rec
-	paused.State = sandbox.StatePaused
 	err := m.putBackPaused(ctx, rec.ID, &paused, rec.Version)
 	if stale(err) {
 		// Ended or taken by another process since: what this node holds of
