@@ -11,6 +11,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/withruntime/withruntime/internal/undo"
 )
 
 // lockPath serialises the choice of a /30 between every server on the
@@ -35,15 +37,13 @@ func (p *Plumbing) Attach(id, nsPath string) (_ Link, retErr error) {
 		return Link{}, fmt.Errorf("opening namespace: %w", err)
 	}
 	defer ns.Close()
+	var u undo.List
+	defer u.Run(&retErr)
 	l, err := p.create(name, ns)
 	if err != nil {
 		return Link{}, err
 	}
-	defer func() {
-		if retErr != nil {
-			p.Detach(l)
-		}
-	}()
+	u.Add(func() { p.Detach(l) })
 	if err := sandboxEnd(ns, l); err != nil {
 		return Link{}, fmt.Errorf("configuring eth0 in %s: %w", nsPath, err)
 	}
@@ -64,6 +64,8 @@ func (p *Plumbing) create(name string, ns *os.File) (_ Link, retErr error) {
 		return Link{}, err
 	}
 	defer unlock()
+	var u undo.List
+	defer u.Run(&retErr)
 	inUse, err := hostPrefixes()
 	if err != nil {
 		return Link{}, err
@@ -72,11 +74,7 @@ func (p *Plumbing) create(name string, ns *os.File) (_ Link, retErr error) {
 	if !ok {
 		return Link{}, fmt.Errorf("no free /30 in %s", p.cfg.Pool)
 	}
-	defer func() {
-		if retErr != nil {
-			p.slots.free(pfx)
-		}
-	}()
+	u.Add(func() { p.slots.free(pfx) })
 	host, sandbox := ends(pfx)
 	l := Link{HostIf: name, HostAddr: host, SandboxAddr: sandbox, Prefix: pfx}
 
@@ -88,11 +86,7 @@ func (p *Plumbing) create(name string, ns *os.File) (_ Link, retErr error) {
 	if err := netlink.LinkAdd(veth); err != nil {
 		return Link{}, fmt.Errorf("creating veth %s: %w", name, err)
 	}
-	defer func() {
-		if retErr != nil {
-			netlink.LinkDel(veth)
-		}
-	}()
+	u.Add(func() { netlink.LinkDel(veth) })
 	// Before the link is up, so it never gets a link-local address.
 	if err := disableIPv6(name); err != nil {
 		return Link{}, err

@@ -9,6 +9,6 @@
 // host end's interface group is what the rules test, so the state lives
 // and dies with the interface and survives Install.
 //
-// It must not import the rest of the platform; it only knows paths and
-// names.
+// It must not import the rest of the platform (only internal/undo, which
+// imports nothing of it); it only knows paths and names.
 package network

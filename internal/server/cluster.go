@@ -17,6 +17,7 @@ import (
 	"github.com/withruntime/withruntime/internal/sdkdist"
 	"github.com/withruntime/withruntime/internal/secrets"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/undo"
 )
 
 // Names of the installation's values in a shared store (Store.InitValue):
@@ -43,11 +44,9 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 		return nil, err
 	}
 	forgetStorePassword()
-	defer func() {
-		if retErr != nil {
-			st.Close()
-		}
-	}()
+	var u undo.List
+	defer u.Run(&retErr)
+	u.Add(func() { st.Close() })
 	key, made, err := clusterAdminKey(ctx, st, dataDir)
 	if err != nil {
 		return nil, err
@@ -75,11 +74,12 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	if err != nil {
 		return nil, err
 	}
+	u.Add(func() { ctl.Close() })
 	l, err := listenAPI(cfg)
 	if err != nil {
-		ctl.Close()
 		return nil, err
 	}
+	u.Add(func() { l.Close() })
 	idle := newIdleWatch(cfg.IdleExit, st)
 	apiHandler := httpapi.NewServer(httpapi.Config{
 		Sandboxes: ctl, Store: st, Logger: cfg.Logger, Secrets: vault,
@@ -96,14 +96,10 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	if cfg.E2BListen != "" {
 		secret, err := sharedValue(ctx, st, valueE2BKey, e2bcompat.SecretSize)
 		if err != nil {
-			l.Close()
-			ctl.Close()
 			return nil, err
 		}
 		e2b, el, err := listenE2BWith(cfg, secret, st, apiHandler, idle.wrap)
 		if err != nil {
-			l.Close()
-			ctl.Close()
 			return nil, err
 		}
 		s.e2b, s.E2BURL = e2b, "http://"+el.Addr().String()

@@ -15,6 +15,7 @@ import (
 	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/undo"
 )
 
 // egressServices are the host's side of every sandbox's network: the
@@ -43,11 +44,9 @@ type egressServices struct {
 // and the trust bundle sandboxes mount.
 func openEgress(cfg Config, dataDir string) (_ *egressServices, retErr error) {
 	e := &egressServices{log: egress.NewLog(), failed: make(chan error, 2), stopped: make(chan struct{})}
-	defer func() {
-		if retErr != nil {
-			e.close()
-		}
-	}()
+	var u undo.List
+	defer u.Run(&retErr)
+	u.Add(e.close)
 	var err error
 	// Any address: the packet rules redirect to the address of each
 	// sandbox's host end, and drop everything else that comes for these

@@ -29,6 +29,7 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/secrets"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/undo"
 )
 
 // The node RPC ends a lost node's shared checkpoints through this optional
@@ -126,20 +127,14 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if retErr != nil {
-			lock.Close()
-		}
-	}()
+	var u undo.List
+	defer u.Run(&retErr)
+	u.Add(func() { lock.Close() })
 	st, err := store.Open(ctx, cfg.Store, dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("opening the store: %w", err)
 	}
-	defer func() {
-		if retErr != nil {
-			st.Close()
-		}
-	}()
+	u.Add(func() { st.Close() })
 	forgetStorePassword()
 	id, err := nodeID(dataDir)
 	if err != nil {
@@ -179,23 +174,17 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if retErr != nil {
-			mgr.Close()
-			if egr != nil {
-				egr.close()
-			}
+	u.Add(func() {
+		mgr.Close()
+		if egr != nil {
+			egr.close()
 		}
-	}()
+	})
 	l, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	defer func() {
-		if retErr != nil {
-			l.Close()
-		}
-	}()
+	u.Add(func() { l.Close() })
 	addr := cfg.Advertise
 	if addr == "" {
 		addr = l.Addr().String()

@@ -20,6 +20,7 @@ import (
 	"github.com/withruntime/withruntime/internal/sdkdist"
 	"github.com/withruntime/withruntime/internal/secrets"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/undo"
 )
 
 // Server is a running withruntime server.
@@ -66,11 +67,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the database: %w", err)
 	}
-	defer func() {
-		if retErr != nil {
-			st.Close()
-		}
-	}()
+	var u undo.List
+	defer u.Run(&retErr)
+	u.Add(func() { st.Close() })
 	key, made, err := adminKey(ctx, st, dataDir)
 	if err != nil {
 		return nil, err
@@ -86,16 +85,17 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if retErr != nil && egr != nil {
+	u.Add(func() {
+		if egr != nil {
 			egr.close()
 		}
-	}()
+	})
+	u.Add(mgr.Close)
 	l, err := listenAPI(cfg)
 	if err != nil {
-		mgr.Close()
 		return nil, err
 	}
+	u.Add(func() { l.Close() })
 	idle := newIdleWatch(cfg.IdleExit, st)
 	apiHandler := httpapi.NewServer(httpapi.Config{
 		Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault,
@@ -114,8 +114,6 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	if cfg.E2BListen != "" {
 		e2b, el, err := listenE2B(cfg, dataDir, st, apiHandler, idle.wrap)
 		if err != nil {
-			l.Close()
-			mgr.Close()
 			return nil, err
 		}
 		s.e2b, s.E2BURL = e2b, "http://"+el.Addr().String()
@@ -138,15 +136,13 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 func startHost(ctx context.Context, cfg Config, dataDir string, st store.Store, vault *secrets.Vault, bcfg sandbox.BackendConfig) (_ *manager.Manager, _ *egressServices, retErr error) {
 	var egr *egressServices
 	var err error
+	var u undo.List
+	defer u.Run(&retErr)
 	if !cfg.NoEgress {
 		if egr, err = openEgress(cfg, dataDir); err != nil {
 			return nil, nil, err
 		}
-		defer func() {
-			if retErr != nil {
-				egr.close()
-			}
-		}()
+		u.Add(egr.close)
 		bcfg.Egress = egr.wiring
 	}
 	backend, err := newBackend(ctx, cfg, bcfg)
@@ -171,14 +167,13 @@ func startHost(ctx context.Context, cfg Config, dataDir string, st store.Store, 
 	if err != nil {
 		return nil, nil, err
 	}
+	u.Add(mgr.Close)
 	if egr != nil {
 		if err := egr.serve(cfg, mgr, vault); err != nil {
-			mgr.Close()
 			return nil, nil, err
 		}
 	}
 	if err := mgr.Recover(ctx); err != nil {
-		mgr.Close()
 		return nil, nil, fmt.Errorf("recovering sandboxes: %w", err)
 	}
 	return mgr, egr, nil

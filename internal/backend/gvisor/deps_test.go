@@ -8,5 +8,5 @@ import (
 
 // TestImports fences the package: a backend never imports the manager or the API; the host's cgroup layer is shared by every backend.
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.OwnPackages("internal/sandbox", "internal/network", "internal/image", "internal/agentlink", "internal/hostcgroup"))
+	testenv.CheckImports(t, testenv.OwnPackages("internal/sandbox", "internal/network", "internal/image", "internal/agentlink", "internal/hostcgroup", "internal/undo"))
 }

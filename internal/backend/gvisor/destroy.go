@@ -11,6 +11,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/undo"
 )
 
 // Destroy implements sandbox.Backend.
@@ -116,7 +117,7 @@ func (b *Backend) Sweep(ctx context.Context, keep func(id string) bool) error {
 }
 
 // Attach implements sandbox.Backend.
-func (b *Backend) Attach(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
+func (b *Backend) Attach(ctx context.Context, id string, spec sandbox.Spec) (_ sandbox.Instance, retErr error) {
 	p := b.paths(id)
 	pid, err := readPid(p.pidFile)
 	if err != nil || !alive(pid) {
@@ -131,6 +132,9 @@ func (b *Backend) Attach(ctx context.Context, id string, spec sandbox.Spec) (san
 	if err != nil {
 		return nil, err
 	}
+	var u undo.List
+	defer u.Run(&retErr)
+	u.Add(ln.close)
 	return b.connect(ctx, id, p, ln, spec, 10*time.Second)
 }
 

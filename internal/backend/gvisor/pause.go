@@ -10,6 +10,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/undo"
 )
 
 // suspendWait bounds the agent's suspend: it lets running requests finish
@@ -154,30 +155,29 @@ func (b *Backend) ResumeDigest(ctx context.Context, id string, spec sandbox.Spec
 	if shared {
 		dir = fdPath(f)
 	}
-	defer func() {
-		if retErr != nil {
-			b.stopContainer(context.WithoutCancel(ctx), id, p)
-			b.net.Detach(id, p.state)
-			network.RemoveNamespace(p.netns)
-			if shared {
-				// Still paused, and maybe another node's to resume:
-				// nothing of it stays here.
-				b.removeLocal(p)
-			}
+	var u undo.List
+	defer u.Run(&retErr)
+	u.Add(func() {
+		b.stopContainer(context.WithoutCancel(ctx), id, p)
+		b.net.Detach(id, p.state)
+		network.RemoveNamespace(p.netns)
+		if shared {
+			// Still paused, and maybe another node's to resume:
+			// nothing of it stays here.
+			b.removeLocal(p)
 		}
-	}()
+	})
 	// Restored, a sandbox has the normal CPU priority whatever it booted
 	// with.
 	ln, err := b.prepare(id, p, spec, false)
 	if err != nil {
 		return nil, err
 	}
+	u.Add(ln.close)
 	if err := b.runscDetached(ctx, id, &spec, "restore", "--detach", "--image-path", dir, "--bundle", p.bundle, "--pid-file", p.pidFile, id); err != nil {
-		ln.close()
 		return nil, err
 	}
 	if err := ln.dir.SetResume(); err != nil {
-		ln.close()
 		return nil, err
 	}
 	inst, err := b.connect(ctx, id, p, ln, spec, 30*time.Second)

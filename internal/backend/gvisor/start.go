@@ -16,6 +16,7 @@ import (
 	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/undo"
 )
 
 // Start implements sandbox.Backend.
@@ -26,17 +27,15 @@ func (b *Backend) Start(ctx context.Context, id string, spec sandbox.Spec) (sand
 // start boots sandbox id; a warm one at the lowest CPU priority.
 func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, warm bool) (_ sandbox.Instance, retErr error) {
 	p := b.paths(id)
-	defer func() {
-		if retErr != nil {
-			b.Destroy(context.WithoutCancel(ctx), id)
-		}
-	}()
+	var u undo.List
+	defer u.Run(&retErr)
+	u.Add(func() { b.Destroy(context.WithoutCancel(ctx), id) })
 	ln, err := b.prepare(id, p, spec, warm)
 	if err != nil {
 		return nil, err
 	}
+	u.Add(ln.close)
 	if err := b.runscDetached(ctx, id, &spec, "run", "--detach", "--bundle", p.bundle, "--pid-file", p.pidFile, id); err != nil {
-		ln.close()
 		return nil, err
 	}
 	return b.connect(ctx, id, p, ln, spec, 30*time.Second)
@@ -58,11 +57,9 @@ func (b *Backend) prepare(id string, p paths, spec sandbox.Spec, warm bool) (_ *
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if retErr != nil {
-			ln.close()
-		}
-	}()
+	var u undo.List
+	defer u.Run(&retErr)
+	u.Add(ln.close)
 	if err := network.NewNamespace(p.netns); err != nil {
 		return nil, fmt.Errorf("making network namespace: %w", err)
 	}
@@ -99,14 +96,9 @@ func (l *link) close() {
 }
 
 // connect waits until the agent answers on its link, then watches the
-// sandbox process and its memory. It takes ln over: on failure ln is
-// closed.
-func (b *Backend) connect(ctx context.Context, id string, p paths, ln *link, spec sandbox.Spec, limit time.Duration) (_ *instance, retErr error) {
-	defer func() {
-		if retErr != nil {
-			ln.close()
-		}
-	}()
+// sandbox process and its memory. On success the instance holds ln; on
+// failure ln is the caller's to close (its undo list does).
+func (b *Backend) connect(ctx context.Context, id string, p paths, ln *link, spec sandbox.Spec, limit time.Duration) (*instance, error) {
 	inst := &instance{id: id, link: ln, done: make(chan struct{})}
 	rctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()

@@ -19,6 +19,7 @@ import (
 	"github.com/withruntime/withruntime/internal/agentlink"
 	"github.com/withruntime/withruntime/internal/hostcgroup"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/undo"
 )
 
 // bootTimeout bounds a boot: seconds under KVM, many more under TCG.
@@ -43,7 +44,7 @@ func (b *Backend) Start(ctx context.Context, id string, spec sandbox.Spec) (sand
 
 // start boots a new sandbox; warm, at the lowest CPU priority (a pool
 // member).
-func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, warm bool) (sandbox.Instance, error) {
+func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, warm bool) (_ sandbox.Instance, retErr error) {
 	p := b.paths(id)
 	if err := os.MkdirAll(p.run, 0o700); err != nil {
 		return nil, err
@@ -58,13 +59,15 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, warm 
 	if tap != nil {
 		defer tap.Close()
 	}
+	// After the tap's close is deferred: the network is detached first.
+	var u undo.List
+	defer u.Run(&retErr)
+	u.Add(func() { b.detachNetwork(id, p) })
 	if err := b.writeConfig(p.config, spec, link); err != nil {
-		b.detachNetwork(id, p)
 		return nil, err
 	}
 	inst, err := b.boot(ctx, id, p, spec, tap, nil, warm)
 	if err != nil {
-		b.detachNetwork(id, p)
 		return nil, err
 	}
 	return inst, nil
@@ -115,34 +118,33 @@ func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spe
 	if warm {
 		r.Shares = hostcgroup.WarmShares
 	}
+	// A boot that failed holds nothing: no QEMU, no mount, no cgroup.
+	var u undo.List
+	defer u.Run(&retErr)
 	err := b.cg.Create(id, r)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
+	u.Add(func() { b.cg.Remove(id) })
+	// A launch that fails may have mounted the jail already.
+	u.Add(func() { releaseJail(p) })
 	qemuOut := &ring{max: 16 << 10}
 	cmd, err := b.launch(id, p, spec, restore != nil, tap, qemuOut)
 	if err != nil {
-		releaseJail(p)
-		b.cg.Remove(id)
 		return nil, err
 	}
 	i := newInstance(id, cmd.Process.Pid, b.cg, spec.MemoryMiB)
 	go i.reap(cmd)
-	defer func() {
-		if retErr != nil {
-			i.kill()
-			<-i.done
-			if msg := consoleTail(i); msg != "" {
-				retErr = fmt.Errorf("%w (console: %s)", retErr, msg)
-			}
-			if msg := lastLine(qemuOut.String()); msg != "" {
-				retErr = fmt.Errorf("%w (qemu: %s)", retErr, msg)
-			}
-			// A boot that failed holds nothing: no mount, no cgroup.
-			releaseJail(p)
-			b.cg.Remove(id)
+	u.Add(func() {
+		i.kill()
+		<-i.done
+		if msg := consoleTail(i); msg != "" {
+			retErr = fmt.Errorf("%w (console: %s)", retErr, msg)
 		}
-	}()
+		if msg := lastLine(qemuOut.String()); msg != "" {
+			retErr = fmt.Errorf("%w (qemu: %s)", retErr, msg)
+		}
+	})
 	if err := b.cg.Add(id, cmd.Process.Pid); err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
