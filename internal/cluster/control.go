@@ -1,5 +1,5 @@
 // Package cluster is the control plane of a many-host installation: the
-// API server's side of httpapi.Sandboxes. It places creates on nodes by
+// API server's side of service.Sandboxes. It places creates on nodes by
 // their reported load, forwards every call about a sandbox to the node
 // that holds it over the node RPC (internal/noderpc, mutual TLS), reads
 // records from the shared store, and runs the failure detector that gives
@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/clusterpki"
-	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/noderpc"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -100,7 +100,7 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Control implements httpapi.Sandboxes over the nodes of the store's
+// Control implements service.Sandboxes over the nodes of the store's
 // registry.
 type Control struct {
 	cfg Config
@@ -132,7 +132,7 @@ type placement struct {
 	diskMiB   int
 }
 
-var _ httpapi.Sandboxes = (*Control)(nil)
+var _ service.Sandboxes = (*Control)(nil)
 
 // New returns the control plane of cfg.
 func New(cfg Config) (*Control, error) {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -34,7 +34,7 @@ func TestPlacementSpreadsByLoad(t *testing.T) {
 	// both are full.
 	var got []string
 	for range 6 {
-		rec, err := c.Create(t.Context(), "acct", "key", api.CreateSandboxRequest{})
+		rec, err := c.Create(t.Context(), "acct", "key", service.CreateRequest{})
 		if err != nil {
 			t.Fatalf("create %d: %v", len(got)+1, err)
 		}
@@ -48,7 +48,7 @@ func TestPlacementSpreadsByLoad(t *testing.T) {
 	for _, n := range []*fakeNode{a, b, full} {
 		n.refuse = sandbox.KindCapacityExhausted
 	}
-	_, err := c.Create(t.Context(), "acct", "key", api.CreateSandboxRequest{})
+	_, err := c.Create(t.Context(), "acct", "key", service.CreateRequest{})
 	if k := sandbox.KindOf(err); k != sandbox.KindCapacityExhausted || !strings.Contains(err.Error(), "no node has room") {
 		t.Errorf("create on full nodes: got %v, want capacity_exhausted: no node has room", err)
 	}
@@ -112,7 +112,7 @@ func TestCreateRetries(t *testing.T) {
 			register(t, st, first, o)
 			register(t, st, second, o2)
 			c := newControl(t, st, ca, nil, 0)
-			rec, err := c.Create(t.Context(), "acct", "key", api.CreateSandboxRequest{})
+			rec, err := c.Create(t.Context(), "acct", "key", service.CreateRequest{})
 			if tt.wantKind != "" {
 				if k := sandbox.KindOf(err); k != tt.wantKind || !strings.Contains(sandbox.MessageOf(err), tt.wantMsg) {
 					t.Errorf("got %v, want %s: ...%s...", err, tt.wantKind, tt.wantMsg)
@@ -136,7 +136,7 @@ func TestCreateRetries(t *testing.T) {
 func TestNoNode(t *testing.T) {
 	st := store.NewMemory()
 	c := newControl(t, st, mustAuthority(t), nil, 0)
-	_, err := c.Create(t.Context(), "acct", "key", api.CreateSandboxRequest{})
+	_, err := c.Create(t.Context(), "acct", "key", service.CreateRequest{})
 	if k := sandbox.KindOf(err); k != sandbox.KindCapacityExhausted {
 		t.Errorf("got %v, want capacity_exhausted", err)
 	}

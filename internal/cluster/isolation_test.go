@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -52,7 +52,7 @@ func TestPlacementByIsolation(t *testing.T) {
 			}
 			register(t, st, b, bo)
 			c := newControl(t, st, ca, nil, 0)
-			rec, err := c.Create(t.Context(), "acct", "key", api.CreateSandboxRequest{VCPUs: 2, Isolation: tt.isolation})
+			rec, err := c.Create(t.Context(), "acct", "key", service.CreateRequest{VCPUs: 2, Isolation: tt.isolation})
 			if tt.wantKind != "" {
 				if k := sandbox.KindOf(err); k != tt.wantKind || sandbox.MessageOf(err) != tt.wantMsg {
 					t.Errorf("got %v, want %s: %s", err, tt.wantKind, tt.wantMsg)

@@ -18,9 +18,9 @@ import (
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/cluster"
 	"github.com/withruntime/withruntime/internal/clusterpki"
-	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/noderpc"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -99,7 +99,7 @@ func serveNode(t *testing.T, st store.Store, id string, tc *tls.Config) *fakeNod
 
 func (n *fakeNode) fail(w http.ResponseWriter, k sandbox.Kind, msg string) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(httpapi.Status(k))
+	w.WriteHeader(service.Status(k))
 	json.NewEncoder(w).Encode(api.ErrorBody{Error: api.ErrorDetail{Code: string(k), Message: msg}})
 }
 

@@ -3,8 +3,8 @@ package cluster_test
 import (
 	"testing"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/clusterpki"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -22,7 +22,7 @@ func TestFirstCallToANewNode(t *testing.T) {
 	n := serveNode(t, st, "fresh", k.ServerTLS(st))
 	register(t, st, n, nodeOpts{csr: k.CSR()})
 	c := newControl(t, st, ca, nil, 0)
-	rec, err := c.Create(t.Context(), "acct", "key", api.CreateSandboxRequest{})
+	rec, err := c.Create(t.Context(), "acct", "key", service.CreateRequest{})
 	if err != nil {
 		t.Fatalf("first create on a new node: %v", err)
 	}

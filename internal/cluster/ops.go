@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/noderpc"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
@@ -260,7 +260,7 @@ func (c *Control) compatible(ctx context.Context, rec *sandbox.Record) ([]store.
 }
 
 // SetNetwork replaces a sandbox's egress policy on its node.
-func (c *Control) SetNetwork(ctx context.Context, account, id string, n api.Network) (*sandbox.Record, error) {
+func (c *Control) SetNetwork(ctx context.Context, account, id string, n sandbox.Network) (*sandbox.Record, error) {
 	rec, err := c.Get(ctx, account, id)
 	if err != nil {
 		return nil, err
@@ -273,7 +273,7 @@ func (c *Control) SetNetwork(ctx context.Context, account, id string, n api.Netw
 }
 
 // Egress returns a sandbox's egress log from its node.
-func (c *Control) Egress(ctx context.Context, account, id string) ([]api.EgressEvent, error) {
+func (c *Control) Egress(ctx context.Context, account, id string) ([]egress.Event, error) {
 	rec, err := c.Get(ctx, account, id)
 	if err != nil {
 		return nil, err

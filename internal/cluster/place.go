@@ -5,16 +5,19 @@ import (
 	"context"
 	"slices"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/noderpc"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
 // size is what a create asks of a node's admission.
 type size struct{ vcpus, memoryMiB, diskMiB int }
 
-func (c *Control) sizeOf(req api.CreateSandboxRequest) size {
+// sizeOf is what req asks of a node, with the nodes' defaults for what it
+// leaves out: read from the create as the API edge converted it
+// (service.CreateRequest), the one form a node's manager reads it in.
+func (c *Control) sizeOf(req service.CreateRequest) size {
 	s := size{req.VCPUs, req.MemoryMiB, c.cfg.DefaultDiskMiB}
 	if s.vcpus == 0 {
 		s.vcpus = c.cfg.DefaultVCPUs
@@ -38,7 +41,7 @@ type candidate struct {
 // asks it to create it. A node without room (capacity_exhausted) or that
 // cannot be reached is passed over for the next; a node that may have
 // received the create is never: no sandbox is made twice.
-func (c *Control) Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
+func (c *Control) Create(ctx context.Context, account, keyID string, req service.CreateRequest) (*sandbox.Record, error) {
 	// Checked here, not left to the node: with no node that runs it, the
 	// answer would be not_supported where the value is no isolation at all.
 	if err := sandbox.CheckIsolation(req.Isolation); err != nil {

@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/clusterpki"
+	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/node"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -36,7 +37,7 @@ func (m *managerStub) log(s string) {
 	m.calls = append(m.calls, s)
 }
 
-func (m *managerStub) Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
+func (m *managerStub) Create(ctx context.Context, account, keyID string, req service.CreateRequest) (*sandbox.Record, error) {
 	m.log("create " + account + " " + keyID + " " + req.Image)
 	now := time.Now().UTC()
 	r := &sandbox.Record{ID: "sb-" + m.id, Account: account, KeyID: keyID, Node: m.id, State: sandbox.StateRunning, CreatedAt: now, LeaseEndsAt: now.Add(time.Hour)}
@@ -64,12 +65,12 @@ func (m *managerStub) Pause(ctx context.Context, account, id string) (*sandbox.R
 func (m *managerStub) Resume(ctx context.Context, account, id string) (*sandbox.Record, error) {
 	return m.refuse("resume", id)
 }
-func (m *managerStub) SetNetwork(ctx context.Context, account, id string, n api.Network) (*sandbox.Record, error) {
+func (m *managerStub) SetNetwork(ctx context.Context, account, id string, n sandbox.Network) (*sandbox.Record, error) {
 	return m.refuse("set_network", id)
 }
-func (m *managerStub) Egress(ctx context.Context, account, id string) ([]api.EgressEvent, error) {
+func (m *managerStub) Egress(ctx context.Context, account, id string) ([]egress.Event, error) {
 	m.log("egress " + account + " " + id)
-	return []api.EgressEvent{{Kind: "connect", Name: "example.org", Verdict: "allowed"}}, nil
+	return []egress.Event{{Kind: "connect", Name: "example.org", Verdict: "allowed"}}, nil
 }
 
 // Agent answers every request with an NDJSON stream that echoes each
@@ -138,7 +139,7 @@ func TestThroughNodeRPC(t *testing.T) {
 
 	// The least loaded node is fenced: it refuses with capacity_exhausted
 	// and the create goes to the next.
-	rec, err := c.Create(ctx, "acct", "key", api.CreateSandboxRequest{Image: "python"})
+	rec, err := c.Create(ctx, "acct", "key", service.CreateRequest{Image: "python"})
 	if err != nil || rec.Node != "n2" {
 		t.Fatalf("create: got %+v, %v; want it on n2", rec, err)
 	}

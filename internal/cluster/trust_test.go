@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/cluster"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -29,7 +29,7 @@ func TestNodeAnswersChecked(t *testing.T) {
 		call func(t *testing.T, env *trustEnv) (*sandbox.Record, error)
 	}{
 		{"create", func(t *testing.T, e *trustEnv) (*sandbox.Record, error) {
-			return e.c.Create(t.Context(), "acct", "key", api.CreateSandboxRequest{})
+			return e.c.Create(t.Context(), "acct", "key", service.CreateRequest{})
 		}},
 		{"extend", func(t *testing.T, e *trustEnv) (*sandbox.Record, error) {
 			return e.c.Extend(t.Context(), "acct", e.running.ID, time.Minute)
@@ -38,7 +38,7 @@ func TestNodeAnswersChecked(t *testing.T) {
 			return e.c.Stop(t.Context(), "acct", e.running.ID)
 		}},
 		{"set network", func(t *testing.T, e *trustEnv) (*sandbox.Record, error) {
-			return e.c.SetNetwork(t.Context(), "acct", e.running.ID, api.Network{})
+			return e.c.SetNetwork(t.Context(), "acct", e.running.ID, sandbox.Network{})
 		}},
 		{"resume elsewhere", func(t *testing.T, e *trustEnv) (*sandbox.Record, error) {
 			return e.c.Resume(t.Context(), "acct", e.orphan.ID)

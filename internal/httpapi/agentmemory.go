@@ -8,6 +8,7 @@ import (
 	"github.com/withruntime/withruntime/client"
 	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
 
 // The memory the server holds of agents' answers is bounded in sum by
@@ -42,7 +43,7 @@ func (s *server) reserveFor(account string) client.ReserveFunc {
 		release, err := s.cfg.AgentMemory.Acquire(account, id, n)
 		if err != nil {
 			d := ErrorDetail(budgetError(err))
-			return nil, &client.APIError{Code: d.Code, Status: Status(sandbox.Kind(d.Code)), Message: d.Message}
+			return nil, &client.APIError{Code: d.Code, Status: service.Status(sandbox.Kind(d.Code)), Message: d.Message}
 		}
 		return release, nil
 	}

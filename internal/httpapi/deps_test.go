@@ -13,5 +13,5 @@ import (
 // or keys, and serves the API and the E2B layer under one set of bounds; and the rules of accounts, keys and trials
 // (internal/accounts), which the handlers ask and which know nothing of HTTP. Never the manager, a backend or the CLI.
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.OwnPackages("api", "internal/sandbox", "internal/store", "internal/billing", "client", "internal/mcptools", "internal/selfcall", "internal/membudget", "internal/buildinfo", "internal/admission", "internal/accounts"))
+	testenv.CheckImports(t, testenv.OwnPackages("api", "internal/sandbox", "internal/store", "internal/billing", "client", "internal/mcptools", "internal/selfcall", "internal/membudget", "internal/buildinfo", "internal/admission", "internal/accounts", "internal/service", "internal/egress"))
 }

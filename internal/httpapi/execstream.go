@@ -17,6 +17,7 @@ import (
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
 
 // settleWait bounds how long a broken stream waits for the sandbox's new
@@ -78,7 +79,7 @@ func (s *server) guardStream(r *http.Request, c caller, resp *http.Response, k s
 		}
 		body, _ := json.Marshal(api.ErrorBody{Error: ErrorDetail(err)}) // strings only: cannot fail
 		body = append(body, '\n')
-		resp.StatusCode = Status(sandbox.KindInternal)
+		resp.StatusCode = service.Status(sandbox.KindInternal)
 		resp.Status = fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 		clear(resp.Header)
 		resp.Header.Set("Content-Type", "application/json")

@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
 
 // fakeSandboxes stands in for the manager, which has its own tests against
@@ -29,14 +30,14 @@ type fakeSandboxes struct {
 	// afterAgent, when set, runs once Agent has handed out a round tripper.
 	afterAgent func(r *sandbox.Record)
 	// egress is each sandbox's egress log.
-	egress map[string][]api.EgressEvent
+	egress map[string][]egress.Event
 	next   int
 }
 
-var _ Sandboxes = (*fakeSandboxes)(nil)
+var _ service.Sandboxes = (*fakeSandboxes)(nil)
 
 func newFakeSandboxes(agentAddr string) *fakeSandboxes {
-	return &fakeSandboxes{recs: map[string]*sandbox.Record{}, egress: map[string][]api.EgressEvent{}, agentAddr: agentAddr}
+	return &fakeSandboxes{recs: map[string]*sandbox.Record{}, egress: map[string][]egress.Event{}, agentAddr: agentAddr}
 }
 
 // add puts a sandbox of account in state.
@@ -83,7 +84,7 @@ func (f *fakeSandboxes) lookup(call, account, id string) (*sandbox.Record, error
 	return r, nil
 }
 
-func (f *fakeSandboxes) Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
+func (f *fakeSandboxes) Create(ctx context.Context, account, keyID string, req service.CreateRequest) (*sandbox.Record, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, "Create "+account)
 	err := f.err
@@ -197,7 +198,7 @@ func (f *fakeSandboxes) Agent(ctx context.Context, account, id string) (http.Rou
 	}, nil
 }
 
-func (f *fakeSandboxes) SetNetwork(ctx context.Context, account, id string, n api.Network) (*sandbox.Record, error) {
+func (f *fakeSandboxes) SetNetwork(ctx context.Context, account, id string, n sandbox.Network) (*sandbox.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, err := f.lookup("SetNetwork", account, id)
@@ -207,15 +208,15 @@ func (f *fakeSandboxes) SetNetwork(ctx context.Context, account, id string, n ap
 	if !n.Internet && len(n.Allow) > 0 {
 		return nil, sandbox.Errorf(sandbox.KindInvalid, "network.allow needs internet: true")
 	}
-	r.Spec.Network = sandbox.Network{Internet: n.Internet, Allow: n.Allow}
+	r.Spec.Network = n
 	return r, nil
 }
 
-func (f *fakeSandboxes) Egress(ctx context.Context, account, id string) ([]api.EgressEvent, error) {
+func (f *fakeSandboxes) Egress(ctx context.Context, account, id string) ([]egress.Event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, err := f.lookup("Egress", account, id); err != nil {
 		return nil, err
 	}
-	return append([]api.EgressEvent(nil), f.egress[id]...), nil
+	return append([]egress.Event(nil), f.egress[id]...), nil
 }

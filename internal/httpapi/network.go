@@ -22,7 +22,7 @@ func (s *server) setNetwork(w http.ResponseWriter, r *http.Request, c caller) er
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, false, &n); err != nil {
 		return err
 	}
-	rec, err := s.cfg.Sandboxes.SetNetwork(r.Context(), c.account, r.PathValue("id"), n)
+	rec, err := s.cfg.Sandboxes.SetNetwork(r.Context(), c.account, r.PathValue("id"), networkOf(n))
 	if err != nil {
 		return err
 	}
@@ -36,9 +36,6 @@ func (s *server) egressLog(w http.ResponseWriter, r *http.Request, c caller) err
 	if err != nil {
 		return err
 	}
-	if events == nil {
-		events = []api.EgressEvent{}
-	}
-	writeJSON(w, http.StatusOK, api.EgressLog{Events: events})
+	writeJSON(w, http.StatusOK, api.EgressLog{Events: egressView(events)})
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
 )
@@ -102,7 +103,9 @@ func TestEgressLog(t *testing.T) {
 		{Time: at.Add(time.Second), Kind: "tls", Name: "evil.example", Address: "198.18.0.9", Port: 443, Verdict: "refused", Reason: "not in the allow list"},
 	}
 	e.fake.mu.Lock()
-	e.fake.egress["sbx-1"] = events
+	for _, ev := range events {
+		e.fake.egress["sbx-1"] = append(e.fake.egress["sbx-1"], egress.Event(ev))
+	}
 	e.fake.mu.Unlock()
 	resp = e.do("GET", "/v1/sandboxes/sbx-1/egress", ro, nil)
 	log = api.EgressLog{}

@@ -16,6 +16,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -400,7 +401,7 @@ func TestOpenAPIEnums(t *testing.T) {
 		return enum
 	}
 	var codes []string
-	for k := range statuses {
+	for _, k := range service.Kinds() {
 		codes = append(codes, string(k))
 	}
 	tests := []struct {

@@ -1,48 +1,13 @@
 package httpapi
 
 import (
-	"context"
 	"maps"
-	"net/http"
 	"slices"
-	"time"
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
-
-// Sandboxes is what the server needs of the manager. Every method acts for
-// account and reports a sandbox of another account as not found. Errors
-// carry a sandbox.Kind; errors without one are answered as internal.
-type Sandboxes interface {
-	// Create makes a sandbox for account; keyID is the key that asked, whose
-	// daily spending limit the sandbox counts against.
-	Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error)
-	Get(ctx context.Context, account, id string) (*sandbox.Record, error)
-	List(ctx context.Context, account string) ([]*sandbox.Record, error)
-	Extend(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error)
-	// SetLease is Extend that may also shorten the lease (extend with exact).
-	SetLease(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error)
-	Stop(ctx context.Context, account, id string) (*sandbox.Record, error)
-	Pause(ctx context.Context, account, id string) (*sandbox.Record, error)
-	Resume(ctx context.Context, account, id string) (*sandbox.Record, error)
-	// Agent returns a round tripper to the sandbox's in-sandbox agent; it
-	// fails with a conflict-kind error unless the sandbox is running
-	// (lease_ended kind when the sandbox ended because its lease ran out).
-	//
-	// The server sends it requests for http://sandbox-agent/PATH, PATH being
-	// one of the agent's routes (/exec, /files/list, ...) with the client's
-	// query; the round tripper must carry them to this sandbox's agent
-	// whatever the URL's host says. Requests never carry the client's
-	// Authorization header.
-	Agent(ctx context.Context, account, id string) (http.RoundTripper, error)
-	// SetNetwork replaces the egress policy of a sandbox; new connections
-	// and DNS queries follow it at once.
-	SetNetwork(ctx context.Context, account, id string, n api.Network) (*sandbox.Record, error)
-	// Egress returns the sandbox's egress log, the newest events last.
-	Egress(ctx context.Context, account, id string) ([]api.EgressEvent, error)
-}
 
 // SandboxView is a record as the API shows it. Environment values are left
 // out: they may hold credentials.

@@ -18,6 +18,7 @@ import (
 	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -30,7 +31,7 @@ const (
 
 // Config is what the server is made of. Sandboxes and Store are required.
 type Config struct {
-	Sandboxes Sandboxes
+	Sandboxes service.Sandboxes
 	Store     store.Store
 	// Secrets keeps the accounts' secrets; nil: the secrets routes answer
 	// not_supported and commands get no placeholders.

@@ -15,6 +15,7 @@ import (
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/buildinfo"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -159,41 +160,10 @@ func TestAdminKeyActsAsItsAccount(t *testing.T) {
 	}
 }
 
-func TestStatus(t *testing.T) {
-	tests := []struct {
-		kind sandbox.Kind
-		want int
-	}{
-		{sandbox.KindInvalid, 400},
-		{sandbox.KindUnauthorized, 401},
-		{sandbox.KindForbidden, 403},
-		{sandbox.KindNotFound, 404},
-		{sandbox.KindConflict, 409},
-		{sandbox.KindLeaseEnded, 409},
-		{sandbox.KindPayloadTooLarge, 413},
-		{sandbox.KindNotSupported, 422},
-		{sandbox.KindMaxCost, 402},
-		{sandbox.KindSpendingLimit, 402},
-		{sandbox.KindTrialExhausted, 402},
-		{sandbox.KindConcurrency, 429},
-		{sandbox.KindRateLimited, 429},
-		{sandbox.KindCapacityExhausted, 503},
-		{sandbox.KindInternal, 500},
-		{sandbox.Kind("made_up"), 500},
-	}
-	for _, tt := range tests {
-		if got := Status(tt.kind); got != tt.want {
-			t.Errorf("Status(%q): got %d, want %d", tt.kind, got, tt.want)
-		}
-	}
-	if got, want := len(statuses), len(tests)-1; got != want {
-		t.Errorf("statuses maps %d kinds, the test knows %d: keep them together", got, want)
-	}
-}
-
 func TestErrorResponses(t *testing.T) {
 	e := newEnv(t, nil)
-	for kind, status := range statuses {
+	for _, kind := range service.Kinds() {
+		status := service.Status(kind)
 		t.Run(string(kind), func(t *testing.T) {
 			e.fake.setErr(sandbox.Wrap(kind, errors.New("detail for the log only"), "message for "+string(kind)))
 			resp := e.do("GET", "/v1/sandboxes/sbx-1", e.keys[store.KeyFull], nil)
@@ -229,8 +199,8 @@ func TestErrorResponses(t *testing.T) {
 			if d.Code != tt.wantCode || d.Message != tt.wantMsg {
 				t.Errorf("got %+v, want code %q message %q", d, tt.wantCode, tt.wantMsg)
 			}
-			if resp.StatusCode != Status(sandbox.Kind(tt.wantCode)) {
-				t.Errorf("status: got %d, want %d", resp.StatusCode, Status(sandbox.Kind(tt.wantCode)))
+			if resp.StatusCode != service.Status(sandbox.Kind(tt.wantCode)) {
+				t.Errorf("status: got %d, want %d", resp.StatusCode, service.Status(sandbox.Kind(tt.wantCode)))
 			}
 		})
 	}

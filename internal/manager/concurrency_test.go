@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
 
 // Parallel lifecycle calls on one sandbox (issue 8, item 7). The fake
@@ -54,7 +54,7 @@ func tally(t *testing.T, errs []error) (ok int) {
 func TestParallelResumesOneWinner(t *testing.T) {
 	r := newRig(t, nil)
 	r.be.delay = 3 * time.Millisecond
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	if _, err := r.m.Pause(t.Context(), "acct", rec.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestParallelResumesOneWinner(t *testing.T) {
 func TestParallelPausesOneWinner(t *testing.T) {
 	r := newRig(t, nil)
 	r.be.delay = 3 * time.Millisecond
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	ok := tally(t, race(func() error {
 		_, err := r.m.Pause(context.Background(), "acct", rec.ID)
 		return err
@@ -100,7 +100,7 @@ func TestParallelPausesOneWinner(t *testing.T) {
 
 func TestParallelStopsDestroyOnce(t *testing.T) {
 	r := newRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	errs := race(func() error {
 		got, err := r.m.Stop(context.Background(), "acct", rec.ID)
 		if err == nil && (got.State != sandbox.StateEnded || got.EndReason != sandbox.EndStopped) {
@@ -121,7 +121,7 @@ func TestParallelStopsDestroyOnce(t *testing.T) {
 
 func TestParallelExtendsAllHold(t *testing.T) {
 	r := newRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{TimeoutSeconds: 60})
+	rec := r.create(service.CreateRequest{TimeoutSeconds: 60})
 	if ok := tally(t, race(func() error {
 		_, err := r.m.Extend(context.Background(), "acct", rec.ID, time.Hour)
 		return err
@@ -143,13 +143,13 @@ func TestParallelMixedOperations(t *testing.T) {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
 			r := newRig(t, nil)
 			r.be.delay = time.Millisecond
-			rec := r.create(api.CreateSandboxRequest{TimeoutSeconds: 60, OnLeaseEnd: "pause"})
+			rec := r.create(service.CreateRequest{TimeoutSeconds: 60, OnLeaseEnd: "pause"})
 			ctx := context.Background()
 			ops := []func() error{
 				func() error { _, err := r.m.Resume(ctx, "acct", rec.ID); return err },
 				func() error { _, err := r.m.Pause(ctx, "acct", rec.ID); return err },
 				func() error { _, err := r.m.Extend(ctx, "acct", rec.ID, time.Minute); return err },
-				func() error { _, err := r.m.SetNetwork(ctx, "acct", rec.ID, api.Network{}); return err },
+				func() error { _, err := r.m.SetNetwork(ctx, "acct", rec.ID, sandbox.Network{}); return err },
 				func() error { _, err := r.m.Agent(ctx, "acct", rec.ID); return err },
 				func() error { r.m.Meter(ctx); return nil },
 				func() error { r.m.Reap(ctx); return nil },
@@ -195,15 +195,15 @@ func TestParallelMixedOperations(t *testing.T) {
 func TestLocksOfIdsNotLiveAreForgotten(t *testing.T) {
 	r := newRig(t, nil)
 	ctx := t.Context()
-	paused := r.create(api.CreateSandboxRequest{})
+	paused := r.create(service.CreateRequest{})
 	if _, err := r.m.Pause(ctx, "acct", paused.ID); err != nil {
 		t.Fatal(err)
 	}
-	ended := r.create(api.CreateSandboxRequest{})
+	ended := r.create(service.CreateRequest{})
 	if _, err := r.m.Stop(ctx, "acct", ended.ID); err != nil {
 		t.Fatal(err)
 	}
-	running := r.create(api.CreateSandboxRequest{})
+	running := r.create(service.CreateRequest{})
 	for i := range 1000 {
 		for _, id := range []string{paused.ID, ended.ID, fmt.Sprintf("sbxnope%d", i)} {
 			r.m.Extend(ctx, "acct", id, time.Minute)
@@ -224,7 +224,7 @@ func TestLocksOfIdsNotLiveAreForgotten(t *testing.T) {
 func TestAgentDuringResumeAndPause(t *testing.T) {
 	r := newRig(t, nil)
 	r.be.delay = 2 * time.Millisecond
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	ctx := context.Background()
 	done := make(chan struct{})
 	var wg sync.WaitGroup

@@ -13,6 +13,8 @@
 // is conditional on the version read (owned.go), and the node daemon
 // fences, unfences and reconciles it around its lease (fence.go).
 //
-// It must not import the HTTP layer; it implements the interface the HTTP
-// layer declares.
+// It must not import the HTTP layer or the API's wire types (package
+// api): it implements service.Sandboxes, and takes creates in the
+// domain's form (service.CreateRequest), converted once at the API edge
+// (deps_test.go).
 package manager

@@ -6,9 +6,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
 
 // egressCalls is an EgressState that records what the manager asks of it.
@@ -41,7 +41,7 @@ func (e *egressCalls) take() []string {
 func TestEgressClosedWhenNotRunning(t *testing.T) {
 	eg := &egressCalls{}
 	r := newRig(t, func(c *Config) { c.EgressState = eg })
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	id := rec.ID
 	want := func(what string, calls ...string) {
 		t.Helper()

@@ -4,16 +4,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
 
 // An extend asks for "at least N more seconds": the deadline becomes the
 // later of the current one and now+N, never earlier.
 func TestExtendNeverShortensTheLease(t *testing.T) {
 	r := newRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{TimeoutSeconds: 600})
+	rec := r.create(service.CreateRequest{TimeoutSeconds: 600})
 	deadline := rec.LeaseEndsAt
 
 	r.clock.Advance(10 * time.Second)
@@ -50,7 +50,7 @@ func TestExtendNeverShortensTheLease(t *testing.T) {
 func TestExtendChecksMaxCostOfTheLeaseAskedFor(t *testing.T) {
 	prices := billing.Prices{MemoryNanosPerGiBHour: 7_812_500, CPUNanosPerCPUHour: 24_375_000}
 	r := newRig(t, func(c *Config) { c.Prices = &prices })
-	req := api.CreateSandboxRequest{VCPUs: 2, MemoryMiB: 4096, TimeoutSeconds: 600}
+	req := service.CreateRequest{VCPUs: 2, MemoryMiB: 4096, TimeoutSeconds: 600}
 	budget := prices.MaxLease(req.VCPUs, req.MemoryMiB, 10*time.Minute)/1000 + 1 // micros: 10 minutes fit, a day does not
 	req.MaxCostMicros = &budget
 	rec := r.create(req)

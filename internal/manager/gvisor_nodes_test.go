@@ -14,6 +14,7 @@ import (
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/backend/gvisor"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 	"github.com/withruntime/withruntime/internal/testenv"
 )
@@ -44,7 +45,7 @@ func TestSharedCheckpointAcrossNodesWithGvisor(t *testing.T) {
 	}
 	n1, n2 := node("n1"), node("n2")
 	ctx := t.Context()
-	rec, err := n1.Create(ctx, "acct", "", api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 512})
+	rec, err := n1.Create(ctx, "acct", "", service.CreateRequest{VCPUs: 1, MemoryMiB: 512})
 	if err != nil {
 		t.Fatal(err)
 	}

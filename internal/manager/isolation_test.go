@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
 
 // namedFake is the fake backend under an isolation's name.
@@ -38,14 +38,14 @@ func isoRig(t *testing.T, config func(*Config)) (r *rig, vm *fakeBackend) {
 
 func TestIsolationChoice(t *testing.T) {
 	r, vm := isoRig(t, nil)
-	def := r.create(api.CreateSandboxRequest{})
+	def := r.create(service.CreateRequest{})
 	if def.Spec.Isolation != sandbox.IsolationGVisor || def.Backend != sandbox.IsolationGVisor {
 		t.Errorf("default create: got isolation %q backend %q, want both %q", def.Spec.Isolation, def.Backend, sandbox.IsolationGVisor)
 	}
 	if got := r.record(def.ID).Spec.Isolation; got != sandbox.IsolationGVisor {
 		t.Errorf("stored default isolation: got %q, want %q", got, sandbox.IsolationGVisor)
 	}
-	rec := r.create(api.CreateSandboxRequest{Isolation: sandbox.IsolationMicroVM})
+	rec := r.create(service.CreateRequest{Isolation: sandbox.IsolationMicroVM})
 	if got := r.record(rec.ID); got.Spec.Isolation != sandbox.IsolationMicroVM || got.Backend != sandbox.IsolationMicroVM {
 		t.Errorf("microvm create: stored isolation %q backend %q, want both %q", got.Spec.Isolation, got.Backend, sandbox.IsolationMicroVM)
 	}
@@ -77,7 +77,7 @@ func TestIsolationChoice(t *testing.T) {
 
 func TestIsolationRefused(t *testing.T) {
 	r, _ := isoRig(t, nil)
-	_, err := r.m.Create(t.Context(), "acct", "", api.CreateSandboxRequest{Isolation: "firecracker"})
+	_, err := r.m.Create(t.Context(), "acct", "", service.CreateRequest{Isolation: "firecracker"})
 	if got := sandbox.KindOf(err); got != sandbox.KindInvalid {
 		t.Fatalf("unknown isolation: got %v, want kind %s", err, sandbox.KindInvalid)
 	}
@@ -86,11 +86,11 @@ func TestIsolationRefused(t *testing.T) {
 	}
 
 	plain := newRig(t, func(c *Config) { c.Backend = namedFake{newFakeBackend(), sandbox.IsolationGVisor} })
-	_, err = plain.m.Create(t.Context(), "acct", "", api.CreateSandboxRequest{Isolation: sandbox.IsolationMicroVM})
+	_, err = plain.m.Create(t.Context(), "acct", "", service.CreateRequest{Isolation: sandbox.IsolationMicroVM})
 	if got := sandbox.KindOf(err); got != sandbox.KindNotSupported {
 		t.Fatalf("an isolation the server does not run: got %v, want kind %s", err, sandbox.KindNotSupported)
 	}
-	if rec := plain.create(api.CreateSandboxRequest{Isolation: sandbox.IsolationGVisor}); rec.Spec.Isolation != sandbox.IsolationGVisor {
+	if rec := plain.create(service.CreateRequest{Isolation: sandbox.IsolationGVisor}); rec.Spec.Isolation != sandbox.IsolationGVisor {
 		t.Errorf("gvisor on a gvisor-only server: got %q", rec.Spec.Isolation)
 	}
 }
@@ -104,14 +104,14 @@ func TestIsolationPools(t *testing.T) {
 	}
 	r.waitPool(defaultKey, 1)
 	warm := r.members(defaultKey)
-	rec := r.create(api.CreateSandboxRequest{Isolation: sandbox.IsolationMicroVM})
+	rec := r.create(service.CreateRequest{Isolation: sandbox.IsolationMicroVM})
 	if warm[rec.ID] || vm.state(rec.ID) != sandbox.StateRunning {
 		t.Errorf("a microvm create took gvisor pool member %s (microvm state %q)", rec.ID, vm.state(rec.ID))
 	}
 	if vm.calls["start"] != 1 {
 		t.Errorf("microvm starts: got %d, want 1 (pools are of the default isolation)", vm.calls["start"])
 	}
-	rec = r.create(api.CreateSandboxRequest{Isolation: sandbox.IsolationGVisor})
+	rec = r.create(service.CreateRequest{Isolation: sandbox.IsolationGVisor})
 	if !warm[rec.ID] {
 		t.Errorf("a gvisor create started cold with a member ready")
 	}
@@ -124,7 +124,7 @@ func TestIsolationPools(t *testing.T) {
 // backend its Backend names, not on the server's default.
 func TestIsolationOfOldRecords(t *testing.T) {
 	r, vm := isoRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{Isolation: sandbox.IsolationMicroVM})
+	rec := r.create(service.CreateRequest{Isolation: sandbox.IsolationMicroVM})
 	old := r.record(rec.ID)
 	old.Spec.Isolation = ""
 	if err := r.st.Memory.PutSandbox(t.Context(), old); err != nil {

@@ -5,13 +5,17 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
+
+// The manager is the sandboxes of one box, and of one node (internal/node
+// serves its Acts).
+var _ service.Sandboxes = (*Manager)(nil)
 
 // Create validates, admits and starts a sandbox. A refused or failed
 // create leaves nothing behind: not a record, not a sandbox on the backend.
-func (m *Manager) Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
+func (m *Manager) Create(ctx context.Context, account, keyID string, req service.CreateRequest) (*sandbox.Record, error) {
 	if err := m.serving(); err != nil {
 		return nil, err
 	}

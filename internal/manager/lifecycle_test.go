@@ -6,9 +6,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -18,7 +18,7 @@ import (
 
 func TestLeaseEndsAtTheDeadline(t *testing.T) {
 	r := newRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{TimeoutSeconds: 60})
+	rec := r.create(service.CreateRequest{TimeoutSeconds: 60})
 	r.clock.Advance(60*time.Second - time.Millisecond)
 	r.m.Reap(t.Context())
 	if got := r.consistent(rec.ID).State; got != sandbox.StateRunning {
@@ -40,7 +40,7 @@ func TestLeaseEndsAtTheDeadline(t *testing.T) {
 
 func TestPauseAtLeaseEndThenRetentionEnds(t *testing.T) {
 	r := newRig(t, func(c *Config) { c.Retention = time.Hour })
-	rec := r.create(api.CreateSandboxRequest{TimeoutSeconds: 60, OnLeaseEnd: "pause"})
+	rec := r.create(service.CreateRequest{TimeoutSeconds: 60, OnLeaseEnd: "pause"})
 	r.clock.Advance(60 * time.Second)
 	r.m.Reap(t.Context())
 	got := r.consistent(rec.ID)
@@ -88,7 +88,7 @@ func TestBillingForAKnownDuration(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := newRig(t, func(c *Config) { c.Prices = &prices })
-				rec := r.create(api.CreateSandboxRequest{MemoryMiB: 4096, TimeoutSeconds: 7200})
+				rec := r.create(service.CreateRequest{MemoryMiB: 4096, TimeoutSeconds: 7200})
 				r.clock.Advance(30 * time.Minute)
 				r.be.setCPU(rec.ID, tt.cpu/3)
 				r.m.Meter(t.Context())
@@ -132,7 +132,7 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 		}
 		return nil
 	}
-	_, err := r.m.Create(t.Context(), "acct", "", api.CreateSandboxRequest{})
+	_, err := r.m.Create(t.Context(), "acct", "", service.CreateRequest{})
 	if got, want := sandbox.KindOf(err), sandbox.KindInternal; got != want {
 		t.Fatalf("got %v (kind %s), want %s", err, got, want)
 	}
@@ -173,7 +173,7 @@ func TestStoreFailureAfterABackendCall(t *testing.T) {
 			name: "start recorded as running fails: destroyed",
 			fail: failState(sandbox.StateRunning),
 			op: func(r *rig, _ string) error {
-				_, err := r.m.Create(r.t.Context(), "acct", "", api.CreateSandboxRequest{})
+				_, err := r.m.Create(r.t.Context(), "acct", "", service.CreateRequest{})
 				return err
 			},
 		},
@@ -217,7 +217,7 @@ func TestStoreFailureAfterABackendCall(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, nil)
-			rec := r.create(api.CreateSandboxRequest{})
+			rec := r.create(service.CreateRequest{})
 			if tt.paused {
 				if _, err := r.m.Pause(t.Context(), "acct", rec.ID); err != nil {
 					t.Fatal(err)
@@ -269,7 +269,7 @@ func TestStoreFailureAfterABackendCall(t *testing.T) {
 // cannot be recorded, and a second stop records it.
 func TestStopWhenTheStoreFails(t *testing.T) {
 	r := newRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	r.st.setFailPut(func(*sandbox.Record) error { return errors.New("disk full") })
 	if _, err := r.m.Stop(t.Context(), "acct", rec.ID); err == nil {
 		t.Fatal("Stop with a broken store: got nil error, want one")

@@ -4,18 +4,15 @@ import (
 	"context"
 	"net/netip"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
 var _ egress.Directory = (*Manager)(nil)
 
-// networkFor validates a requested policy.
-func (m *Manager) networkFor(n *api.Network) (sandbox.Network, error) {
-	if n == nil {
-		return sandbox.Network{}, nil
-	}
+// networkFor validates a requested policy (the zero policy, no internet,
+// is what a create without one asks for).
+func (m *Manager) networkFor(n sandbox.Network) (sandbox.Network, error) {
 	if !n.Internet && len(n.Allow) > 0 {
 		return sandbox.Network{}, invalid("network.allow needs internet: true")
 	}
@@ -67,8 +64,8 @@ func (m *Manager) unindexAddrLocked(e *entry) {
 
 // SetNetwork changes the policy of a running or paused sandbox; new
 // connections and DNS queries follow it at once.
-func (m *Manager) SetNetwork(ctx context.Context, account, id string, n api.Network) (*sandbox.Record, error) {
-	policy, err := m.networkFor(&n)
+func (m *Manager) SetNetwork(ctx context.Context, account, id string, n sandbox.Network) (*sandbox.Record, error) {
+	policy, err := m.networkFor(n)
 	if err != nil {
 		return nil, err
 	}
@@ -109,16 +106,13 @@ func (m *Manager) SetNetwork(ctx context.Context, account, id string, n api.Netw
 }
 
 // Egress returns the sandbox's egress log, newest last.
-func (m *Manager) Egress(ctx context.Context, account, id string) ([]api.EgressEvent, error) {
+func (m *Manager) Egress(ctx context.Context, account, id string) ([]egress.Event, error) {
 	if _, err := m.get(ctx, account, id); err != nil {
 		return nil, err
 	}
-	out := []api.EgressEvent{}
+	out := []egress.Event{}
 	if m.cfg.EgressState == nil {
 		return out, nil
 	}
-	for _, ev := range m.cfg.EgressState.Events(id) {
-		out = append(out, api.EgressEvent{Time: ev.Time, Kind: ev.Kind, Name: ev.Name, Address: ev.Address, Port: ev.Port, Verdict: ev.Verdict, Reason: ev.Reason})
-	}
-	return out, nil
+	return append(out, m.cfg.EgressState.Events(id)...), nil
 }

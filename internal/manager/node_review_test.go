@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -73,7 +73,7 @@ func TestEndLosingToAResumeKeepsTheSharedCheckpoint(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := nodeRig(t, shared)
-			rec := r.create(api.CreateSandboxRequest{})
+			rec := r.create(service.CreateRequest{})
 			if _, err := r.m.Pause(t.Context(), "acct", rec.ID); err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func TestEndLosingToAResumeKeepsTheSharedCheckpoint(t *testing.T) {
 func TestSharedEndTheStoreRefusesKeepsTheCheckpoint(t *testing.T) {
 	prices := billing.Prices{MemoryNanosPerGiBHour: 7_812_500, CPUNanosPerCPUHour: 24_375_000, StorageNanosPerGiBHour: 1_000_000}
 	r := nodeRig(t, func(c *Config) { c.SharedCheckpoints, c.NodeCompat, c.Prices = true, "c", &prices })
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	if _, err := r.m.Pause(t.Context(), "acct", rec.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestRecoverAfterAnInterruptedResume(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, nil)
-			rec := r.create(api.CreateSandboxRequest{})
+			rec := r.create(service.CreateRequest{})
 			if _, err := r.m.Pause(t.Context(), "acct", rec.ID); err != nil {
 				t.Fatal(err)
 			}
@@ -224,7 +224,7 @@ func TestAmbiguousAdmitIsTakenUpByTheReaper(t *testing.T) {
 	}
 	t.Cleanup(m.Close)
 	r.m = m
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	if _, err := m.Pause(t.Context(), "acct", rec.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestAmbiguousAdmitIsTakenUpByTheReaper(t *testing.T) {
 		t.Fatalf("the rig: record %s after the ambiguous admit, want starting", got.State)
 	}
 	st.setArm()
-	if _, err := m.Create(t.Context(), "acct", "", api.CreateSandboxRequest{}); err == nil {
+	if _, err := m.Create(t.Context(), "acct", "", service.CreateRequest{}); err == nil {
 		t.Fatal("the create got no error")
 	}
 	starting, err := r.st.ListSandboxes(t.Context(), store.SandboxFilter{States: []sandbox.State{sandbox.StateStarting}})
@@ -282,7 +282,7 @@ func TestFailedUsageWriteLeavesTheRecordAsTheLedger(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, nil)
-			rec := r.create(api.CreateSandboxRequest{})
+			rec := r.create(service.CreateRequest{})
 			r.clock.Advance(time.Minute)
 			r.be.setCPU(rec.ID, time.Second)
 			first := true
@@ -311,11 +311,11 @@ func TestRecordsNameTheNodeEpoch(t *testing.T) {
 	r.waitPool(defaultKey, 1)
 	r.m.SetNodeEpoch(7)
 	members := r.members(defaultKey)
-	claimed := r.create(api.CreateSandboxRequest{})
+	claimed := r.create(service.CreateRequest{})
 	if !members[claimed.ID] {
 		t.Fatal("the rig: the create did not claim the pool member")
 	}
-	cold := r.create(api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 512})
+	cold := r.create(service.CreateRequest{VCPUs: 1, MemoryMiB: 512})
 	for _, id := range []string{claimed.ID, cold.ID} {
 		if got := r.record(id).NodeEpoch; got != 7 {
 			t.Errorf("%s: epoch %d, want 7", id, got)
@@ -337,7 +337,7 @@ func TestFenceFreezesInParallel(t *testing.T) {
 	r := nodeRig(t, nil)
 	var ids []string
 	for range 40 {
-		ids = append(ids, r.create(api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 512}).ID)
+		ids = append(ids, r.create(service.CreateRequest{VCPUs: 1, MemoryMiB: 512}).ID)
 	}
 	r.be.delay = 20 * time.Millisecond
 	if err := r.m.Fence(t.Context()); err != nil {
@@ -364,8 +364,8 @@ func TestFenceFreezesInParallel(t *testing.T) {
 // changes nothing, and the next Unfence thaws them all.
 func TestUnfenceCutShortStaysFrozen(t *testing.T) {
 	r := nodeRig(t, nil)
-	a := r.create(api.CreateSandboxRequest{})
-	b := r.create(api.CreateSandboxRequest{})
+	a := r.create(service.CreateRequest{})
+	b := r.create(service.CreateRequest{})
 	if err := r.m.Fence(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -404,8 +404,8 @@ func TestUnfenceCutShortStaysFrozen(t *testing.T) {
 // then 1 s running again: 31 s are billed, in the record and the ledger.
 func TestFrozenTimeIsNotBilled(t *testing.T) {
 	r := nodeRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{})
-	stopped := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
+	stopped := r.create(service.CreateRequest{})
 	r.clock.Advance(30 * time.Second)
 	if err := r.m.Fence(t.Context()); err != nil {
 		t.Fatal(err)
@@ -441,7 +441,7 @@ func TestFrozenTimeIsNotBilled(t *testing.T) {
 // frozen by the next Fence.
 func TestFenceAgainRetriesAFailedFreeze(t *testing.T) {
 	r := nodeRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	r.be.mu.Lock()
 	r.be.fail = func(op, id string) error {
 		if op == "freeze" {
@@ -467,7 +467,7 @@ func TestFenceAgainRetriesAFailedFreeze(t *testing.T) {
 func TestChangedSharedCheckpointIsNotRestored(t *testing.T) {
 	shared := func(c *Config) { c.SharedCheckpoints, c.NodeCompat = true, "c" }
 	r := nodeRig(t, shared)
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	paused, err := r.m.Pause(t.Context(), "acct", rec.ID)
 	if err != nil {
 		t.Fatal(err)

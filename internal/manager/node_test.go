@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -84,13 +84,13 @@ func (r *rig) ledger() store.UsageRow {
 
 func TestRecordsCarryTheNode(t *testing.T) {
 	r := nodeRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	if got := r.record(rec.ID).Node; got != "n1" {
 		t.Fatalf("got node %q, want n1", got)
 	}
 	// Another node's running record is not this node's to reap or meter.
 	other := r.peer("n2", newFakeBackend(), nil)
-	o, err := other.Create(t.Context(), "acct", "", api.CreateSandboxRequest{TimeoutSeconds: 1})
+	o, err := other.Create(t.Context(), "acct", "", service.CreateRequest{TimeoutSeconds: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +108,8 @@ func TestRecordsCarryTheNode(t *testing.T) {
 
 func TestFenceRefusesWorkAndStopsBilling(t *testing.T) {
 	r := nodeRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{})
-	paused := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
+	paused := r.create(service.CreateRequest{})
 	if _, err := r.m.Pause(t.Context(), "acct", paused.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -121,13 +121,13 @@ func TestFenceRefusesWorkAndStopsBilling(t *testing.T) {
 	}
 	ctx := t.Context()
 	refused := map[string]error{}
-	_, refused["create"] = r.m.Create(ctx, "acct", "", api.CreateSandboxRequest{})
+	_, refused["create"] = r.m.Create(ctx, "acct", "", service.CreateRequest{})
 	_, refused["agent"] = r.m.Agent(ctx, "acct", rec.ID)
 	_, refused["pause"] = r.m.Pause(ctx, "acct", rec.ID)
 	_, refused["resume"] = r.m.Resume(ctx, "acct", paused.ID)
 	_, refused["extend"] = r.m.Extend(ctx, "acct", rec.ID, time.Minute)
 	_, refused["set lease"] = r.m.SetLease(ctx, "acct", rec.ID, time.Minute)
-	_, refused["set network"] = r.m.SetNetwork(ctx, "acct", rec.ID, api.Network{})
+	_, refused["set network"] = r.m.SetNetwork(ctx, "acct", rec.ID, sandbox.Network{})
 	for op, err := range refused {
 		if sandbox.KindOf(err) != sandbox.KindCapacityExhausted || !strings.Contains(sandbox.MessageOf(err), "cannot reach the store") {
 			t.Errorf("%s while fenced: got %v, want capacity_exhausted: this node cannot reach the store", op, err)
@@ -159,9 +159,9 @@ func TestFenceRefusesWorkAndStopsBilling(t *testing.T) {
 
 func TestUnfenceThawsOwnedAndDropsTheRest(t *testing.T) {
 	r := nodeRig(t, nil)
-	owned := r.create(api.CreateSandboxRequest{})
-	lost := r.create(api.CreateSandboxRequest{})
-	moved := r.create(api.CreateSandboxRequest{})
+	owned := r.create(service.CreateRequest{})
+	lost := r.create(service.CreateRequest{})
+	moved := r.create(service.CreateRequest{})
 	if err := r.m.Fence(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +191,8 @@ func TestUnfenceThawsOwnedAndDropsTheRest(t *testing.T) {
 
 func TestDropUnowned(t *testing.T) {
 	r := nodeRig(t, nil)
-	owned := r.create(api.CreateSandboxRequest{})
-	lost := r.create(api.CreateSandboxRequest{})
+	owned := r.create(service.CreateRequest{})
+	lost := r.create(service.CreateRequest{})
 	want := r.otherWriter(lost.ID, endedElsewhere(r.m.now()))
 	if err := r.m.DropUnowned(t.Context()); err != nil {
 		t.Fatal(err)
@@ -211,8 +211,8 @@ func TestDropUnowned(t *testing.T) {
 
 func TestEndAllEndsNodeLostWithoutSettling(t *testing.T) {
 	r := nodeRig(t, nil)
-	a := r.create(api.CreateSandboxRequest{})
-	b := r.create(api.CreateSandboxRequest{})
+	a := r.create(service.CreateRequest{})
+	b := r.create(service.CreateRequest{})
 	r.clock.Advance(10 * time.Second)
 	r.m.Meter(t.Context())
 	usage := map[string]sandbox.Usage{a.ID: r.record(a.ID).Usage, b.ID: r.record(b.ID).Usage}
@@ -250,7 +250,7 @@ func TestEndAllEndsNodeLostWithoutSettling(t *testing.T) {
 // detector left them.
 func TestStaleMeterWriteDestroysTheSandbox(t *testing.T) {
 	r := nodeRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	ledger := r.ledger()
 	var want *sandbox.Record
 	r.st.setFailPut(func(w *sandbox.Record) error {
@@ -293,14 +293,14 @@ func TestConcurrencyHoldsAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	n2 := r.peer("n2", newFakeBackend(), nil)
-	first := r.create(api.CreateSandboxRequest{})
-	if _, err := n2.Create(t.Context(), "acct", "", api.CreateSandboxRequest{}); sandbox.KindOf(err) != sandbox.KindConcurrency {
+	first := r.create(service.CreateRequest{})
+	if _, err := n2.Create(t.Context(), "acct", "", service.CreateRequest{}); sandbox.KindOf(err) != sandbox.KindConcurrency {
 		t.Fatalf("a second create on another node past a limit of 1: got %v, want concurrency_limit_reached", err)
 	}
 	if _, err := r.m.Stop(t.Context(), "acct", first.ID); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := n2.Create(t.Context(), "acct", "", api.CreateSandboxRequest{})
+	rec, err := n2.Create(t.Context(), "acct", "", service.CreateRequest{})
 	if err != nil {
 		t.Fatalf("after the first stopped: %v", err)
 	}
@@ -317,7 +317,7 @@ func TestSharedCheckpointMovesToACompatibleNode(t *testing.T) {
 		return func(c *Config) { c.SharedCheckpoints, c.NodeCompat = true, compat }
 	}
 	r := nodeRig(t, shared("runsc-1/avx2"))
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	paused, err := r.m.Pause(t.Context(), "acct", rec.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -362,7 +362,7 @@ func TestSharedCheckpointMovesToACompatibleNode(t *testing.T) {
 
 func TestStopRefusesAnotherNodesLocalCheckpoint(t *testing.T) {
 	r := nodeRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	if _, err := r.m.Pause(t.Context(), "acct", rec.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -381,8 +381,8 @@ func TestStopRefusesAnotherNodesLocalCheckpoint(t *testing.T) {
 // without writing that record.
 func TestRecoverKeepsOnlyThisNodesSandboxes(t *testing.T) {
 	r := nodeRig(t, nil)
-	own := r.create(api.CreateSandboxRequest{})
-	moved := r.create(api.CreateSandboxRequest{})
+	own := r.create(service.CreateRequest{})
+	moved := r.create(service.CreateRequest{})
 	want := r.otherWriter(moved.ID, func(rec *sandbox.Record) { rec.Node = "n2" })
 	r.m.Close()
 	again := r.peer("n1", r.be, nil)
@@ -409,7 +409,7 @@ func TestRecoverKeepsOnlyThisNodesSandboxes(t *testing.T) {
 func TestStaleStopLeavesASharedCheckpoint(t *testing.T) {
 	shared := func(c *Config) { c.SharedCheckpoints, c.NodeCompat = true, "c" }
 	r := nodeRig(t, shared)
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	if _, err := r.m.Pause(t.Context(), "acct", rec.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
 
 // TestPassesDoNotWaitOnABusySandbox: a long operation on one sandbox (a
@@ -15,8 +15,8 @@ import (
 // busy one once it is free.
 func TestPassesDoNotWaitOnABusySandbox(t *testing.T) {
 	r := newRig(t, nil)
-	busy := r.create(api.CreateSandboxRequest{TimeoutSeconds: 60})
-	other := r.create(api.CreateSandboxRequest{TimeoutSeconds: 60})
+	busy := r.create(service.CreateRequest{TimeoutSeconds: 60})
+	other := r.create(service.CreateRequest{TimeoutSeconds: 60})
 	release := make(chan struct{})
 	r.be.mu.Lock()
 	r.be.fail = func(op, id string) error {

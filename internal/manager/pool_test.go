@@ -8,8 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -69,7 +69,7 @@ func TestPoolClaimsUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec, err := r.m.Create(context.Background(), "acct", "", api.CreateSandboxRequest{})
+			rec, err := r.m.Create(context.Background(), "acct", "", service.CreateRequest{})
 			if err != nil {
 				t.Errorf("Create: %v", err)
 				return
@@ -118,7 +118,7 @@ func TestPoolClaimIsBilledFromTheClaim(t *testing.T) {
 	r.clock.Advance(10 * time.Minute)
 	claimed := r.m.now()
 
-	rec := r.create(api.CreateSandboxRequest{TimeoutSeconds: 60})
+	rec := r.create(service.CreateRequest{TimeoutSeconds: 60})
 	if rec.ID != id {
 		t.Fatalf("create got %s, want the warm %s", rec.ID, id)
 	}
@@ -150,11 +150,11 @@ func TestPoolMembersAreInvisible(t *testing.T) {
 	}
 	// A member counts toward no account's concurrency.
 	r2 := r.m
-	rec, err := r2.Create(t.Context(), "acct", "", api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 1024})
+	rec, err := r2.Create(t.Context(), "acct", "", service.CreateRequest{VCPUs: 1, MemoryMiB: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r2.Create(t.Context(), "other", "", api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 1024}); err != nil {
+	if _, err := r2.Create(t.Context(), "other", "", service.CreateRequest{VCPUs: 1, MemoryMiB: 1024}); err != nil {
 		t.Fatalf("a second account's create: %v", err)
 	}
 	if rec.Spec.VCPUs != 1 || rec.Spec.MemoryMiB != 1024 {
@@ -165,10 +165,10 @@ func TestPoolMembersAreInvisible(t *testing.T) {
 func TestPoolConcurrencyRefusalKeepsTheMember(t *testing.T) {
 	r := poolRig(t, []Pool{{2, 4096, 2}}, func(c *Config) { c.DefaultConcurrency = 1 })
 	r.waitPool(defaultKey, 2)
-	r.create(api.CreateSandboxRequest{})
+	r.create(service.CreateRequest{})
 	r.waitPool(defaultKey, 2)
 	before := r.members(defaultKey)
-	_, err := r.m.Create(t.Context(), "acct", "", api.CreateSandboxRequest{})
+	_, err := r.m.Create(t.Context(), "acct", "", service.CreateRequest{})
 	if sandbox.KindOf(err) != sandbox.KindConcurrency {
 		t.Fatalf("a create past the account's limit: got %v, want concurrency_limit_reached", err)
 	}
@@ -221,16 +221,16 @@ func TestPoolFullHostDegradesToColdStarts(t *testing.T) {
 		r := poolRig(t, []Pool{{2, 4096, 4}}, func(c *Config) { c.HostCPUs, c.Overcommit = 2, 4 })
 		r.waitPool(defaultKey, 4)
 		// A size with no pool: a member is destroyed to make room.
-		cold := r.create(api.CreateSandboxRequest{VCPUs: 2, MemoryMiB: 2048})
+		cold := r.create(service.CreateRequest{VCPUs: 2, MemoryMiB: 2048})
 		if r.m.pools.counts()[defaultKey] != 3 {
 			t.Errorf("%d members after an eviction, want 3", r.m.pools.counts()[defaultKey])
 		}
 		// Three claims, then the pool cannot refill (the host is full): the
 		// next create is refused only now, with nothing idle left.
 		for range 3 {
-			r.create(api.CreateSandboxRequest{})
+			r.create(service.CreateRequest{})
 		}
-		if _, err := r.m.Create(t.Context(), "acct", "", api.CreateSandboxRequest{}); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
+		if _, err := r.m.Create(t.Context(), "acct", "", service.CreateRequest{}); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
 			t.Fatalf("a create on a full host with no idle member: got %v, want capacity_exhausted", err)
 		}
 		if n := r.m.pools.counts()[defaultKey]; n != 0 {
@@ -276,7 +276,7 @@ func TestPoolRestartSweepsMembers(t *testing.T) {
 			t.Errorf("the dead server's member %s survived the sweep", id)
 		}
 	}
-	rec, err := m2.Create(t.Context(), "acct", "", api.CreateSandboxRequest{})
+	rec, err := m2.Create(t.Context(), "acct", "", service.CreateRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestPoolRestartSweepsMembers(t *testing.T) {
 func TestPoolCloseDestroysIdleMembers(t *testing.T) {
 	r := poolRig(t, []Pool{{2, 4096, 2}}, nil)
 	r.waitPool(defaultKey, 2)
-	kept := r.create(api.CreateSandboxRequest{})
+	kept := r.create(service.CreateRequest{})
 	r.waitPool(defaultKey, 2)
 	r.m.Close()
 	ids := r.be.ids()
@@ -302,7 +302,7 @@ func TestPoolSkipsSpecsItCannotServe(t *testing.T) {
 	r.waitPool(defaultKey, 1)
 	warm := r.members(defaultKey)
 	one := 1
-	for _, req := range []api.CreateSandboxRequest{
+	for _, req := range []service.CreateRequest{
 		{VCPUs: 1, MemoryMiB: 4096},
 		{DiskGiB: &one},
 	} {
@@ -321,7 +321,7 @@ func TestPoolMemberThatDiedIsNotHandedOut(t *testing.T) {
 	}
 	r.be.crash(id, sandbox.EndError)
 	r.settled(id)
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	if rec.ID == id {
 		t.Fatalf("create got %s, a member that died", id)
 	}
@@ -336,7 +336,7 @@ func TestPoolClaimRestoresPriority(t *testing.T) {
 			t.Errorf("member %s was not started warm", id)
 		}
 	}
-	rec := r.create(api.CreateSandboxRequest{})
+	rec := r.create(service.CreateRequest{})
 	if r.be.lowPriority(rec.ID) {
 		t.Errorf("claimed %s still runs at the warm priority", rec.ID)
 	}
@@ -361,7 +361,7 @@ func TestPoolFailedClaimStartsCold(t *testing.T) {
 				return nil
 			}
 			r.be.mu.Unlock()
-			rec := r.create(api.CreateSandboxRequest{})
+			rec := r.create(service.CreateRequest{})
 			if rec.ID == warm {
 				t.Fatalf("create got %s, the member whose claim failed", warm)
 			}
@@ -385,8 +385,8 @@ func TestPoolNotEvictedForACreateThatCannotFit(t *testing.T) {
 	// 8 cannot fit even with both members gone: they stay.
 	r := poolRig(t, []Pool{{2, 4096, 2}}, func(c *Config) { c.HostCPUs, c.Overcommit = 2, 4 })
 	r.waitPool(defaultKey, 2)
-	r.create(api.CreateSandboxRequest{VCPUs: 4, MemoryMiB: 1024})
-	if _, err := r.m.Create(t.Context(), "acct", "", api.CreateSandboxRequest{VCPUs: 8, MemoryMiB: 1024}); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
+	r.create(service.CreateRequest{VCPUs: 4, MemoryMiB: 1024})
+	if _, err := r.m.Create(t.Context(), "acct", "", service.CreateRequest{VCPUs: 8, MemoryMiB: 1024}); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
 		t.Fatalf("a create that cannot fit: got %v, want capacity_exhausted", err)
 	}
 	if n := r.m.pools.counts()[defaultKey]; n != 2 {

@@ -3,8 +3,8 @@ package manager
 import (
 	"testing"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
 
 // TestEndRetentionOfAnotherNodesSharedCheckpoint: a live node ends a
@@ -15,8 +15,8 @@ func TestEndRetentionOfAnotherNodesSharedCheckpoint(t *testing.T) {
 	shared := func(c *Config) { c.SharedCheckpoints, c.NodeCompat = true, "runsc-1/avx2" }
 	r := nodeRig(t, shared)
 	ctx := t.Context()
-	running := r.create(api.CreateSandboxRequest{})
-	rec := r.create(api.CreateSandboxRequest{})
+	running := r.create(service.CreateRequest{})
+	rec := r.create(service.CreateRequest{})
 	paused, err := r.m.Pause(ctx, "acct", rec.ID)
 	if err != nil {
 		t.Fatal(err)

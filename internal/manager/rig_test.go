@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -107,7 +107,7 @@ func newRig(t *testing.T, config func(*Config)) *rig {
 }
 
 // create makes a sandbox of the account "acct" or fails the test.
-func (r *rig) create(req api.CreateSandboxRequest) *sandbox.Record {
+func (r *rig) create(req service.CreateRequest) *sandbox.Record {
 	r.t.Helper()
 	rec, err := r.m.Create(r.t.Context(), "acct", "", req)
 	if err != nil {

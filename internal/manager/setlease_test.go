@@ -4,15 +4,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
 
 // SetLease puts the deadline at now+N even when that is sooner, and the
 // reaper ends the sandbox by the new deadline.
 func TestSetLeaseShortens(t *testing.T) {
 	r := newRig(t, nil)
-	rec := r.create(api.CreateSandboxRequest{TimeoutSeconds: 600})
+	rec := r.create(service.CreateRequest{TimeoutSeconds: 600})
 	r.clock.Advance(10 * time.Second)
 	got, err := r.m.SetLease(t.Context(), "acct", rec.ID, 30*time.Second)
 	if err != nil {

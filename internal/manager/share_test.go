@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -73,8 +73,8 @@ func (r *shareRig) run() *Manager {
 }
 
 // sized is a create of vcpus and memoryMiB, with the default disk (10 GiB).
-func sized(vcpus, memoryMiB int) api.CreateSandboxRequest {
-	return api.CreateSandboxRequest{VCPUs: vcpus, MemoryMiB: memoryMiB}
+func sized(vcpus, memoryMiB int) service.CreateRequest {
+	return service.CreateRequest{VCPUs: vcpus, MemoryMiB: memoryMiB}
 }
 
 // refusedFor fails unless err is capacity_exhausted naming want.
@@ -107,7 +107,7 @@ func TestTrialHostShare(t *testing.T) {
 	}
 	for _, c := range []struct {
 		acct string
-		req  api.CreateSandboxRequest
+		req  service.CreateRequest
 	}{
 		{"trial-3", sized(1, 512)},  // a third trial, the smallest size
 		{"trial-1", sized(1, 512)},  // one that holds a sandbox already
@@ -165,7 +165,7 @@ func TestTrialHostShareDisk(t *testing.T) {
 	_, err := m.Create(ctx, "trial-3", "", sized(1, 512))
 	refusedFor(t, "a trial's third 10 GiB quota", err, "20480 of 25600 MiB of disk")
 	five := 5
-	if _, err := m.Create(ctx, "trial-3", "", api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 512, DiskGiB: &five}); err != nil {
+	if _, err := m.Create(ctx, "trial-3", "", service.CreateRequest{VCPUs: 1, MemoryMiB: 512, DiskGiB: &five}); err != nil {
 		t.Fatalf("a trial's 5 GiB quota within the share: got %v, want created", err)
 	}
 }

@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -76,7 +77,7 @@ func (f *fakeManager) rec(id, account string) (*sandbox.Record, error) {
 	return &sandbox.Record{ID: id, Account: account, State: sandbox.StateRunning}, nil
 }
 
-func (f *fakeManager) Create(_ context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error) {
+func (f *fakeManager) Create(_ context.Context, account, keyID string, req service.CreateRequest) (*sandbox.Record, error) {
 	f.record("create " + account + " " + keyID + " " + req.Image)
 	return f.rec("sb1", account)
 }
@@ -114,12 +115,12 @@ func (f *fakeManager) Agent(_ context.Context, account, id string) (http.RoundTr
 	return f.agent, nil
 }
 
-func (f *fakeManager) SetNetwork(_ context.Context, account, id string, n api.Network) (*sandbox.Record, error) {
+func (f *fakeManager) SetNetwork(_ context.Context, account, id string, n sandbox.Network) (*sandbox.Record, error) {
 	f.record("network " + account + " " + id)
 	return f.rec(id, account)
 }
 
-func (f *fakeManager) Egress(_ context.Context, account, id string) ([]api.EgressEvent, error) {
+func (f *fakeManager) Egress(_ context.Context, account, id string) ([]egress.Event, error) {
 	f.record("egress " + account + " " + id)
 	return nil, f.err
 }

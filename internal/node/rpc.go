@@ -12,26 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/withruntime/withruntime/api"
-	"github.com/withruntime/withruntime/internal/httpapi"
+	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/noderpc"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
-
-// Sandboxes is what the RPC needs of the node's manager: the methods of
-// httpapi.Sandboxes that act on this node's sandboxes (reads go to the
-// store, not to a node).
-type Sandboxes interface {
-	Create(ctx context.Context, account, keyID string, req api.CreateSandboxRequest) (*sandbox.Record, error)
-	Extend(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error)
-	SetLease(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error)
-	Stop(ctx context.Context, account, id string) (*sandbox.Record, error)
-	Pause(ctx context.Context, account, id string) (*sandbox.Record, error)
-	Resume(ctx context.Context, account, id string) (*sandbox.Record, error)
-	Agent(ctx context.Context, account, id string) (http.RoundTripper, error)
-	SetNetwork(ctx context.Context, account, id string, n api.Network) (*sandbox.Record, error)
-	Egress(ctx context.Context, account, id string) ([]api.EgressEvent, error)
-}
 
 // RetentionEnder is the manager's end of a paused sandbox whose retention
 // is over (manager.EndRetention): a stop with reason retention_ended.
@@ -61,8 +46,11 @@ const agentHost = "sandbox-agent"
 
 // Config is the RPC server's configuration.
 type Config struct {
-	Node      string
-	Sandboxes Sandboxes
+	Node string
+	// Sandboxes is the node's manager: the methods of service.Sandboxes
+	// that act on this node's sandboxes (reads go to the store, not to a
+	// node).
+	Sandboxes service.Acts
 	State     State
 	Logger    *slog.Logger
 }
@@ -101,7 +89,7 @@ var errFenced = sandbox.Errorf(sandbox.KindConflict, "this node is fenced: it ca
 func (s *rpc) handle(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
-			if httpapi.ErrorDetail(err).Code == string(sandbox.KindInternal) {
+			if k, _ := service.Public(err); k == sandbox.KindInternal {
 				s.cfg.Logger.Error("node rpc", "method", r.Method, "path", r.URL.Path, "err", err)
 			}
 			writeError(w, err)
@@ -110,8 +98,8 @@ func (s *rpc) handle(h func(w http.ResponseWriter, r *http.Request) error) http.
 }
 
 func writeError(w http.ResponseWriter, err error) {
-	d := httpapi.ErrorDetail(err)
-	writeJSON(w, httpapi.Status(sandbox.Kind(d.Code)), api.ErrorBody{Error: d})
+	status, body := noderpc.ErrorAnswer(err)
+	writeJSON(w, status, body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -223,7 +211,7 @@ func (s *rpc) egress(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if ev == nil {
-		ev = []api.EgressEvent{}
+		ev = []egress.Event{}
 	}
 	writeJSON(w, http.StatusOK, ev)
 	return nil

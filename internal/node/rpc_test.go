@@ -17,6 +17,7 @@ import (
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/clusterpki"
 	"github.com/withruntime/withruntime/internal/noderpc"
+	"github.com/withruntime/withruntime/internal/service"
 )
 
 const testNode = "node0000beef"
@@ -150,7 +151,7 @@ func TestRPCRefusesCallersWithoutAPICertificate(t *testing.T) {
 func TestRPCCreateAndOps(t *testing.T) {
 	r := newRig(t)
 	c := r.apiClient(t)
-	resp, b := postJSON(t, c, r.url+noderpc.PathCreate, noderpc.CreateRequest{Account: "acct", KeyID: "key1", Request: api.CreateSandboxRequest{Image: "python"}})
+	resp, b := postJSON(t, c, r.url+noderpc.PathCreate, noderpc.CreateRequest{Account: "acct", KeyID: "key1", Request: service.CreateRequest{Image: "python"}})
 	if resp.StatusCode != http.StatusCreated || !strings.Contains(string(b), `"id":"sb1"`) {
 		t.Fatalf("create: got %d %s, want 201 and the record", resp.StatusCode, b)
 	}

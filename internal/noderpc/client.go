@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
@@ -144,8 +145,8 @@ func (c *Client) SetNetwork(ctx context.Context, id string, req NetworkRequest) 
 }
 
 // Egress returns sandbox id's egress log.
-func (c *Client) Egress(ctx context.Context, account, id string) ([]api.EgressEvent, error) {
-	var evs []api.EgressEvent
+func (c *Client) Egress(ctx context.Context, account, id string) ([]egress.Event, error) {
+	var evs []egress.Event
 	p := sandboxPath(PathEgress, id, "") + "?" + url.Values{"account": {account}}.Encode()
 	return evs, c.call(ctx, http.MethodGet, p, nil, http.StatusOK, &evs)
 }

@@ -3,11 +3,12 @@ package noderpc
 import (
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 )
 
 // Paths of the node's RPC. {id} is a sandbox id; every body is JSON.
-// Errors are api.ErrorBody with the status internal/httpapi gives the
-// code, so an API server passes a node's refusal on as it is.
+// Errors are api.ErrorBody with the status the API gives the code
+// (ErrorAnswer), so an API server passes a node's refusal on as it is.
 const (
 	// PathHealth (GET) answers Health.
 	PathHealth = "/node/v1/health"
@@ -19,7 +20,8 @@ const (
 	// PathNetwork (PUT NetworkRequest) replaces the egress policy and
 	// answers 200 with the sandbox.Record.
 	PathNetwork = "/node/v1/sandboxes/{id}/network"
-	// PathEgress (GET, ?account=) answers 200 with []api.EgressEvent.
+	// PathEgress (GET, ?account=) answers 200 with []egress.Event (the
+	// JSON of api.EgressEvent).
 	PathEgress = "/node/v1/sandboxes/{id}/egress"
 	// PathAgent is the prefix of requests for a sandbox's agent: any
 	// method, /node/v1/sandboxes/{id}/agent/PATH?QUERY reaches the agent's
@@ -40,11 +42,12 @@ const (
 // the admin's view of every account).
 const HeaderAccount = "X-Withruntime-Account"
 
-// CreateRequest asks a node to create a sandbox.
+// CreateRequest asks a node to create a sandbox. Request is the create as
+// the API edge converted it; its JSON is the API's request's.
 type CreateRequest struct {
-	Account string                   `json:"account"`
-	KeyID   string                   `json:"key_id"`
-	Request api.CreateSandboxRequest `json:"request"`
+	Account string                `json:"account"`
+	KeyID   string                `json:"key_id"`
+	Request service.CreateRequest `json:"request"`
 }
 
 // OpRequest asks for an operation on one sandbox of Account.
@@ -63,8 +66,8 @@ type OpRequest struct {
 
 // NetworkRequest replaces a sandbox's egress policy.
 type NetworkRequest struct {
-	Account string      `json:"account"`
-	Network api.Network `json:"network"`
+	Account string          `json:"account"`
+	Network sandbox.Network `json:"network"`
 }
 
 // Health is what a node says of itself.
@@ -74,4 +77,12 @@ type Health struct {
 	// Fenced is true while the node cannot renew its lease: it serves no
 	// sandbox then.
 	Fenced bool `json:"fenced"`
+}
+
+// ErrorAnswer is the status and body a node answers err with: the API's
+// error envelope, with what a client may read of err (service.Public) and
+// the status the API gives its code (service.Status).
+func ErrorAnswer(err error) (int, api.ErrorBody) {
+	k, msg := service.Public(err)
+	return service.Status(k), api.ErrorBody{Error: api.ErrorDetail{Code: string(k), Message: msg}}
 }

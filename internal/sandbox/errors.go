@@ -6,7 +6,7 @@ import (
 )
 
 // Kind is one of the stable error codes of the API. Each maps to one HTTP
-// status in exactly one place (internal/httpapi, Status).
+// status in exactly one place (internal/service, Status).
 type Kind string
 
 const (

@@ -1,0 +1,82 @@
+package service
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/egress"
+	"github.com/withruntime/withruntime/internal/sandbox"
+)
+
+// Sandboxes is what a front door needs of the sandboxes. Every method acts
+// for account and reports a sandbox of another account as not found.
+// Errors carry a sandbox.Kind; errors without one are answered as
+// internal.
+type Sandboxes interface {
+	Reads
+	Acts
+}
+
+// Reads are the methods that only read records. On a many-host
+// installation they go to the store, not to a node.
+type Reads interface {
+	Get(ctx context.Context, account, id string) (*sandbox.Record, error)
+	List(ctx context.Context, account string) ([]*sandbox.Record, error)
+}
+
+// Acts are the methods that act on a sandbox where it runs: what the node
+// RPC serves of a node's manager.
+type Acts interface {
+	// Create makes a sandbox for account; keyID is the key that asked, whose
+	// daily spending limit the sandbox counts against.
+	Create(ctx context.Context, account, keyID string, req CreateRequest) (*sandbox.Record, error)
+	Extend(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error)
+	// SetLease is Extend that may also shorten the lease (extend with exact).
+	SetLease(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error)
+	Stop(ctx context.Context, account, id string) (*sandbox.Record, error)
+	Pause(ctx context.Context, account, id string) (*sandbox.Record, error)
+	Resume(ctx context.Context, account, id string) (*sandbox.Record, error)
+	// Agent returns a round tripper to the sandbox's in-sandbox agent; it
+	// fails with a conflict-kind error unless the sandbox is running
+	// (lease_ended kind when the sandbox ended because its lease ran out).
+	//
+	// The caller sends it requests for http://sandbox-agent/PATH, PATH being
+	// one of the agent's routes (/exec, /files/list, ...) with the client's
+	// query; the round tripper must carry them to this sandbox's agent
+	// whatever the URL's host says. Requests never carry the client's
+	// Authorization header.
+	Agent(ctx context.Context, account, id string) (http.RoundTripper, error)
+	// SetNetwork replaces the egress policy of a sandbox; new connections
+	// and DNS queries follow it at once.
+	SetNetwork(ctx context.Context, account, id string, n sandbox.Network) (*sandbox.Record, error)
+	// Egress returns the sandbox's egress log, the newest events last.
+	Egress(ctx context.Context, account, id string) ([]egress.Event, error)
+}
+
+// CreateRequest is a create as the sandboxes take it: the API's request
+// (api.CreateSandboxRequest) once the API edge has decoded it, cut it to
+// a trial's size and checked what needs no server setting (the
+// environment's and the metadata's shape). Zero values take the server's
+// defaults; what depends on the server's settings (sizes, timeout,
+// isolation, network) is checked by the manager that runs it.
+//
+// It is also the node RPC's create body (internal/noderpc), so its JSON
+// names are the API's: an API server and a node of different releases
+// read each other's creates.
+type CreateRequest struct {
+	Isolation string `json:"isolation,omitempty"` // "": the server's default
+	Image     string `json:"image,omitempty"`
+	VCPUs     int    `json:"vcpus,omitempty"`
+	MemoryMiB int    `json:"memory_mib,omitempty"`
+	// DiskGiB nil is the default; 0 is refused, not a default.
+	DiskGiB        *int                   `json:"disk_gib,omitempty"`
+	TimeoutSeconds int                    `json:"timeout_seconds,omitempty"`
+	OnLeaseEnd     sandbox.LeaseEndAction `json:"on_lease_end,omitempty"`
+	Env            map[string]string      `json:"env,omitempty"`
+	Metadata       map[string]string      `json:"metadata,omitempty"`
+	// Network is the egress policy asked for; the zero value is none
+	// (no internet), as an absent one is.
+	Network       sandbox.Network `json:"network,omitzero"`
+	MaxCostMicros *int64          `json:"max_cost_micros,omitempty"`
+}
