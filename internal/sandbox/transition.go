@@ -45,17 +45,17 @@ var endReasons = map[State][]EndReason{
 	StatePaused:   {EndStopped, EndRetentionEnded, EndNodeLost, EndError, EndOutOfMemory},
 }
 
-// States are every state, in the order of a sandbox's life.
-var States = []State{StateStarting, StateRunning, StatePaused, StateEnded}
+// allStates are every state, in the order of a sandbox's life.
+var allStates = []State{StateStarting, StateRunning, StatePaused, StateEnded}
 
-// EndReasons are every end reason.
-var EndReasons = []EndReason{EndStopped, EndLeaseEnded, EndOutOfMemory, EndSpendingLimit, EndRetentionEnded, EndHostRestart, EndNodeLost, EndError}
+// allEndReasons are every end reason.
+var allEndReasons = []EndReason{EndStopped, EndLeaseEnded, EndOutOfMemory, EndSpendingLimit, EndRetentionEnded, EndHostRestart, EndNodeLost, EndError}
 
-// Allowed says whether the table lets a record go from state from to state
+// allowed says whether the table lets a record go from state from to state
 // to, ending with reason when to is ended (reason is ignored otherwise;
 // from "" is a record not made yet). A refused transition is a conflict:
 // the record is not in a state the change may be made from.
-func Allowed(from, to State, reason EndReason) error {
+func allowed(from, to State, reason EndReason) error {
 	if !slices.Contains(transitions[from], to) {
 		if from == "" {
 			return Errorf(KindConflict, "a new sandbox cannot be %s", to)
@@ -77,7 +77,7 @@ func (r *Record) Move(to State) error {
 	if to == StateEnded {
 		return Errorf(KindConflict, "sandbox %s cannot end without a reason", r.ID)
 	}
-	if err := Allowed(r.State, to, ""); err != nil {
+	if err := allowed(r.State, to, ""); err != nil {
 		return err
 	}
 	r.State = to
@@ -89,7 +89,7 @@ func (r *Record) Move(to State) error {
 // again (callers that treat a second end as done check State first). An
 // ended record keeps no retention.
 func (r *Record) End(reason EndReason, msg string, at time.Time) error {
-	if err := Allowed(r.State, StateEnded, reason); err != nil {
+	if err := allowed(r.State, StateEnded, reason); err != nil {
 		return err
 	}
 	r.State, r.EndedAt, r.EndReason, r.EndMessage = StateEnded, &at, reason, msg

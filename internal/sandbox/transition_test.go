@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,11 +43,11 @@ var allowedEnds = map[State][]EndReason{
 // end reason): each allowed one is done by Move or End, each other one is
 // refused with a conflict and leaves the record as it was.
 func TestTransitionTable(t *testing.T) {
-	from := append([]State{""}, States...)
+	from := append([]State{""}, allStates...)
 	for _, f := range from {
-		for _, to := range States {
+		for _, to := range allStates {
 			if to == StateEnded {
-				for _, reason := range EndReasons {
+				for _, reason := range allEndReasons {
 					want := allowedMoves[[2]State{f, to}] && slices.Contains(allowedEnds[f], reason)
 					t.Run(fmt.Sprintf("%q->ended(%s)", f, reason), func(t *testing.T) {
 						checkEnd(t, f, reason, want)
@@ -84,8 +85,8 @@ func checkMove(t *testing.T, from, to State, want bool) {
 	if !reflect.DeepEqual(rec, want2) {
 		t.Fatalf("Move(%q -> %s) made %+v, want %+v", from, to, rec, want2)
 	}
-	if err := Allowed(from, to, ""); err != nil {
-		t.Fatalf("Allowed(%q, %s) = %v after Move did it", from, to, err)
+	if err := allowed(from, to, ""); err != nil {
+		t.Fatalf("allowed(%q, %s) = %v after Move did it", from, to, err)
 	}
 }
 
@@ -118,18 +119,41 @@ func checkEnd(t *testing.T, from State, reason EndReason, want bool) {
 	}
 }
 
-// TestTablesCoverEveryState: every state and end reason has its row, so a
-// new one cannot slip past the table (a state missing from transitions
-// would silently allow nothing, which the walk above would not notice).
+// TestTablesCoverEveryState: every state and end reason declared in
+// state.go is in allStates and allEndReasons, and has its row, so a new one
+// cannot slip past the table (a state missing from transitions would
+// silently allow nothing, which the walk above would not notice).
 func TestTablesCoverEveryState(t *testing.T) {
-	for _, s := range States {
+	declared := declaredConsts(t, "state.go")
+	var states []State
+	var reasons []EndReason
+	for _, v := range declared["State"] {
+		states = append(states, State(v))
+	}
+	for _, v := range declared["EndReason"] {
+		reasons = append(reasons, EndReason(v))
+	}
+	for _, s := range states {
+		if !slices.Contains(allStates, s) {
+			t.Errorf("state %s is declared but not in allStates", s)
+		}
+	}
+	for _, r := range reasons {
+		if !slices.Contains(allEndReasons, r) {
+			t.Errorf("end reason %s is declared but not in allEndReasons", r)
+		}
+	}
+	if len(states) != len(allStates) || len(reasons) != len(allEndReasons) {
+		t.Errorf("state.go declares %d states and %d end reasons; allStates has %d, allEndReasons %d", len(states), len(reasons), len(allStates), len(allEndReasons))
+	}
+	for _, s := range allStates {
 		if _, ok := transitions[s]; !ok {
 			t.Errorf("state %s has no row in transitions", s)
 		}
 	}
-	for _, r := range EndReasons {
+	for _, r := range allEndReasons {
 		found := false
-		for _, s := range States {
+		for _, s := range allStates {
 			if slices.Contains(endReasons[s], r) {
 				found = true
 			}
@@ -238,4 +262,40 @@ func isSandboxRecord(e ast.Expr) bool {
 	}
 	pkg, ok := sel.X.(*ast.Ident)
 	return ok && pkg.Name == "sandbox" && sel.Sel.Name == "Record"
+}
+
+// declaredConsts returns the values of the constants file declares with
+// an explicit type, by their type's name.
+func declaredConsts(t *testing.T, file string) map[string][]string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			typ, ok := vs.Type.(*ast.Ident)
+			if !ok {
+				continue
+			}
+			for _, v := range vs.Values {
+				lit, ok := v.(*ast.BasicLit)
+				if !ok {
+					t.Fatalf("%s: a %s constant that is not a literal", file, typ.Name)
+				}
+				value, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[typ.Name] = append(out[typ.Name], value)
+			}
+		}
+	}
+	return out
 }
