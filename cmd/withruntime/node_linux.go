@@ -24,13 +24,11 @@ func nodeWith(fs *pflag.FlagSet, run func(context.Context, server.NodeConfig) er
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "the `DIR` for the node's id and per-sandbox state (required)")
 	fs.StringVar(&cfg.Listen, "listen", server.DefaultNodeListen, "the `ADDRESS` to serve the node RPC on (mutual TLS: API servers of the installation only)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "the `ADDRESS` API servers reach this node at (default --listen, which then must name a host)")
-	fs.StringVar(&cfg.CacheDir, "cache-dir", server.DefaultCacheDir, "the `DIR` of built images and runsc, shared by every data dir")
+	// The settings node shares with serve: cache-dir, the manager's
+	// limits, the isolation, egress and the pools.
+	cfg.RegisterFlags(fs)
 	fs.StringVar(&cfg.SharedCheckpoints, "shared-checkpoints", "", "a `DIR` every node mounts (e.g. NFS) for paused sandboxes' checkpoints, so that any node with the same runsc and CPU may resume them")
 	fs.DurationVar(&cfg.LeaseTTL, "node-lease", node.DefaultLeaseTTL, "the node's lease in the store: renewed every fifth of it; the node stops serving sandboxes after half of it without a renewal, and is declared lost after all of it")
-	managerFlags(fs, &cfg.Config)
-	isolationFlags(fs, &cfg.Config)
-	egressFlags(fs, &cfg.Config)
-	poolFlags(fs, &cfg.Manager)
 	return func(args []string) int {
 		if len(args) > 0 {
 			fmt.Fprintf(os.Stderr, "node: unexpected argument %q\nusage: withruntime node [flags] (\"withruntime node --help\" lists the flags)\n", args[0])

@@ -7,14 +7,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/withruntime/withruntime/internal/accounts"
 	"github.com/withruntime/withruntime/internal/admission"
-	"github.com/withruntime/withruntime/internal/egress"
-	"github.com/withruntime/withruntime/internal/manager"
+	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/server"
 	"github.com/withruntime/withruntime/internal/setup"
 )
@@ -29,12 +27,12 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	var cfg server.Config
 	fs.StringVar(&cfg.Listen, "listen", server.DefaultListen, "the `ADDRESS` to serve the API on")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "the `DIR` for the database, admin.key and per-sandbox state (required)")
-	fs.StringVar(&cfg.CacheDir, "cache-dir", server.DefaultCacheDir, "the `DIR` of built images and runsc, shared by every data dir")
+	// The settings serve shares with node: cache-dir, the manager's
+	// limits, the isolation, egress and the pools.
+	cfg.RegisterFlags(fs)
 	fs.StringVar(&cfg.SDKDir, "sdk-dir", "", "the `DIR` of the SDK packages served without a key at /sdk/ (default CACHE_DIR/sdk, which setup fills)")
-	managerFlags(fs, &cfg)
-	isolationFlags(fs, &cfg)
 	fs.IntVar(&cfg.MaxConns, "max-conns", admission.DefaultMaxConns, "how many API client connections may be open at once (the longest-waiting one without a request in progress makes room for a new one)")
-	fs.IntVar(&cfg.AgentMemoryMiB, "agent-memory-budget", 1024, "`MIB` of memory the server may hold of sandboxes' answers in progress, all together; an account gets a quarter, a sandbox an eighth, and requests past them get 429 rate_limited (past the total 503 capacity_exhausted)")
+	fs.IntVar(&cfg.AgentMemoryMiB, "agent-memory-budget", membudget.DefaultTotal>>20, "`MIB` of memory the server may hold of sandboxes' answers in progress, all together; an account gets a quarter, a sandbox an eighth, and requests past them get 429 rate_limited (past the total 503 capacity_exhausted)")
 	fs.BoolVar(&cfg.Trial.Enabled, "allow-trial", false, "let clients obtain trial accounts (POST /v1/trial, rate-limited per client address)")
 	fs.Float64Var(&cfg.Trial.Hours, "trial-hours", accounts.DefaultTrialHours, "free sandbox hours of each trial account, in hours of the default size (2 vCPUs, 4 GiB): a larger sandbox, or one with more than two CPUs busy, uses them faster, a smaller idle one slower")
 	fs.IntVar(&cfg.Trial.PerAddress, "trial-per-address", accounts.DefaultTrialPerAddress, "trial accounts one client address may obtain per hour")
@@ -46,11 +44,9 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.IntVar(&cfg.Trial.Concurrency, "trial-concurrency", accounts.DefaultTrialConcurrency, "how many sandboxes a trial account runs at once")
 	fs.IntVar(&cfg.Trial.MaxKeys, "trial-max-keys", accounts.DefaultTrialMaxKeys, "keys a trial account's keys may make, removed ones counted (403 forbidden past it)")
 	fs.IntVar(&cfg.MaxKeysPerAccount, "max-keys-per-account", accounts.DefaultMaxKeysPerAccount, "keys an account may hold (409 conflict past it), and keys its keys may make in 24 hours, removed ones counted (429 rate_limited); the admin key is bound by neither")
-	egressFlags(fs, &cfg)
 	fs.DurationVar(&cfg.IdleExit, "idle-exit", 0, "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)")
 	fs.StringVar(&cfg.E2BListen, "e2b-listen", "", "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY")
 	fs.StringVar(&cfg.E2BDomain, "e2b-domain", "", "route Host <port>-<id>.`DOMAIN` on --e2b-listen to sandboxes (older E2B clients; needs wildcard DNS and a wildcard TLS certificate in front)")
-	poolFlags(fs, &cfg.Manager)
 	fs.StringVar(&cfg.Store, "store", "", "serve as one API server of a many-host installation on the shared database at `URL` (postgres://...): sandboxes then run on the nodes (withruntime node) registered there, and this server runs none")
 	fs.DurationVar(&cfg.DetectInterval, "detect-interval", 0, "with --store: how often to look for nodes whose lease ran out (0: 2s)")
 	pidFile := fs.String("pid-file", "", "write the server's pid to `FILE` and hold a lock on it while serving (the local daemon's DATA_DIR/daemon.pid)")
@@ -75,47 +71,6 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 		}
 		return 0
 	}
-}
-
-// managerFlags registers the flags of the manager's limits and prices,
-// which serve and node share.
-func managerFlags(fs *pflag.FlagSet, cfg *server.Config) {
-	fs.Float64Var(&cfg.Manager.Overcommit, "overcommit", 4, "how many times the host's CPUs, memory and free disk admission may hand out")
-	fs.Float64Var(&cfg.Manager.TrialHostShare, "trial-host-share", manager.DefaultTrialHostShare, "the fraction of what admission hands out (vCPUs, memory and disk, each) that trial accounts' sandboxes may hold together; past it a trial's create gets 503 capacity_exhausted while other accounts still create")
-	fs.Float64Var(&cfg.Manager.AccountHostShare, "account-host-share", 1, "the fraction of what admission hands out (vCPUs, memory and disk, each) that one account's sandboxes may hold, past it 503 capacity_exhausted; the admin key's account is not bound (1: no account is, so a single user fills their own machine)")
-	fs.DurationVar(&cfg.Manager.MaxTimeout, "max-lease", 24*time.Hour, "longest lease a sandbox may ask for")
-	fs.DurationVar(&cfg.Manager.Retention, "retention", 7*24*time.Hour, "how long a paused sandbox is kept")
-	fs.IntVar(&cfg.Manager.DefaultConcurrency, "concurrency", 100, "how many sandboxes an account runs at once unless its own setting says otherwise")
-	fs.StringVar(&cfg.PricesFile, "prices", "", "a JSON price table `FILE` (memory_nanos_per_gib_hour, cpu_nanos_per_cpu_hour, storage_nanos_per_gib_hour; USD billionths) instead of the default")
-}
-
-// egressFlags registers the flags of the egress services, which serve and
-// node share.
-func egressFlags(fs *pflag.FlagSet, cfg *server.Config) {
-	fs.StringVar(&cfg.EgressHosts, "egress-hosts", "", "a hosts `FILE` (ADDRESS NAME... lines) the sandboxes' resolver answers from before the host's")
-	fs.StringVar(&cfg.EgressCA, "egress-ca", "", "PEM `FILE` of extra roots trusted when the egress proxy verifies upstream TLS")
-	fs.Func("sandbox-ca", "a PEM `FILE` of certificates every sandbox trusts besides the image's roots (repeatable): the root of a TLS-inspecting proxy, a company's authority; it joins /etc/ssl/certs/ca-certificates.crt, which every sandbox mounts read-only", func(v string) error {
-		// Checked here, so that a bad file stops serve before anything
-		// starts; the server reads it again when it writes the bundle.
-		if _, err := egress.ReadSandboxCA(v); err != nil {
-			return err
-		}
-		cfg.SandboxCA = append(cfg.SandboxCA, v)
-		return nil
-	})
-	fs.BoolVar(&cfg.NoEgress, "no-egress", false, "run sandboxes without any network: no packet rules, no proxy")
-	fs.Func("egress-permit", "a `CIDR` sandboxes may reach although the blocklist refuses it (repeatable): 198.18.0.0/15 for test upstreams, internal services; never the host's own addresses", func(v string) error {
-		p, err := egress.ParsePermit(v)
-		if err != nil {
-			return err
-		}
-		cfg.EgressPermit = append(cfg.EgressPermit, p)
-		return nil
-	})
-	fs.IntVar(&cfg.EgressMaxConns, "egress-max-conns", egress.DefaultMaxConns, "proxied connections one sandbox may hold open at once; more are refused and logged")
-	fs.IntVar(&cfg.EgressMaxConnsAccount, "egress-max-conns-account", 0, "proxied connections all the sandboxes of one account may hold open at once; more are refused and logged (0: 4 × --egress-max-conns)")
-	fs.DurationVar(&cfg.EgressIdleTimeout, "egress-idle-timeout", egress.DefaultIdleTimeout, "close a proxied connection on which nothing moved either way for this long")
-	fs.IntVar(&cfg.EgressDNSRate, "egress-dns-rate", egress.DefaultDNSQueriesPerSecond, "DNS queries per second one sandbox may make; more are refused and logged")
 }
 
 // startAndWait runs the server until ctx ends or it stops by itself.

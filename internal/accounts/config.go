@@ -4,14 +4,16 @@ import (
 	"cmp"
 	"fmt"
 	"time"
+
+	"github.com/withruntime/withruntime/internal/defaults"
 )
 
 // Defaults and bounds of Config.
 const (
 	// DefaultAccountConcurrency is how many sandboxes an account runs at
-	// once unless it says otherwise; MaxAccountConcurrency bounds what an
-	// account may say.
-	DefaultAccountConcurrency = 100
+	// once unless it says otherwise (the managers' default);
+	// MaxAccountConcurrency bounds what an account may say.
+	DefaultAccountConcurrency = defaults.Concurrency
 	MaxAccountConcurrency     = 10000
 	DefaultTrialHours         = 50
 	DefaultTrialPerAddress    = 5
@@ -46,7 +48,7 @@ type Size struct {
 // most a trial account's sandbox may have: the product's snippets
 // (`Sandbox.create()` with no size) run on a trial.
 var (
-	DefaultSize      = Size{VCPUs: 2, MemoryMiB: 4096, DiskGiB: 10}
+	DefaultSize      = Size{VCPUs: defaults.VCPUs, MemoryMiB: defaults.MemoryMiB, DiskGiB: defaults.DiskGiB}
 	DefaultTrialSize = DefaultSize
 )
 

@@ -18,16 +18,11 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/clusterpki"
+	"github.com/withruntime/withruntime/internal/defaults"
 	"github.com/withruntime/withruntime/internal/noderpc"
 	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 )
-
-// DefaultConcurrency is how many sandboxes an account runs at once unless
-// its own setting says otherwise: the nodes' managers admit with the same
-// number (manager.Config.DefaultConcurrency's default), and the API shows
-// it (httpapi.Config.DefaultConcurrency).
-const DefaultConcurrency = 100
 
 // Authority makes the TLS configuration of calls to a node and issues
 // nodes their certificates (*clusterpki.Authority).
@@ -52,12 +47,12 @@ type Config struct {
 	DetectInterval time.Duration
 	// DefaultVCPUs, DefaultMemoryMiB and DefaultDiskMiB are the size
 	// placement assumes for a create that does not say (the nodes'
-	// defaults: 2 vCPUs, 4096 MiB, 10240 MiB).
+	// defaults, package defaults' when 0).
 	DefaultVCPUs     int
 	DefaultMemoryMiB int
 	DefaultDiskMiB   int
 	// DefaultConcurrency must be the nodes' managers' value (default
-	// DefaultConcurrency).
+	// defaults.Concurrency, as theirs).
 	DefaultConcurrency int
 
 	// Now is the clock of end times (default time.Now).
@@ -70,10 +65,10 @@ func (c *Config) setDefaults() {
 			*v = d
 		}
 	}
-	def(&c.DefaultVCPUs, 2)
-	def(&c.DefaultMemoryMiB, 4096)
-	def(&c.DefaultDiskMiB, 10240)
-	def(&c.DefaultConcurrency, DefaultConcurrency)
+	def(&c.DefaultVCPUs, defaults.VCPUs)
+	def(&c.DefaultMemoryMiB, defaults.MemoryMiB)
+	def(&c.DefaultDiskMiB, defaults.DiskMiB)
+	def(&c.DefaultConcurrency, defaults.Concurrency)
 	if c.DetectInterval == 0 {
 		c.DetectInterval = 2 * time.Second
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/withruntime/withruntime/internal/defaults"
 	"github.com/withruntime/withruntime/internal/noderpc"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
@@ -139,13 +140,13 @@ func (c *Control) candidates(nodes []store.Node, sz size, isolation string, all 
 
 // runs reports whether n runs isolation ("": the node's default, which any
 // node runs). A node registered before nodes named their isolations runs
-// gVisor only.
+// the isolation every server runs only (defaults.Isolation).
 func runs(n store.Node, isolation string) bool {
 	switch {
 	case isolation == "":
 		return true
 	case len(n.Isolations) == 0:
-		return isolation == sandbox.IsolationGVisor
+		return isolation == defaults.Isolation
 	}
 	return slices.Contains(n.Isolations, isolation)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/billing"
+	"github.com/withruntime/withruntime/internal/defaults"
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
@@ -55,7 +56,7 @@ type Config struct {
 	Overcommit float64
 	// TrialHostShare is the fraction of what admission hands out (vCPUs,
 	// memory and disk quotas, each) that the sandboxes of trial accounts
-	// may hold together (default DefaultTrialHostShare), and
+	// may hold together (default defaults.TrialHostShare), and
 	// AccountHostShare the fraction that one account's may hold (default
 	// 1: no bound of its own). AdminAccount, the account of the server's
 	// admin key, is not held to AccountHostShare.
@@ -87,7 +88,7 @@ type Config struct {
 	// empty.
 	Pools []Pool
 	// PoolMaxAge is how long a warm sandbox waits before it is replaced
-	// (default 30 minutes).
+	// (default defaults.PoolMaxAge).
 	PoolMaxAge time.Duration
 
 	// Egress says whether the host's egress services run, so that
@@ -101,23 +102,19 @@ type Config struct {
 	}
 }
 
-// DefaultTrialHostShare is Config.TrialHostShare's default: trial
-// accounts together hold at most half of a host.
-const DefaultTrialHostShare = 0.5
-
 func (c *Config) setDefaults() {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
 		}
 	}
-	def(&c.DefaultVCPUs, 2)
-	def(&c.DefaultMemoryMiB, 4096)
+	def(&c.DefaultVCPUs, defaults.VCPUs)
+	def(&c.DefaultMemoryMiB, defaults.MemoryMiB)
 	def(&c.MinVCPUs, 1)
 	def(&c.MaxVCPUs, 8)
 	def(&c.MinMemoryMiB, 512)
 	def(&c.MaxMemoryMiB, 16384)
-	def(&c.DiskMiB, 10240)
+	def(&c.DiskMiB, defaults.DiskMiB)
 	def(&c.MaxDiskGiB, 100)
 	def(&c.PidsLimit, 4096)
 	def(&c.HostCPUs, runtime.NumCPU())
@@ -126,22 +123,22 @@ func (c *Config) setDefaults() {
 		c.DefaultTimeout = 300 * time.Second
 	}
 	if c.MaxTimeout == 0 {
-		c.MaxTimeout = 24 * time.Hour
+		c.MaxTimeout = defaults.MaxLease
 	}
 	if c.Retention == 0 {
-		c.Retention = 7 * 24 * time.Hour
+		c.Retention = defaults.Retention
 	}
 	if c.ReapInterval == 0 {
 		c.ReapInterval = time.Second
 	}
 	if c.Overcommit == 0 {
-		c.Overcommit = 4
+		c.Overcommit = defaults.Overcommit
 	}
 	if c.TrialHostShare == 0 {
-		c.TrialHostShare = DefaultTrialHostShare
+		c.TrialHostShare = defaults.TrialHostShare
 	}
 	if c.AccountHostShare == 0 {
-		c.AccountHostShare = 1
+		c.AccountHostShare = defaults.AccountHostShare
 	}
 	if c.Prices == nil {
 		p := billing.Default
@@ -151,9 +148,9 @@ func (c *Config) setDefaults() {
 		c.MeterInterval = time.Second
 	}
 	if c.PoolMaxAge == 0 {
-		c.PoolMaxAge = 30 * time.Minute
+		c.PoolMaxAge = defaults.PoolMaxAge
 	}
-	def(&c.DefaultConcurrency, 100)
+	def(&c.DefaultConcurrency, defaults.Concurrency)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

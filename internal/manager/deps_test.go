@@ -6,10 +6,10 @@ import (
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
-// TestImports fences the package: of this module the domain and the service seam, the store, the images, billing
-// and the egress types; never the API's wire types (api), the HTTP layer or a backend. The API's request is
+// TestImports fences the package: of this module the domain and the service seam, the store, the images, billing,
+// the egress types and the shared defaults; never the API's wire types (api), the HTTP layer or a backend. The API's request is
 // converted at the edge (internal/httpapi), so a create option reaches the manager as a field of
 // service.CreateRequest.
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.OwnPackages("internal/sandbox", "internal/service", "internal/store", "internal/image", "internal/billing", "internal/egress"))
+	testenv.CheckImports(t, testenv.OwnPackages("internal/sandbox", "internal/service", "internal/store", "internal/image", "internal/billing", "internal/egress", "internal/defaults"))
 }

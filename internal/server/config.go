@@ -105,8 +105,9 @@ type Config struct {
 	// for nodes whose lease ran out (0: internal/cluster's default).
 	DetectInterval time.Duration
 	// AgentMemoryMiB bounds in sum what the server holds of sandboxes'
-	// answers in progress (serve --agent-memory-budget; 0: 1024): an
-	// account a quarter of it, a sandbox an eighth (package membudget).
+	// answers in progress (serve --agent-memory-budget; 0:
+	// membudget.DefaultTotal): an account a quarter of it, a sandbox an
+	// eighth (package membudget).
 	AgentMemoryMiB int
 	agentMemory    *membudget.Budget // made from it by agentBudget
 }

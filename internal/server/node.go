@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/withruntime/withruntime/internal/clusterpki"
+	"github.com/withruntime/withruntime/internal/defaults"
 	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/node"
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -166,7 +167,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 		mc.HostMemoryMiB = totalMemoryMiB()
 	}
 	if mc.Overcommit == 0 {
-		mc.Overcommit = 4
+		mc.Overcommit = defaults.Overcommit
 	}
 	mc.Node, mc.NodeCompat, mc.SharedCheckpoints = id, compat, cfg.SharedCheckpoints != ""
 	bcfg := sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir, SharedCheckpoints: cfg.SharedCheckpoints}

@@ -1,6 +1,9 @@
 package server
 
-import "github.com/withruntime/withruntime/internal/manager"
+import (
+	"github.com/withruntime/withruntime/internal/defaults"
+	"github.com/withruntime/withruntime/internal/manager"
+)
 
 // DefaultPoolSize is how many warm sandboxes of the default size serve
 // (and with it the local daemon) keeps ready when no --pool is given.
@@ -14,8 +17,8 @@ import "github.com/withruntime/withruntime/internal/manager"
 const DefaultPoolSize = 2
 
 // DefaultPools are serve's pools when no --pool is given: one of the
-// manager's default size (2 vCPUs, 4096 MiB, which is what a create that
-// names no size gets).
+// manager's default size (package defaults: what a create that names no
+// size gets).
 func DefaultPools() []manager.Pool {
-	return []manager.Pool{{VCPUs: 2, MemoryMiB: 4096, Size: DefaultPoolSize}}
+	return []manager.Pool{{VCPUs: defaults.VCPUs, MemoryMiB: defaults.MemoryMiB, Size: DefaultPoolSize}}
 }
