@@ -101,10 +101,8 @@ func TestBodyLimitDefault(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("status: got %d, want 413", resp.StatusCode)
 	}
-	// Just under the limit is fine. The long value is the image's, which
-	// this server's fake manager takes as it is: metadata values are
-	// bounded at this edge now (createRequest), before the manager.
-	body = `{"image":"` + strings.Repeat("x", DefaultMaxBodyBytes-100) + `"}`
+	// Just under the limit is fine.
+	body = `{"metadata":{"a":"` + strings.Repeat("x", DefaultMaxBodyBytes-100) + `"}}`
 	resp = e.do(http.MethodPost, "/v1/sandboxes", e.keys[store.KeyFull], strings.NewReader(body))
 	if resp.StatusCode != http.StatusCreated {
 		t.Errorf("status: got %d, want 201", resp.StatusCode)

@@ -29,11 +29,7 @@ func (s *server) create(w http.ResponseWriter, r *http.Request, c caller) error 
 		return err
 	}
 	req.VCPUs, req.MemoryMiB, req.DiskGiB = size.VCPUs, size.MemoryMiB, size.DiskGiB
-	sreq, err := createRequest(req)
-	if err != nil {
-		return err
-	}
-	rec, err := s.cfg.Sandboxes.Create(r.Context(), c.account, c.keyID, sreq)
+	rec, err := s.cfg.Sandboxes.Create(r.Context(), c.account, c.keyID, createRequest(req))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"strings"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/image"
@@ -8,14 +9,20 @@ import (
 	"github.com/withruntime/withruntime/internal/service"
 )
 
+const (
+	maxMetadata      = 64
+	maxMetadataKey   = 128
+	maxMetadataValue = 1024
+	maxEnv           = 256
+	maxEnvValue      = 32 << 10
+)
+
 func invalid(format string, args ...any) error {
 	return sandbox.Errorf(sandbox.KindInvalid, format, args...)
 }
 
-// specFor validates a create request against the server's settings and
-// turns it into a Spec. The request's own shape (its environment and
-// metadata) was checked where it was converted from the API's
-// (internal/httpapi).
+// specFor validates a create request (as the API edge converted it,
+// internal/httpapi) and turns it into a Spec.
 func (m *Manager) specFor(req service.CreateRequest) (sandbox.Spec, error) {
 	c := &m.cfg
 	netPolicy, err := m.networkFor(req.Network)
@@ -80,6 +87,22 @@ func (m *Manager) specFor(req service.CreateRequest) (sandbox.Spec, error) {
 	case sandbox.OnLeaseEndStop, sandbox.OnLeaseEndPause:
 	default:
 		return s, invalid("on_lease_end must be %q or %q, got %q", sandbox.OnLeaseEndStop, sandbox.OnLeaseEndPause, req.OnLeaseEnd)
+	}
+	if len(s.Env) > maxEnv {
+		return s, invalid("at most %d environment variables", maxEnv)
+	}
+	for k, v := range s.Env {
+		if !sandbox.EnvName(k) || strings.ContainsRune(v, 0) || len(v) > maxEnvValue {
+			return s, invalid("bad environment variable %q: names are letters, digits and _, not starting with a digit; values at most %d bytes without NUL", k, maxEnvValue)
+		}
+	}
+	if len(s.Metadata) > maxMetadata {
+		return s, invalid("at most %d metadata entries", maxMetadata)
+	}
+	for k, v := range s.Metadata {
+		if k == "" || len(k) > maxMetadataKey || len(v) > maxMetadataValue || strings.ContainsRune(k+v, 0) {
+			return s, invalid("bad metadata entry %q: keys 1-%d bytes, values at most %d bytes, no NUL", k, maxMetadataKey, maxMetadataValue)
+		}
 	}
 	return s, nil
 }

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,11 @@ func TestSpecFor(t *testing.T) {
 		{"negative lease", service.CreateRequest{TimeoutSeconds: -5}, sandbox.KindInvalid, nil},
 		{"unknown lease action", service.CreateRequest{OnLeaseEnd: "hibernate"}, sandbox.KindInvalid, nil},
 		{"unknown image", service.CreateRequest{Image: "alpine"}, sandbox.KindInvalid, nil},
+		{"env name with =", service.CreateRequest{Env: map[string]string{"A=B": "x"}}, sandbox.KindInvalid, nil},
+		{"env name with a comma", service.CreateRequest{Env: map[string]string{"A,B": "x"}}, sandbox.KindInvalid, nil},
+		{"env name starting with a digit", service.CreateRequest{Env: map[string]string{"1A": "x"}}, sandbox.KindInvalid, nil},
+		{"env value with NUL", service.CreateRequest{Env: map[string]string{"A": "x\x00"}}, sandbox.KindInvalid, nil},
+		{"metadata key too long", service.CreateRequest{Metadata: map[string]string{strings.Repeat("k", 129): "v"}}, sandbox.KindInvalid, nil},
 		{"internet on a server without egress", service.CreateRequest{Network: sandbox.Network{Internet: true}}, sandbox.KindNotSupported, nil},
 		{"an allow list without internet", service.CreateRequest{Network: sandbox.Network{Allow: []string{"a.example"}}}, sandbox.KindInvalid, nil},
 		{"network off is fine", service.CreateRequest{Network: sandbox.Network{}}, "", nil},

@@ -55,11 +55,10 @@ type Acts interface {
 }
 
 // CreateRequest is a create as the sandboxes take it: the API's request
-// (api.CreateSandboxRequest) once the API edge has decoded it, cut it to
-// a trial's size and checked what needs no server setting (the
-// environment's and the metadata's shape). Zero values take the server's
-// defaults; what depends on the server's settings (sizes, timeout,
-// isolation, network) is checked by the manager that runs it.
+// (api.CreateSandboxRequest) as the API edge decoded it, cut it to a
+// trial's size and converted it (internal/httpapi). Zero values take the
+// server's defaults. Its values are checked by the manager that runs the
+// sandbox, against that server's settings.
 //
 // It is also the node RPC's create body (internal/noderpc), so its JSON
 // names are the API's: an API server and a node of different releases
