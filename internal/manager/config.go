@@ -7,6 +7,9 @@ import (
 	"runtime"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/defaults"
 	"github.com/withruntime/withruntime/internal/egress"
@@ -100,6 +103,14 @@ type Config struct {
 		Events(id string) []egress.Event
 		Release(id string)
 	}
+
+	// MaxConcurrentBoots bounds the boots (starts and resumes, pool
+	// members' included) under way at once; a boot past it waits its turn
+	// as long as its caller does (default DefaultMaxConcurrentBoots).
+	MaxConcurrentBoots int
+	// TracerProvider gets the spans of the lifecycle operations and of
+	// the backend's calls (default: none are made).
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) setDefaults() {
@@ -151,6 +162,10 @@ func (c *Config) setDefaults() {
 		c.PoolMaxAge = defaults.PoolMaxAge
 	}
 	def(&c.DefaultConcurrency, defaults.Concurrency)
+	def(&c.MaxConcurrentBoots, DefaultMaxConcurrentBoots())
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -186,6 +201,8 @@ func (c *Config) Validate() error {
 		return errors.New("an account's share of the host must be above 0 and at most 1")
 	case c.DefaultConcurrency < 1:
 		return errors.New("default concurrency must be at least 1")
+	case c.MaxConcurrentBoots < 1:
+		return errors.New("concurrent boots must be at least 1")
 	case c.SharedCheckpoints && c.NodeCompat == "":
 		return errors.New("shared checkpoints need the node's compat string")
 	}

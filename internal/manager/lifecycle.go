@@ -15,7 +15,9 @@ var _ service.Sandboxes = (*Manager)(nil)
 
 // Create validates, admits and starts a sandbox. A refused or failed
 // create leaves nothing behind: not a record, not a sandbox on the backend.
-func (m *Manager) Create(ctx context.Context, account, keyID string, req service.CreateRequest) (*sandbox.Record, error) {
+func (m *Manager) Create(ctx context.Context, account, keyID string, req service.CreateRequest) (out *sandbox.Record, err error) {
+	ctx, span := m.startOp(ctx, "create", account, "")
+	defer span.end(&out, &err)
 	if err := m.serving(); err != nil {
 		return nil, err
 	}
@@ -107,14 +109,18 @@ func (m *Manager) List(ctx context.Context, account string) ([]*sandbox.Record, 
 // shortens a lease, so a client that asks for "at least N more seconds"
 // cannot cut short what another one asked for. max_cost_micros is checked
 // against the lease asked for, as before.
-func (m *Manager) Extend(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error) {
+func (m *Manager) Extend(ctx context.Context, account, id string, timeout time.Duration) (out *sandbox.Record, err error) {
+	ctx, span := m.startOp(ctx, "extend", account, id)
+	defer span.end(&out, &err)
 	return m.moveLease(ctx, account, id, timeout, false)
 }
 
 // SetLease moves the lease of a running sandbox to end timeout from now,
 // sooner or later than it did (E2B's setTimeout: the caller owns the
 // sandbox's lifetime outright).
-func (m *Manager) SetLease(ctx context.Context, account, id string, timeout time.Duration) (*sandbox.Record, error) {
+func (m *Manager) SetLease(ctx context.Context, account, id string, timeout time.Duration) (out *sandbox.Record, err error) {
+	ctx, span := m.startOp(ctx, "set_lease", account, id)
+	defer span.end(&out, &err)
 	return m.moveLease(ctx, account, id, timeout, true)
 }
 
@@ -171,7 +177,9 @@ func (m *Manager) EndRetention(ctx context.Context, id string) (*sandbox.Record,
 	return m.stopAs(ctx, "", id, sandbox.EndRetentionEnded)
 }
 
-func (m *Manager) stopAs(ctx context.Context, account, id string, reason sandbox.EndReason) (*sandbox.Record, error) {
+func (m *Manager) stopAs(ctx context.Context, account, id string, reason sandbox.EndReason) (out *sandbox.Record, err error) {
+	ctx, span := m.startOp(ctx, "stop", account, id)
+	defer span.end(&out, &err)
 	e := m.lock(id)
 	defer e.mu.Unlock()
 	rec, err := m.get(ctx, account, id)
@@ -193,7 +201,9 @@ func (m *Manager) stopAs(ctx context.Context, account, id string, reason sandbox
 }
 
 // Pause checkpoints a running sandbox.
-func (m *Manager) Pause(ctx context.Context, account, id string) (*sandbox.Record, error) {
+func (m *Manager) Pause(ctx context.Context, account, id string) (out *sandbox.Record, err error) {
+	ctx, span := m.startOp(ctx, "pause", account, id)
+	defer span.end(&out, &err)
 	if err := m.serving(); err != nil {
 		return nil, err
 	}
@@ -290,7 +300,9 @@ func (m *Manager) undoPause(ctx context.Context, e *entry, account string, spec 
 // store counts it against the account's concurrency on every node, and of
 // two nodes resuming one shared checkpoint only the first write wins, so
 // the sandbox never runs twice.
-func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Record, error) {
+func (m *Manager) Resume(ctx context.Context, account, id string) (out *sandbox.Record, err error) {
+	ctx, span := m.startOp(ctx, "resume", account, id)
+	defer span.end(&out, &err)
 	if err := m.serving(); err != nil {
 		return nil, err
 	}

@@ -19,8 +19,9 @@ type Manager struct {
 	cfg Config
 	log *sandboxLogger
 	// adapter is cfg.Backend in the adapter that answers for the
-	// optional capabilities it lacks (backend).
-	adapter *sandbox.Adapter
+	// optional capabilities it lacks, its calls traced and its boots
+	// bounded (backend.go).
+	adapter *backendCalls
 
 	// mu guards entries, live, byAddr, every entry's refs and the fields
 	// the entry marks as guarded by it.
@@ -53,7 +54,7 @@ func New(cfg Config) (*Manager, error) {
 	return &Manager{
 		cfg:     cfg,
 		log:     &sandboxLogger{cfg.Logger},
-		adapter: sandbox.Adapt(cfg.Backend),
+		adapter: newBackendCalls(cfg),
 		entries: map[string]*entry{},
 		live:    map[string]*entry{},
 		byAddr:  map[netip.Addr]*entry{},
@@ -66,9 +67,9 @@ func New(cfg Config) (*Manager, error) {
 // backend is the manager's backend with every optional capability as a
 // method: the manager never asks a backend what it implements, and takes
 // its own path for a missing capability only where Supports says so.
-func (m *Manager) backend() *sandbox.Adapter {
+func (m *Manager) backend() *backendCalls {
 	if m.adapter == nil { // a Manager made without New, in a test
-		return sandbox.Adapt(m.cfg.Backend)
+		return newBackendCalls(m.cfg)
 	}
 	return m.adapter
 }
@@ -141,7 +142,9 @@ func (m *Manager) ended(id string, inst sandbox.Instance, reason sandbox.EndReas
 	if e.inst != inst {
 		return
 	}
-	m.finish(context.Background(), e, reason, msg)
+	ctx, span := m.startOp(context.Background(), "end", "", id)
+	defer span.End()
+	m.finish(ctx, e, reason, msg)
 }
 
 // finish settles the sandbox's usage, destroys it on the backend and

@@ -64,7 +64,9 @@ func (m *Manager) unindexAddrLocked(e *entry) {
 
 // SetNetwork changes the policy of a running or paused sandbox; new
 // connections and DNS queries follow it at once.
-func (m *Manager) SetNetwork(ctx context.Context, account, id string, n sandbox.Network) (*sandbox.Record, error) {
+func (m *Manager) SetNetwork(ctx context.Context, account, id string, n sandbox.Network) (out *sandbox.Record, err error) {
+	ctx, span := m.startOp(ctx, "set_network", account, id)
+	defer span.end(&out, &err)
 	policy, err := m.networkFor(n)
 	if err != nil {
 		return nil, err

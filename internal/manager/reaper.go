@@ -117,6 +117,8 @@ func (m *Manager) reapOne(ctx context.Context, id string) {
 
 func (m *Manager) reapLocked(ctx context.Context, e *entry) {
 	id := e.id
+	ctx, span := m.startOp(ctx, "reap", "", id)
+	defer span.End()
 	rec, err := m.cfg.Store.GetSandbox(ctx, id)
 	if err != nil || !m.ownsRecord(rec) {
 		return

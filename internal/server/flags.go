@@ -39,6 +39,7 @@ func (c *Config) managerFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.Manager.MaxTimeout, "max-lease", defaults.MaxLease, "longest lease a sandbox may ask for")
 	fs.DurationVar(&c.Manager.Retention, "retention", defaults.Retention, "how long a paused sandbox is kept")
 	fs.IntVar(&c.Manager.DefaultConcurrency, "concurrency", defaults.Concurrency, "how many sandboxes an account runs at once unless its own setting says otherwise")
+	fs.IntVar(&c.Manager.MaxConcurrentBoots, "max-concurrent-boots", 0, "how many sandboxes may boot (start, resume, or fill a warm pool) at once on this host; more wait their turn (0: two per CPU)")
 	fs.StringVar(&c.PricesFile, "prices", "", "a JSON price table `FILE` (memory_nanos_per_gib_hour, cpu_nanos_per_cpu_hour, storage_nanos_per_gib_hour; USD billionths) instead of the default")
 }
 

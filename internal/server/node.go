@@ -94,6 +94,8 @@ type Node struct {
 	store   store.Store
 	manager *manager.Manager
 	egress  *egressServices
+	// tracing flushes and stops the export of the manager's spans.
+	tracing func(context.Context) error
 	lock    *os.File // DATA/node.lock, held while the daemon runs
 	lease   *node.Lease
 	http    *http.Server
@@ -171,6 +173,11 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 	}
 	mc.Node, mc.NodeCompat, mc.SharedCheckpoints = id, compat, cfg.SharedCheckpoints != ""
 	bcfg := sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir, SharedCheckpoints: cfg.SharedCheckpoints}
+	tracing, err := openTracing(ctx, &cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	u.Add(func() { tracing(context.WithoutCancel(ctx)) })
 	mgr, egr, err := startHost(ctx, cfg.Config, dataDir, st, vault, bcfg)
 	if err != nil {
 		return nil, err
@@ -217,7 +224,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 		return nil, fmt.Errorf("registering node %s: %w", id, err)
 	}
 	n := &Node{
-		ID: id, Addr: addr, cfg: cfg, store: st, manager: mgr, egress: egr, lock: lock, lease: lease,
+		ID: id, Addr: addr, cfg: cfg, store: st, manager: mgr, egress: egr, tracing: tracing, lock: lock, lease: lease,
 		http:    node.NewServer(node.NewHandler(node.Config{Node: id, Sandboxes: mgr, State: lease, Logger: cfg.Logger}), tlsCfg, cfg.Logger),
 		done:    make(chan error, 2),
 		renewed: make(chan struct{}),
@@ -283,6 +290,10 @@ func (n *Node) Close() error {
 	<-n.certs
 	<-n.blocked
 	n.manager.Close()
+	// After the manager: the spans of its last operations go too.
+	if terr := n.tracing(ctx); terr != nil {
+		n.cfg.Logger.Warn("flushing traces", "err", terr)
+	}
 	if n.egress != nil {
 		n.egress.close()
 	}

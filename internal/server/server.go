@@ -36,6 +36,8 @@ type Server struct {
 	manager *manager.Manager // nil on an API server of many hosts
 	control *cluster.Control // set on an API server of many hosts only
 	egress  *egressServices
+	// tracing flushes and stops the export of the manager's spans.
+	tracing func(context.Context) error
 	http    *http.Server
 	e2b     *http.Server // nil without Config.E2BListen
 	done    chan error
@@ -81,6 +83,11 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	tracing, err := openTracing(ctx, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	u.Add(func() { tracing(context.WithoutCancel(ctx)) })
 	mgr, egr, err := startHost(ctx, cfg, dataDir, st, vault, sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir})
 	if err != nil {
 		return nil, err
@@ -105,7 +112,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	})
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
-		cfg: cfg, store: st, manager: mgr, egress: egr, done: make(chan error, 2),
+		cfg: cfg, store: st, manager: mgr, egress: egr, tracing: tracing, done: make(chan error, 2),
 		idle: idle, stop: make(chan struct{}),
 		// Header and idle timeouts, header bound and connection limit:
 		// see admission.Listener.
@@ -207,6 +214,12 @@ func (s *Server) Close() error {
 	}
 	if s.manager != nil {
 		s.manager.Close()
+	}
+	if s.tracing != nil {
+		// After the manager: the spans of its last operations go too.
+		if terr := s.tracing(ctx); terr != nil {
+			s.cfg.Logger.Warn("flushing traces", "err", terr)
+		}
 	}
 	if s.control != nil {
 		s.control.Close()
