@@ -6,6 +6,10 @@
 //
 // Every lifecycle operation on one sandbox holds that sandbox's lock
 // (locks.go), whatever its state, and re-reads the record once it has it.
+// Each is a span (trace.go; none unless Config.TracerProvider exports
+// them), and it calls the backend only through m.backend() (backend.go),
+// which makes each call a child span and bounds the boots under way at
+// once (Config.MaxConcurrentBoots).
 //
 // On a store that many hosts share, a manager is one node (Config.Node):
 // it acts on its own node's records only, the store admits every sandbox
