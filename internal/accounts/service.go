@@ -9,18 +9,17 @@ import (
 	"github.com/withruntime/withruntime/internal/store"
 )
 
-// Store is what the rules read and write of internal/store.
+// Store is what the rules read and write of internal/store: the accounts,
+// whole; the keys, but for the lookup by hash (authentication's) and the
+// unconditional removal; and the ledger's rows, read only.
 type Store interface {
-	GetAccount(ctx context.Context, id string) (*store.Account, error)
-	CreateAccount(ctx context.Context, a store.Account) error
-	PutAccount(ctx context.Context, a store.Account) error
-	ListAccounts(ctx context.Context) ([]store.Account, error)
-	Usage(ctx context.Context, f store.UsageFilter) ([]store.UsageRow, error)
+	store.Accounts
 	PutKey(ctx context.Context, k store.Key) error
 	PutKeyIf(ctx context.Context, k store.Key, check func(keys []store.Key) error) error
 	ListKeys(ctx context.Context, account string) ([]store.Key, error)
 	ListAllKeys(ctx context.Context, account string) ([]store.Key, error)
 	DeleteKeyIf(ctx context.Context, id, account string, check func(keys []store.Key) error) error
+	Usage(ctx context.Context, f store.UsageFilter) ([]store.UsageRow, error)
 }
 
 // Config is what the rules are made of; zero fields take the defaults.

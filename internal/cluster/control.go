@@ -38,7 +38,7 @@ const issueTimeout = 5 * time.Second
 // Config is the control plane's configuration. Zero values take the
 // defaults.
 type Config struct {
-	Store     store.Store
+	Store     Store
 	Authority Authority
 	Logger    *slog.Logger
 

@@ -12,10 +12,11 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 func TestPlacementSpreadsByLoad(t *testing.T) {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	ca := mustAuthority(t)
 	a := startNode(t, ca, st, "a") // half its CPUs taken
 	b := startNode(t, ca, st, "b") // empty
@@ -104,7 +105,7 @@ func TestCreateRetries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := store.NewMemory()
+			st := storetest.OpenBolt(t)
 			ca := mustAuthority(t)
 			first, second := startNode(t, ca, st, "first"), startNode(t, ca, st, "second")
 			o, o2 := nodeOpts{}, nodeOpts{load: store.NodeLoad{VCPUs: 1}}
@@ -134,7 +135,7 @@ func TestCreateRetries(t *testing.T) {
 }
 
 func TestNoNode(t *testing.T) {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	c := newControl(t, st, mustAuthority(t), nil, 0)
 	_, err := c.Create(t.Context(), "acct", "key", service.CreateRequest{})
 	if k := sandbox.KindOf(err); k != sandbox.KindCapacityExhausted {
@@ -162,7 +163,7 @@ func putRecord(t *testing.T, st store.Store, id, node string, state sandbox.Stat
 }
 
 func TestCallsOnLostNodes(t *testing.T) {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	ca := mustAuthority(t)
 	live := startNode(t, ca, st, "live")
 	gone := startNode(t, ca, st, "gone")
@@ -227,7 +228,7 @@ func TestCallsOnLostNodes(t *testing.T) {
 }
 
 func TestAgentStreams(t *testing.T) {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	ca := mustAuthority(t)
 	n := startNode(t, ca, st, "n1")
 	n.release = make(chan struct{})

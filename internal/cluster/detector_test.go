@@ -9,10 +9,11 @@ import (
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 func TestDetector(t *testing.T) {
-	t.Run("memory", func(t *testing.T) { testDetector(t, store.NewMemory()) })
+	t.Run("bolt", func(t *testing.T) { testDetector(t, storetest.OpenBolt(t)) })
 	t.Run("postgres", func(t *testing.T) {
 		url := os.Getenv("WITHRUNTIME_TEST_POSTGRES")
 		if url == "" {

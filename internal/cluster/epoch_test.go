@@ -9,6 +9,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // hookStore runs a hook once, before the first call it watches, as if
@@ -72,7 +73,7 @@ func stateOf(t *testing.T, st store.Store, id string) sandbox.State {
 // those of a later registration, nor any once the node came back.
 func TestDetectorKeepsLaterEpochs(t *testing.T) {
 	t.Run("records of a later epoch", func(t *testing.T) {
-		st := store.NewMemory()
+		st := storetest.OpenBolt(t)
 		ca := mustAuthority(t)
 		n := startNode(t, ca, st, "back")
 		lostAt(t, st, n, 2, true) // lost at epoch 2
@@ -88,18 +89,18 @@ func TestDetectorKeepsLaterEpochs(t *testing.T) {
 		}
 	})
 	t.Run("node registered again during the pass", func(t *testing.T) {
-		mem := store.NewMemory()
+		db := storetest.OpenBolt(t)
 		ca := mustAuthority(t)
-		n := startNode(t, ca, mem, "back")
-		lostAt(t, mem, n, 1, true)
-		old := epochRecord(t, mem, "sb-old", "back", 1)
-		st := &hookStore{Store: mem}
+		n := startNode(t, ca, db, "back")
+		lostAt(t, db, n, 1, true)
+		old := epochRecord(t, db, "sb-old", "back", 1)
+		st := &hookStore{Store: db}
 		// The node comes back after the detector listed it as lost, and
 		// its old sandbox is still its own (the node ends it itself).
-		st.onList = func() { register(t, mem, n, nodeOpts{}) }
+		st.onList = func() { register(t, db, n, nodeOpts{}) }
 		c := newControl(t, st, ca, nil, time.Hour)
 		c.DetectOnce(t.Context())
-		if got := stateOf(t, mem, old.ID); got != sandbox.StateRunning {
+		if got := stateOf(t, db, old.ID); got != sandbox.StateRunning {
 			t.Errorf("%s: got %s, want running (its node came back)", old.ID, got)
 		}
 	})
@@ -110,7 +111,7 @@ func TestDetectorKeepsLaterEpochs(t *testing.T) {
 // that registration is still the node's.
 func TestStopOnLostNodeKeepsLaterEpochs(t *testing.T) {
 	t.Run("record of a later epoch", func(t *testing.T) {
-		st := store.NewMemory()
+		st := storetest.OpenBolt(t)
 		ca := mustAuthority(t)
 		n := startNode(t, ca, st, "back")
 		lostAt(t, st, n, 1, false)
@@ -128,18 +129,18 @@ func TestStopOnLostNodeKeepsLaterEpochs(t *testing.T) {
 		}
 	})
 	t.Run("node registered again during the stop", func(t *testing.T) {
-		mem := store.NewMemory()
+		db := storetest.OpenBolt(t)
 		ca := mustAuthority(t)
-		n := startNode(t, ca, mem, "back")
-		lostAt(t, mem, n, 1, false)
-		old := epochRecord(t, mem, "sb-old", "back", 1)
-		st := &hookStore{Store: mem, onGetNodes: 1}
-		st.onGetNode = func() { register(t, mem, n, nodeOpts{}) }
+		n := startNode(t, ca, db, "back")
+		lostAt(t, db, n, 1, false)
+		old := epochRecord(t, db, "sb-old", "back", 1)
+		st := &hookStore{Store: db, onGetNodes: 1}
+		st.onGetNode = func() { register(t, db, n, nodeOpts{}) }
 		c := newControl(t, st, ca, nil, 0)
 		if _, err := c.Stop(t.Context(), "acct", old.ID); sandbox.KindOf(err) != sandbox.KindConflict {
 			t.Errorf("got %v, want conflict", err)
 		}
-		if got := stateOf(t, mem, old.ID); got != sandbox.StateRunning {
+		if got := stateOf(t, db, old.ID); got != sandbox.StateRunning {
 			t.Errorf("got %s, want running (its node came back)", got)
 		}
 	})
@@ -150,7 +151,7 @@ func TestStopOnLostNodeKeepsLaterEpochs(t *testing.T) {
 // storage, so the sandbox is paused again, not ended; a create it was
 // starting, or a resume of a checkpoint on its own disk, ends node_lost.
 func TestDetectorPausesAnInterruptedSharedResume(t *testing.T) {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	ca := mustAuthority(t)
 	n := startNode(t, ca, st, "mid")
 	lostAt(t, st, n, 1, true)

@@ -7,6 +7,7 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // A create goes only to a node that runs its isolation; each fake node
@@ -42,7 +43,7 @@ func TestPlacementByIsolation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := store.NewMemory()
+			st := storetest.OpenBolt(t)
 			ca := mustAuthority(t)
 			a, b := startNode(t, ca, st, "a"), startNode(t, ca, st, "b")
 			register(t, st, a, nodeOpts{isolations: tt.a.isolations, load: store.NodeLoad{VCPUs: tt.a.vcpus}})
@@ -80,7 +81,7 @@ func TestPlacementByIsolation(t *testing.T) {
 
 // A shared checkpoint resumes only on a node that runs its isolation.
 func TestResumeByIsolation(t *testing.T) {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	ca := mustAuthority(t)
 	gone, gv, vm := startNode(t, ca, st, "gone"), startNode(t, ca, st, "gv"), startNode(t, ca, st, "vm")
 	register(t, st, gone, nodeOpts{ttl: 50 * time.Millisecond, compat: "c", shared: true, isolations: []string{sandbox.IsolationMicroVM}})

@@ -5,7 +5,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/clusterpki"
 	"github.com/withruntime/withruntime/internal/service"
-	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // TestFirstCallToANewNode: a node that holds only its own key, registered
@@ -13,7 +13,7 @@ import (
 // server sends it: the control plane issues the certificate before it
 // dials (no issuer run to wait for), and the node's handshake reads it.
 func TestFirstCallToANewNode(t *testing.T) {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	ca := mustAuthority(t)
 	k, err := clusterpki.NewNodeKey("fresh", "")
 	if err != nil {

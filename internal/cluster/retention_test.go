@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
-	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // TestDetectorEndsRetainedCheckpoints: a lost node's shared checkpoint
@@ -15,7 +15,7 @@ import (
 // stays, as does one on a live node (its own reaper's) and one no live node
 // can restore (said once).
 func TestDetectorEndsRetainedCheckpoints(t *testing.T) {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	ca := mustAuthority(t)
 	live := startNode(t, ca, st, "live")
 	gone := startNode(t, ca, st, "gone")

@@ -18,6 +18,7 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // managerStub stands in for a node's manager behind the real node RPC
@@ -129,7 +130,7 @@ func startRPCNode(t *testing.T, ca *clusterpki.Authority, st store.Store, id str
 }
 
 func TestThroughNodeRPC(t *testing.T) {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	ca := mustAuthority(t)
 	fenced, fs := startRPCNode(t, ca, st, "n1", store.NodeLoad{})
 	fs.fenced.Store(true)

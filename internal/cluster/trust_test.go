@@ -8,7 +8,7 @@ import (
 	"github.com/withruntime/withruntime/internal/cluster"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
-	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // TestNodeAnswersChecked: a record a node answers with that is not the
@@ -76,7 +76,7 @@ type trustEnv struct {
 // shared checkpoint of a paused one whose node is gone; its answers are
 // changed by lie.
 func newTrustEnv(t *testing.T, lie func(*sandbox.Record)) *trustEnv {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	ca := mustAuthority(t)
 	n := startNode(t, ca, st, "n1")
 	gone := startNode(t, ca, st, "gone")

@@ -49,7 +49,7 @@ type Authority struct {
 // store with sealKey, making it when the store has none yet (of API
 // servers starting together, the first write wins and every one uses
 // it). An authority sealed with another key is ErrWrongSealKey.
-func Open(ctx context.Context, st store.Store, sealKey []byte) (*Authority, error) {
+func Open(ctx context.Context, st store.Values, sealKey []byte) (*Authority, error) {
 	made, err := newAuthorityPEM(sealKey)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // register puts node id in st's registry with k's request, as a node
@@ -59,7 +60,7 @@ func nodeOf(t *testing.T, a *Authority, st store.Store, id, pin string) *NodeKey
 // Before, Open(ctx, st) gave whoever had the store a signing authority.
 func TestStoreHoldsNoAuthorityKey(t *testing.T) {
 	ctx := context.Background()
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	sealKey := NewSealKey()
 	a, err := Open(ctx, st, sealKey)
 	if err != nil {
@@ -117,7 +118,7 @@ func TestStoreHoldsNoAuthorityKey(t *testing.T) {
 // certificate and no private key at all.
 func TestNodeGetsItsLeafThroughTheStore(t *testing.T) {
 	ctx := context.Background()
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	a, err := Open(ctx, st, NewSealKey())
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +171,7 @@ func TestNodeGetsItsLeafThroughTheStore(t *testing.T) {
 // issues names the registry entry's node and nothing else.
 func TestNodeLeafIsNoAPIIdentity(t *testing.T) {
 	ctx := context.Background()
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	a, err := Open(ctx, st, NewSealKey())
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +251,7 @@ func TestNodeLeafIsNoAPIIdentity(t *testing.T) {
 // twice for a certificate that has life left.
 func TestIssueOnlyRegistered(t *testing.T) {
 	ctx := context.Background()
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	a, _ := New()
 	k, _ := NewNodeKey("node1", "")
 
@@ -325,7 +326,7 @@ func TestIssueOnlyRegistered(t *testing.T) {
 // its life, for the same key, and the node takes the new one.
 func TestRenewal(t *testing.T) {
 	ctx := context.Background()
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	a, _ := New()
 	a.leafLife = 2 * time.Second
 	k := nodeOf(t, a, st, "node1", "")
@@ -361,7 +362,7 @@ func TestRenewal(t *testing.T) {
 // and is served (no poll interval to wait).
 func TestFirstCallWaitsForNoPoll(t *testing.T) {
 	ctx := context.Background()
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	a, _ := New()
 	k, _ := NewNodeKey("node1", "")
 	url := serve(t, k.ServerTLS(st))

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // serve runs an HTTPS server with cfg on loopback that answers "ok".
@@ -123,7 +123,7 @@ func TestRefused(t *testing.T) {
 // TestOpenOnce: API servers sharing a store and its seal key share one
 // authority.
 func TestOpenOnce(t *testing.T) {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	ctx := context.Background()
 	k := NewSealKey()
 	a1, err := Open(ctx, st, k)
@@ -145,7 +145,7 @@ func TestOpenOnce(t *testing.T) {
 }
 
 func TestDamaged(t *testing.T) {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	if _, err := st.InitValue(context.Background(), valueName, []byte("not pem")); err != nil {
 		t.Fatal(err)
 	}

@@ -41,11 +41,26 @@ func (s *server) authenticate(r *http.Request) (caller, error) {
 	return keyCaller(r.Context(), s.cfg.Store, secret)
 }
 
+// KeyLookup is what authentication reads of the store: the key whose
+// secret hashes to hash.
+type KeyLookup interface {
+	KeyByHash(ctx context.Context, hash []byte) (*store.Key, error)
+}
+
+// Store is what the API reads and writes of internal/store: what the
+// account rules it hands the store to need (accounts.Store) and the key
+// lookup of authentication. Sandboxes' records are the service's
+// (Config.Sandboxes), never read here.
+type Store interface {
+	accounts.Store
+	KeyLookup
+}
+
 // KeyAccounts returns what the layers that act with a client's key
 // in-process (the E2B layer) learn their bounds' account from: the
 // account of the key whose secret is key, as the API authenticates it, so
 // that a bound per account holds whichever of its keys a client uses.
-func KeyAccounts(st store.Store) func(ctx context.Context, key string) (string, error) {
+func KeyAccounts(st KeyLookup) func(ctx context.Context, key string) (string, error) {
 	return func(ctx context.Context, key string) (string, error) {
 		c, err := keyCaller(ctx, st, key)
 		return c.account, err
@@ -53,7 +68,7 @@ func KeyAccounts(st store.Store) func(ctx context.Context, key string) (string, 
 }
 
 // keyCaller is who the key whose secret is secret acts for.
-func keyCaller(ctx context.Context, st store.Store, secret string) (caller, error) {
+func keyCaller(ctx context.Context, st KeyLookup, secret string) (caller, error) {
 	sum := sha256.Sum256([]byte(secret))
 	k, err := st.KeyByHash(ctx, sum[:])
 	if sandbox.KindOf(err) == sandbox.KindNotFound {

@@ -68,7 +68,7 @@ func (s *interleaveStore) CreateAccount(ctx context.Context, a store.Account) er
 func newInterleavedEnv(t *testing.T) (e *testEnv, arm func(other func())) {
 	var ist *interleaveStore
 	e = newEnv(t, func(c *Config) {
-		ist = &interleaveStore{Store: c.Store}
+		ist = &interleaveStore{Store: c.Store.(store.Store)}
 		ist.once.Do(func() {}) // disarmed
 		c.Store = ist
 	})

@@ -32,7 +32,7 @@ const (
 // Config is what the server is made of. Sandboxes and Store are required.
 type Config struct {
 	Sandboxes service.Sandboxes
-	Store     store.Store
+	Store     Store
 	// Secrets keeps the accounts' secrets; nil: the secrets routes answer
 	// not_supported and commands get no placeholders.
 	Secrets SecretStore

@@ -14,13 +14,12 @@ import (
 	"github.com/withruntime/withruntime/internal/defaults"
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/sandbox"
-	"github.com/withruntime/withruntime/internal/store"
 )
 
 // Config is the manager's configuration. Zero values take the defaults.
 type Config struct {
 	Backend sandbox.Backend
-	Store   store.Store
+	Store   Store
 	Logger  *slog.Logger
 
 	// Node is the id of the node this manager runs on, in a store many

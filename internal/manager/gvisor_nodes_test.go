@@ -15,7 +15,7 @@ import (
 	"github.com/withruntime/withruntime/internal/backend/gvisor"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
-	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
@@ -26,7 +26,7 @@ import (
 // nothing in the shared dir.
 func TestSharedCheckpointAcrossNodesWithGvisor(t *testing.T) {
 	testenv.RequiresGvisor(t)
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	shared := t.TempDir()
 	node := func(id string) *Manager {
 		be, err := gvisor.New(gvisor.Config{DataDir: t.TempDir(), CacheDir: testenv.CacheDir(), SharedCheckpoints: shared})

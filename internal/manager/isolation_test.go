@@ -127,7 +127,7 @@ func TestIsolationOfOldRecords(t *testing.T) {
 	rec := r.create(service.CreateRequest{Isolation: sandbox.IsolationMicroVM})
 	old := r.record(rec.ID)
 	old.Spec.Isolation = ""
-	if err := r.st.Memory.PutSandbox(t.Context(), old); err != nil {
+	if err := r.st.Bolt.PutSandbox(t.Context(), old); err != nil {
 		t.Fatal(err)
 	}
 	multi, err := sandbox.NewMulti(sandbox.IsolationGVisor,

@@ -30,9 +30,9 @@ func (r *rig) takeOnEnd(id string) func() bool {
 		defer mu.Unlock()
 		if w.ID == id && w.State == sandbox.StateEnded && !taken {
 			taken = true
-			cur, _ := r.st.Memory.GetSandbox(context.Background(), id)
+			cur, _ := r.st.Bolt.GetSandbox(context.Background(), id)
 			cur.State, cur.Node = sandbox.StateStarting, "n3"
-			if err := r.st.Memory.PutSandbox(context.Background(), cur); err != nil {
+			if err := r.st.Bolt.PutSandbox(context.Background(), cur); err != nil {
 				r.t.Errorf("n3 taking the checkpoint: %v", err)
 			}
 		}

@@ -255,9 +255,9 @@ func TestStaleMeterWriteDestroysTheSandbox(t *testing.T) {
 	var want *sandbox.Record
 	r.st.setFailPut(func(w *sandbox.Record) error {
 		if w.ID == rec.ID && want == nil {
-			want, _ = r.st.Memory.GetSandbox(t.Context(), rec.ID)
+			want, _ = r.st.Bolt.GetSandbox(t.Context(), rec.ID)
 			endedElsewhere(r.m.now())(want)
-			if err := r.st.Memory.PutSandbox(t.Context(), want); err != nil {
+			if err := r.st.Bolt.PutSandbox(t.Context(), want); err != nil {
 				t.Errorf("the other writer: %v", err)
 			}
 		}
@@ -418,9 +418,9 @@ func TestStaleStopLeavesASharedCheckpoint(t *testing.T) {
 	r.st.setFailPut(func(w *sandbox.Record) error {
 		if w.ID == rec.ID && !taken {
 			taken = true
-			cur, _ := r.st.Memory.GetSandbox(t.Context(), rec.ID)
+			cur, _ := r.st.Bolt.GetSandbox(t.Context(), rec.ID)
 			cur.State, cur.Node = sandbox.StateStarting, "n3"
-			if err := r.st.Memory.PutSandbox(t.Context(), cur); err != nil {
+			if err := r.st.Bolt.PutSandbox(t.Context(), cur); err != nil {
 				t.Errorf("n3 taking the checkpoint: %v", err)
 			}
 		}

@@ -11,11 +11,12 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
-// The lifecycle suite's rig: a manager on a fake clock, the in-memory store
-// (behind a wrapper that fails on demand) and the fake backend. It is the
-// unit tier; see fakeBackend for what it does not prove.
+// The lifecycle suite's rig: a manager on a fake clock, the embedded store
+// in a temp dir (behind a wrapper that fails on demand) and the fake
+// backend. It is the unit tier; see fakeBackend for what it does not prove.
 
 type fakeClock struct {
 	mu sync.Mutex
@@ -34,10 +35,10 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// flakyStore is the memory store whose record writes fail while failPut
+// flakyStore is the embedded store whose record writes fail while failPut
 // says so.
 type flakyStore struct {
-	*store.Memory
+	*store.Bolt
 	mu      sync.Mutex
 	failPut func(r *sandbox.Record) error
 }
@@ -62,14 +63,14 @@ func (s *flakyStore) PutSandbox(ctx context.Context, r *sandbox.Record) error {
 	if err := s.check(r); err != nil {
 		return err
 	}
-	return s.Memory.PutSandbox(ctx, r)
+	return s.Bolt.PutSandbox(ctx, r)
 }
 
 func (s *flakyStore) RecordUsage(ctx context.Context, r *sandbox.Record, d store.UsageDelta) error {
 	if err := s.check(r); err != nil {
 		return err
 	}
-	return s.Memory.RecordUsage(ctx, r, d)
+	return s.Bolt.RecordUsage(ctx, r, d)
 }
 
 type rig struct {
@@ -85,7 +86,7 @@ func newRig(t *testing.T, config func(*Config)) *rig {
 	r := &rig{
 		t:     t,
 		be:    newFakeBackend(),
-		st:    &flakyStore{Memory: store.NewMemory()},
+		st:    &flakyStore{Bolt: storetest.OpenBolt(t)},
 		clock: &fakeClock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)},
 	}
 	cfg := Config{

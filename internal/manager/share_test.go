@@ -11,6 +11,7 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // shareRig is a manager over the embedded store and the fake backend (see
@@ -244,7 +245,7 @@ func TestHostShareValidate(t *testing.T) {
 		{0, 0, true}, {0.5, 1, true}, {1, 0.1, true},
 		{-0.1, 0, false}, {1.5, 0, false}, {0, -1, false}, {0, 2, false},
 	} {
-		cfg := Config{Backend: newFakeBackend(), Store: store.NewMemory(), TrialHostShare: c.trial, AccountHostShare: c.account}
+		cfg := Config{Backend: newFakeBackend(), Store: storetest.OpenBolt(t), TrialHostShare: c.trial, AccountHostShare: c.account}
 		cfg.setDefaults()
 		if err := cfg.Validate(); (err == nil) != c.ok {
 			t.Errorf("trial share %g, account share %g: got %v, want ok %v", c.trial, c.account, err, c.ok)

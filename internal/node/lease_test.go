@@ -11,6 +11,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // fakeClock is a clock the test moves.
@@ -59,7 +60,7 @@ func (f *flakyRegistry) RenewNode(ctx context.Context, id string, epoch int64, l
 
 func newLease(t *testing.T, ttl time.Duration) (*Lease, *flakyRegistry, *fakeManager, *fakeClock) {
 	t.Helper()
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	t.Cleanup(func() { st.Close() })
 	reg := &flakyRegistry{Store: st}
 	mgr := &fakeManager{}
@@ -167,7 +168,7 @@ func TestLeaseLostRegistersAgain(t *testing.T) {
 // Run renews on its own, every TTL/5.
 func TestLeaseRunRenews(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := store.NewMemory()
+		st := storetest.OpenBolt(t)
 		defer st.Close()
 		mgr := &fakeManager{}
 		l := NewLease(LeaseConfig{Node: store.Node{ID: testNode, Addr: "x:1"}, Registry: st, Manager: mgr, TTL: 100 * time.Millisecond})
@@ -244,7 +245,7 @@ func (h *hangingStore) GetSandbox(ctx context.Context, id string) (*sandbox.Reco
 
 func newHangingLease(t *testing.T, ttl time.Duration) (*Lease, *hangingStore, *fakeManager) {
 	t.Helper()
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	t.Cleanup(func() { st.Close() })
 	hs := &hangingStore{Store: st}
 	mgr := &fakeManager{st: hs}

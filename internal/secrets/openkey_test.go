@@ -5,14 +5,14 @@ import (
 	"context"
 	"testing"
 
-	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // Two vaults of one key (two nodes of one installation) share their
 // secrets' placeholders and each opens what the other sealed; a key of the
 // wrong size is refused.
 func TestOpenKey(t *testing.T) {
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	defer st.Close()
 	key := bytes.Repeat([]byte{7}, KeySize)
 	a, err := OpenKey(key, st)

@@ -28,7 +28,7 @@ const sealInfo = "withruntime secrets: AES-256-GCM sealing key v1"
 
 // Vault keeps the secrets of every account, sealed, in a store.
 type Vault struct {
-	store  store.Store
+	store  store.Secrets
 	aead   cipher.AEAD
 	macKey []byte
 
@@ -42,7 +42,7 @@ var _ egress.Secrets = (*Vault)(nil)
 // none) and returns the vault over st. The key file must stay outside the
 // database: whoever holds both can read every secret; whoever loses it
 // loses them all.
-func Open(keyPath string, st store.Store) (*Vault, error) {
+func Open(keyPath string, st store.Secrets) (*Vault, error) {
 	if st == nil {
 		return nil, fmt.Errorf("secrets: no store")
 	}
@@ -57,7 +57,7 @@ func Open(keyPath string, st store.Store) (*Vault, error) {
 // many-host installation keeps its key in the store (every node must open
 // what any API server sealed), so whoever reads that store reads every
 // secret: its credentials are the installation's root of trust.
-func OpenKey(key []byte, st store.Store) (*Vault, error) {
+func OpenKey(key []byte, st store.Secrets) (*Vault, error) {
 	if st == nil {
 		return nil, fmt.Errorf("secrets: no store")
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/withruntime/withruntime/internal/clusterpki"
-	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // TestAuthoritySealKey: the first API server of a store makes the seal
@@ -17,7 +17,7 @@ import (
 // otherwise; a node's credentials (the store alone) open nothing.
 func TestAuthoritySealKey(t *testing.T) {
 	ctx := context.Background()
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	first := t.TempDir()
 	a, err := openAuthority(ctx, st, first, true)
 	if err != nil {
@@ -69,7 +69,7 @@ func TestAuthoritySealKey(t *testing.T) {
 // so every replica opens it, and none writes a key file of its own.
 func TestAuthorityKeyFromTheEnvironmentFirst(t *testing.T) {
 	ctx := context.Background()
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	key := clusterpki.FormatSealKey(clusterpki.NewSealKey())
 	var first *clusterpki.Authority
 	for i, name := range []string{"first replica", "second replica"} {
@@ -110,7 +110,7 @@ func TestAuthorityKeyMalformed(t *testing.T) {
 		{"base64", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := store.NewMemory()
+			st := storetest.OpenBolt(t)
 			dir := t.TempDir()
 			t.Setenv(authorityKeyEnv, tc.value)
 			_, err := openAuthority(ctx, st, dir, true)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // TestClusterAdminKeyOncePerInstallation: of the API servers of one store,
@@ -16,7 +17,7 @@ import (
 // again, also not after the operator replaced it.
 func TestClusterAdminKeyOncePerInstallation(t *testing.T) {
 	ctx := context.Background()
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	dirA, dirB, dirC := t.TempDir(), t.TempDir(), t.TempDir()
 
 	key, made, err := clusterAdminKey(ctx, st, dirA)
@@ -58,7 +59,7 @@ func TestClusterAdminKeyOncePerInstallation(t *testing.T) {
 // key and died before making it does not lock the installation out.
 func TestClusterAdminKeyAfterAClaimantDied(t *testing.T) {
 	ctx := context.Background()
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	if _, err := st.InitValue(ctx, valueAdminMade, []byte("a claim of a start that died")); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
-	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // fired reports whether w fired within d.
@@ -25,7 +25,7 @@ func TestIdleWatch(t *testing.T) {
 	const after = 300 * time.Millisecond
 	for _, state := range []sandbox.State{sandbox.StateStarting, sandbox.StateRunning, sandbox.StatePaused} {
 		t.Run(string(state)+" keeps it", func(t *testing.T) {
-			st := store.NewMemory()
+			st := storetest.OpenBolt(t)
 			ctx := context.Background()
 			rec := &sandbox.Record{ID: "sbx_a", Account: "a", State: state}
 			if err := st.PutSandbox(ctx, rec); err != nil {
@@ -49,7 +49,7 @@ func TestIdleWatch(t *testing.T) {
 	}
 
 	t.Run("a request in flight keeps it", func(t *testing.T) {
-		w := newIdleWatch(after, store.NewMemory())
+		w := newIdleWatch(after, storetest.OpenBolt(t))
 		release := make(chan struct{})
 		h := w.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
 		done := make(chan struct{})
@@ -72,7 +72,7 @@ func TestIdleWatch(t *testing.T) {
 	})
 
 	t.Run("0 never fires", func(t *testing.T) {
-		w := newIdleWatch(0, store.NewMemory())
+		w := newIdleWatch(0, storetest.OpenBolt(t))
 		stop := make(chan struct{})
 		go w.run(stop)
 		if fired(w, time.Second) {

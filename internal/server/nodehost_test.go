@@ -16,6 +16,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // One daemon per data dir: a second lock fails at once and says why, the
@@ -117,7 +118,7 @@ func TestNodeBlocksTheInstallation(t *testing.T) {
 	}
 	list := e.proxy.Load().Blocklist()
 
-	st := store.NewMemory()
+	st := storetest.OpenBolt(t)
 	defer st.Close()
 	for _, n := range []store.Node{{ID: "nodeaaaaaaaa", Addr: "198.18.0.7:7879"}, {ID: "nodebbbbbbbb", Addr: "node-b.example:7879"}} {
 		if err := st.RegisterNode(ctx, &n, time.Minute); err != nil {

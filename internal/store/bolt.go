@@ -44,7 +44,22 @@ var _ Store = (*Bolt)(nil)
 
 // OpenBolt opens the database at path, making it (mode 0600) if absent.
 func OpenBolt(path string) (*Bolt, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	return OpenBoltWith(path, BoltOptions{})
+}
+
+// BoltOptions are the embedded store's settings besides its file. The zero
+// value is what a server runs with.
+type BoltOptions struct {
+	// NoSync skips the flush to disk of each commit, which otherwise costs
+	// a few milliseconds a write: a crash of the machine may lose or
+	// corrupt the file. For tests only (storetest), whose files die with
+	// them.
+	NoSync bool
+}
+
+// OpenBoltWith is OpenBolt with options.
+func OpenBoltWith(path string, o BoltOptions) (*Bolt, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, NoSync: o.NoSync})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("opening %s: locked by another process (is another server using this data dir?)", path)
 	}

@@ -3,7 +3,7 @@ package store
 import "sync"
 
 // locks are the TryLock locks of a store that only one process opens
-// (Bolt, Memory): held in this process, per store.
+// (Bolt): held in this process, per store.
 type locks struct {
 	mu   sync.Mutex
 	held map[string]bool

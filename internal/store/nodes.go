@@ -7,8 +7,9 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// The node registry's rules, shared by the stores that keep entries as
-// values (Bolt, Memory); now is the store's clock.
+// The node registry's rules for the store that keeps entries as values
+// (Bolt; Postgres states them in SQL and shares only the checks and
+// errors); now is the store's clock.
 
 func checkRegister(n *Node, ttl time.Duration) error {
 	switch {

@@ -1,11 +1,16 @@
 // Package store is withruntime's persistence: sandbox records, API keys,
 // accounts, the usage ledger, sealed secrets, the node registry and the
-// installation's values behind one interface, Store. Bolt is the embedded
-// implementation (one bbolt file in the data dir) for a single box;
-// Postgres is the shared one for many hosts (pgx; migrations embedded from
-// migrations/ and applied at open); Memory serves tests. One suite runs
-// against all three, and no type of a storage engine appears in the
-// interface.
+// installation's values. Each kind of record has its own interface
+// (Sandboxes, Ledger, Keys, Accounts, Secrets, Nodes, Values, Locks), and
+// Store is their composition, for what opens, wires and closes a store
+// (internal/server). Every other user declares, in its own package, the
+// interface of what it calls: the kinds it uses whole, embedded, and the
+// single methods of the others. Bolt is the embedded implementation (one
+// bbolt file in the data dir) for a single box, and what unit tests of the
+// packages above use (storetest.OpenBolt); Postgres is the shared one for
+// many hosts (pgx; migrations embedded from migrations/ and applied at
+// open). One suite runs against both, and no type of a storage engine
+// appears in the interfaces.
 //
 // It imports internal/sandbox and nothing else of this module: the manager
 // and the HTTP server depend on it, never the reverse.
@@ -13,15 +18,31 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
 
-// Store keeps what must outlive a server process. Implementations are safe
-// for concurrent use. Absent records are reported as not_found-kind errors
-// (errors.Is(err, sandbox.ErrNotFound)).
+// Store keeps what must outlive a server process: every kind of record.
+// Implementations are safe for concurrent use. Absent records are
+// reported as not_found-kind errors (errors.Is(err, sandbox.ErrNotFound)).
 type Store interface {
+	Sandboxes
+	Ledger
+	Keys
+	Accounts
+	Secrets
+	// Nodes is the registry of the installation's nodes (cluster.go).
+	Nodes
+	Values
+	Locks
+
+	Close() error
+}
+
+// Sandboxes keeps the sandboxes' records.
+type Sandboxes interface {
 	// PutSandbox inserts the record (r.Version 0: it must not exist yet)
 	// or replaces the stored one whose version is r.Version. On success
 	// r.Version is the new version. A record whose version moved on
@@ -38,7 +59,10 @@ type Store interface {
 	// ListSandboxes returns the records that pass f, oldest first.
 	ListSandboxes(ctx context.Context, f SandboxFilter) ([]*sandbox.Record, error)
 	DeleteSandbox(ctx context.Context, id string) error
+}
 
+// Keys keeps the API keys.
+type Keys interface {
 	// PutKey inserts the key or replaces the one with its ID. Two keys never
 	// share a hash.
 	PutKey(ctx context.Context, k Key) error
@@ -64,7 +88,10 @@ type Store interface {
 	// (every key when account is ""), read in the same transaction: the
 	// last admin key cannot be removed by two racing calls.
 	DeleteKeyIf(ctx context.Context, id, account string, check func(keys []Key) error) error
+}
 
+// Accounts keeps the accounts.
+type Accounts interface {
 	// PutAccount inserts the account or replaces the one with its ID.
 	PutAccount(ctx context.Context, a Account) error
 	// CreateAccount inserts a new account; an account with its ID or its
@@ -74,7 +101,11 @@ type Store interface {
 	GetAccount(ctx context.Context, id string) (*Account, error)
 	// ListAccounts returns every account, oldest first.
 	ListAccounts(ctx context.Context) ([]Account, error)
+}
 
+// Ledger keeps the usage ledger: what sandboxes ran, by day, account and
+// key.
+type Ledger interface {
 	// RecordUsage replaces the sandbox record and adds delta to the usage
 	// ledger in one transaction: the record's Usage says what the ledger
 	// has counted, so after a crash neither is ahead of the other. It is
@@ -83,30 +114,35 @@ type Store interface {
 	RecordUsage(ctx context.Context, r *sandbox.Record, delta UsageDelta) error
 	// Usage returns the ledger's rows that pass f, by day, account and key.
 	Usage(ctx context.Context, f UsageFilter) ([]UsageRow, error)
+}
 
+// Secrets keeps the accounts' sealed secrets.
+type Secrets interface {
 	// PutSecret inserts the secret or replaces the one of its account with
 	// its name.
 	PutSecret(ctx context.Context, s Secret) error
 	// ListSecrets returns the secrets of account, by name.
 	ListSecrets(ctx context.Context, account string) ([]Secret, error)
 	DeleteSecret(ctx context.Context, account, name string) error
+}
 
-	// Nodes is the registry of the installation's nodes (cluster.go).
-	Nodes
-
+// Values keeps the installation's values: made once, shared by every
+// process.
+type Values interface {
 	// InitValue stores value under name unless a value is stored there
 	// already, and returns the stored one: the first process of an
 	// installation makes its authority, vault key and the like, and every
 	// later one uses those.
 	InitValue(ctx context.Context, name string, value []byte) ([]byte, error)
+}
 
+// Locks are the installation-wide locks.
+type Locks interface {
 	// TryLock takes the installation-wide lock name if no process holds it,
 	// and reports whether it did; unlock releases it. A process that dies
 	// loses its locks. Locks only keep duties from running twice at once:
 	// what they do must stay correct without them (conditional writes).
 	TryLock(ctx context.Context, name string) (unlock func(), ok bool, err error)
-
-	Close() error
 }
 
 // ErrStale is the error of a conditional write whose record changed since
@@ -154,6 +190,21 @@ const (
 // Valid reports whether k is one of the known kinds.
 func (k KeyKind) Valid() bool {
 	return k == KeyAdmin || k == KeyFull || k == KeyReadOnly
+}
+
+// checkKey refuses keys no store may hold.
+func checkKey(k Key) error {
+	switch {
+	case k.ID == "":
+		return sandbox.Errorf(sandbox.KindInvalid, "key needs an id")
+	case k.Account == "":
+		return sandbox.Errorf(sandbox.KindInvalid, "key %s needs an account", k.ID)
+	case !k.Kind.Valid():
+		return sandbox.Errorf(sandbox.KindInvalid, "key %s has unknown kind %q", k.ID, k.Kind)
+	case len(k.Hash) != sha256.Size:
+		return sandbox.Errorf(sandbox.KindInvalid, "key %s: hash is %d bytes, want %d", k.ID, len(k.Hash), sha256.Size)
+	}
+	return nil
 }
 
 // Key is an API key. Only the SHA-256 of its secret is kept: the secret is

@@ -9,7 +9,7 @@ import (
 )
 
 // eachStore runs f against every Store implementation, each fresh: one
-// suite, three stores. Tests of what only a file can do (its mode, its
+// suite, both stores. Tests of what only a file can do (its mode, its
 // lock, reopening it) stay Bolt's own; of what only a server can do,
 // Postgres's (pg_test.go).
 func eachStore(t *testing.T, f func(t *testing.T, st Store)) {
@@ -19,7 +19,6 @@ func eachStore(t *testing.T, f func(t *testing.T, st Store)) {
 		open func(t *testing.T) Store
 	}{
 		{"bolt", func(t *testing.T) Store { b, _ := openTest(t); return b }},
-		{"memory", func(t *testing.T) Store { return NewMemory() }},
 		{"postgres", func(t *testing.T) Store { p, _ := openPGTest(t); return p }},
 	}
 	for _, impl := range impls {
@@ -29,8 +28,7 @@ func eachStore(t *testing.T, f func(t *testing.T, st Store)) {
 
 // eachStoreReopened is eachStore for tests of what outlives a reopen:
 // reopen closes the store and opens it again (Bolt: the same file;
-// Postgres: the same database; Memory has nothing to reopen and returns
-// itself).
+// Postgres: the same database).
 func eachStoreReopened(t *testing.T, f func(t *testing.T, st Store, reopen func() Store)) {
 	t.Helper()
 	t.Run("bolt", func(t *testing.T) {
@@ -44,10 +42,6 @@ func eachStoreReopened(t *testing.T, f func(t *testing.T, st Store, reopen func(
 			t.Cleanup(func() { b2.Close() })
 			return b2
 		})
-	})
-	t.Run("memory", func(t *testing.T) {
-		m := NewMemory()
-		f(t, m, func() Store { return m })
 	})
 	t.Run("postgres", func(t *testing.T) {
 		p, u := openPGTest(t)
