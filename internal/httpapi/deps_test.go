@@ -11,7 +11,8 @@ import (
 // in-process (selfcall); the memory budget of agents' answers; the build's version, which /v1/health reports;
 // connection admission (internal/admission), which bounds what clients hold of the server, knows nothing of routes
 // or keys, and serves the API and the E2B layer under one set of bounds; and the rules of accounts, keys and trials
-// (internal/accounts), which the handlers ask and which know nothing of HTTP. Never the manager, a backend or the CLI.
+// (internal/accounts), which the handlers ask and which know nothing of HTTP; the service seam it calls the sandboxes
+// through (internal/service), and the egress log's events it shows. Never the manager, a backend or the CLI.
 func TestImports(t *testing.T) {
 	testenv.CheckImports(t, testenv.OwnPackages("api", "internal/sandbox", "internal/store", "internal/billing", "client", "internal/mcptools", "internal/selfcall", "internal/membudget", "internal/buildinfo", "internal/admission", "internal/accounts", "internal/service", "internal/egress"))
 }
