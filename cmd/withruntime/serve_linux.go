@@ -12,6 +12,8 @@ import (
 
 	"github.com/withruntime/withruntime/internal/accounts"
 	"github.com/withruntime/withruntime/internal/admission"
+	"github.com/withruntime/withruntime/internal/billing"
+	"github.com/withruntime/withruntime/internal/cluster"
 	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/server"
 	"github.com/withruntime/withruntime/internal/setup"
@@ -34,7 +36,7 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.IntVar(&cfg.MaxConns, "max-conns", admission.DefaultMaxConns, "how many API client connections may be open at once (the longest-waiting one without a request in progress makes room for a new one)")
 	fs.IntVar(&cfg.AgentMemoryMiB, "agent-memory-budget", membudget.DefaultTotal>>20, "`MIB` of memory the server may hold of sandboxes' answers in progress, all together; an account gets a quarter, a sandbox an eighth, and requests past them get 429 rate_limited (past the total 503 capacity_exhausted)")
 	fs.BoolVar(&cfg.Trial.Enabled, "allow-trial", false, "let clients obtain trial accounts (POST /v1/trial, rate-limited per client address)")
-	fs.Float64Var(&cfg.Trial.Hours, "trial-hours", accounts.DefaultTrialHours, "free sandbox hours of each trial account, in hours of the default size (2 vCPUs, 4 GiB): a larger sandbox, or one with more than two CPUs busy, uses them faster, a smaller idle one slower")
+	fs.Float64Var(&cfg.Trial.Hours, "trial-hours", accounts.DefaultTrialHours, fmt.Sprintf("free sandbox hours of each trial account, in hours of the default size (%d vCPUs, %d GiB): a larger sandbox, or one with more than two CPUs busy, uses them faster, a smaller idle one slower", billing.TrialCPUs, billing.TrialMemoryMiB>>10))
 	fs.IntVar(&cfg.Trial.PerAddress, "trial-per-address", accounts.DefaultTrialPerAddress, "trial accounts one client address may obtain per hour")
 	fs.IntVar(&cfg.Trial.PerWindow, "trial-per-hour", accounts.DefaultTrialPerWindow, "trial accounts the whole server hands out per hour, every address together (past it 429 rate_limited)")
 	fs.Float64Var(&cfg.Trial.OutstandingHours, "trial-outstanding-hours", accounts.DefaultTrialOutstandingHours, "no new trial account while those made in the last 30 days hold this many of their hours unused (503 capacity_exhausted)")
@@ -48,7 +50,7 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.StringVar(&cfg.E2BListen, "e2b-listen", "", "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY")
 	fs.StringVar(&cfg.E2BDomain, "e2b-domain", "", "route Host <port>-<id>.`DOMAIN` on --e2b-listen to sandboxes (older E2B clients; needs wildcard DNS and a wildcard TLS certificate in front)")
 	fs.StringVar(&cfg.Store, "store", "", "serve as one API server of a many-host installation on the shared database at `URL` (postgres://...): sandboxes then run on the nodes (withruntime node) registered there, and this server runs none")
-	fs.DurationVar(&cfg.DetectInterval, "detect-interval", 0, "with --store: how often to look for nodes whose lease ran out (0: 2s)")
+	fs.DurationVar(&cfg.DetectInterval, "detect-interval", 0, fmt.Sprintf("with --store: how often to look for nodes whose lease ran out (0: %v)", cluster.DefaultDetectInterval))
 	pidFile := fs.String("pid-file", "", "write the server's pid to `FILE` and hold a lock on it while serving (the local daemon's DATA_DIR/daemon.pid)")
 	return func(args []string) int {
 		if len(args) > 0 {

@@ -35,6 +35,10 @@ type Authority interface {
 // call to it.
 const issueTimeout = 5 * time.Second
 
+// DefaultDetectInterval is Config.DetectInterval's default (serve
+// --detect-interval).
+const DefaultDetectInterval = 2 * time.Second
+
 // Config is the control plane's configuration. Zero values take the
 // defaults.
 type Config struct {
@@ -43,7 +47,7 @@ type Config struct {
 	Logger    *slog.Logger
 
 	// DetectInterval is how often the failure detector looks for nodes
-	// whose lease ran out (default 2s).
+	// whose lease ran out (default DefaultDetectInterval).
 	DetectInterval time.Duration
 	// DefaultVCPUs, DefaultMemoryMiB and DefaultDiskMiB are the size
 	// placement assumes for a create that does not say (the nodes'
@@ -70,7 +74,7 @@ func (c *Config) setDefaults() {
 	def(&c.DefaultDiskMiB, defaults.DiskMiB)
 	def(&c.DefaultConcurrency, defaults.Concurrency)
 	if c.DetectInterval == 0 {
-		c.DetectInterval = 2 * time.Second
+		c.DetectInterval = DefaultDetectInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -41,10 +41,12 @@ const (
 	AccountHostShare = 1.0
 )
 
-// MaxLease is the longest lease a sandbox may ask for, Retention how long a
-// paused sandbox is kept, and PoolMaxAge how long a warm sandbox waits
-// unclaimed before it is replaced.
+// Lease is the lease of a sandbox created without a timeout, MaxLease the
+// longest a sandbox may ask for, Retention how long a paused sandbox is
+// kept, and PoolMaxAge how long a warm sandbox waits unclaimed before it
+// is replaced.
 const (
+	Lease      = 300 * time.Second
 	MaxLease   = 24 * time.Hour
 	Retention  = 7 * 24 * time.Hour
 	PoolMaxAge = 30 * time.Minute

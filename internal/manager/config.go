@@ -128,9 +128,9 @@ func (c *Config) setDefaults() {
 	def(&c.MaxDiskGiB, 100)
 	def(&c.PidsLimit, 4096)
 	def(&c.HostCPUs, runtime.NumCPU())
-	def(&c.HostMemoryMiB, hostMemoryMiB())
+	def(&c.HostMemoryMiB, HostMemoryMiB())
 	if c.DefaultTimeout == 0 {
-		c.DefaultTimeout = 300 * time.Second
+		c.DefaultTimeout = defaults.Lease
 	}
 	if c.MaxTimeout == 0 {
 		c.MaxTimeout = defaults.MaxLease

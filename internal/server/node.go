@@ -166,7 +166,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 		mc.HostCPUs = runtime.NumCPU()
 	}
 	if mc.HostMemoryMiB == 0 {
-		mc.HostMemoryMiB = totalMemoryMiB()
+		mc.HostMemoryMiB = manager.HostMemoryMiB()
 	}
 	if mc.Overcommit == 0 {
 		mc.Overcommit = defaults.Overcommit
@@ -390,15 +390,6 @@ func cpuFlags() (string, error) {
 		}
 	}
 	return "", errors.New("/proc/cpuinfo lists no CPU flags")
-}
-
-// totalMemoryMiB is the host's memory.
-func totalMemoryMiB() int {
-	var info unix.Sysinfo_t
-	if unix.Sysinfo(&info) != nil {
-		return 4096
-	}
-	return int(uint64(info.Totalram) * uint64(info.Unit) >> 20)
 }
 
 // storeVault is the secrets vault over st with the installation's key,
