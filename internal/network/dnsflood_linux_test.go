@@ -129,7 +129,8 @@ func TestDNSFloodLimited(t *testing.T) {
 		DNSPort:   udp.LocalAddr().(*net.UDPAddr).Port,
 		Pool:      testPool(t),
 	}
-	if r.p, err = Install(r.cfg); err != nil {
+	r.p = New(r.cfg)
+	if err := r.p.Install(); err != nil {
 		t.Fatalf("Install: %v", err)
 	}
 	t.Cleanup(func() { r.p.Uninstall() })

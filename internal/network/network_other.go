@@ -19,8 +19,14 @@ func NewNamespace(path string) error { return errNotLinux }
 // RemoveNamespace needs Linux.
 func RemoveNamespace(path string) error { return errNotLinux }
 
+// New returns a plumbing that cannot be installed.
+func New(cfg Config) *Plumbing { return &Plumbing{} }
+
 // Install needs Linux.
-func Install(cfg Config) (*Plumbing, error) { return nil, errNotLinux }
+func (p *Plumbing) Install() error { return errNotLinux }
+
+// Join needs Linux.
+func Join(net any) (*Plumbing, error) { return nil, errNotLinux }
 
 // Attach needs Linux.
 func (p *Plumbing) Attach(id, nsPath string) (Link, error) { return Link{}, errNotLinux }

@@ -14,9 +14,16 @@ import (
 )
 
 // Plumbing is one server's share of the host's network: its nft table and
-// the veths of its sandboxes.
+// the veths of its sandboxes. A server makes one (New) and gives it to
+// every backend it runs: they share its table and its pool of addresses,
+// and the table goes with the last of them (Install, Uninstall).
 type Plumbing struct {
 	cfg Config
+
+	installMu sync.Mutex // serializes Install and Uninstall, nft included
+	// users are the backends that installed the plumbing and have not
+	// uninstalled it; changed under installMu, read by Sweep.
+	users atomic.Int32
 
 	mu    sync.Mutex // guards slots and live
 	slots *slots
@@ -24,41 +31,51 @@ type Plumbing struct {
 	// not detached: while several backends share the plumbing, one's
 	// sweep never takes what another holds.
 	live map[string]bool
-
-	refs atomic.Int32 // users; changed under installedMu
 }
 
-var (
-	installedMu sync.Mutex // guards installed and every Plumbing's refs
-	// installed is the plumbing of each table this process installed:
-	// the backends of one server (gVisor and the microVM) share it, its
-	// addresses and its table, which goes only with its last user.
-	installed = map[string]*Plumbing{}
-)
+// New returns the plumbing of cfg, not yet installed: nothing is checked
+// or written before Install.
+func New(cfg Config) *Plumbing {
+	cfg.Pool = cfg.pool()
+	return &Plumbing{cfg: cfg, slots: newSlots(cfg.Pool), live: map[string]bool{}}
+}
 
-// Install (re)writes the server's nft table in one transaction and returns
-// the plumbing to attach sandboxes with. It is idempotent: a restarting
-// server calls it again, and sandboxes that were online stay online.
-func Install(cfg Config) (*Plumbing, error) {
-	if err := cfg.Validate(); err != nil {
+// Install (re)writes the server's nft table in one transaction for the
+// plumbing's first user; a later user (another backend of the server)
+// shares what is installed. Writing is idempotent: a restarting server
+// installs again, and sandboxes that were online stay online.
+func (p *Plumbing) Install() error {
+	if err := p.cfg.Validate(); err != nil {
+		return err
+	}
+	p.installMu.Lock()
+	defer p.installMu.Unlock()
+	if p.users.Load() > 0 {
+		p.users.Add(1)
+		return nil
+	}
+	if err := nft(p.cfg.ruleset()); err != nil {
+		return fmt.Errorf("installing table %s: %w", p.cfg.table(), err)
+	}
+	// What an earlier last user uninstalled is swept: start afresh.
+	p.mu.Lock()
+	p.slots, p.live = newSlots(p.cfg.Pool), map[string]bool{}
+	p.mu.Unlock()
+	p.users.Store(1)
+	return nil
+}
+
+// Join installs the plumbing a server gave one of its backends as net
+// (sandbox.EgressWiring's Net, an interface there, since the domain
+// imports no network code) for that backend, and returns it.
+func Join(net any) (*Plumbing, error) {
+	p, ok := net.(*Plumbing)
+	if !ok || p == nil {
+		return nil, fmt.Errorf("egress wiring without the host's network plumbing (got %T)", net)
+	}
+	if err := p.Install(); err != nil {
 		return nil, err
 	}
-	cfg.Pool = cfg.pool()
-	installedMu.Lock()
-	defer installedMu.Unlock()
-	if p := installed[cfg.Name]; p != nil {
-		if p.cfg.ProxyPort != cfg.ProxyPort || p.cfg.DNSPort != cfg.DNSPort || p.cfg.Pool != cfg.Pool {
-			return nil, fmt.Errorf("table %s is installed with other ports in this process", cfg.table())
-		}
-		p.refs.Add(1)
-		return p, nil
-	}
-	if err := nft(cfg.ruleset()); err != nil {
-		return nil, fmt.Errorf("installing table %s: %w", cfg.table(), err)
-	}
-	p := &Plumbing{cfg: cfg, slots: newSlots(cfg.Pool), live: map[string]bool{}}
-	p.refs.Store(1)
-	installed[cfg.Name] = p
 	return p, nil
 }
 
@@ -75,19 +92,21 @@ func (p *Plumbing) release(name string) {
 	p.mu.Unlock()
 }
 
-// Uninstall removes every veth of this server and then its table. It is
-// for a server that goes away for good (a restart calls Install again):
-// a veth left without the table would route a sandbox wherever the host
-// routes.
+// Uninstall ends one user's share. The last removes every veth of this
+// server and then its table: it is for a server that goes away for good
+// (a restart installs again), and a veth left without the table would
+// route a sandbox wherever the host routes.
 func (p *Plumbing) Uninstall() error {
-	installedMu.Lock()
-	defer installedMu.Unlock()
-	if p.refs.Add(-1) > 0 {
+	p.installMu.Lock()
+	defer p.installMu.Unlock()
+	if p.users.Load() > 0 && p.users.Add(-1) > 0 {
 		return nil // another backend of the server still uses it
 	}
-	if installed[p.cfg.Name] == p {
-		delete(installed, p.cfg.Name)
-	}
+	return p.remove()
+}
+
+// remove deletes the server's veths and its table, installed or not.
+func (p *Plumbing) remove() error {
 	p.mu.Lock()
 	p.live = map[string]bool{}
 	p.mu.Unlock()
@@ -128,7 +147,7 @@ func (p *Plumbing) Sweep(keep func(hostIf string) bool) error {
 	for _, link := range links {
 		name := link.Attrs().Name
 		p.mu.Lock()
-		held := p.live[name] && p.refs.Load() > 1
+		held := p.live[name] && p.users.Load() > 1
 		p.mu.Unlock()
 		if !strings.HasPrefix(name, p.cfg.ifPrefix()) || link.Type() != "veth" || held || keep(name) {
 			continue
@@ -201,8 +220,5 @@ func Remove(name string) error {
 	if err := validName(name); err != nil {
 		return err
 	}
-	cfg := Config{Name: name}
-	cfg.Pool = cfg.pool()
-	p := &Plumbing{cfg: cfg, slots: newSlots(cfg.Pool)}
-	return p.Uninstall()
+	return New(Config{Name: name}).remove()
 }

@@ -127,7 +127,9 @@ func TestRedirect(t *testing.T) {
 	})
 
 	t.Run("install again keeps the sandbox online", func(t *testing.T) {
-		if _, err := Install(r.cfg); err != nil {
+		// A restarted server's plumbing rewrites the table; it is not
+		// uninstalled here, which would take the rig's table and veths.
+		if err := New(r.cfg).Install(); err != nil {
 			t.Fatalf("second Install: %v", err)
 		}
 		if _, err := dialFrom(ns, web, 5*time.Second); err != nil {
@@ -365,8 +367,8 @@ func TestAdopt(t *testing.T) {
 	r := newRig(t, testPool(t))
 	l, _ := r.sandbox("survivor")
 	// A restarted server: a new Plumbing with nothing marked.
-	p, err := Install(r.cfg)
-	if err != nil {
+	p := New(r.cfg)
+	if err := p.Install(); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Adopt(l); err != nil {
@@ -420,6 +422,17 @@ func TestUninstall(t *testing.T) {
 	}
 	if err := r.p.Uninstall(); err != nil {
 		t.Errorf("second Uninstall: got %v, want nil", err)
+	}
+	// Uninstalled by its last user, the plumbing installs afresh.
+	if err := r.p.Install(); err != nil {
+		t.Fatalf("Install after Uninstall: %v", err)
+	}
+	if !strings.Contains(tables(t), "inet "+r.cfg.table()+"\n") {
+		t.Errorf("table %s missing after a second Install:\n%s", r.cfg.table(), tables(t))
+	}
+	again, _ := r.sandbox("again")
+	if again.Prefix != l.Prefix {
+		t.Errorf("Attach after reinstalling: got %s, want the swept %s", again.Prefix, l.Prefix)
 	}
 }
 
@@ -485,8 +498,8 @@ func TestLeftTableSparesOtherListeners(t *testing.T) {
 	}
 	defer udp.Close()
 	cfg := Config{Name: freshName(t), ProxyPort: tcp.Addr().(*net.TCPAddr).Port, DNSPort: udp.LocalAddr().(*net.UDPAddr).Port}
-	p, err := Install(cfg)
-	if err != nil {
+	p := New(cfg)
+	if err := p.Install(); err != nil {
 		t.Fatalf("Install: %v", err)
 	}
 	defer p.Uninstall()
@@ -527,18 +540,15 @@ func TestRemove(t *testing.T) {
 	}
 }
 
-// TestSharedPlumbing: a server's two backends install the same table and
-// get one plumbing; neither's sweep takes a link the other holds, and the
-// table goes only with the last Uninstall.
+// TestSharedPlumbing: a server's two backends install its one plumbing;
+// neither's sweep takes a link the other holds, and the table goes only
+// with the last Uninstall.
 func TestSharedPlumbing(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, testPool(t))
-	other, err := Install(r.cfg)
-	if err != nil {
+	other := r.p // the server's other backend
+	if err := other.Install(); err != nil {
 		t.Fatal(err)
-	}
-	if other != r.p {
-		t.Fatal("a second Install of the same table: got another plumbing")
 	}
 	held, _ := r.sandbox("heldbyvm")
 	if err := r.p.Sweep(func(string) bool { return false }); err != nil {

@@ -73,8 +73,8 @@ func newRig(t testing.TB, pool netip.Prefix) *rig {
 		DNSPort:   udp.LocalAddr().(*net.UDPAddr).Port,
 		Pool:      pool,
 	}
-	r.p, err = Install(r.cfg)
-	if err != nil {
+	r.p = New(r.cfg)
+	if err := r.p.Install(); err != nil {
 		t.Fatalf("Install: %v", err)
 	}
 	t.Cleanup(func() {

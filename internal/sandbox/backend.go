@@ -67,15 +67,25 @@ type BackendConfig struct {
 
 // EgressWiring says where a sandbox's traffic goes on the host.
 type EgressWiring struct {
-	// Tag is short and unique per server on a host (names of interfaces
-	// and packet-rule tables derive from it).
-	Tag string
-	// ProxyPort and DNSPort are the host ports of the egress proxy and
-	// resolver that a sandbox's TCP and DNS are redirected to.
-	ProxyPort, DNSPort int
+	// Net is the host's side of the sandboxes' network, which the server
+	// makes once for every backend it runs: its packet-rule table, the
+	// ports of the egress proxy and resolver that a sandbox's TCP and DNS
+	// are redirected to, and the pool of sandbox addresses. Each backend
+	// installs it when made and uninstalls it when closed, so that the
+	// backends of one server share one table and one pool, and the table
+	// goes with the last of them.
+	Net HostNetwork
 	// CABundle is a PEM file of the roots a sandbox trusts: the image's
 	// and the platform's own authority (CACert alone).
 	CABundle, CACert string
+}
+
+// HostNetwork is EgressWiring's Net as the domain sees it (it imports no
+// network code): the network package's *Plumbing, which the backends use
+// as that type.
+type HostNetwork interface {
+	Install() error
+	Uninstall() error
 }
 
 // Networked is the optional capability of a backend whose sandboxes have

@@ -99,12 +99,16 @@ func openEgress(cfg Config, dataDir string) (_ *egressServices, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	// One plumbing for every backend of the server (sandbox.Multi's
+	// included): they share its table and its addresses.
 	e.wiring = &sandbox.EgressWiring{
-		Tag:       tag,
-		ProxyPort: e.tcp.Addr().(*net.TCPAddr).Port,
-		DNSPort:   e.dnsTCP.Addr().(*net.TCPAddr).Port,
-		CABundle:  bundle,
-		CACert:    caCert,
+		Net: network.New(network.Config{
+			Name:      tag,
+			ProxyPort: e.tcp.Addr().(*net.TCPAddr).Port,
+			DNSPort:   e.dnsTCP.Addr().(*net.TCPAddr).Port,
+		}),
+		CABundle: bundle,
+		CACert:   caCert,
 	}
 	return e, nil
 }

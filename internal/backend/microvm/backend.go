@@ -90,7 +90,8 @@ func New(cfg Config) (*Backend, error) {
 	}
 	b := &Backend{cfg: cfg, root: root, base: base, cg: cg, instances: map[string]*instance{}}
 	if w := cfg.Egress; w != nil {
-		p, err := network.Install(network.Config{Name: w.Tag, ProxyPort: w.ProxyPort, DNSPort: w.DNSPort})
+		// The server's one plumbing, shared with its other backends.
+		p, err := network.Join(w.Net)
 		if err != nil {
 			return nil, fmt.Errorf("installing packet rules: %w", err)
 		}

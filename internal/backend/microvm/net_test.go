@@ -43,9 +43,9 @@ func TestVMNetwork(t *testing.T) {
 		}
 	}()
 	tag := fmt.Sprintf("v%02d", os.Getpid()%100)
-	b, err := New(Config{DataDir: t.TempDir(), CacheDir: testenv.CacheDir(), Accel: "tcg", Egress: &sandbox.EgressWiring{
-		Tag: tag, ProxyPort: proxy.Addr().(*net.TCPAddr).Port, DNSPort: dns.LocalAddr().(*net.UDPAddr).Port,
-	}})
+	b, err := New(Config{DataDir: t.TempDir(), CacheDir: testenv.CacheDir(), Accel: "tcg", Egress: &sandbox.EgressWiring{Net: network.New(network.Config{
+		Name: tag, ProxyPort: proxy.Addr().(*net.TCPAddr).Port, DNSPort: dns.LocalAddr().(*net.UDPAddr).Port,
+	})}})
 	if err != nil {
 		t.Fatal(err)
 	}

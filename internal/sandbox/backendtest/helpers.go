@@ -90,11 +90,11 @@ func Egress(t *testing.T, letter string) *sandbox.EgressWiring {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dns.Close() })
-	return &sandbox.EgressWiring{
+	return &sandbox.EgressWiring{Net: network.New(network.Config{
 		// Short and unique per test process on this host: the plumbing's
 		// interfaces and tables are named after it.
-		Tag:       fmt.Sprintf("%s%02d", letter, os.Getpid()%100),
+		Name:      fmt.Sprintf("%s%02d", letter, os.Getpid()%100),
 		ProxyPort: proxy.Addr().(*net.TCPAddr).Port,
 		DNSPort:   dns.LocalAddr().(*net.UDPAddr).Port,
-	}
+	})}
 }
