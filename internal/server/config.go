@@ -23,7 +23,11 @@ const DefaultListen = "127.0.0.1:7878"
 // DefaultCacheDir holds images and runsc, shared by every data dir.
 const DefaultCacheDir = "/var/cache/withruntime"
 
-// Config is the server's configuration.
+// Config is the server's configuration, and of a node's what it shares
+// with serve (NodeConfig embeds it). Zero fields take the defaults the
+// packages apply (package defaults for those more than one applies);
+// RegisterFlags registers the flags serve and node share, with the same
+// defaults.
 type Config struct {
 	Listen   string
 	DataDir  string
