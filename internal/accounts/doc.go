@@ -8,5 +8,6 @@
 // rate_limited, ...), which the API turns into statuses and codes.
 //
 // It imports of this module only the domain (internal/sandbox, for error
-// kinds), the store and billing (trial hours are counted by size).
+// kinds), the store, billing (trial hours are counted by size) and the
+// shared defaults (internal/defaults: the default size and concurrency).
 package accounts

@@ -29,8 +29,8 @@ type Config struct {
 	// /run/withruntime-vm/<hash of DataDir>.
 	RunDir string
 	// Egress wires sandboxes to the host's egress services (nil: no
-	// network at all), through the plumbing the server's gVisor backend
-	// shares.
+	// network at all), through the server's one plumbing (Egress.Net),
+	// which its other backends share.
 	Egress *sandbox.EgressWiring
 }
 
@@ -137,8 +137,9 @@ func (b *Backend) paths(id string) paths {
 	}
 }
 
-// Close removes the packet rules this backend installed when no sandbox
-// of it is live (the server's other backend may still hold them).
+// Close gives up this backend's share of the packet rules when no sandbox
+// of it is live (they go with the last backend of the server that holds
+// them).
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	live := b.net.Len() + len(b.instances)

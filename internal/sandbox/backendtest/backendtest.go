@@ -6,8 +6,10 @@
 // likeness to the real backends is checked rather than claimed (as
 // containerd's snapshotter test suite is run against every snapshotter).
 //
-// It imports the domain (internal/sandbox) and the standard library only:
-// never a backend, so that each backend's own tests can call it. It wraps
+// It imports the domain (internal/sandbox), the agent's wire types (api,
+// for AgentShell), the network package (Egress's listener and plumbing)
+// and the standard library: never a backend, so that each backend's own
+// tests can call it. It wraps
 // each backend in sandbox.Adapter and asks it which optional capabilities
 // the backend has, as the platform's callers do: the capabilities tried
 // are the ones the platform will use.
