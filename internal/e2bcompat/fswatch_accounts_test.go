@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // accountsAPI is the API as the layer's bounds need it: keys and their
@@ -67,11 +67,7 @@ func dirAPI(n int) *bigDirAPI {
 // account holds at most its share of the server's watch room, and another
 // account still watches.
 func TestWatchRoomPerAccount(t *testing.T) {
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.OpenBolt(t)
 	keyOf := func(account string, i int) string {
 		secret := fmt.Sprintf("wr_%s_%d", account, i)
 		sum := sha256.Sum256([]byte(secret))

@@ -21,6 +21,7 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/secrets"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // testEnv is a server over a real listener, with a real bbolt store, the
@@ -52,11 +53,7 @@ const (
 func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 	t.Helper()
 	agent := newFakeAgent(t)
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.OpenBolt(t)
 	vault, err := secrets.Open(filepath.Join(t.TempDir(), "secrets.key"), st)
 	if err != nil {
 		t.Fatal(err)

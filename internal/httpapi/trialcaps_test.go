@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // stubBackend starts sandboxes that do nothing: what the trial's bounds are
@@ -53,11 +53,7 @@ func (i stubInstance) Cause() (sandbox.EndReason, string) { return "", "" }
 // the trial's.
 func newManagerEnv(t *testing.T, mod func(*Config)) *testEnv {
 	t.Helper()
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.OpenBolt(t)
 	m, err := manager.New(manager.Config{
 		Backend: stubBackend{}, Store: st, Logger: slog.New(slog.DiscardHandler),
 		DefaultVCPUs: 4, DefaultMemoryMiB: 8192, DiskMiB: 20 << 10,

@@ -2,24 +2,20 @@ package manager
 
 import (
 	"crypto/sha256"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 )
 
 // TestDailyLimitsHoldDownTheKeyTree: what keys made through a key spend
 // counts against its limit, and a key spends within every limit above it,
 // removed keys included.
 func TestDailyLimitsHoldDownTheKeyTree(t *testing.T) {
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.OpenBolt(t)
 	now := time.Date(2026, 3, 2, 15, 0, 0, 0, time.UTC)
 	m := &Manager{cfg: Config{Store: st, Now: func() time.Time { return now }}}
 	ctx := t.Context()

@@ -3,7 +3,6 @@ package manager
 import (
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,11 +26,7 @@ type shareRig struct {
 
 func newShareRig(t *testing.T, config func(*Config)) *shareRig {
 	t.Helper()
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.OpenBolt(t)
 	clock := &fakeClock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
 	r := &shareRig{t: t, st: st, be: newFakeBackend(), cfg: Config{
 		Store: st, Now: clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
