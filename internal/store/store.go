@@ -5,12 +5,15 @@
 // Store is their composition, for what opens, wires and closes a store
 // (internal/server). Every other user declares, in its own package, the
 // interface of what it calls: the kinds it uses whole, embedded, and the
-// single methods of the others. Bolt is the embedded implementation (one
-// bbolt file in the data dir) for a single box, and what unit tests of the
-// packages above use (storetest.OpenBolt); Postgres is the shared one for
-// many hosts (pgx; migrations embedded from migrations/ and applied at
-// open). One suite runs against both, and no type of a storage engine
-// appears in the interfaces.
+// single methods of the others (one that uses a single kind whole takes
+// that kind's interface, as secrets.Open takes Secrets).
+//
+// Bolt is the embedded implementation (one bbolt file in the data dir) for
+// a single box, and what the unit tests of the packages above use
+// (storetest.OpenBolt); Postgres is the shared one for many hosts (pgx;
+// migrations embedded from migrations/ and applied at open). One suite
+// runs against both, and no type of a storage engine appears in the
+// interfaces.
 //
 // It imports internal/sandbox and nothing else of this module: the manager
 // and the HTTP server depend on it, never the reverse.

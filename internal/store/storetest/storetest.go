@@ -17,8 +17,9 @@ import (
 // OpenBolt opens an empty embedded store in t's temporary directory, closed
 // at cleanup. It does not flush each commit to disk (NoSync): the file
 // dies with the test, and a flush costs a few milliseconds a write, which
-// made the manager's unit tests about twice as slow as the in-memory
-// store they replace (docs/ARCHITECTURE.md has the figures).
+// made the manager's unit tests about twice as slow as on the in-memory
+// store this replaced (about 9.5 s against 5); without it they take as
+// long as they did.
 func OpenBolt(t testing.TB) *store.Bolt {
 	t.Helper()
 	b, err := store.OpenBoltWith(filepath.Join(t.TempDir(), store.BoltFile), store.BoltOptions{NoSync: true})
