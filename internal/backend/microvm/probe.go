@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/backend/microvm/guest"
+	"github.com/withruntime/withruntime/internal/lines"
 )
 
 // probeTimeout bounds the probe's boot: a guest under working KVM prints
@@ -90,7 +91,9 @@ func RawBoot(ctx context.Context, cacheDir, accel string) (time.Duration, error)
 	}
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(out)
+	// The guest's console, read a bounded line at a time as the scanner's
+	// default bound read it: a longer line ends the reading.
+	sc := lines.New(out, bufio.MaxScanTokenSize)
 	for sc.Scan() {
 		if bytes.Contains(sc.Bytes(), []byte(guest.ProbeOK)) {
 			return time.Since(start), nil
