@@ -9,6 +9,12 @@
 // host end's interface group is what the rules test, so the state lives
 // and dies with the interface and survives Install.
 //
+// A server makes one Plumbing (New) and gives it to every backend it runs
+// (sandbox.EgressWiring's Net): each installs it when made (Join) and
+// uninstalls it when closed with no sandbox live, and the table goes with
+// the last of them.
+// Nothing here is kept per process.
+//
 // It must not import the rest of the platform (only internal/undo, which
 // imports nothing of it); it only knows paths and names.
 package network
