@@ -22,8 +22,9 @@ var crossTargets = []struct{ goos, goarch string }{
 }
 
 // clientOnlyDeps are the module's packages a build without the server may
-// link: the command line and the client, nothing of the host's.
-var clientOnlyDeps = []string{"api", "client", "internal/cli", "internal/mcptools", "internal/buildinfo", "internal/tarx", "cmd/withruntime"}
+// link: the command line and the client (with the environment-name rule
+// the wire shares, internal/envname), nothing of the host's.
+var clientOnlyDeps = []string{"api", "client", "internal/cli", "internal/mcptools", "internal/buildinfo", "internal/tarx", "internal/envname", "cmd/withruntime"}
 
 // TestCrossBuild builds the CLI for every shipped platform, vets the
 // client side for macOS and Windows, fences what those builds link, and
