@@ -13,7 +13,11 @@ type Network struct {
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Zero values take
 // the server's defaults.
 type CreateSandboxRequest struct {
-	Isolation      string            `json:"isolation,omitempty"` // "": the server's default
+	Isolation string `json:"isolation,omitempty"` // "": the server's default
+	// Template names the template to start from, "name[:tag]" ("" and
+	// "default": the built-in image). Image is an older name of the same
+	// field: give one of them, or both the same.
+	Template       string            `json:"template,omitempty"`
 	Image          string            `json:"image,omitempty"`
 	VCPUs          int               `json:"vcpus,omitempty"`
 	MemoryMiB      int               `json:"memory_mib,omitempty"`
@@ -29,9 +33,12 @@ type CreateSandboxRequest struct {
 // Sandbox is a sandbox as the API shows it. Environment values are never
 // shown: they may hold credentials.
 type Sandbox struct {
-	ID              string            `json:"id"`
-	State           string            `json:"state"`
-	Isolation       string            `json:"isolation"`
+	ID        string `json:"id"`
+	State     string `json:"state"`
+	Isolation string `json:"isolation"`
+	// Template is the template it started from ("default": the built-in
+	// image), as "name:tag"; Image is the same, under its older name.
+	Template        string            `json:"template"`
 	Image           string            `json:"image"`
 	VCPUs           int               `json:"vcpus"`
 	MemoryMiB       int               `json:"memory_mib"`
