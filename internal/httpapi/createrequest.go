@@ -16,10 +16,19 @@ import (
 // fields, trailing data, oversize bodies); the values are checked by the
 // manager that runs the sandbox (specFor), against its settings, and a
 // many-host control plane places by this form (cluster.Control.Create).
-func createRequest(req api.CreateSandboxRequest) service.CreateRequest {
+// Template and its older name image become the one field Image; the two
+// given and different is a bad request.
+func createRequest(req api.CreateSandboxRequest) (service.CreateRequest, error) {
+	image := req.Image
+	if req.Template != "" {
+		if image != "" && image != req.Template {
+			return service.CreateRequest{}, sandbox.Errorf(sandbox.KindInvalid, "template %q and image %q disagree: image is the older name of template, give one", req.Template, req.Image)
+		}
+		image = req.Template
+	}
 	out := service.CreateRequest{
 		Isolation:      req.Isolation,
-		Image:          req.Image,
+		Image:          image,
 		VCPUs:          req.VCPUs,
 		MemoryMiB:      req.MemoryMiB,
 		DiskGiB:        req.DiskGiB,
@@ -32,7 +41,7 @@ func createRequest(req api.CreateSandboxRequest) service.CreateRequest {
 	if req.Network != nil {
 		out.Network = networkOf(*req.Network)
 	}
-	return out
+	return out, nil
 }
 
 // networkOf is an egress policy as the domain takes it; the manager checks

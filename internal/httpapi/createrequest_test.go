@@ -20,7 +20,7 @@ func TestCreateRequest(t *testing.T) {
 		Metadata: map[string]string{"k": "v"}, Network: &api.Network{Internet: true, Allow: []string{"a.example"}},
 		MaxCostMicros: &cost,
 	}
-	got := createRequest(full)
+	got := must(createRequest(full))
 	want := service.CreateRequest{
 		Isolation: "gvisor", Image: "default", VCPUs: 4, MemoryMiB: 2048, DiskGiB: &gib,
 		TimeoutSeconds: 60, OnLeaseEnd: sandbox.OnLeaseEndPause, Env: map[string]string{"A": "1"},
@@ -31,15 +31,25 @@ func TestCreateRequest(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	// Every field of the API's request is converted: one added there and
-	// not here fails this count.
-	if n, m := reflect.TypeFor[api.CreateSandboxRequest]().NumField(), reflect.TypeFor[service.CreateRequest]().NumField(); n != m {
+	// not here fails this count (template and image are one field).
+	if n, m := reflect.TypeFor[api.CreateSandboxRequest]().NumField(), reflect.TypeFor[service.CreateRequest]().NumField(); n != m+1 {
 		t.Fatalf("api.CreateSandboxRequest has %d fields, service.CreateRequest %d", n, m)
 	}
-	if got := createRequest(api.CreateSandboxRequest{}); !reflect.DeepEqual(got, service.CreateRequest{}) {
+	if got := must(createRequest(api.CreateSandboxRequest{})); !reflect.DeepEqual(got, service.CreateRequest{}) {
 		t.Fatalf("empty request: got %+v", got)
 	}
+	// Template is image's newer name: either names the template, both
+	// must agree.
+	for _, req := range []api.CreateSandboxRequest{{Template: "team/app:v1"}, {Image: "team/app:v1"}, {Template: "team/app:v1", Image: "team/app:v1"}} {
+		if got := must(createRequest(req)); got.Image != "team/app:v1" {
+			t.Errorf("%+v: got image %q", req, got.Image)
+		}
+	}
+	if _, err := createRequest(api.CreateSandboxRequest{Template: "a", Image: "b"}); sandbox.KindOf(err) != sandbox.KindInvalid {
+		t.Errorf("template and image disagreeing: got %v, want invalid_request", err)
+	}
 	// An absent policy and an empty one are the same policy: none.
-	if got := createRequest(api.CreateSandboxRequest{Network: &api.Network{}}); !reflect.DeepEqual(got, service.CreateRequest{}) {
+	if got := must(createRequest(api.CreateSandboxRequest{Network: &api.Network{}})); !reflect.DeepEqual(got, service.CreateRequest{}) {
 		t.Fatalf("network off: got %+v", got)
 	}
 
@@ -61,4 +71,11 @@ func TestCreateRequest(t *testing.T) {
 	if err := json.Unmarshal(back, &again); err != nil || !reflect.DeepEqual(again, full) {
 		t.Fatalf("a service.CreateRequest read as the API's: got %+v, %v", again, err)
 	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

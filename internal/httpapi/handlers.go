@@ -29,7 +29,11 @@ func (s *server) create(w http.ResponseWriter, r *http.Request, c caller) error 
 		return err
 	}
 	req.VCPUs, req.MemoryMiB, req.DiskGiB = size.VCPUs, size.MemoryMiB, size.DiskGiB
-	rec, err := s.cfg.Sandboxes.Create(r.Context(), c.account, c.keyID, createRequest(req))
+	cr, err := createRequest(req)
+	if err != nil {
+		return err
+	}
+	rec, err := s.cfg.Sandboxes.Create(r.Context(), c.account, c.keyID, cr)
 	if err != nil {
 		return err
 	}

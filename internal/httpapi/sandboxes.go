@@ -16,6 +16,7 @@ func SandboxView(r *sandbox.Record) api.Sandbox {
 		ID:              r.ID,
 		State:           string(r.State),
 		Isolation:       r.Spec.Isolation,
+		Template:        r.Spec.Image,
 		Image:           r.Spec.Image,
 		VCPUs:           r.Spec.VCPUs,
 		MemoryMiB:       r.Spec.MemoryMiB,

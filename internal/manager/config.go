@@ -21,6 +21,9 @@ type Config struct {
 	Backend sandbox.Backend
 	Store   Store
 	Logger  *slog.Logger
+	// Templates resolves the templates creates name (nil: the built-in
+	// image is the only one).
+	Templates Templates
 
 	// Node is the id of the node this manager runs on, in a store many
 	// nodes share ("" on a single box). Its records carry it, and its

@@ -21,7 +21,7 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req service
 	if err := m.serving(); err != nil {
 		return nil, err
 	}
-	spec, err := m.specFor(req)
+	spec, err := m.specFor(ctx, account, req)
 	if err != nil {
 		return nil, err
 	}

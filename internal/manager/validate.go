@@ -1,10 +1,10 @@
 package manager
 
 import (
+	"context"
 	"strings"
 	"time"
 
-	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
 )
@@ -21,9 +21,27 @@ func invalid(format string, args ...any) error {
 	return sandbox.Errorf(sandbox.KindInvalid, format, args...)
 }
 
-// specFor validates a create request (as the API edge converted it,
-// internal/httpapi) and turns it into a Spec.
-func (m *Manager) specFor(req service.CreateRequest) (sandbox.Spec, error) {
+// specFor validates a create request of account (as the API edge
+// converted it, internal/httpapi) and turns it into a Spec, with the
+// defaults of the template it names.
+func (m *Manager) specFor(ctx context.Context, account string, req service.CreateRequest) (sandbox.Spec, error) {
+	req, root, err := m.withTemplate(ctx, account, req)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
+	s, err := m.checkSpec(req)
+	if err != nil {
+		return s, err
+	}
+	if root != nil && s.Isolation != sandbox.IsolationGVisor {
+		return s, sandbox.Errorf(sandbox.KindNotSupported, "templates run on isolation %q only, for now", sandbox.IsolationGVisor)
+	}
+	s.Root = root
+	return s, nil
+}
+
+// checkSpec checks the values of a create request whose image is resolved.
+func (m *Manager) checkSpec(req service.CreateRequest) (sandbox.Spec, error) {
 	c := &m.cfg
 	netPolicy, err := m.networkFor(req.Network)
 	if err != nil {
@@ -50,12 +68,6 @@ func (m *Manager) specFor(req service.CreateRequest) (sandbox.Spec, error) {
 
 		Network:       netPolicy,
 		MaxCostMicros: req.MaxCostMicros,
-	}
-	if s.Image == "" {
-		s.Image = image.DefaultName
-	}
-	if s.Image != image.DefaultName {
-		return s, invalid("unknown image %q: the only image is %q", s.Image, image.DefaultName)
 	}
 	if req.VCPUs == 0 {
 		s.VCPUs = c.DefaultVCPUs

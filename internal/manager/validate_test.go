@@ -33,7 +33,8 @@ func TestSpecFor(t *testing.T) {
 		{"lease above the limit", service.CreateRequest{TimeoutSeconds: 86401}, sandbox.KindInvalid, nil},
 		{"negative lease", service.CreateRequest{TimeoutSeconds: -5}, sandbox.KindInvalid, nil},
 		{"unknown lease action", service.CreateRequest{OnLeaseEnd: "hibernate"}, sandbox.KindInvalid, nil},
-		{"unknown image", service.CreateRequest{Image: "alpine"}, sandbox.KindInvalid, nil},
+		{"unknown template", service.CreateRequest{Image: "alpine"}, sandbox.KindNotFound, nil},
+		{"a template name of the wrong shape", service.CreateRequest{Image: "Alpine/x/y"}, sandbox.KindInvalid, nil},
 		{"env name with =", service.CreateRequest{Env: map[string]string{"A=B": "x"}}, sandbox.KindInvalid, nil},
 		{"env name with a comma", service.CreateRequest{Env: map[string]string{"A,B": "x"}}, sandbox.KindInvalid, nil},
 		{"env name starting with a digit", service.CreateRequest{Env: map[string]string{"1A": "x"}}, sandbox.KindInvalid, nil},
@@ -57,7 +58,7 @@ func TestSpecFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec, err := m.specFor(tt.req)
+			spec, err := m.specFor(t.Context(), "acct", tt.req)
 			if tt.wantKind == "" {
 				if err != nil {
 					t.Fatalf("got %v, want accepted", err)

@@ -10,8 +10,13 @@ type Spec struct {
 	// Isolation names the backend the sandbox runs on (IsolationGVisor,
 	// IsolationMicroVM); validated specs always name one. Records from
 	// before it existed have "" and name it in Record.Backend.
-	Isolation  string            `json:"isolation,omitempty"`
-	Image      string            `json:"image"`
+	Isolation string `json:"isolation,omitempty"`
+	// Image is what the create named: "default" (the built-in image) or
+	// a template's "name:tag".
+	Image string `json:"image"`
+	// Root is the template's file system when Image names one (nil: the
+	// built-in image).
+	Root       *Root             `json:"root,omitempty"`
 	VCPUs      int               `json:"vcpus"`
 	MemoryMiB  int               `json:"memory_mib"`
 	DiskMiB    int               `json:"disk_mib"`
@@ -24,6 +29,20 @@ type Spec struct {
 	Network Network `json:"network"`
 	// MaxCostMicros caps what a lease may cost at full CPU (nil: no cap).
 	MaxCostMicros *int64 `json:"max_cost_micros,omitempty"`
+}
+
+// Root is the file system of a sandbox started from a template: a base
+// image and layers over it, each stored once on the node by digest
+// (internal/layer).
+type Root struct {
+	// Template is the template's id: a template removed while sandboxes
+	// use it keeps its storage until the last of them ends.
+	Template string `json:"template"`
+	// Base is the built-in image under the layers ("default"), or "" when
+	// the layers are a whole file system of their own (an OCI image).
+	Base string `json:"base,omitempty"`
+	// Layers are the layers' digests, lowest first.
+	Layers []string `json:"layers"`
 }
 
 // Network is a sandbox's egress policy: nothing without Internet; with it,
