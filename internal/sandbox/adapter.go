@@ -8,8 +8,8 @@ import (
 )
 
 // Capability is one of a backend's optional capabilities: an interface of
-// this package (Meter, Warmer, Networked, Freezer, CheckpointDigester)
-// that a backend may implement besides Backend.
+// this package (Meter, Warmer, Networked, Freezer, CheckpointDigester,
+// RootExporter) that a backend may implement besides Backend.
 type Capability string
 
 const (
@@ -18,6 +18,7 @@ const (
 	CapNetwork Capability = "network" // Networked
 	CapFreeze  Capability = "freeze"  // Freezer
 	CapDigest  Capability = "digest"  // CheckpointDigester
+	CapExport  Capability = "export"  // RootExporter
 )
 
 // Adapter is a Backend with every optional capability as a method, so
@@ -33,6 +34,7 @@ type Adapter struct {
 	net    Networked
 	freeze Freezer
 	digest CheckpointDigester
+	export RootExporter
 }
 
 // Adapt wraps b in an Adapter; an Adapter is returned as it is.
@@ -46,6 +48,7 @@ func Adapt(b Backend) *Adapter {
 	a.net, _ = b.(Networked)
 	a.freeze, _ = b.(Freezer)
 	a.digest, _ = b.(CheckpointDigester)
+	a.export, _ = b.(RootExporter)
 	return a
 }
 
@@ -65,6 +68,8 @@ func (a *Adapter) Supports(c Capability) bool {
 		return a.freeze != nil
 	case CapDigest:
 		return a.digest != nil
+	case CapExport:
+		return a.export != nil
 	}
 	return false
 }
@@ -165,6 +170,15 @@ func (a *Adapter) ResumeDigest(ctx context.Context, id string, spec Spec, digest
 	return nil, a.unsupported("check a checkpoint's digest")
 }
 
+// ExportRoot fails with KindNotSupported on a backend that is no
+// RootExporter.
+func (a *Adapter) ExportRoot(ctx context.Context, id string, w io.Writer) error {
+	if a.export == nil {
+		return a.unsupported("snapshot a sandbox's file system")
+	}
+	return a.export.ExportRoot(ctx, id, w)
+}
+
 // Close closes a backend that has a Close; others have nothing to close.
 func (a *Adapter) Close() error {
 	if c, ok := a.Backend.(io.Closer); ok {
@@ -180,5 +194,6 @@ var (
 	_ Networked          = (*Adapter)(nil)
 	_ Freezer            = (*Adapter)(nil)
 	_ CheckpointDigester = (*Adapter)(nil)
+	_ RootExporter       = (*Adapter)(nil)
 	_ io.Closer          = (*Adapter)(nil)
 )

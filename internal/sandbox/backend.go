@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/netip"
 	"time"
@@ -111,6 +112,16 @@ type Warmer interface {
 	StartWarm(ctx context.Context, id string, spec Spec) (Instance, error)
 	// Claim gives a sandbox StartWarm booted the CPU priority of any other.
 	Claim(ctx context.Context, id string) error
+}
+
+// RootExporter is the optional capability of a backend to write what a
+// running sandbox changed in its root file system (its writable layer
+// over its image) as a tar stream in overlayfs's form: a removed name is
+// a character device 0:0, a directory whose lower contents are hidden has
+// the xattr trusted.overlay.opaque=y. The sandbox keeps running. What it
+// writes is the sandbox's to choose, so the stream is untrusted.
+type RootExporter interface {
+	ExportRoot(ctx context.Context, id string, w io.Writer) error
 }
 
 // Freezer is the optional capability of a backend to stop a live

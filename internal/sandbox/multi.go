@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"sort"
 	"sync"
@@ -224,6 +225,14 @@ func (m *Multi) Thaw(ctx context.Context, id string) error {
 		return err
 	}
 	return b.Thaw(ctx, id)
+}
+
+func (m *Multi) ExportRoot(ctx context.Context, id string, w io.Writer) error {
+	b, err := m.ownerOrNotFound(id)
+	if err != nil {
+		return err
+	}
+	return b.ExportRoot(ctx, id, w)
 }
 
 func (m *Multi) CheckpointDigest(id string) string {
