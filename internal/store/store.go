@@ -1,7 +1,8 @@
 // Package store is withruntime's persistence: sandbox records, API keys,
-// accounts, the usage ledger, sealed secrets, the node registry and the
-// installation's values. Each kind of record has its own interface
-// (Sandboxes, Ledger, Keys, Accounts, Secrets, Nodes, Values, Locks), and
+// accounts, the usage ledger, sealed secrets, the node registry, the
+// installation's values and the templates' records. Each kind of record has
+// its own interface (Sandboxes, Ledger, Keys, Accounts, Secrets, Nodes,
+// Values, Locks, Templates), and
 // Store is their composition, for what opens, wires and closes a store
 // (internal/server). Every other user declares, in its own package, the
 // interface of what it calls: the kinds it uses whole, embedded, and the
@@ -15,8 +16,9 @@
 // runs against both, and no type of a storage engine appears in the
 // interfaces.
 //
-// It imports internal/sandbox and nothing else of this module: the manager
-// and the HTTP server depend on it, never the reverse.
+// It imports internal/sandbox and internal/template (the domain's records)
+// and nothing else of this module: the manager and the HTTP server depend
+// on it, never the reverse.
 package store
 
 import (
@@ -40,6 +42,8 @@ type Store interface {
 	Nodes
 	Values
 	Locks
+	// Templates keeps the templates' records (templates.go).
+	Templates
 
 	Close() error
 }
