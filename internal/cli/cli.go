@@ -139,6 +139,13 @@ Sandboxes:
   sandbox ps ID                            list the background processes of a sandbox (exec -d starts them)
   sandbox logs [-f] ID PID                 print the output of a background process (-f: follow it)
   sandbox kill ID PID...                   kill background processes with their children
+  sandbox snapshot ID -t NAME[:TAG]        make a template from a running sandbox's files
+
+Templates (what sandboxes start from: sandbox run|create --template NAME):
+  template import -t NAME[:TAG] ARCHIVE    make a template from an image archive (docker save, OCI archive)
+  template ls                              list templates
+  template get NAME[:TAG]                  show one template
+  template rm NAME[:TAG]...                remove templates
 
 Secrets:
   secrets set NAME --host HOST             store a secret (typed, or on stdin), sent only to HOST

@@ -58,6 +58,9 @@ type fakeServer struct {
 	egress       []api.EgressEvent         // the egress log of sbx_a
 
 	procs []api.Process // the background processes of sbx_a, oldest first
+
+	templates map[string]api.Template // by "name:tag"
+	imports   []string                // the body of each template import
 }
 
 var lease = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -142,6 +145,7 @@ func newFakeServer(t *testing.T) *fakeServer {
 	f.accountRoutes(mux)
 	f.secretRoutes(mux)
 	f.processRoutes(mux)
+	f.templateRoutes(mux)
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.authSeen = append(f.authSeen, r.Header.Get("Authorization"))

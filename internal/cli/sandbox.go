@@ -65,6 +65,7 @@ type createFlags struct {
 	metadata   mapValue
 	allow      listValue
 	internet   bool
+	template   string
 	image      string
 	isolation  string
 	onLeaseEnd string
@@ -88,7 +89,8 @@ func (f *createFlags) register(fs *pflag.FlagSet) {
 	fs.VarP(f.env, "env", "e", "set `KEY=VALUE` in the sandbox's environment (repeatable)")
 	fs.Var(&f.allow, "allow", "let the sandbox reach `HOST` (exact or *.domain; repeatable) and no other; without it or --internet the network is off")
 	fs.BoolVar(&f.internet, "internet", false, "turn the internet on with no allow list (with --allow: only those hosts)")
-	fs.StringVar(&f.image, "image", "", "the `IMAGE` to boot (server default)")
+	fs.StringVar(&f.template, "template", "", "start from template `NAME[:TAG]` (default: the built-in image)")
+	fs.StringVar(&f.image, "image", "", "the same as --template `NAME[:TAG]` (its older name)")
 	fs.Func("isolation", "the sandbox's boundary: `gvisor|microvm` (microvm: its own Linux kernel; server default: serve --isolation)", func(s string) error {
 		if s != "gvisor" && s != "microvm" {
 			return errors.New("want gvisor or microvm")
@@ -118,6 +120,7 @@ func (f *createFlags) register(fs *pflag.FlagSet) {
 func (f *createFlags) request() api.CreateSandboxRequest {
 	req := api.CreateSandboxRequest{
 		Isolation:      f.isolation,
+		Template:       f.template,
 		Image:          f.image,
 		VCPUs:          f.vcpus,
 		MemoryMiB:      f.memory,
@@ -324,7 +327,11 @@ func printSandbox(w io.Writer, sb *api.Sandbox) {
 	row("ID", sb.ID)
 	row("State", sb.State)
 	row("Isolation", dash(sb.Isolation))
-	row("Image", dash(sb.Image))
+	template := sb.Template
+	if template == "" {
+		template = sb.Image // a server older than templates
+	}
+	row("Template", dash(template))
 	row("vCPUs", fmt.Sprint(sb.VCPUs))
 	row("Memory", fmt.Sprintf("%d MiB", sb.MemoryMiB))
 	net := "off"
