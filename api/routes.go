@@ -41,7 +41,7 @@ package api
 //	POST   /v1/sandboxes/{id}/snapshot           SnapshotRequest -> 201 Template (the sandbox's file system now; it keeps running)
 //	GET    /v1/templates                         -> TemplateList (the account's and the public ones)
 //	POST   /v1/templates/import                  ?name=NAME[:TAG] body: an image (docker save tarball or OCI archive) -> 201 Template
-//	GET    /v1/templates/{name}                  -> Template ({name} is NAME or NAME:TAG, "/" included)
+//	GET    /v1/templates/{name}                  -> Template ({name} is NAME or NAME:TAG, one path segment: "/" sent as %2F)
 //	DELETE /v1/templates/{name}                  -> Template (state deleting while in use; its storage goes with the last user)
 //	PUT    /v1/secrets/{name}                    SetSecretRequest -> SecretInfo (never the value back)
 //	GET    /v1/secrets                           -> SecretList

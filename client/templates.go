@@ -2,7 +2,7 @@ package client
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -96,23 +96,21 @@ func (c *Client) templateCall(ctx context.Context, method, name string) (*api.Te
 	return &t, nil
 }
 
-// templatePath is the route of template name. Its "/" stays a path
-// separator (the route's {name} takes the rest of the path), and each part
-// between them is escaped. A part that is empty, "." or ".." is refused
-// here: an HTTP client or proxy may clean it away, sending the call to
-// another template or another route.
+// templatePath is the route of template name. The route's {name} is one
+// path segment, so the whole name is escaped, its "/" as %2F. A name with
+// a part between "/" that is empty, "." or ".." is refused here, as the
+// server would refuse it: some proxies unescape %2F and clean the path,
+// which would send the call to another route.
 func templatePath(name string) (string, error) {
 	if name == "" {
 		return "", badTemplateName(name, "empty")
 	}
-	parts := strings.Split(name, "/")
-	for i, part := range parts {
+	for _, part := range strings.Split(name, "/") {
 		if part == "" || part == "." || part == ".." {
 			return "", badTemplateName(name, "a part between \"/\" is empty, \".\" or \"..\"")
 		}
-		parts[i] = url.PathEscape(part)
 	}
-	return api.Version + "/templates/" + strings.Join(parts, "/"), nil
+	return api.Version + "/templates/" + url.PathEscape(name), nil
 }
 
 // badTemplateName is the invalid_request of a name refused before it is

@@ -81,8 +81,8 @@ func (f *templateServer) handler() http.Handler {
 			writeJSON(w, 200, t)
 		}
 	}
-	mux.HandleFunc("GET /v1/templates/{name...}", one(false))
-	mux.HandleFunc("DELETE /v1/templates/{name...}", one(true))
+	mux.HandleFunc("GET /v1/templates/{name}", one(false))
+	mux.HandleFunc("DELETE /v1/templates/{name}", one(true))
 	mux.HandleFunc("POST /v1/templates/import", func(w http.ResponseWriter, r *http.Request) {
 		f.record(r)
 		b, err := io.ReadAll(r.Body)
@@ -202,8 +202,8 @@ func TestTemplates(t *testing.T) {
 		"POST /v1/sandboxes/sbx_a/snapshot",
 		"POST /v1/sandboxes/sbx_gone/snapshot",
 		"GET /v1/templates",
-		"GET /v1/templates/myteam/app:v1",
-		"GET /v1/templates/myteam/app",
+		"GET /v1/templates/myteam%2Fapp:v1",
+		"GET /v1/templates/myteam%2Fapp",
 		"DELETE /v1/templates/app",
 		"DELETE /v1/templates/app",
 	}
@@ -224,7 +224,7 @@ func TestTemplateNamesStayInTheirRoute(t *testing.T) {
 		{"a b", "/v1/templates/a%20b"},
 		{"a?b", "/v1/templates/a%3Fb"},
 		{"a#b:v1", "/v1/templates/a%23b:v1"},
-		{"team/a%2Fb", "/v1/templates/team/a%252Fb"},
+		{"team/a%2Fb", "/v1/templates/team%2Fa%252Fb"},
 	}
 	for _, tt := range escaped {
 		if _, err := c.GetTemplate(ctx, tt.name); !errors.Is(err, ErrNotFound) {

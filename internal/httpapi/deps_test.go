@@ -14,5 +14,5 @@ import (
 // (internal/accounts), which the handlers ask and which know nothing of HTTP; the service seam it calls the sandboxes
 // through (internal/service), and the egress log's events it shows. Never the manager, a backend or the CLI.
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.OwnPackages("api", "internal/sandbox", "internal/store", "internal/billing", "client", "internal/mcptools", "internal/selfcall", "internal/membudget", "internal/buildinfo", "internal/admission", "internal/accounts", "internal/service", "internal/egress"))
+	testenv.CheckImports(t, testenv.OwnPackages("api", "internal/sandbox", "internal/store", "internal/billing", "client", "internal/mcptools", "internal/selfcall", "internal/membudget", "internal/buildinfo", "internal/admission", "internal/accounts", "internal/service", "internal/egress", "internal/template"))
 }

@@ -69,6 +69,11 @@ func Routes() []Route {
 		{Method: http.MethodGet, Pattern: sandboxPrefix + "/network", handler: (*server).getNetwork},
 		{Method: http.MethodPut, Pattern: sandboxPrefix + "/network", Mutating: true, handler: (*server).setNetwork},
 		{Method: http.MethodGet, Pattern: sandboxPrefix + "/egress", handler: (*server).egressLog},
+		{Method: http.MethodPost, Pattern: sandboxPrefix + "/snapshot", Mutating: true, handler: (*server).snapshot},
+		{Method: http.MethodGet, Pattern: api.Version + "/templates", handler: (*server).listTemplates},
+		{Method: http.MethodPost, Pattern: api.Version + "/templates/import", Mutating: true, handler: (*server).importTemplate},
+		{Method: http.MethodGet, Pattern: api.Version + "/templates/{name}", handler: (*server).getTemplate},
+		{Method: http.MethodDelete, Pattern: api.Version + "/templates/{name}", Mutating: true, handler: (*server).deleteTemplate},
 
 		{Method: http.MethodPut, Pattern: api.Version + "/secrets/{name}", Mutating: true, handler: (*server).setSecret},
 		{Method: http.MethodGet, Pattern: api.Version + "/secrets", handler: (*server).listSecrets},

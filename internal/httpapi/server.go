@@ -36,6 +36,9 @@ type Config struct {
 	// Secrets keeps the accounts' secrets; nil: the secrets routes answer
 	// not_supported and commands get no placeholders.
 	Secrets SecretStore
+	// Templates is the template library; nil: the templates routes answer
+	// not_supported.
+	Templates Templates
 	// Logger gets one line per request; nil discards them.
 	Logger *slog.Logger
 	// MaxBodyBytes bounds JSON request bodies (DefaultMaxBodyBytes when 0).

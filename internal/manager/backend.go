@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"io"
 	"runtime"
 	"time"
 
@@ -138,4 +139,9 @@ func (b *backendCalls) Freeze(ctx context.Context, id string) error {
 func (b *backendCalls) Thaw(ctx context.Context, id string) error {
 	ctx, span := b.span(ctx, "thaw", id)
 	return ended(span, b.Adapter.Thaw(ctx, id))
+}
+
+func (b *backendCalls) ExportRoot(ctx context.Context, id string, w io.Writer) error {
+	ctx, span := b.span(ctx, "export_root", id)
+	return ended(span, b.Adapter.ExportRoot(ctx, id, w))
 }
