@@ -38,7 +38,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _any(self) -> None:
         u = urllib.parse.urlsplit(self.path)
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            body = self._chunked()
+        else:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         headers = {k.lower(): v for k, v in self.headers.items()}
         srv = self.server
         with srv.lock:
@@ -58,6 +61,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _chunked(self) -> bytes:
+        # A body of unknown length (a stream the SDK reads as it sends).
+        out = bytearray()
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+            if size == 0:
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return bytes(out)
+            out += self.rfile.read(size)
+            self.rfile.readline()
 
     do_GET = do_POST = do_PUT = do_DELETE = _any
 

@@ -8,7 +8,8 @@
         print(sbx.run_code("x = 6 * 7\nx").text)
 
 Configuration comes from WITHRUNTIME_API_KEY and WITHRUNTIME_BASE_URL, or from
-the api_key= and base_url= arguments. Secrets, keys, usage and accounts:
+the api_key= and base_url= arguments. Templates (what sandboxes start from):
+withruntime.Template. Secrets, keys, usage and accounts:
 withruntime.Client. Agent tools: withruntime.tools; a smolagents CodeAgent
 executor: withruntime.smolagents.
 Standard library only; Python 3.10 or later.
@@ -23,11 +24,15 @@ from .files import FileInfo, Files, TransferResult
 from .network import EgressEvent, Network
 from .process import ExecResult, Process
 from .sandbox import Sandbox, SandboxInfo
+from .template import Template, TemplateDefaults, TemplateInfo
 
 __all__ = [
     "__version__",
     "Sandbox",
     "SandboxInfo",
+    "Template",
+    "TemplateInfo",
+    "TemplateDefaults",
     "ExecResult",
     "Process",
     "Execution",

@@ -17,6 +17,7 @@ from .errors import APIError
 from .files import Files
 from .network import EgressEvent, Network, network_body
 from .process import BytesOutputCallback, Command, ExecResult, OutputCallback, Process, build_exec_body, run_stream
+from .template import TemplateInfo, check_template_name
 
 __all__ = ["Sandbox", "SandboxInfo"]
 
@@ -29,6 +30,8 @@ class SandboxInfo:
     """A sandbox as the API shows it (the fields of the API's Sandbox).
 
     ``state`` is ``starting``, ``running``, ``paused`` or ``ended``;
+    ``template`` is the template it started from, as ``name:tag``
+    (``default``: the built-in image; ``image`` is its older name);
     ``isolation`` is ``gvisor`` (gVisor's user-space kernel) or ``microvm``
     (a microVM with its own Linux kernel);
     ``end_reason`` (once ended) is ``stopped``, ``lease_ended``,
@@ -44,6 +47,7 @@ class SandboxInfo:
     id: str
     state: str
     isolation: str = ""
+    template: str = ""
     image: str = ""
     vcpus: int = 0
     memory_mib: int = 0
@@ -70,6 +74,7 @@ class SandboxInfo:
             id=str(d.get("id", "")),
             state=str(d.get("state", "")),
             isolation=str(d.get("isolation") or ""),
+            template=str(d.get("template") or d.get("image") or ""),
             image=str(d.get("image") or ""),
             vcpus=int(d.get("vcpus") or 0),
             memory_mib=int(d.get("memory_mib") or 0),
@@ -133,6 +138,7 @@ class Sandbox:
         on_lease_end: str | None = None,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
+        template: str | None = None,
         image: str | None = None,
         network: Mapping[str, Any] | None = None,
         max_cost_micros: int | None = None,
@@ -145,7 +151,11 @@ class Sandbox:
         rest (2 vCPU, 4 GiB, a 10 GiB disk, a 300 s lease, no network).
         ``isolation`` is ``"microvm"`` (its own Linux kernel) or ``"gvisor"``;
         left out, the server's default (``serve --isolation``); one the server
-        does not run is refused with not_supported. ``disk_gib`` is the root disk's size (1 to 100 GiB by default; the
+        does not run is refused with not_supported. ``template`` is the
+        template to start from, ``"name"`` or ``"name:tag"`` (see
+        :class:`withruntime.Template`; left out, the built-in image); its
+        defaults apply where the create leaves an option out; ``image`` is
+        its older name. ``disk_gib`` is the root disk's size (1 to 100 GiB by default; the
         server's limits apply, invalid_request otherwise). ``timeout_seconds``
         is the lease; ``on_lease_end`` is ``"stop"`` or ``"pause"``;
         ``network`` is ``{"internet": bool, "allow": [hosts]}``;
@@ -156,6 +166,7 @@ class Sandbox:
         body: dict[str, Any] = {}
         for name, value in (
             ("isolation", isolation),
+            ("template", template),
             ("image", image),
             ("vcpus", vcpus),
             ("memory_mib", memory_mib),
@@ -277,6 +288,18 @@ class Sandbox:
 
     def __repr__(self) -> str:
         return f"<Sandbox {self._id}>"
+
+    # -- templates ---------------------------------------------------------
+
+    def snapshot(self, template: str) -> TemplateInfo:
+        """Make template ``template`` (``"name"`` or ``"name:tag"``) from
+        the sandbox's file system as it is now: what its commands installed
+        and wrote. The sandbox keeps running; what its processes hold in
+        memory is not kept. ``Sandbox.create(template=...)`` starts a new
+        sandbox from it. The call waits as long as the server takes."""
+        check_template_name(template)
+        d = self._t.json("POST", f"/sandboxes/{self._id}/snapshot", json_body={"template": template}, timeout=None)
+        return TemplateInfo.from_json(d or {})
 
     # -- network -----------------------------------------------------------
 

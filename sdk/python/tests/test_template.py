@@ -1,0 +1,180 @@
+"""Templates: Template.list/get/delete/import_archive, sbx.snapshot and
+Sandbox.create(template=...).
+
+The unit tests check request shapes, name escaping and error mapping
+against a canned server; the test marked live makes a template from a
+real sandbox and starts another sandbox from it.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cannedserver import CannedServer
+from conftest import SMALL
+
+import withruntime
+from withruntime import APIError, Sandbox, Template, TemplateDefaults, TemplateInfo
+
+NOW = "2026-01-02T03:04:05.123456789Z"
+
+
+def tpl(name: str, tag: str = "latest", **kw: Any) -> dict[str, Any]:
+    d: dict[str, Any] = {"id": "tpl_00000000000000aa", "name": name, "tag": tag, "source": "snapshot",
+                         "base": "default", "layers": 1, "size_bytes": 4096, "defaults": {},
+                         "created_at": NOW, "state": "ready"}
+    d.update(kw)
+    return d
+
+
+@pytest.fixture
+def canned(monkeypatch: pytest.MonkeyPatch) -> Iterator[CannedServer]:
+    srv = CannedServer()
+    monkeypatch.setenv("WITHRUNTIME_BASE_URL", srv.base_url)
+    monkeypatch.setenv("WITHRUNTIME_API_KEY", "test-key")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_list_get_delete(canned: CannedServer) -> None:
+    full = tpl("myteam/app", "v1", source="oci", base="", layers=3, size_bytes=10 << 20, public=True,
+               defaults={"env": {"A": "1"}, "workdir": "/app", "user": "app", "vcpus": 1, "memory_mib": 1024,
+                         "start_cmd": "python3 -m http.server", "ready_cmd": "curl -sf localhost:8000",
+                         "ready_timeout_seconds": 30},
+               newer_field="kept in raw")
+    canned.answer("GET", "/v1/templates", 200, {"templates": [tpl("app"), full]})
+    canned.answer("GET", "/v1/templates/myteam/app:v1", 200, full)
+    canned.answer("DELETE", "/v1/templates/app", 200, tpl("app", state="deleting"))
+
+    got = Template.list()
+    assert [t.ref for t in got] == ["app:latest", "myteam/app:v1"], f"got {got}"
+
+    one = Template.get("myteam/app:v1")
+    want = TemplateInfo(
+        id="tpl_00000000000000aa", name="myteam/app", tag="v1", source="oci", base="", layers=3,
+        size_bytes=10 << 20,
+        defaults=TemplateDefaults(env={"A": "1"}, workdir="/app", user="app", vcpus=1, memory_mib=1024,
+                                  start_cmd="python3 -m http.server", ready_cmd="curl -sf localhost:8000",
+                                  ready_timeout_seconds=30),
+        created_at=datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=timezone.utc), state="ready", public=True,
+    )
+    assert one == want, f"got {one}, want {want}"
+    assert one.raw["newer_field"] == "kept in raw"
+
+    gone = Template.delete("app")
+    assert gone.state == "deleting", f"got {gone}"
+
+    with pytest.raises(APIError) as e:
+        Template.get("nope")
+    assert e.value.code == "not_found" and e.value.status == 404
+
+    sent = [(s.method, s.path, s.headers.get("authorization")) for s in canned.sent]
+    assert sent == [
+        ("GET", "/v1/templates", "Bearer test-key"),
+        ("GET", "/v1/templates/myteam/app:v1", "Bearer test-key"),
+        ("DELETE", "/v1/templates/app", "Bearer test-key"),
+        ("GET", "/v1/templates/nope", "Bearer test-key"),
+    ], f"got {sent}"
+
+
+def test_names_stay_in_their_route(canned: CannedServer) -> None:
+    for name, path in [("a b", "/v1/templates/a%20b"), ("a?b", "/v1/templates/a%3Fb"),
+                       ("t/a#b:v1", "/v1/templates/t/a%23b:v1"), ("t/a%2Fb", "/v1/templates/t/a%252Fb")]:
+        with pytest.raises(APIError):
+            Template.get(name)  # the canned server knows no such route: not_found
+        assert canned.sent[-1].path == path, f"{name!r}: sent {canned.sent[-1].path}, want {path}"
+    before = len(canned.sent)
+    for bad in ["", "/", "/app", "app/", "t//app", "..", "../secrets/K", "t/..", "./app"]:
+        for call in (Template.get, Template.delete):
+            with pytest.raises(APIError) as e:
+                call(bad)
+            assert e.value.code == "invalid_request", f"{bad!r}: got {e.value}"
+    with pytest.raises(APIError) as e:
+        Sandbox("sbx_a").snapshot("")
+    assert e.value.code == "invalid_request"
+    with pytest.raises(APIError) as e:
+        Template.import_archive("", io.BytesIO(b"x"))
+    assert e.value.code == "invalid_request"
+    assert len(canned.sent) == before, f"refused names were sent: {canned.sent[before:]}"
+
+
+def test_import_archive(canned: CannedServer, tmp_path: Path) -> None:
+    canned.answer("POST", "/v1/templates/import", 201, tpl("myteam/app", "v1", source="oci"))
+    archive = tmp_path / "app.tar"
+    data = b"image:" + bytes(range(256)) * 12_000  # more than one chunk of the SDK's reads
+    archive.write_bytes(data)
+
+    got = Template.import_archive("myteam/app:v1", archive)
+    assert got.ref == "myteam/app:v1" and got.source == "oci", f"got {got}"
+    Template.import_archive("piped", io.BytesIO(b"image:from a file object"))
+    Template.import_archive("str-path", str(archive))
+
+    sent = canned.sent
+    assert [s.query for s in sent] == [{"name": ["myteam/app:v1"]}, {"name": ["piped"]}, {"name": ["str-path"]}]
+    assert sent[0].body == data and sent[0].headers["content-length"] == str(len(data))
+    assert sent[0].headers["content-type"] == "application/x-tar"
+    assert sent[1].body == b"image:from a file object"
+    assert sent[2].body == data
+
+    canned.error("POST", "/v1/templates/import", 400, "invalid_request", "the body is not an image archive")
+    with pytest.raises(APIError) as e:
+        Template.import_archive("bad", io.BytesIO(b"not an image"))
+    assert e.value.code == "invalid_request" and "not an image" in e.value.message
+    with pytest.raises(FileNotFoundError):
+        Template.import_archive("missing", tmp_path / "missing.tar")
+
+
+def test_snapshot_and_create_from_template(canned: CannedServer) -> None:
+    sbx_json = {"id": "sbx_a", "state": "running", "template": "myteam/app:v1", "image": "myteam/app:v1"}
+    canned.answer("POST", "/v1/sandboxes", 201, sbx_json)
+    canned.answer("POST", "/v1/sandboxes/sbx_a/snapshot", 201, tpl("snap", "v2"))
+
+    sbx = Sandbox.create(template="myteam/app:v1")
+    Sandbox.create(image="default")
+    got = sbx.snapshot("snap:v2")
+    assert isinstance(got, TemplateInfo) and got.ref == "snap:v2" and got.source == "snapshot", f"got {got}"
+
+    bodies = [s.json() for s in canned.sent]
+    assert bodies == [{"template": "myteam/app:v1"}, {"image": "default"}, {"template": "snap:v2"}], f"got {bodies}"
+    assert withruntime.SandboxInfo.from_json(sbx_json).template == "myteam/app:v1"
+    # A server older than templates names it only as image.
+    assert withruntime.SandboxInfo.from_json({"id": "x", "state": "running", "image": "default"}).template == "default"
+
+    canned.error("POST", "/v1/sandboxes", 404, "not_found", "no template nope")
+    with pytest.raises(APIError) as e:
+        Sandbox.create(template="nope")
+    assert e.value.code == "not_found"
+
+
+@pytest.mark.live
+def test_snapshot_then_sandbox_from_it(live_server: dict[str, str]) -> None:
+    name = f"sdk-python-{uuid.uuid4().hex[:8]}:v1"
+    with Sandbox.create(timeout_seconds=600, metadata={"test": "sdk-python"}, **SMALL, **live_server) as sbx:
+        sbx.exec("mkdir -p /workspace/tpl && echo made-in-the-source > /workspace/tpl/mark", check=True)
+        made = sbx.snapshot(name)
+        # The source keeps running.
+        assert sbx.exec("cat /workspace/tpl/mark", check=True).stdout == "made-in-the-source\n"
+    try:
+        assert made.ref == name and made.source == "snapshot" and made.id.startswith("tpl_"), f"got {made}"
+        assert name in [t.ref for t in Template.list(**live_server)]
+        assert Template.get(name, **live_server).id == made.id
+        with Sandbox.create(template=name, timeout_seconds=600, metadata={"test": "sdk-python"},
+                            **SMALL, **live_server) as child:
+            assert child.info().template == name
+            assert child.exec("cat /workspace/tpl/mark", check=True).stdout == "made-in-the-source\n"
+    finally:
+        Template.delete(name, **live_server)
+    with pytest.raises(APIError) as e:
+        Template.get(name, **live_server)
+    assert e.value.code == "not_found"
+    with pytest.raises(APIError) as e:
+        Sandbox.create(template=name, **SMALL, **live_server)
+    assert e.value.code == "not_found"
