@@ -67,8 +67,8 @@ func (f *fakeServer) templateRoutes(mux *http.ServeMux) {
 			writeJSON(w, 200, t)
 		}
 	}
-	mux.HandleFunc("GET /v1/templates/{name...}", one(false))
-	mux.HandleFunc("DELETE /v1/templates/{name...}", one(true))
+	mux.HandleFunc("GET /v1/templates/{name}", one(false))
+	mux.HandleFunc("DELETE /v1/templates/{name}", one(true))
 	mux.HandleFunc("POST /v1/templates/import", func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		f.mu.Lock()

@@ -51,7 +51,7 @@ def test_list_get_delete(canned: CannedServer) -> None:
                          "ready_timeout_seconds": 30},
                newer_field="kept in raw")
     canned.answer("GET", "/v1/templates", 200, {"templates": [tpl("app"), full]})
-    canned.answer("GET", "/v1/templates/myteam/app:v1", 200, full)
+    canned.answer("GET", "/v1/templates/myteam%2Fapp:v1", 200, full)
     canned.answer("DELETE", "/v1/templates/app", 200, tpl("app", state="deleting"))
 
     got = Template.list()
@@ -79,7 +79,7 @@ def test_list_get_delete(canned: CannedServer) -> None:
     sent = [(s.method, s.path, s.headers.get("authorization")) for s in canned.sent]
     assert sent == [
         ("GET", "/v1/templates", "Bearer test-key"),
-        ("GET", "/v1/templates/myteam/app:v1", "Bearer test-key"),
+        ("GET", "/v1/templates/myteam%2Fapp:v1", "Bearer test-key"),
         ("DELETE", "/v1/templates/app", "Bearer test-key"),
         ("GET", "/v1/templates/nope", "Bearer test-key"),
     ], f"got {sent}"
@@ -87,7 +87,7 @@ def test_list_get_delete(canned: CannedServer) -> None:
 
 def test_names_stay_in_their_route(canned: CannedServer) -> None:
     for name, path in [("a b", "/v1/templates/a%20b"), ("a?b", "/v1/templates/a%3Fb"),
-                       ("t/a#b:v1", "/v1/templates/t/a%23b:v1"), ("t/a%2Fb", "/v1/templates/t/a%252Fb")]:
+                       ("t/a#b:v1", "/v1/templates/t%2Fa%23b:v1"), ("t/a%2Fb", "/v1/templates/t%2Fa%252Fb")]:
         with pytest.raises(APIError):
             Template.get(name)  # the canned server knows no such route: not_found
         assert canned.sent[-1].path == path, f"{name!r}: sent {canned.sent[-1].path}, want {path}"

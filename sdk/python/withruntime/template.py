@@ -119,14 +119,15 @@ class TemplateInfo:
 
 
 def template_path(name: str) -> str:
-    """The route of template ``name``: each part between "/" escaped, the
-    "/" kept. A part that is empty, "." or ".." is refused before anything
-    is sent: an HTTP stack may clean it away and send the call elsewhere."""
+    """The route of template ``name``: the route's ``{name}`` is one path
+    segment, so the whole name is escaped, its "/" as %2F. A name with a
+    part between "/" that is empty, "." or ".." is refused before anything
+    is sent, as the server would refuse it: some proxies unescape %2F and
+    clean the path, which would send the call to another route."""
     check_template_name(name)
-    parts = name.split("/")
-    if any(p in ("", ".", "..") for p in parts):
+    if any(p in ("", ".", "..") for p in name.split("/")):
         raise _bad_name(name, 'a part between "/" is empty, "." or ".."')
-    return "/templates/" + "/".join(urllib.parse.quote(p, safe=":") for p in parts)
+    return "/templates/" + urllib.parse.quote(name, safe=":")
 
 
 def check_template_name(name: Any) -> None:
