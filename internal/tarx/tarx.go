@@ -159,6 +159,12 @@ func (x *Reader) Next() (*tar.Header, string, error) {
 	return hdr, name, nil
 }
 
+// Read reads the current entry's data (a file's contents, never more
+// than its header's size), for an extractor that makes entries its own
+// way (the template layers, which keep owners and whiteouts) yet keeps
+// Next's checks and bounds.
+func (x *Reader) Read(p []byte) (int, error) { return x.tr.Read(p) }
+
 // entryKinds names the kinds of entry refused.
 var entryKinds = map[byte]string{
 	tar.TypeChar:  "a character device",
