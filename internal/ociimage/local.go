@@ -55,6 +55,9 @@ func openLocal(file string) (*localSource, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is neither a file nor a directory", ErrNotImage, file)
+	}
 	if fi.IsDir() {
 		r, err := os.OpenRoot(file)
 		if err != nil {

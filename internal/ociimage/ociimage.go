@@ -51,6 +51,9 @@ const (
 	// maxArchiveEntries bounds the entries of an archive's outer tar (an
 	// OCI archive or docker save), which are blobs and a few JSON files.
 	maxArchiveEntries = 10000
+	// maxTrailing bounds what may follow a layer's tar end (tar writers
+	// pad to a record of 10 KiB).
+	maxTrailing = 1 << 20
 	// maxIndexDepth bounds nested indexes.
 	maxIndexDepth = 3
 )
@@ -212,8 +215,14 @@ func importLayer(ctx context.Context, i int, l layerSource, diffID v1.Hash, fs *
 	src := io.TeeReader(un, io.MultiWriter(h, cw, sink))
 	scanErr := fs.scanLayer(i, tar.NewReader(src))
 	if scanErr == nil {
-		// The tar's end leaves padding; the diff id covers it too.
-		_, scanErr = io.Copy(io.Discard, src)
+		// The tar's end leaves padding, which the diff id covers too; more
+		// than maxTrailing after it is refused (a compressed stream of
+		// zeros would otherwise be decompressed to its end).
+		var n int64
+		n, scanErr = io.Copy(io.Discard, io.LimitReader(src, maxTrailing+1))
+		if scanErr == nil && n > maxTrailing {
+			scanErr = invalidf("more than %d bytes follow the tar's end", maxTrailing)
+		}
 	}
 	pw.CloseWithError(scanErr)
 	o := <-done

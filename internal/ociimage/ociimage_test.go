@@ -11,11 +11,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/compression"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/withruntime/withruntime/internal/template"
 )
@@ -251,7 +255,12 @@ func TestNotImage(t *testing.T) {
 	halfLayout := filepath.Join(d, "half")
 	os.Mkdir(halfLayout, 0o755)
 	os.WriteFile(filepath.Join(halfLayout, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644)
+	fifo := filepath.Join(d, "fifo.tar")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for name, p := range map[string]string{
+		"fifo":        fifo,
 		"text":        write("image.tar", []byte("hello, this is not a tar\n")),
 		"empty file":  write("empty.tar", nil),
 		"plain tar":   write("plain.tar", tarOf(t, file("hello.txt", "hi"), file("index.json.bak", "{}"))),
@@ -432,5 +441,41 @@ func TestDefaults(t *testing.T) {
 	}
 	if d := Defaults(v1.Config{}); d.StartCmd != "" || d.Env != nil || d.Workdir != "" {
 		t.Errorf("empty config: %+v", d)
+	}
+}
+
+// TestZstdAndTrailing: a zstd layer is read; a layer whose tar end is
+// followed by more than maxTrailing bytes (a decompression bomb's shape)
+// is refused even when the importer stopped reading at the tar's end.
+func TestZstdAndTrailing(t *testing.T) {
+	layers := twoLayers(t)
+	zl, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layers[0])), nil },
+		tarball.WithMediaType(types.OCILayerZStd), tarball.WithCompression(compression.ZStd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := makeImage(t, "amd64", baseConfig, zl, plainLayer(layers[1]))
+	rec := &recorder{}
+	res, err := ReadFile(context.Background(), writeLayout(t, img, nil), Options{}, rec.imp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTwoLayers(t, res, rec, layers)
+
+	padded := append(append([]byte(nil), layers[0]...), make([]byte, maxTrailing+1)...)
+	img = makeImage(t, "amd64", v1.Config{}, gzipLayer(t, padded))
+	stopAtEnd := func(ctx context.Context, r io.Reader) (string, error) {
+		tr := tar.NewReader(r)
+		for {
+			if _, err := tr.Next(); err == io.EOF {
+				return digestOf(nil), nil
+			} else if err != nil {
+				return "", err
+			}
+		}
+	}
+	_, err = ReadFile(context.Background(), writeLayout(t, img, nil), Options{}, stopAtEnd)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "follow the tar's end") {
+		t.Fatalf("err = %v, want ErrInvalid on the trailing bytes", err)
 	}
 }
