@@ -508,6 +508,97 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/snapshot": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a template of the sandbox's file system as it is now; the sandbox keeps running.
+         * @description The new template is the sandbox's own template (or the built-in
+         *     image) with one layer over it: what the sandbox wrote in its root
+         *     file system. It takes the name:tag given, replacing the account's
+         *     template of that name (sandboxes of the old one keep running). Its
+         *     defaults are those of the sandbox's template. gVisor sandboxes
+         *     only (422 not_supported on a microVM). Past the server's bounds on
+         *     one layer: 413; past the account's template quota: 403.
+         */
+        post: operations["snapshotSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/templates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's account's templates and the public ones, by name and tag. */
+        get: operations["listTemplates"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/templates/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a template of an OCI image sent as the body (a docker save tarball or an OCI archive).
+         * @description The image's layers become the template's (its whiteouts applied as
+         *     an overlay), and one small layer over them adds what a sandbox
+         *     needs: /workspace and the user account. The image's environment,
+         *     working directory, user and entrypoint with command become the
+         *     template's defaults. An archive that is no image, or that holds an
+         *     unsafe entry, is 400; past the server's bounds: 413.
+         */
+        post: operations["importTemplate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/templates/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One template, as a create with its name would find it. */
+        get: operations["getTemplate"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove one of the account's templates.
+         * @description Its name is free at once: creates of it are 404. Sandboxes started
+         *     from it, running or paused, keep it; its storage is freed once the
+         *     last of them has ended. A public template of another account is 403.
+         */
+        delete: operations["deleteTemplate"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/secrets": {
         parameters: {
             query?: never;
@@ -785,12 +876,59 @@ export interface components {
         SecretList: {
             secrets: components["schemas"]["SecretInfo"][];
         };
+        Template: {
+            /** @description tpl_ and 16 hex digits. */
+            id: string;
+            name: string;
+            tag: string;
+            /** @description Published by the admin to every account. */
+            public?: boolean;
+            /** @enum {string} */
+            source: "snapshot" | "oci" | "build";
+            /** @description The built-in image under its layers (default), or absent for an OCI image's own file system. */
+            base?: string;
+            /** @description How many layers it has over its base. */
+            layers: number;
+            /**
+             * Format: int64
+             * @description What its own layers hold (its base and shared layers are not counted again).
+             */
+            size_bytes: number;
+            defaults: components["schemas"]["Defaults"];
+            /** Format: date-time */
+            created_at: string;
+            /** @enum {string} */
+            state: "ready" | "deleting";
+        };
+        /** @description What a sandbox of the template starts with unless its create says otherwise. */
+        Defaults: {
+            env?: {
+                [key: string]: string;
+            };
+            workdir?: string;
+            user?: string;
+            vcpus?: number;
+            memory_mib?: number;
+            start_cmd?: string;
+            ready_cmd?: string;
+            ready_timeout_seconds?: number;
+        };
+        TemplateList: {
+            templates: components["schemas"]["Template"][];
+        };
+        SnapshotRequest: {
+            /** @description The new template's name[:tag]. */
+            template: string;
+        };
         CreateSandboxRequest: {
             /**
              * @description The sandbox's boundary: microvm (its own Linux kernel) or gvisor (gVisor's user-space kernel). Left out takes the server's default (serve --isolation). A value the server does not run is refused with 422 not_supported.
              * @enum {string}
              */
             isolation?: "gvisor" | "microvm";
+            /** @description The template to start from, name or name:tag (tag latest when left out); left out or "default" is the built-in image. An unknown one is 404 not_found. */
+            template?: string;
+            /** @description The older name of template; when both are given they must agree. */
             image?: string;
             /** @description 1 to 8 by default (server configuration); 0 takes the default, 2. */
             vcpus?: number;
@@ -822,6 +960,9 @@ export interface components {
             isolation: "gvisor" | "microvm";
             /** @enum {string} */
             state: "starting" | "running" | "paused" | "ended";
+            /** @description The template it started from, as name:tag ("default" for the built-in image). */
+            template: string;
+            /** @description The same as template, under its older name. */
             image: string;
             vcpus: number;
             memory_mib: number;
@@ -1304,6 +1445,8 @@ export interface components {
          *     names another account, and sees every account when it names none.
          */
         Account: string;
+        /** @description A template's name or name:tag, as one path segment; a "/" in the name is sent as %2F (team%2Fapp:v1). */
+        TemplateName: string;
         /** @description An environment variable name, [A-Za-z_][A-Za-z0-9_]*, at most 128 characters. */
         SecretName: string;
         /** @description A path inside the sandbox; relative paths are under /workspace. */
@@ -2331,6 +2474,153 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    snapshotSandbox: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SnapshotRequest"];
+            };
+        };
+        responses: {
+            /** @description The new template. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Template"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listTemplates: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The templates. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TemplateList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    importTemplate: {
+        parameters: {
+            query: {
+                /** @description The template's name[:tag]. */
+                name: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-tar": string;
+            };
+        };
+        responses: {
+            /** @description The new template. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Template"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A template's name or name:tag, as one path segment; a "/" in the name is sent as %2F (team%2Fapp:v1). */
+                name: components["parameters"]["TemplateName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The template. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Template"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A template's name or name:tag, as one path segment; a "/" in the name is sent as %2F (team%2Fapp:v1). */
+                name: components["parameters"]["TemplateName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The template, state deleting. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Template"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["NotSupported"];
             default: components["responses"]["Error"];
         };
     };
