@@ -53,6 +53,9 @@ type Spec struct {
 	MemoryMiB           int    `json:"memory_mib,omitempty"`
 	// Network is the egress of the build's sandboxes: none when absent.
 	Network *Network `json:"network,omitempty"`
+	// NoCache runs every step, looking none up in the cache (their
+	// results are still stored for the next build).
+	NoCache bool `json:"no_cache,omitempty"`
 }
 
 // From is a build's base: exactly one of a template ("default", the
@@ -90,6 +93,9 @@ type Step struct {
 	Copy    *Copy             `json:"copy,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Workdir string            `json:"workdir,omitempty"`
+	// NoCache runs this step and every later one without looking them up
+	// in the cache (E2B's skipCache from a point on).
+	NoCache bool `json:"no_cache,omitempty"`
 	// Line is the Dockerfile line the step came from (0 for a spec's own).
 	Line int `json:"-"`
 }
@@ -213,7 +219,7 @@ func decodeStep(field string, raw json.RawMessage) (Step, error) {
 	}
 	var actions []string
 	for k, v := range keys {
-		if !slices.Contains(actionKeys, k) && k != "user" && k != "global" {
+		if !slices.Contains(actionKeys, k) && k != "user" && k != "global" && k != "no_cache" {
 			return Step{}, fieldErr(field, "unknown key %q", k)
 		}
 		if string(bytes.TrimSpace(v)) == "null" {

@@ -21,8 +21,9 @@ func TestSpecRoundTrip(t *testing.T) {
 	    {"copy": {"src": "app/", "dest": "/workspace/app", "user": "user", "mode": "0755"}},
 	    {"env": {"A": "1", "PATH_EXTRA": "/opt/bin"}},
 	    {"workdir": "/workspace/app"},
-	    {"user": "user"}
+	    {"user": "user", "no_cache": true}
 	  ],
+	  "no_cache": true,
 	  "start_cmd": "python3 -m http.server 8000",
 	  "ready_cmd": "curl -sf localhost:8000",
 	  "ready_timeout_seconds": 30,
