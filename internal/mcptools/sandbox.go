@@ -10,7 +10,8 @@ import (
 )
 
 // CreateInput is sandbox_create's arguments: a size, a lease, a network
-// policy and an isolation, each taking the server's default when absent.
+// policy, an isolation and a template, each taking the server's default
+// when absent.
 type CreateInput struct {
 	VCPUs          int           `json:"vcpus,omitempty"`
 	MemoryMiB      int           `json:"memory_mib,omitempty"`
@@ -18,6 +19,7 @@ type CreateInput struct {
 	TimeoutSeconds int           `json:"timeout_seconds,omitempty"`
 	Network        *NetworkInput `json:"network,omitempty"`
 	Isolation      string        `json:"isolation,omitempty"`
+	Template       string        `json:"template,omitempty"`
 }
 
 // NetworkInput is a sandbox's network policy.
@@ -57,7 +59,8 @@ func (t tools) addSandboxTools(s *mcp.Server) {
 }
 
 func create(ctx context.Context, c *client.Client, in CreateInput) (CreateOutput, error) {
-	req := api.CreateSandboxRequest{VCPUs: in.VCPUs, MemoryMiB: in.MemoryMiB, TimeoutSeconds: in.TimeoutSeconds, Isolation: in.Isolation}
+	req := api.CreateSandboxRequest{VCPUs: in.VCPUs, MemoryMiB: in.MemoryMiB, TimeoutSeconds: in.TimeoutSeconds, Isolation: in.Isolation,
+		Template: in.Template}
 	if in.DiskGiB != 0 {
 		req.DiskGiB = &in.DiskGiB
 	}

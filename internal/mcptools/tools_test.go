@@ -40,6 +40,14 @@ func (f *fakeAPI) handler() http.Handler {
 		json.NewDecoder(r.Body).Decode(&req)
 		s := sbx
 		s.VCPUs = req.VCPUs
+		if req.Template != "" {
+			if req.Template != "myteam/app:v1" {
+				w.WriteHeader(http.StatusNotFound)
+				json.NewEncoder(w).Encode(api.ErrorBody{Error: api.ErrorDetail{Code: "not_found", Message: "no template " + req.Template}})
+				return
+			}
+			s.Template = req.Template
+		}
 		if s.Isolation = req.Isolation; s.Isolation == "" {
 			s.Isolation = "gvisor"
 		}
@@ -402,6 +410,14 @@ func TestCreateListStop(t *testing.T) {
 	res = call(t, cs, "sandbox_create", map[string]any{"isolation": "microvm"}, &c)
 	if res.IsError || c.Sandbox.Isolation != "microvm" {
 		t.Errorf("create with isolation microvm: got %v %q %+v", res.IsError, text(res), c)
+	}
+	res = call(t, cs, "sandbox_create", map[string]any{"template": "myteam/app:v1"}, &c)
+	if res.IsError || c.Sandbox.Template != "myteam/app:v1" {
+		t.Errorf("create with a template: got %v %q %+v", res.IsError, text(res), c)
+	}
+	res = call(t, cs, "sandbox_create", map[string]any{"template": "nope"}, nil)
+	if !res.IsError || text(res) != "not_found: no template nope" {
+		t.Errorf("create with an unknown template: got %v %q, want the tool error not_found", res.IsError, text(res))
 	}
 	var l ListOutput
 	res = call(t, cs, "sandbox_list", map[string]any{}, &l)
