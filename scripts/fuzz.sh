@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs every fuzz target for a few seconds each (FUZZTIME, default 5s):
 # the parsers of what a sandbox sends (TLS ClientHello, HTTP Host, DNS
-# queries) and the agent's tar extraction. The committed corpora under
+# queries), the agent's tar extraction, and what a client sends to build a
+# template (its build specification and Dockerfile). The committed corpora under
 # testdata/fuzz/ also run as plain tests in `go test`. Fails if a target
 # finds a failing input; it is written to testdata/fuzz/<Target>/ and
 # printed here, so that it can be committed as a regression seed.
@@ -17,7 +18,9 @@ for target in \
   ./internal/egress:FuzzHTTPHost \
   ./internal/egress:FuzzDNSQuery \
   ./internal/agent:FuzzExtract \
-  ./internal/tarx:FuzzName; do
+  ./internal/tarx:FuzzName \
+  ./internal/template/build:FuzzParseDockerfile \
+  ./internal/template/build:FuzzDecode; do
   pkg=${target%%:*}
   name=${target##*:}
   echo "==> fuzz $name ($pkg, $fuzztime)"

@@ -29,7 +29,7 @@ func TestSpecRoundTrip(t *testing.T) {
 	  "ready_timeout_seconds": 30,
 	  "vcpus": 2,
 	  "memory_mib": 2048,
-	  "network": {"internet": true, "allow": ["pypi.example", "*.example.org"]}
+	  "network": {"internet": true, "allow": ["pkgs.example", "*.example.org"]}
 	}`
 	s, err := Decode([]byte(in))
 	if err != nil {
