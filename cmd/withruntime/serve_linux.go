@@ -17,6 +17,7 @@ import (
 	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/server"
 	"github.com/withruntime/withruntime/internal/setup"
+	"github.com/withruntime/withruntime/internal/templates"
 )
 
 // serve is `withruntime serve`: it registers the flags (SPEC.md names
@@ -46,6 +47,8 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.IntVar(&cfg.Trial.Concurrency, "trial-concurrency", accounts.DefaultTrialConcurrency, "how many sandboxes a trial account runs at once")
 	fs.IntVar(&cfg.Trial.MaxKeys, "trial-max-keys", accounts.DefaultTrialMaxKeys, "keys a trial account's keys may make, removed ones counted (403 forbidden past it)")
 	fs.IntVar(&cfg.MaxKeysPerAccount, "max-keys-per-account", accounts.DefaultMaxKeysPerAccount, "keys an account may hold (409 conflict past it), and keys its keys may make in 24 hours, removed ones counted (429 rate_limited); the admin key is bound by neither")
+	fs.IntVar(&cfg.TemplateQuota.MaxCount, "max-templates", templates.DefaultMaxCount, "templates an account may hold (403 forbidden past it); a template removed while in use no longer counts")
+	templateGiB := fs.Int64("max-template-gib", templates.DefaultMaxBytes>>30, "`GIB` an account's templates may hold in all, each counting its own layers (403 forbidden past it); one snapshot or image may not write more either (413)")
 	fs.DurationVar(&cfg.IdleExit, "idle-exit", 0, "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)")
 	fs.StringVar(&cfg.E2BListen, "e2b-listen", "", "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY")
 	fs.StringVar(&cfg.E2BDomain, "e2b-domain", "", "route Host <port>-<id>.`DOMAIN` on --e2b-listen to sandboxes (older E2B clients; needs wildcard DNS and a wildcard TLS certificate in front)")
@@ -57,6 +60,7 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 			fmt.Fprintf(os.Stderr, "serve: unexpected argument %q\nusage: withruntime serve [flags] (\"withruntime serve --help\" lists the flags)\n", args[0])
 			return 2
 		}
+		cfg.TemplateQuota.MaxBytes = *templateGiB << 30
 		if *pidFile != "" {
 			f, err := holdPidFile(*pidFile)
 			if err != nil {

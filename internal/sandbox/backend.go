@@ -61,9 +61,18 @@ type BackendConfig struct {
 	// same cache) can resume the sandbox; Destroy removes it. Sandboxes
 	// that are not paused keep their state in DataDir.
 	SharedCheckpoints string
+	// Layers finds the stored layers of the templates sandboxes start
+	// from (nil: only the built-in image).
+	Layers LayerDirs
 	// Options are the values of the registered backends' own settings
 	// (Registration.Options), by flag name; Option reads one.
 	Options map[string]string
+}
+
+// LayerDirs finds template layers on this host (internal/layer.Store):
+// the directory of a complete layer by its digest.
+type LayerDirs interface {
+	Dir(digest string) (string, error)
 }
 
 // EgressWiring says where a sandbox's traffic goes on the host.

@@ -15,6 +15,7 @@ import (
 	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
 )
 
 // DefaultListen is the address clients try when none is configured.
@@ -60,6 +61,10 @@ type Config struct {
 	// keys make in a day (serve --max-keys-per-account; 0:
 	// accounts.DefaultMaxKeysPerAccount).
 	MaxKeysPerAccount int
+	// TemplateQuota bounds each account's templates (serve
+	// --max-templates, --max-template-gib; zero fields: the templates
+	// package's defaults).
+	TemplateQuota store.TemplateQuota
 	// PricesFile, when set, is a JSON price table (billing.Prices) that
 	// replaces the default prices.
 	PricesFile string

@@ -88,10 +88,16 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		return nil, err
 	}
 	u.Add(func() { tracing(context.WithoutCancel(ctx)) })
-	mgr, egr, err := startHost(ctx, cfg, dataDir, st, vault, sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir})
+	layers, lib, err := openTemplates(cfg, dataDir, st)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Manager.Templates = lib
+	mgr, egr, err := startHost(ctx, cfg, dataDir, st, vault, sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir, Layers: layers})
+	if err != nil {
+		return nil, err
+	}
+	lib.SetSandboxes(mgr)
 	u.Add(func() {
 		if egr != nil {
 			egr.close()
@@ -105,7 +111,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	u.Add(func() { l.Close() })
 	idle := newIdleWatch(cfg.IdleExit, st)
 	apiHandler := httpapi.NewServer(httpapi.Config{
-		Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault,
+		Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault, Templates: lib,
 		DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
 		AgentMemory: cfg.agentBudget(),
 		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,
@@ -128,6 +134,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	}
 	go func() { s.done <- s.http.Serve(l) }()
 	go idle.run(s.stop)
+	go collectTemplates(lib, s.stop)
 	s.supervise()
 	cfg.Logger.Info("serving", "url", s.URL, "data_dir", dataDir, "backend", cfg.Backend)
 	if s.e2b != nil {

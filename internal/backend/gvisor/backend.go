@@ -34,6 +34,9 @@ type Config struct {
 	// where paused sandboxes' checkpoints are kept (one <id>/ each), so
 	// that another node's backend with the same cache can resume them.
 	SharedCheckpoints string
+	// Layers finds the layers of the templates sandboxes start from (nil:
+	// only the built-in image).
+	Layers sandbox.LayerDirs
 }
 
 // Backend runs sandboxes with runsc.

@@ -35,6 +35,7 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	if err := removeCgroups(id); err != nil {
 		errs = append(errs, err)
 	}
+	unmountRoot(p)
 	if err := os.RemoveAll(p.run); err != nil {
 		errs = append(errs, err)
 	}

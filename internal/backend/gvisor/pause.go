@@ -85,6 +85,7 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 		b.mu.Unlock()
 	}
 	b.stopContainer(ctx, id, p)
+	unmountRoot(p)
 	removeCgroups(id)
 	b.net.Detach(id, p.state)
 	err = network.RemoveNamespace(p.netns)

@@ -8,7 +8,7 @@ func init() {
 	sandbox.Register(sandbox.Registration{
 		Name: Name,
 		New: func(cfg sandbox.BackendConfig) (sandbox.Backend, error) {
-			return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Egress: cfg.Egress, SharedCheckpoints: cfg.SharedCheckpoints})
+			return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Egress: cfg.Egress, SharedCheckpoints: cfg.SharedCheckpoints, Layers: cfg.Layers})
 		},
 		Required: true,
 	})

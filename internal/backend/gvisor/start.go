@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/withruntime/withruntime/internal/agentlink"
-	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/undo"
@@ -44,14 +43,14 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, warm 
 // prepare makes the sandbox's directories, the agent's listener, the
 // network namespace and the spec (a warm one's at the lowest CPU priority).
 func (b *Backend) prepare(id string, p paths, spec sandbox.Spec, warm bool) (_ *link, retErr error) {
-	rootfs, err := image.Rootfs(b.cfg.CacheDir, spec.Image)
-	if err != nil {
-		return nil, err
-	}
 	for _, d := range []string{p.upper, p.run} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
+	}
+	rootfs, err := b.rootfs(p, spec)
+	if err != nil {
+		return nil, err
 	}
 	ln, err := listen(p)
 	if err != nil {

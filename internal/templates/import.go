@@ -1,0 +1,106 @@
+package templates
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/withruntime/withruntime/internal/layer"
+	"github.com/withruntime/withruntime/internal/ociimage"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/template"
+)
+
+// Import makes template name of account from the OCI image in archive (a
+// docker save tarball, or an OCI archive): its layers, bottom first, then
+// the platform layer (what a sandbox needs that the image may lack,
+// internal/ociimage), with the image's config as the defaults. The
+// archive is kept in Config.TempDir while it is read (the image formats
+// need to seek), bounded by the account's quota, and removed after.
+func (l *Library) Import(ctx context.Context, account, name string, archive io.Reader) (*template.Template, error) {
+	ref, err := parse(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(l.cfg.TempDir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(l.cfg.TempDir, "image-*.tar")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	limit := l.cfg.Limits.MaxBytes
+	n, err := io.Copy(f, io.LimitReader(archive, limit+1))
+	if err != nil {
+		return nil, sandbox.Wrap(sandbox.KindInvalid, err, "reading the image archive")
+	}
+	if limit > 0 && n > limit {
+		return nil, sandbox.Errorf(sandbox.KindPayloadTooLarge, "the image archive is over %d bytes", limit)
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var imported []string
+	var total int64
+	drop := func() {
+		for _, d := range imported {
+			l.dropUnrecorded(d)
+		}
+	}
+	importOne := func(ctx context.Context, r io.Reader) (string, error) {
+		lim := l.cfg.Limits
+		if lim.MaxBytes > 0 {
+			lim.MaxBytes -= total
+			if lim.MaxBytes <= 0 {
+				return "", sandbox.Errorf(sandbox.KindPayloadTooLarge, "the image's layers are over %d bytes", l.cfg.Limits.MaxBytes)
+			}
+		}
+		info, err := l.cfg.Layers.Import(ctx, r, layer.OCI, lim)
+		if err != nil {
+			return "", layerError(err)
+		}
+		imported = append(imported, info.Digest)
+		total += info.SizeBytes
+		return info.Digest, nil
+	}
+	res, err := ociimage.ReadFile(ctx, f.Name(), ociimage.Options{CARoots: l.cfg.CARoots}, importOne)
+	if err != nil {
+		drop()
+		return nil, imageError(err)
+	}
+	top, err := importOne(ctx, bytes.NewReader(res.Platform))
+	if err != nil {
+		drop()
+		return nil, fmt.Errorf("the platform layer: %w", err)
+	}
+	t := &template.Template{
+		Account: account, Name: ref.Name, Tag: ref.Tag, Source: template.SourceOCI,
+		Layers: append(res.Layers, top), SizeBytes: total, Defaults: res.Defaults,
+	}
+	if err := l.record(ctx, t); err != nil {
+		drop()
+		return nil, err
+	}
+	l.log.Info("template made", "template_id", t.ID, "template", t.Ref().String(), "account", account, "source", t.Source, "layers", len(t.Layers), "bytes", total)
+	return t, nil
+}
+
+// imageError is an image refused by internal/ociimage as the API answers
+// it: the archive's fault is invalid_request.
+func imageError(err error) error {
+	var se *sandbox.Error
+	switch {
+	case errors.As(err, &se):
+		return err
+	case errors.Is(err, ociimage.ErrNotImage), errors.Is(err, ociimage.ErrInvalid):
+		return sandbox.Wrap(sandbox.KindInvalid, err, "the archive is not an image this server reads")
+	case errors.Is(err, ociimage.ErrRegistry):
+		return sandbox.Wrap(sandbox.KindInvalid, err, "the registry refused")
+	}
+	return err
+}

@@ -1,0 +1,252 @@
+package templates
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/layer"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/template"
+)
+
+// Store is what the library keeps and reads: the templates, and the
+// sandboxes' records to know which templates are in use.
+type Store interface {
+	store.Templates
+	ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]*sandbox.Record, error)
+}
+
+// Layers is the layer store (layer.Store).
+type Layers interface {
+	Import(ctx context.Context, r io.Reader, f layer.Format, lim layer.Limits) (layer.Info, error)
+	List() ([]layer.Info, error)
+	Remove(digest string) error
+}
+
+// Sandboxes is what a snapshot asks of the sandboxes (the manager).
+type Sandboxes interface {
+	ExportRoot(ctx context.Context, account, id string, w io.Writer) (*sandbox.Record, error)
+}
+
+// Config is what a Library works with.
+type Config struct {
+	Store     Store
+	Layers    Layers
+	Sandboxes Sandboxes
+	// Quota bounds each account's live templates (zero: no bound).
+	Quota store.TemplateQuota
+	// Limits bound one layer a snapshot or an import writes.
+	Limits layer.Limits
+	// TempDir holds image archives while they are imported.
+	TempDir string
+	// CARoots is the PEM bundle an imported image without CA roots gets.
+	CARoots []byte
+	// Grace is how long a removed template is kept whatever uses it: a
+	// create that resolved it just before may not have recorded its
+	// sandbox yet (DefaultGrace when 0).
+	Grace  time.Duration
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// DefaultGrace is Config.Grace's default.
+const DefaultGrace = 10 * time.Second
+
+// Library is the template library of one server.
+type Library struct {
+	cfg Config
+	log *slog.Logger
+	// mu orders the writes of layers and records with Collect: a layer is
+	// never removed between its import and the record that names it.
+	mu sync.Mutex
+}
+
+// New returns the library of cfg.
+func New(cfg Config) *Library {
+	if cfg.Grace == 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Library{cfg: cfg, log: log}
+}
+
+// SetSandboxes gives the library the sandboxes it snapshots (the
+// manager, made after the library it resolves templates with).
+func (l *Library) SetSandboxes(s Sandboxes) { l.cfg.Sandboxes = s }
+
+// Resolve returns the template account's create names: its own of that
+// name and tag, else a public one (manager.Templates).
+func (l *Library) Resolve(ctx context.Context, account string, ref template.Ref) (*template.Template, error) {
+	t, err := l.cfg.Store.TemplateByRef(ctx, account, ref)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return nil, sandbox.Errorf(sandbox.KindNotFound, "no template %s", ref)
+	}
+	return t, err
+}
+
+// Get returns the template name ("name" or "name:tag") as account sees it.
+func (l *Library) Get(ctx context.Context, account, name string) (*template.Template, error) {
+	ref, err := parse(name)
+	if err != nil {
+		return nil, err
+	}
+	return l.Resolve(ctx, account, ref)
+}
+
+// List returns account's templates and the public ones.
+func (l *Library) List(ctx context.Context, account string) ([]*template.Template, error) {
+	return l.cfg.Store.ListTemplates(ctx, store.TemplateFilter{Account: account, Public: true})
+}
+
+// Delete removes account's template name: its name is free at once, and
+// its layers go once no sandbox uses it. A public template of another
+// account is not account's to remove.
+func (l *Library) Delete(ctx context.Context, account, name string) (*template.Template, error) {
+	t, err := l.Get(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	if t.Account != account {
+		return nil, sandbox.Errorf(sandbox.KindForbidden, "template %s is published by another account; only it may remove it", t.Ref())
+	}
+	now := l.cfg.Now()
+	if err := l.cfg.Store.DeleteTemplate(ctx, t.ID, now); err != nil {
+		return nil, err
+	}
+	t.DeletedAt = &now
+	return t, nil
+}
+
+// parse reads a template's name, as a bad request when it is malformed.
+func parse(name string) (template.Ref, error) {
+	ref, err := template.ParseRef(name)
+	if err != nil {
+		return ref, sandbox.Errorf(sandbox.KindInvalid, "%v", err)
+	}
+	return ref, nil
+}
+
+// record stores t under its name, replacing the account's template of that
+// name, and removes what the replaced one no longer needs at the next
+// Collect. The caller holds l.mu.
+func (l *Library) record(ctx context.Context, t *template.Template) error {
+	if len(t.Layers) > template.MaxLayers {
+		return sandbox.Errorf(sandbox.KindInvalid, "template %s would have %d layers, at most %d: make it from an image or a build instead", t.Ref(), len(t.Layers), template.MaxLayers)
+	}
+	t.ID = template.NewID()
+	t.CreatedAt = l.cfg.Now()
+	_, err := l.cfg.Store.ReplaceTemplate(ctx, t, l.cfg.Quota)
+	return err
+}
+
+// inUse returns the ids of the templates that live or paused sandboxes
+// were started from.
+func (l *Library) inUse(ctx context.Context) (map[string]bool, error) {
+	recs, err := l.cfg.Store.ListSandboxes(ctx, store.SandboxFilter{})
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, r := range recs {
+		if r.State != sandbox.StateEnded && r.Spec.Root != nil {
+			used[r.Spec.Root.Template] = true
+		}
+	}
+	return used, nil
+}
+
+// Collect purges the removed templates that nothing uses any more (and
+// that were removed more than Config.Grace ago), then removes the layers
+// no remaining record names.
+func (l *Library) Collect(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	used, err := l.inUse(ctx)
+	if err != nil {
+		return err
+	}
+	all, err := l.cfg.Store.ListTemplates(ctx, store.TemplateFilter{Deleted: true})
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	var errs []error
+	for _, t := range all {
+		if t.DeletedAt != nil && !used[t.ID] && l.cfg.Now().Sub(*t.DeletedAt) >= l.cfg.Grace {
+			if err := l.cfg.Store.PurgeTemplate(ctx, t.ID); err != nil {
+				errs = append(errs, err)
+			} else {
+				l.log.Info("template purged", "template_id", t.ID, "template", t.Ref().String(), "account", t.Account)
+				continue
+			}
+		}
+		for _, d := range t.Layers {
+			keep[d] = true
+		}
+	}
+	stored, err := l.cfg.Layers.List()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, info := range stored {
+		if !keep[info.Digest] {
+			if err := l.cfg.Layers.Remove(info.Digest); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run collects every interval until ctx ends.
+func (l *Library) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := l.Collect(ctx); err != nil && ctx.Err() == nil {
+				l.log.Warn("collecting removed templates", "err", err)
+			}
+		}
+	}
+}
+
+// withParent returns a new template of account at ref over the root of a
+// sandbox (nil: the built-in image), with that template's defaults.
+func (l *Library) withParent(ctx context.Context, account string, ref template.Ref, root *sandbox.Root) (*template.Template, error) {
+	t := &template.Template{Account: account, Name: ref.Name, Tag: ref.Tag, Base: template.DefaultBase}
+	if root == nil {
+		return t, nil
+	}
+	t.Base, t.Layers = root.Base, slices.Clone(root.Layers)
+	parent, err := l.cfg.Store.GetTemplate(ctx, root.Template)
+	if err == nil {
+		t.Defaults = parent.Defaults
+	} else if !errors.Is(err, sandbox.ErrNotFound) {
+		return nil, err
+	}
+	return t, nil
+}
+
+// The defaults of an account's template quota (serve --max-templates,
+// --max-template-gib), and the bound on one layer's entries.
+const (
+	DefaultMaxCount   = 100
+	DefaultMaxBytes   = int64(50) << 30
+	DefaultMaxEntries = 2_000_000
+)
