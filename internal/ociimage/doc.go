@@ -33,8 +33,9 @@
 //   - /etc/passwd: the image's own with "user:*:1000:1000:user:/home/user:/bin/sh"
 //     appended when it has no entry named user; when the image has none,
 //     or a link or anything but a plain file there, a new one of root and
-//     that line. ("*" rather than "x": no shadow entry is needed for su or
-//     sudo's account check.)
+//     that line. Its password field is "*", not "x": with "x" and no
+//     /etc/shadow entry (which the layer may not add) pam_unix fails su's
+//     and sudo's account check, as tried on the default image.
 //   - /etc/group: likewise, "user:x:1000:" appended, or a new one of root
 //     and user.
 //   - /etc/sudoers.d/withruntime (0440), "user ALL=(ALL) NOPASSWD:ALL",

@@ -140,7 +140,11 @@ func writeLayout(t testing.TB, img v1.Image, ii v1.ImageIndex) string {
 }
 
 // tarDir writes directory d as a tar (an OCI archive when d is a layout).
-func tarDir(t testing.TB, d string) string {
+func tarDir(t testing.TB, d string) string { return tarDirAs(t, d, "") }
+
+// tarDirAs is tarDir with prefix before each name ("./", as tar -C d .
+// writes).
+func tarDirAs(t testing.TB, d, prefix string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "image.oci.tar")
 	f, err := os.Create(p)
@@ -162,7 +166,7 @@ func tarDir(t testing.TB, d string) string {
 		if err != nil {
 			return err
 		}
-		hdr.Name = rel
+		hdr.Name = prefix + rel
 		if e.IsDir() {
 			hdr.Name += "/"
 		}

@@ -479,3 +479,29 @@ func TestZstdAndTrailing(t *testing.T) {
 		t.Fatalf("err = %v, want ErrInvalid on the trailing bytes", err)
 	}
 }
+
+// TestArchiveDotNames: an OCI archive made with tar -C layout . names its
+// entries "./..."; it reads the same.
+func TestArchiveDotNames(t *testing.T) {
+	layers := twoLayers(t)
+	img := makeImage(t, "amd64", baseConfig, gzipLayer(t, layers[0]), plainLayer(layers[1]))
+	rec := &recorder{}
+	res, err := ReadFile(context.Background(), tarDirAs(t, writeLayout(t, img, nil), "./"), Options{}, rec.imp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTwoLayers(t, res, rec, layers)
+}
+
+// TestCanceled: a canceled import stops with the context's error.
+func TestCanceled(t *testing.T) {
+	img := makeImage(t, "amd64", baseConfig, plainLayer(twoLayers(t)[0]))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, p := range map[string]string{"layout": writeLayout(t, img, nil), "docker-save": writeDockerSave(t, img)} {
+		rec := &recorder{}
+		if _, err := ReadFile(ctx, p, Options{}, rec.imp); !errors.Is(err, context.Canceled) || rec.count() != 0 {
+			t.Errorf("%s: err = %v (imported %d), want context.Canceled", name, err, rec.count())
+		}
+	}
+}
