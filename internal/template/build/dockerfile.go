@@ -98,6 +98,8 @@ type dfParser struct {
 	env      map[string]string
 	user     string
 	workdir  string
+	// imageUser: user is still the base image's own USER.
+	imageUser bool
 
 	steps      []Step
 	cmd, entry *cmdForm
@@ -171,10 +173,7 @@ directives:
 			l += lines[i]
 			i++
 		}
-		instr, rest := strings.TrimSpace(l), ""
-		if j := strings.IndexFunc(instr, isSpace); j >= 0 {
-			instr, rest = instr[:j], instr[j+1:]
-		}
+		instr, rest := cutSpace(strings.TrimSpace(l))
 		if err := p.instruction(start, strings.ToUpper(instr), strings.TrimSpace(rest)); err != nil {
 			return err
 		}
@@ -189,6 +188,14 @@ directives:
 }
 
 func isSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\r' }
+
+// cutSpace splits s at its first space or tab.
+func cutSpace(s string) (string, string) {
+	if i := strings.IndexFunc(s, isSpace); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	return s, ""
+}
 
 // refused are the instructions of Docker's that a template build does not
 // take, with why.
@@ -296,7 +303,7 @@ func flags(rest string) (map[string]string, []string, string) {
 	f := map[string]string{}
 	var order []string
 	for strings.HasPrefix(rest, "--") {
-		word, tail, _ := strings.Cut(rest, " ")
+		word, tail := cutSpace(rest)
 		name, value, _ := strings.Cut(strings.TrimPrefix(word, "--"), "=")
 		f[name] = value
 		order = append(order, name)
@@ -341,7 +348,7 @@ func (p *dfParser) fromInstr(line int, rest string) error {
 		// An image's USER is the user its build steps run as in Docker;
 		// a template's default user is its sandboxes', not a build's.
 		if from.Image != "" && d.User != "" {
-			p.user = d.User
+			p.user, p.imageUser = d.User, true
 		}
 	}
 	return nil
@@ -410,7 +417,7 @@ func (p *dfParser) argInstr(rest string) error {
 
 func (p *dfParser) envInstr(line int, rest string) error {
 	env := map[string]string{}
-	first, tail, _ := strings.Cut(rest, " ")
+	first, tail := cutSpace(rest)
 	if !strings.Contains(first, "=") {
 		// The old form: ENV NAME the value, the rest of the line.
 		v, err := p.x.word(strings.TrimSpace(tail))
@@ -464,6 +471,9 @@ func (p *dfParser) runInstr(line int, rest string) error {
 		}
 		cmd = b.String() + "\n" + cmd
 	}
+	if p.imageUser && checkUser(p.user) != nil {
+		return fmt.Errorf("it would run as the image's own USER %q, which is not a user name a build step can run as; put USER NAME (or USER root) before it", p.user)
+	}
 	return p.emit(line, "RUN", Step{Run: cmd, User: p.user})
 }
 
@@ -504,12 +514,15 @@ func (p *dfParser) copyInstr(line int, instr, rest string) error {
 	if len(srcs) > 1 && !strings.HasSuffix(dest, "/") {
 		return fmt.Errorf("with more than one source the destination %q must end in /", dest)
 	}
+	// Docker takes ./app and a/../b as paths in the context, and a dest
+	// relative to WORKDIR; the steps hold them clean. A src that leads
+	// out stays as written, for the check to refuse.
+	trail := strings.HasSuffix(dest, "/") || dest == "." || strings.HasSuffix(dest, "/.")
 	if !path.IsAbs(dest) {
-		trail := strings.HasSuffix(dest, "/") || dest == "."
 		dest = path.Join(p.workdir, dest)
-		if trail && dest != "/" {
-			dest += "/"
-		}
+	}
+	if dest = path.Clean(dest); trail && dest != "/" {
+		dest += "/"
 	}
 	if owner == "" {
 		owner = UserRoot
@@ -524,6 +537,9 @@ func (p *dfParser) copyInstr(line int, instr, rest string) error {
 					return fmt.Errorf("%q: ADD of a tar archive (which Docker unpacks) is not supported; COPY it and unpack it with RUN tar", src)
 				}
 			}
+		}
+		if c := path.Clean(src); src != "" && !path.IsAbs(src) && c != ".." && !strings.HasPrefix(c, "../") {
+			src = c
 		}
 		if strings.ContainsAny(src, "*?[") {
 			return fmt.Errorf("%q: wildcards are not supported; name the files or their directory", src)
@@ -576,7 +592,7 @@ func (p *dfParser) userInstr(line int, rest string) error {
 	if err := p.emit(line, "USER", Step{User: u}); err != nil {
 		return err
 	}
-	p.user = u
+	p.user, p.imageUser = u, false
 	return nil
 }
 

@@ -74,15 +74,18 @@ func TestParseDockerfile(t *testing.T) {
 		},
 		{
 			name: "copy and add, chown, chmod, relative dest",
-			text: "FROM default\nWORKDIR /srv\nCOPY --chown=user:user app/ ./app/\nADD --chmod=755 a.sh b.sh bin/\nCOPY [\"x y\", \"/etc/z\"]\nCOPY . .\n",
+			text: "FROM default\nWORKDIR /srv\nCOPY --chown=user:user app/ ./app/\nADD --chmod=755 a.sh b.sh bin/\nCOPY [\"x y\", \"/etc/z\"]\nCOPY . .\nCOPY ./req.txt a/../b/./ /x/./y/\nCOPY\t--chown=user\tq\t/q\n",
 			from: From{Template: "default"},
 			steps: []Step{
 				{Workdir: "/srv", Line: 2},
-				{Copy: &Copy{Src: "app/", Dest: "/srv/app/", User: "user"}, Line: 3},
+				{Copy: &Copy{Src: "app", Dest: "/srv/app/", User: "user"}, Line: 3},
 				{Copy: &Copy{Src: "a.sh", Dest: "/srv/bin/", User: "root", Mode: "755"}, Line: 4},
 				{Copy: &Copy{Src: "b.sh", Dest: "/srv/bin/", User: "root", Mode: "755"}, Line: 4},
 				{Copy: &Copy{Src: "x y", Dest: "/etc/z", User: "root"}, Line: 5},
 				{Copy: &Copy{Src: ".", Dest: "/srv/", User: "root"}, Line: 6},
+				{Copy: &Copy{Src: "req.txt", Dest: "/x/y/", User: "root"}, Line: 7},
+				{Copy: &Copy{Src: "b", Dest: "/x/y/", User: "root"}, Line: 7},
+				{Copy: &Copy{Src: "q", Dest: "/q", User: "user"}, Line: 8},
 			},
 		},
 		{
@@ -260,6 +263,15 @@ func TestDockerfileBase(t *testing.T) {
 	}
 	if s.Steps[0].User != "root" {
 		t.Errorf("RUN on a template base runs as %q, want root", s.Steps[0].User)
+	}
+	// An image whose USER is a number: its RUNs need a USER line first.
+	numeric := func(From) (template.Defaults, error) { return template.Defaults{User: "1001"}, nil }
+	if _, err := ParseDockerfileWith("FROM bitnami/x\nRUN id\n", DockerfileOptions{Base: numeric}); err == nil ||
+		!strings.Contains(err.Error(), `line 2: RUN: it would run as the image's own USER "1001"`) {
+		t.Errorf("RUN as an image's numeric USER: %v", err)
+	}
+	if s, err := ParseDockerfileWith("FROM bitnami/x\nUSER root\nRUN id\n", DockerfileOptions{Base: numeric}); err != nil || s.Steps[1].User != "root" {
+		t.Errorf("USER root after an image's numeric USER: %v", err)
 	}
 	_, err = ParseDockerfileWith("FROM default\n", DockerfileOptions{Base: func(From) (template.Defaults, error) {
 		return template.Defaults{}, &Error{Field: "from", Msg: "no such template"}
