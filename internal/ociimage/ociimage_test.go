@@ -371,7 +371,7 @@ func TestBlobDigestMismatch(t *testing.T) {
 
 // dockerSave writes a docker save archive by hand: manifest.json, a config
 // whose diff ids are diffIDs, and the layers.
-func dockerSave(t *testing.T, diffIDs []string, layers ...[]byte) string {
+func dockerSave(t testing.TB, diffIDs []string, layers ...[]byte) string {
 	cfg, _ := json.Marshal(map[string]any{"os": "linux", "architecture": "amd64", "config": map[string]any{},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs}})
 	var names []string
