@@ -154,12 +154,14 @@ directives:
 		}
 		// A line ending in the escape character goes on with the next
 		// one; comment and empty lines inside are dropped, as in Docker.
+		var b strings.Builder
 		for {
 			t := strings.TrimRightFunc(l, isSpace)
 			if !strings.HasSuffix(t, string(p.escape)) {
+				b.WriteString(l)
 				break
 			}
-			l = strings.TrimSuffix(t, string(p.escape))
+			b.WriteString(strings.TrimSuffix(t, string(p.escape)))
 			for i < len(lines) {
 				if t := strings.TrimSpace(lines[i]); t == "" || t[0] == '#' {
 					i++
@@ -170,9 +172,10 @@ directives:
 			if i >= len(lines) {
 				break
 			}
-			l += lines[i]
+			l = lines[i]
 			i++
 		}
+		l = b.String()
 		instr, rest := cutSpace(strings.TrimSpace(l))
 		if err := p.instruction(start, strings.ToUpper(instr), strings.TrimSpace(rest)); err != nil {
 			return err
@@ -180,9 +183,6 @@ directives:
 	}
 	if p.from == nil {
 		return lineErr(len(lines), "no FROM: a Dockerfile names its base with FROM")
-	}
-	if len(p.steps) > MaxSteps {
-		return lineErr(p.steps[MaxSteps].Line, "more than %d steps", MaxSteps)
 	}
 	return nil
 }
@@ -600,6 +600,9 @@ func (p *dfParser) userInstr(line int, rest string) error {
 // named by the line.
 func (p *dfParser) emit(line int, instr string, st Step) error {
 	st.Line = line
+	if len(p.steps) == MaxSteps {
+		return lineErr(line, "more than %d steps", MaxSteps)
+	}
 	if err := st.validate(""); err != nil {
 		var e *Error
 		if errors.As(err, &e) {

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/withruntime/withruntime/internal/template"
 )
@@ -212,6 +213,10 @@ func TestDockerfileRefused(t *testing.T) {
 		{"bad escape", "# escape=x\nFROM default", nil, "line 1: escape must be"},
 		{"escape twice", "# escape=`\n# escape=`\nFROM default", nil, "line 2: the escape directive is given twice"},
 		{"too many steps", "FROM default\n" + strings.Repeat("RUN x\n", MaxSteps+1), nil, "line 102: more than 100 steps"},
+		{"expansion doubling", "FROM default\nENV A=0123456789abcdef\n" + strings.Repeat("ENV A=$A$A\n", 20), nil, "line 14: ENV: longer than 32768 bytes"},
+		{"expansion wide", "FROM default\nARG A=" + strings.Repeat("x", 1000) + "\nENV B=" + strings.Repeat("$A", 200), nil, "line 3: ENV: expands to more than"},
+		{"expansion deep", "FROM default\nENV A=" + strings.Repeat("${A:-", 9) + "x" + strings.Repeat("}", 9), nil, "line 2: ENV: ${...} nested more than 8 deep"},
+		{"expansion very deep", "FROM default\nENV A=" + strings.Repeat("${A:-", 30000) + "x" + strings.Repeat("}", 30000), nil, "nested more than 8 deep"},
 		{"too big", "FROM default\n#" + strings.Repeat("x", MaxDockerfileBytes), nil, "dockerfile: larger than"},
 	}
 	for _, tc := range tests {
@@ -301,5 +306,24 @@ func TestSpecResolve(t *testing.T) {
 	bad := &Spec{Name: "app", Dockerfile: "FROM default\nEXPOSE 1"}
 	if _, err := bad.Resolve(nil); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("Resolve of a bad Dockerfile: %v", err)
+	}
+}
+
+// TestDockerfileLarge: the largest Dockerfiles, of the shapes that make a
+// naive parser quadratic, parse (or are refused) in well under a second.
+func TestDockerfileLarge(t *testing.T) {
+	n := MaxDockerfileBytes/3 - 20
+	for name, text := range map[string]string{
+		"continuations":              "FROM default\nRUN x" + strings.Repeat(" \\\n", n),
+		"comments in a continuation": "FROM default\nRUN x \\\n" + strings.Repeat("#\n", n),
+		"words":                      "FROM default\nCOPY " + strings.Repeat("a ", n) + "/d/",
+		"unterminated":               "FROM default\nENV A=" + strings.Repeat("${", n),
+		"dollars":                    "FROM default\nENV A=" + strings.Repeat("$", 3*n),
+	} {
+		start := time.Now()
+		ParseDockerfile(text, nil)
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: %v", name, d)
+		}
 	}
 }

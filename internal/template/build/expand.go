@@ -14,7 +14,16 @@ import (
 type expander struct {
 	escape rune
 	lookup func(name string) (string, bool)
+	// depth counts the ${NAME:-word} nested inside one another now.
+	depth int
 }
+
+// Bounds of an expansion: a Dockerfile is small, but $A$A$A... or
+// ${A:-${A:-...}} would make it large or slow.
+const (
+	maxExpandBytes = 2 * MaxCommandBytes
+	maxExpandDepth = 8
+)
 
 // words splits s into words on unquoted white space, each expanded.
 func (x *expander) words(s string) ([]string, error) {
@@ -32,19 +41,24 @@ func (x *expander) word(s string) (string, error) {
 
 func (x *expander) process(s string, split bool) ([]string, error) {
 	var (
-		words  []string
-		cur    strings.Builder
-		inWord bool
-		r      = []rune(s)
-		flush  = func() {
+		words   []string
+		cur     strings.Builder
+		inWord  bool
+		flushed int
+		r       = []rune(s)
+		flush   = func() {
 			if inWord {
 				words = append(words, cur.String())
+				flushed += cur.Len()
 			}
 			cur.Reset()
 			inWord = false
 		}
 	)
 	for i := 0; i < len(r); i++ {
+		if flushed+cur.Len() > maxExpandBytes {
+			return nil, fmt.Errorf("expands to more than %d bytes", maxExpandBytes)
+		}
 		c := r[i]
 		switch {
 		case split && unicode.IsSpace(c):
@@ -100,6 +114,9 @@ func (x *expander) process(s string, split bool) ([]string, error) {
 		}
 	}
 	flush()
+	if flushed > maxExpandBytes {
+		return nil, fmt.Errorf("expands to more than %d bytes", maxExpandBytes)
+	}
 	if !split && words == nil {
 		words = []string{""}
 	}
@@ -141,6 +158,9 @@ func (x *expander) dollar(r []rune, i int, out *strings.Builder) (int, error) {
 		return j - 1, nil
 	}
 	// ${...}: find the matching brace, nested ${ counted.
+	if x.depth >= maxExpandDepth {
+		return 0, fmt.Errorf("${...} nested more than %d deep", maxExpandDepth)
+	}
 	depth, end := 1, -1
 	for j := i + 2; j < len(r); j++ {
 		if r[j] == '$' && j+1 < len(r) && r[j+1] == '{' {
@@ -174,7 +194,7 @@ func (x *expander) dollar(r []rune, i int, out *strings.Builder) (int, error) {
 		if set && v != "" {
 			out.WriteString(v)
 		} else {
-			w, err := x.word(op[2:])
+			w, err := x.nested(op[2:])
 			if err != nil {
 				return 0, err
 			}
@@ -182,7 +202,7 @@ func (x *expander) dollar(r []rune, i int, out *strings.Builder) (int, error) {
 		}
 	case strings.HasPrefix(op, ":+"):
 		if set && v != "" {
-			w, err := x.word(op[2:])
+			w, err := x.nested(op[2:])
 			if err != nil {
 				return 0, err
 			}
@@ -192,4 +212,12 @@ func (x *expander) dollar(r []rune, i int, out *strings.Builder) (int, error) {
 		return 0, fmt.Errorf("unsupported substitution ${%s}: only ${NAME}, ${NAME:-default} and ${NAME:+alternative}", body)
 	}
 	return end, nil
+}
+
+// nested expands the word of a ${NAME:-word} or ${NAME:+word} one level
+// deeper.
+func (x *expander) nested(s string) (string, error) {
+	x.depth++
+	defer func() { x.depth-- }()
+	return x.word(s)
 }
