@@ -57,12 +57,16 @@
 //     directory an earlier entry made (ErrDestination); a directory
 //     entry onto an earlier non-directory replaces it, and onto a
 //     whiteout becomes an opaque directory (it replaced a lower one).
-//   - Bounds (Limits): headers (MaxEntries) and regular files' bytes
+//   - Bounds (Limits): headers and the directories made for names that
+//     have no entry of their own (MaxEntries), and regular files' bytes
 //     (MaxBytes, as announced, before anything of the entry is written,
-//     and as written) stop the import with ErrTooLarge; one entry over
-//     MaxEntrySize, a truncated body, a header that does not parse, an
-//     empty stream or over 1 MiB after the archive's end is ErrMalformed.
-//     Any error removes all the import made.
+//     and as written) stop the import with ErrTooLarge. So a layer takes
+//     at most MaxBytes plus an inode (and a block, for a directory or a
+//     long link) per entry. One entry over MaxEntrySize, a truncated body,
+//     a header that does not parse, an owner out of range, a name or link
+//     target the file system finds too long, too many links to one file,
+//     an empty stream or over 1 MiB after the archive's end is
+//     ErrMalformed. Any error removes all the import made.
 //
 // The errors refusing an archive are *tarx.Error, errors.Is one of
 // tarx.ErrUnsafe, tarx.ErrTooLarge, tarx.ErrMalformed, tarx.ErrDestination

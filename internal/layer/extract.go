@@ -44,6 +44,7 @@ type extractor struct {
 	lim    Limits
 
 	written int64           // regular files' bytes written
+	implied int             // directories made for names with no entry of their own
 	dirs    map[string]bool // names known to be real directories ("" is the root)
 	times   []dirTime       // directories' times, set last (their children change them)
 
@@ -94,7 +95,7 @@ func (e *extractor) run() error {
 			continue // pax defaults for the entries after it: the reader applies them
 		}
 		if err := e.entry(hdr, name); err != nil {
-			return err
+			return hostLimit(hdr, err)
 		}
 	}
 	// Deepest last made first does not matter: a directory's time is set
@@ -105,6 +106,23 @@ func (e *extractor) run() error {
 		}
 	}
 	return nil
+}
+
+// hostLimit turns the file system's refusals of what the archive asks
+// (a name or link target too long, too many links to one file) into the
+// archive's fault; other host errors (a full disk) stay the host's.
+func hostLimit(hdr *tar.Header, err error) error {
+	var te *tarx.Error
+	if errors.As(err, &te) {
+		return err
+	}
+	switch {
+	case errors.Is(err, unix.ENAMETOOLONG):
+		return &tarx.Error{Kind: tarx.ErrMalformed, Msg: fmt.Sprintf("archive entry %q: a name or link target too long", hdr.Name), Err: err}
+	case errors.Is(err, unix.EMLINK):
+		return &tarx.Error{Kind: tarx.ErrMalformed, Msg: fmt.Sprintf("archive entry %q: too many links", hdr.Name), Err: err}
+	}
+	return err
 }
 
 func local(name string) string {
@@ -223,6 +241,13 @@ func (e *extractor) mkdirs(dir string, create bool, entry string) error {
 		fi, err := e.root.Lstat(local(cur))
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && create:
+			// A directory made for a name costs an inode and a block as an
+			// entry does: one name of a thousand components must not make
+			// a thousand directories past the bound on entries.
+			e.implied++
+			if max := e.lim.MaxEntries; max > 0 && e.x.Entries+e.implied > max {
+				return refuse(tarx.ErrTooLarge, "more than %d entries, with the directories %q needs", max, entry)
+			}
 			if err := e.root.Mkdir(local(cur), 0o755); err != nil {
 				return err
 			}

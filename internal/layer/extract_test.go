@@ -538,6 +538,15 @@ func TestMaxEntries(t *testing.T) {
 	assertEmpty(t, s)
 }
 
+func TestImpliedDirectoriesCounted(t *testing.T) {
+	// One entry whose name makes 30 directories, none of them an entry.
+	data := newArchive().file(t, strings.Repeat("d/", 30)+"f", "x").bytes(t)
+	refused(t, openStore(t), data, OCI, Limits{MaxEntries: 10}, tarx.ErrTooLarge)
+	if _, err := openStore(t).Import(context.Background(), bytes.NewReader(data), OCI, Limits{MaxEntries: 31}); err != nil {
+		t.Fatalf("within the bound: %v", err)
+	}
+}
+
 func TestMalformed(t *testing.T) {
 	var short bytes.Buffer
 	tw := tar.NewWriter(&short)
@@ -570,6 +579,14 @@ func TestMalformed(t *testing.T) {
 			refused(t, openStore(t), data, Overlay, Limits{}, tarx.ErrMalformed)
 		})
 	}
+	t.Run("name too long", func(t *testing.T) {
+		data := newArchive().file(t, strings.Repeat("n", 300), "x").bytes(t)
+		refused(t, openStore(t), data, Overlay, Limits{}, tarx.ErrMalformed)
+	})
+	t.Run("link target too long", func(t *testing.T) {
+		data := newArchive().symlink(t, "l", strings.Repeat("n/", 3000)).bytes(t)
+		refused(t, openStore(t), data, Overlay, Limits{}, tarx.ErrMalformed)
+	})
 	t.Run("owner out of range", func(t *testing.T) {
 		data := newArchive().add(t, &tar.Header{Typeflag: tar.TypeReg, Name: "f", Uid: 1 << 32, Format: tar.FormatPAX}, "x").bytes(t)
 		refused(t, openStore(t), data, Overlay, Limits{}, tarx.ErrMalformed)
