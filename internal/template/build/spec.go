@@ -414,7 +414,7 @@ func checkUser(u string) error {
 var (
 	aptRE = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]*(:[a-z0-9-]+)?(=[A-Za-z0-9.+~:-]+|/[A-Za-z0-9.-]+)?$`)
 	pipRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?((==|===|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)*(,(==|===|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_-]+)*$`)
-	npmRE = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*(@[A-Za-z0-9.^~<>=*+_-]+)?$`)
+	npmRE = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*(@[A-Za-z0-9.^~<>=*+_-]+)?$`)
 )
 
 func checkPackages(field string, names []string, re *regexp.Regexp, what string) error {

@@ -14,9 +14,9 @@ func TestSpecRoundTrip(t *testing.T) {
 	  "name": "myteam/app:v1",
 	  "from": {"template": "default"},
 	  "steps": [
-	    {"apt_install": ["git", "libpq-dev=15.4-0+deb12u1", "gcc:amd64"]},
-	    {"pip_install": ["pandas==2.2.3", "requests[security]>=2.31,<3"]},
-	    {"npm_install": ["@scope/pkg@^1.2.0", "typescript"], "global": true},
+	    {"apt_install": ["git", "libpq-dev=15.4-0+deb12u1", "gcc:amd64", "g++", "libstdc++6", "python3.11-venv", "curl/bookworm-backports"]},
+	    {"pip_install": ["pandas==2.2.3", "requests[security]>=2.31,<3", "torch==2.1.0+cpu", "Django~=4.2", "foo!=1.0", "pkg===1.0", "numpy"]},
+	    {"npm_install": ["@scope/pkg@^1.2.0", "typescript", "JSONStream@1.x", "react@>=16"], "global": true},
 	    {"run": "echo hi > /tmp/x", "user": "root"},
 	    {"copy": {"src": "app/", "dest": "/workspace/app", "user": "user", "mode": "0755"}},
 	    {"env": {"A": "1", "PATH_EXTRA": "/opt/bin"}},
