@@ -20,9 +20,9 @@ func layerError(err error) error {
 	case errors.As(err, &se):
 		return err
 	case errors.Is(err, tarx.ErrTooLarge):
-		return sandbox.Wrap(sandbox.KindPayloadTooLarge, err, "the file system is larger than a template layer may be")
+		return sandbox.Errorf(sandbox.KindPayloadTooLarge, "a template layer may not hold this much: %v", err)
 	case errors.Is(err, tarx.ErrUnsafe), errors.Is(err, tarx.ErrMalformed), errors.Is(err, tarx.ErrDestination):
-		return sandbox.Wrap(sandbox.KindInvalid, err, "the archive was refused")
+		return sandbox.Errorf(sandbox.KindInvalid, "the layer was refused: %v", err)
 	}
 	return err
 }

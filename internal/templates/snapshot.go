@@ -37,14 +37,13 @@ func (l *Library) Snapshot(ctx context.Context, account, id, name string) (*temp
 	// A refused stream ends the export: its writer fails from now on.
 	pr.CloseWithError(io.ErrClosedPipe)
 	ex := <-done
-	if ex.err != nil {
-		if info.Digest != "" {
-			l.dropUnrecorded(info.Digest)
-		}
-		return nil, ex.err
-	}
 	if err != nil {
+		// The import's refusal is why the export was cut short.
 		return nil, layerError(err)
+	}
+	if ex.err != nil {
+		l.dropUnrecorded(info.Digest)
+		return nil, ex.err
 	}
 	t, err := l.withParent(ctx, account, ref, ex.rec.Spec.Root)
 	if err != nil {
