@@ -24,6 +24,11 @@ type DockerfileOptions struct {
 	// relative WORKDIR against the base's, and runs RUN as an image's USER.
 	// Without it the base's environment is empty, its workdir "/".
 	Base func(From) (template.Defaults, error)
+
+	// unknownBase: Base is not known yet (a spec checked when it is
+	// received); a name not set by the Dockerfile stands for a value that
+	// passes every check, so only mistakes of the text itself are found.
+	unknownBase bool
 }
 
 // ParseDockerfile parses a Dockerfile into a build's base (From), its
@@ -281,8 +286,15 @@ func (p *dfParser) lookup(name string) (string, bool) {
 	if v, ok := p.env[name]; ok {
 		return v, true
 	}
-	v, ok := p.args[name]
-	return v, ok
+	if v, ok := p.args[name]; ok {
+		return v, true
+	}
+	if p.opts.unknownBase {
+		// The base's environment is not known yet: any name may be in
+		// it, with any value; a value that passes every check stands in.
+		return "x", true
+	}
+	return "", false
 }
 
 // execForm reads the JSON exec form (["a", "b"]); anything else is the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -294,6 +295,12 @@ func (s *Spec) Validate() error {
 				return fieldErr("build_args."+k, "%s", err)
 			}
 		}
+		// The text's own mistakes are found now, when the build is asked
+		// for, not when it runs; what depends on the base (its
+		// environment) is checked again by Resolve.
+		if _, err := ParseDockerfileWith(s.Dockerfile, DockerfileOptions{Args: s.BuildArgs, unknownBase: true}); err != nil {
+			return err
+		}
 	} else if len(s.BuildArgs) > 0 {
 		return fieldErr("build_args", "build args are for a Dockerfile's ARGs; this spec has no dockerfile")
 	}
@@ -551,4 +558,41 @@ func contextPath(p string) (string, error) {
 		return "", fmt.Errorf("%q is not a clean path inside the build context (relative, no '..', no '//', no '\\')", p)
 	}
 	return trimmed, nil
+}
+
+// Defaults are the defaults of the template a resolved spec (no
+// Dockerfile left, see Resolve) builds on a base whose defaults are base:
+// its env, workdir and user steps apply over the base's in order (a later
+// value of a name wins), then the spec's own start_cmd, ready_cmd,
+// ready_timeout_seconds, vcpus and memory_mib where it gives them. What the
+// spec does not set stays the base's, as an image's CMD stays in Docker.
+func (s *Spec) Defaults(base template.Defaults) template.Defaults {
+	d := base
+	d.Env = maps.Clone(base.Env)
+	for _, st := range s.Steps {
+		switch st.Kind() {
+		case KindEnv:
+			if d.Env == nil {
+				d.Env = map[string]string{}
+			}
+			maps.Copy(d.Env, st.Env)
+		case KindWorkdir:
+			d.Workdir = st.Workdir
+		case KindUser:
+			d.User = st.User
+		}
+	}
+	if s.StartCmd != "" {
+		d.StartCmd = s.StartCmd
+	}
+	if s.ReadyCmd != "" {
+		d.ReadyCmd, d.ReadyTimeoutSeconds = s.ReadyCmd, s.ReadyTimeoutSeconds
+	}
+	if s.VCPUs != 0 {
+		d.VCPUs = s.VCPUs
+	}
+	if s.MemoryMiB != 0 {
+		d.MemoryMiB = s.MemoryMiB
+	}
+	return d
 }

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/withruntime/withruntime/internal/template"
 )
 
 func TestSpecRoundTrip(t *testing.T) {
@@ -78,6 +80,8 @@ func TestSpecRefused(t *testing.T) {
 		{"dockerfile and steps", `{"name": "a", "dockerfile": "FROM default", "steps": [{"run": "x"}]}`, "dockerfile: give a Dockerfile or from and steps"},
 		{"build args alone", `{"name": "a", "build_args": {"A": "1"}}`, "build_args: build args are for a Dockerfile"},
 		{"bad build arg", `{"name": "a", "dockerfile": "FROM default", "build_args": {"1A": "1"}}`, "build_args: bad name"},
+		{"dockerfile checked on receipt", `{"name": "a", "dockerfile": "FROM default\nEXPOSE 80"}`, "Dockerfile line 2: EXPOSE is not supported"},
+		{"dockerfile build arg undeclared", `{"name": "a", "dockerfile": "FROM default", "build_args": {"A": "1"}}`, `build_args: build arg "A" is not declared`},
 		{"step not object", `{"name": "a", "steps": ["run"]}`, "steps[0]: a step is an object"},
 		{"step null", `{"name": "a", "steps": [null]}`, "steps[0]: a step is an object"},
 		{"no action", `{"name": "a", "steps": [{}]}`, "steps[0]: no action"},
@@ -183,5 +187,42 @@ func TestCommand(t *testing.T) {
 	}
 	if c, u := RunAs("id", "user"); c != "id" || u != "user" {
 		t.Errorf("RunAs(user) = %q, %q", c, u)
+	}
+}
+
+// TestDockerfileOnReceipt: a Dockerfile whose names come from its base
+// (not known when the spec is received) is not refused for them.
+func TestDockerfileOnReceipt(t *testing.T) {
+	for _, df := range []string{
+		"FROM default\nWORKDIR $HOME\nUSER $APP_USER\nCOPY $SRC ${DEST:-/x}\n",
+		"FROM python:3\nENV PATH=/opt/bin:$PATH\n",
+	} {
+		body, _ := json.Marshal(map[string]string{"name": "a", "dockerfile": df})
+		if _, err := Decode(body); err != nil {
+			t.Errorf("Decode(%q): %v", df, err)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	base := template.Defaults{Env: map[string]string{"PATH": "/bin", "A": "base"}, Workdir: "/workspace", User: "user", StartCmd: "base-start", VCPUs: 1}
+	s := &Spec{Name: "a", Steps: []Step{
+		{Env: map[string]string{"A": "1", "B": "2"}},
+		{Run: "true"},
+		{Workdir: "/srv"},
+		{User: "root"},
+		{Env: map[string]string{"A": "3"}},
+		{User: "app"},
+	}, ReadyCmd: "true", ReadyTimeoutSeconds: 9, MemoryMiB: 512}
+	got := s.Defaults(base)
+	want := template.Defaults{Env: map[string]string{"PATH": "/bin", "A": "3", "B": "2"}, Workdir: "/srv", User: "app", StartCmd: "base-start", ReadyCmd: "true", ReadyTimeoutSeconds: 9, VCPUs: 1, MemoryMiB: 512}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Defaults =\n %+v\nwant\n %+v", got, want)
+	}
+	if base.Env["A"] != "base" {
+		t.Error("Defaults changed the base's env")
+	}
+	if d := (&Spec{Name: "a"}).Defaults(template.Defaults{}); d.Env != nil {
+		t.Errorf("no env anywhere gave %v", d.Env)
 	}
 }
