@@ -22,7 +22,9 @@ type DockerfileOptions struct {
 	// Docker expands $NAME in ENV, WORKDIR, COPY and USER against the
 	// base image's environment too (ENV PATH=/opt/bin:$PATH), resolves a
 	// relative WORKDIR against the base's, and runs RUN as an image's USER.
-	// Without it the base's environment is empty, its workdir "/".
+	// Without it the base's environment is empty, its workdir "/". An
+	// error of Base is returned wrapped (errors.Is/As find it), not as an
+	// *Error: a missing base is the caller's to classify.
 	Base func(From) (template.Defaults, error)
 
 	// unknownBase: Base is not known yet (a spec checked when it is
@@ -268,6 +270,9 @@ func (p *dfParser) instruction(line int, instr, rest string) error {
 	}
 	if err != nil {
 		var e *Error
+		if b, ok := err.(baseError); ok {
+			return b.error
+		}
 		if errors.As(err, &e) && e.Line > 0 {
 			return err
 		}
@@ -275,6 +280,9 @@ func (p *dfParser) instruction(line int, instr, rest string) error {
 	}
 	return nil
 }
+
+// baseError carries an error of DockerfileOptions.Base out as it is.
+type baseError struct{ error }
 
 // lookup is what $NAME means: before FROM, the ARGs before it; after, the
 // environment (base and ENV) first, then the stage's ARGs, as in Docker.
@@ -351,7 +359,9 @@ func (p *dfParser) fromInstr(line int, rest string) error {
 	if p.opts.Base != nil {
 		d, err := p.opts.Base(from)
 		if err != nil {
-			return err
+			// The caller's error keeps its kind (a template not found is
+			// not_found, not this Dockerfile's mistake).
+			return baseError{fmt.Errorf("Dockerfile line %d: FROM: %w", line, err)}
 		}
 		maps.Copy(p.env, d.Env)
 		if d.Workdir != "" {

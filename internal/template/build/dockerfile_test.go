@@ -278,11 +278,15 @@ func TestDockerfileBase(t *testing.T) {
 	if s, err := ParseDockerfileWith("FROM bitnami/x\nUSER root\nRUN id\n", DockerfileOptions{Base: numeric}); err != nil || s.Steps[1].User != "root" {
 		t.Errorf("USER root after an image's numeric USER: %v", err)
 	}
+	// The base's own error is returned with its identity (a missing
+	// template is the caller's not_found, not a bad Dockerfile).
+	errMissing := errors.New("no such template")
 	_, err = ParseDockerfileWith("FROM default\n", DockerfileOptions{Base: func(From) (template.Defaults, error) {
-		return template.Defaults{}, &Error{Field: "from", Msg: "no such template"}
+		return template.Defaults{}, errMissing
 	}})
-	if err == nil || !strings.Contains(err.Error(), "no such template") {
-		t.Errorf("a failing Base gave %v", err)
+	var e *Error
+	if !errors.Is(err, errMissing) || errors.As(err, &e) || !strings.Contains(err.Error(), "line 1: FROM: no such template") {
+		t.Errorf("a failing Base gave %v, want errMissing, not a *build.Error", err)
 	}
 }
 
