@@ -181,6 +181,11 @@ func TestCommand(t *testing.T) {
 		if cmd != tc.cmd || user != tc.user {
 			t.Errorf("%+v.Command() = %q, %q; want %q, %q", tc.step, cmd, user, tc.cmd, tc.user)
 		}
+		if cmd != "" {
+			if out, err := exec.Command("/bin/sh", "-n", "-c", cmd).CombinedOutput(); err != nil {
+				t.Errorf("sh -n refuses %q: %v %s", cmd, err, out)
+			}
+		}
 	}
 	if c, u := RunAs("id -un", "node"); c != "su -s /bin/sh node -c 'id -un'" || u != "root" {
 		t.Errorf("RunAs(node) = %q, %q", c, u)
