@@ -1,6 +1,8 @@
 // Package client is the Go client of withruntime's HTTP API: create
 // sandboxes, run commands in them with their output streamed as it is
-// produced, move files and whole directories in and out, and stop them.
+// produced, move files and whole directories in and out, and stop them;
+// make templates (a snapshot of a sandbox's files, or an image archive)
+// and start sandboxes from them (api.CreateSandboxRequest.Template).
 //
 //	c, err := client.New() // WITHRUNTIME_BASE_URL and WITHRUNTIME_API_KEY
 //	if err != nil { ... }
