@@ -189,11 +189,7 @@ func (a *App) templateList(cmd *command, s streams) runFunc {
 		asJSON: func(l []api.Template) any { return api.TemplateList{Templates: l} },
 		header: "NAME\tTAG\tSOURCE\tSIZE\tLAYERS\tCREATED",
 		row: func(t api.Template) string {
-			name := t.Name
-			if t.State == "deleting" {
-				name += " (deleting)"
-			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s", name, t.Tag, dash(t.Source), formatBytes(t.SizeBytes), t.Layers, timeString(&t.CreatedAt))
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s", t.Name, t.Tag, dash(t.Source), formatBytes(t.SizeBytes), t.Layers, timeString(&t.CreatedAt))
 		},
 	})
 }
