@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/testenv"
+)
+
+// tarEntry is one entry of a layer a test writes.
+type tarEntry struct {
+	name, body, link string
+	mode             int64
+	kind             byte
+}
+
+// layerOf is an uncompressed layer of entries.
+func layerOf(t *testing.T, entries ...tarEntry) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Mode: e.mode, Typeflag: e.kind, Linkname: e.link, Size: int64(len(e.body))}
+		if h.Typeflag == 0 {
+			h.Typeflag = tar.TypeReg
+		}
+		if h.Mode == 0 {
+			h.Mode = 0o644
+		}
+		if h.Typeflag != tar.TypeReg {
+			h.Size = 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			tw.Write([]byte(e.body))
+		}
+	}
+	tw.Close()
+	data := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// imageArchive writes an image of layers and cfg as docker save does.
+func imageArchive(t *testing.T, cfg v1.Config, layers ...v1.Layer) string {
+	t.Helper()
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img, err = mutate.Config(img, cfg); err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := name.ParseReference("probe:latest")
+	path := filepath.Join(t.TempDir(), "image.tar")
+	if err := tarball.WriteToFile(path, ref, img); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestTemplateFromImage: an OCI image (docker save) becomes a template
+// through the CLI; its layers' whiteouts apply, its config's env and
+// working directory are the defaults, and an image with no shell, no libc
+// and no Python gives a sandbox that runs its own binary as the sandbox's
+// user. Archives that are no image, or that hold unsafe entries, are
+// refused by name and leave nothing stored.
+func TestTemplateFromImage(t *testing.T) {
+	probe := filepath.Join(t.TempDir(), "imgprobe")
+	build := exec.Command("go", "build", "-o", probe, "./testdata/imgprobe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the probe: %v\n%s", err, out)
+	}
+	bin, err := os.ReadFile(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testenv.StartServer(t)
+	env := s.Env()
+	c := tpl{t, s, s.Key}
+
+	archive := imageArchive(t, v1.Config{Env: []string{"FOO=from-image", "PATH=/bin"}, WorkingDir: "/data", Cmd: []string{"/bin/imgprobe"}},
+		layerOf(t,
+			tarEntry{name: "bin/", kind: tar.TypeDir, mode: 0o755},
+			tarEntry{name: "bin/imgprobe", body: string(bin), mode: 0o755},
+			tarEntry{name: "data/", kind: tar.TypeDir, mode: 0o777},
+			tarEntry{name: "data/a.txt", body: "one"},
+			tarEntry{name: "data/gone.txt", body: "soon removed"},
+			tarEntry{name: "old/", kind: tar.TypeDir, mode: 0o755},
+			tarEntry{name: "old/x.txt", body: "hidden by an opaque dir"},
+		),
+		layerOf(t,
+			tarEntry{name: "data/.wh.gone.txt"},
+			tarEntry{name: "data/b.txt", body: "two"},
+			tarEntry{name: "old/", kind: tar.TypeDir, mode: 0o755},
+			tarEntry{name: "old/.wh..wh..opq"},
+			tarEntry{name: "old/y.txt", body: "new"},
+		))
+	out, errs, code := cli(t, env, "template", "import", "-t", "probe:v1", archive)
+	if code != 0 {
+		t.Fatalf("template import: exit %d\n%s\n%s", code, out, errs)
+	}
+	st, data := c.do("GET", "/v1/templates/probe:v1", "")
+	var got api.Template
+	if st != 200 || json.Unmarshal(data, &got) != nil {
+		t.Fatalf("get: %d %s", st, data)
+	}
+	if got.Source != "oci" || got.Base != "" || got.Layers != 3 || got.Defaults.Env["FOO"] != "from-image" || got.Defaults.Workdir != "/data" {
+		t.Errorf("the imported template: %+v", got)
+	}
+
+	st, sb, code2 := sbx{t, s, s.Key}.create(`{"template":"probe:v1","vcpus":1,"memory_mib":512}`)
+	if st != http.StatusCreated {
+		t.Fatalf("create from the image: %d %s\nserver log:\n%s", st, code2, s.Log)
+	}
+	t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+sb.ID, nil) })
+	out, errs, code = cli(t, env, "sandbox", "exec", sb.ID, "--", "/bin/imgprobe", "/data/a.txt", "/data/b.txt", "/data/gone.txt", "/old/x.txt", "/old/y.txt")
+	if code != 0 {
+		t.Fatalf("exec of the image's binary: exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{"uid=1000", "FOO=from-image", "/data/a.txt: one", "/data/b.txt: two", "/data/gone.txt: -", "/old/x.txt: -", "/old/y.txt: new"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the probe printed %q, want it to contain %q", out, want)
+		}
+	}
+	stored := len(layerDirs(t, s.DataDir))
+
+	t.Run("hostile archives", func(t *testing.T) {
+		notImage := filepath.Join(t.TempDir(), "not-an-image.tar")
+		os.WriteFile(notImage, []byte(strings.Repeat("x", 2048)), 0o644)
+		for _, tc := range []struct{ name, path string }{
+			{"not an image", notImage},
+			{"a name out of the tree", imageArchive(t, v1.Config{}, layerOf(t, tarEntry{name: "../../escape", body: "x"}))},
+			{"an absolute name", imageArchive(t, v1.Config{}, layerOf(t, tarEntry{name: "/etc/escape", body: "x"}))},
+			{"a write through a link out", imageArchive(t, v1.Config{}, layerOf(t,
+				tarEntry{name: "out", kind: tar.TypeSymlink, link: "/tmp"},
+				tarEntry{name: "out/planted", body: "x"}))},
+			{"a hard link out", imageArchive(t, v1.Config{}, layerOf(t, tarEntry{name: "h", kind: tar.TypeLink, link: "/etc/passwd"}))},
+			{"a device", imageArchive(t, v1.Config{}, layerOf(t, tarEntry{name: "dev/mem", kind: tar.TypeChar}))},
+		} {
+			out, errs, code := cli(t, env, "template", "import", "-t", "bad", tc.path)
+			if code == 0 || !strings.Contains(errs, "invalid_request") {
+				t.Errorf("%s: exit %d\n%s\n%s", tc.name, code, out, errs)
+			}
+		}
+		if _, err := os.Lstat("/tmp/planted"); err == nil {
+			t.Errorf("an image wrote /tmp/planted on the host")
+		}
+		if n := len(layerDirs(t, s.DataDir)); n != stored {
+			t.Errorf("refused images left layers: %d stored, were %d", n, stored)
+		}
+		if st, _ := c.do("GET", "/v1/templates/bad", ""); st != 404 {
+			t.Errorf("a refused image made a template: %d", st)
+		}
+	})
+}
