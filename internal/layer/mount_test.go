@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/withruntime/withruntime/internal/template"
 )
@@ -191,5 +192,53 @@ func TestRootMaxLayers(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "etc/base")); err != nil || string(b) != "base" {
 		t.Fatalf("etc/base: %q, %v", b, err)
+	}
+}
+
+// TestRunscUpperLayer imports a real `runsc tar rootfs-upper` of a
+// sandbox (testdata/runsc-upper.tar) and mounts it over a base that has
+// what the sandbox removed. The sandbox ran, over the default image:
+//
+//	echo new > /etc/newfile; rm /etc/bash.bashrc; rm -rf /etc/apt; mkdir /etc/apt;
+//	echo x > /etc/apt/only; mkfifo /etc/fifo; printf "#!/bin/sh\n" > /usr/local/bin/suid;
+//	chmod 4755 /usr/local/bin/suid; ln /etc/newfile /etc/hardlink; ln -s /etc/newfile /etc/sym;
+//	chown 1234:5678 /etc/newfile; touch -d 2020-01-02T03:04:05Z /etc/newfile; touch /.rootfile
+func TestRunscUpperLayer(t *testing.T) {
+	data, err := os.ReadFile("testdata/runsc-upper.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, upper := mustImport(t, openStore(t), data, Overlay)
+	base := t.TempDir()
+	for name, body := range map[string]string{"etc/bash.bashrc": "rc", "etc/apt/sources.list": "deb", "etc/hosts": "127.0.0.1", "usr/local/bin/.keep": ""} {
+		if err := os.MkdirAll(filepath.Join(base, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(base, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := mountRoot(t, []string{upper, base})
+	if got := names(t, filepath.Join(root, "etc")); !slices.Equal(got, []string{"apt", "hardlink", "hosts", "newfile", "sym"}) {
+		t.Errorf("etc: %v, want [apt hardlink hosts newfile sym] (bash.bashrc removed, the FIFO dropped)", got)
+	}
+	if got := names(t, filepath.Join(root, "etc/apt")); !slices.Equal(got, []string{"only"}) {
+		t.Errorf("etc/apt: %v, want [only] (made anew in the sandbox)", got)
+	}
+	nf, hl := lstatT(t, filepath.Join(root, "etc/newfile")), lstatT(t, filepath.Join(root, "etc/hardlink"))
+	if nf.Ino != hl.Ino || nf.Uid != 1234 || nf.Gid != 5678 {
+		t.Errorf("etc/newfile %d %d:%d, etc/hardlink %d", nf.Ino, nf.Uid, nf.Gid, hl.Ino)
+	}
+	if got, want := time.Unix(nf.Mtim.Unix()), time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("etc/newfile: mtime %v, want %v", got, want)
+	}
+	if st := lstatT(t, filepath.Join(root, "usr/local/bin/suid")); st.Mode&0o7777 != 0o4755 {
+		t.Errorf("suid: mode %o", st.Mode)
+	}
+	if l, err := os.Readlink(filepath.Join(root, "etc/sym")); err != nil || l != "/etc/newfile" {
+		t.Errorf("etc/sym -> %q, %v", l, err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, ".rootfile")); err != nil {
+		t.Error(err)
 	}
 }
