@@ -15,6 +15,18 @@
 // not at all. If the digest is stored already the new copy is discarded.
 // Remove renames the layer into tmp before deleting it.
 //
+// # API
+//
+// Open(cacheDir) opens the store; Import stores a layer and returns its
+// Info; Dir(digest) is the fs directory of a complete layer (the digest
+// checked with template.ValidDigest before any path is made of it; a layer
+// not stored is fs.ErrNotExist); Has, Stat, List, Usage (the SizeBytes of
+// all) and Remove. Root(target, lowers) stacks directories into a
+// template's root. Import's Limits of 0 are no bound: the caller always
+// gives the account's. When the reader Import reads from fails (an export
+// cut short), the error is ErrMalformed wrapping the reader's error, so
+// errors.Is finds either.
+//
 // # The archive
 //
 // Import reads an uncompressed tar (a gzip'd image layer is the caller's
@@ -65,8 +77,9 @@
 //     long link) per entry. One entry over MaxEntrySize, a truncated body,
 //     a header that does not parse, an owner out of range, a name or link
 //     target the file system finds too long, too many links to one file,
-//     an empty stream or over 1 MiB after the archive's end is
-//     ErrMalformed. Any error removes all the import made.
+//     an empty stream, a stream whose last block read is not a zero
+//     block (an archive cut between two entries, which archive/tar takes
+//     as ended) or over 1 MiB after the archive's end is ErrMalformed. Any error removes all the import made.
 //
 // The errors refusing an archive are *tarx.Error, errors.Is one of
 // tarx.ErrUnsafe, tarx.ErrTooLarge, tarx.ErrMalformed, tarx.ErrDestination

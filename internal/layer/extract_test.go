@@ -567,6 +567,17 @@ func TestMalformed(t *testing.T) {
 	}
 	copy(hdr[148:156], fmt.Sprintf("%06o\x00 ", sum))
 
+	// The archive cut after its last entry's data, where a block ends:
+	// archive/tar reads it as ended.
+	whole := newArchive().file(t, "f", "x").file(t, "g", strings.Repeat("y", 512)).bytes(t)
+	cut := whole[:len(whole)-1024]
+	for len(cut) > 0 && cut[len(cut)-1] == 0 {
+		cut = cut[:len(cut)-512]
+	}
+	if _, err := tar.NewReader(bytes.NewReader(cut)).Next(); err != nil {
+		t.Fatal(err)
+	}
+
 	trailing := append(newArchive().file(t, "f", "x").bytes(t), make([]byte, maxTrailing+1)...)
 	for name, data := range map[string][]byte{
 		"short body":    short.Bytes(),
@@ -574,6 +585,7 @@ func TestMalformed(t *testing.T) {
 		"not a tar":     bytes.Repeat([]byte("not a tar archive "), 100),
 		"empty":         nil,
 		"trailing data": trailing,
+		"no end blocks": cut,
 	} {
 		t.Run(name, func(t *testing.T) {
 			refused(t, openStore(t), data, Overlay, Limits{}, tarx.ErrMalformed)

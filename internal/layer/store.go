@@ -291,6 +291,11 @@ func (s *Store) Import(ctx context.Context, r io.Reader, f Format, lim Limits) (
 	if in.n == 0 {
 		return Info{}, refuse(tarx.ErrMalformed, "the layer archive is empty")
 	}
+	// An archive ends with zero blocks; one cut between two entries reads
+	// as ended to archive/tar, but its last block is a header or data.
+	if in.tail != [512]byte{} {
+		return Info{}, refuse(tarx.ErrMalformed, "the layer archive is truncated: it has no end-of-archive blocks")
+	}
 	// The rest of the stream (end-of-archive blocks, record padding)
 	// belongs to the digest too.
 	rest, err := io.Copy(io.Discard, io.LimitReader(in, maxTrailing+1))
@@ -338,12 +343,14 @@ func (s *Store) Import(ctx context.Context, r io.Reader, f Format, lim Limits) (
 	return info, nil
 }
 
-// reader hashes what the extraction reads and stops it when ctx ends.
+// reader hashes what the extraction reads, keeps its last block and stops
+// it when ctx ends.
 type reader struct {
-	ctx context.Context
-	r   io.Reader
-	h   io.Writer
-	n   int64
+	ctx  context.Context
+	r    io.Reader
+	h    io.Writer
+	n    int64
+	tail [512]byte // the last 512 bytes read
 }
 
 func (r *reader) Read(p []byte) (int, error) {
@@ -353,6 +360,12 @@ func (r *reader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	r.h.Write(p[:n])
 	r.n += int64(n)
+	if n >= len(r.tail) {
+		copy(r.tail[:], p[n-len(r.tail):n])
+	} else {
+		copy(r.tail[:], r.tail[n:])
+		copy(r.tail[len(r.tail)-n:], p[:n])
+	}
 	return n, err
 }
 
