@@ -47,6 +47,16 @@ func serve() int {
 			cfg.BaseEnv[k] = v
 		}
 	}
+	// A template's defaults: the directory commands and relative paths
+	// start from (made if the image lacks it, as a Dockerfile's WORKDIR
+	// is), and whom a command that names no user runs as.
+	if dir := os.Getenv(agentlink.WorkdirVar); dir != "" {
+		cfg.Workspace = dir
+		if _, err := os.Stat(dir); err != nil {
+			os.MkdirAll(dir, 0o755)
+		}
+	}
+	cfg.DefaultUser = os.Getenv(agentlink.UserVar)
 	if err := cfg.Validate(); err != nil {
 		os.Stderr.WriteString("sandbox-agent: " + err.Error() + "\n")
 		return 1

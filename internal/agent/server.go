@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"github.com/withruntime/withruntime/api"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -23,6 +24,9 @@ type Config struct {
 	Home string
 	// Workspace is the default cwd and the root of relative paths.
 	Workspace string
+	// DefaultUser is whom a request that names no user runs as:
+	// api.UserDefault ("" means it) or api.UserRoot (a template's).
+	DefaultUser string
 }
 
 // DefaultConfig is the configuration of a sandbox made from the project's
@@ -52,6 +56,8 @@ func (c Config) Validate() error {
 		return errors.New("workspace must be an absolute path")
 	case c.Home != "" && !filepath.IsAbs(c.Home):
 		return errors.New("home must be an absolute path")
+	case c.DefaultUser != "" && c.DefaultUser != api.UserDefault && c.DefaultUser != api.UserRoot:
+		return errors.New("the default user must be " + api.UserDefault + " or " + api.UserRoot)
 	}
 	return nil
 }

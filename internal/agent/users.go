@@ -13,11 +13,15 @@ type identity struct {
 	home     string
 }
 
-// identity resolves a request's user: "" and api.UserDefault are the
-// sandbox user of Config, api.UserRoot is uid 0 with HOME /root.
+// identity resolves a request's user: api.UserDefault is the sandbox user
+// of Config, api.UserRoot is uid 0 with HOME /root, and "" is
+// Config.DefaultUser (the sandbox user unless a template says root).
 func (s *Server) identity(user string) (identity, error) {
 	if err := api.CheckUser(user); err != nil {
 		return identity{}, invalidf("%v, not %q", err, user)
+	}
+	if user == "" {
+		user = s.cfg.DefaultUser
 	}
 	if user == api.UserRoot {
 		return identity{name: api.UserRoot, uid: 0, gid: 0, home: "/root"}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -40,6 +41,9 @@ type fakeBackend struct {
 	// fail, when it returns an error for an operation and id, makes that
 	// call fail.
 	fail func(op, id string) error
+	// agent, when set, answers the instances' agent connections (a fake
+	// agent); without it a dial finds a connection that closes at once.
+	agent http.Handler
 }
 
 type fakeBox struct {
@@ -52,6 +56,7 @@ type fakeBox struct {
 }
 
 type fakeInstance struct {
+	agent  http.Handler
 	done   chan struct{}
 	once   sync.Once
 	mu     sync.Mutex
@@ -67,9 +72,33 @@ func newFakeInstance() *fakeInstance { return &fakeInstance{done: make(chan stru
 
 func (i *fakeInstance) DialAgent(ctx context.Context) (net.Conn, error) {
 	c, s := net.Pipe()
-	go s.Close()
+	if i.agent == nil {
+		go s.Close()
+		return c, nil
+	}
+	go (&http.Server{Handler: i.agent}).Serve(&oneConn{conn: s})
 	return c, nil
 }
+
+// oneConn is a listener of one connection, which it hands out once.
+type oneConn struct {
+	conn net.Conn
+	once sync.Once
+	done chan struct{}
+}
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	var c net.Conn
+	l.once.Do(func() { c, l.done = l.conn, make(chan struct{}) })
+	if c != nil {
+		return c, nil
+	}
+	<-l.done
+	return nil, net.ErrClosed
+}
+
+func (l *oneConn) Close() error   { return nil }
+func (l *oneConn) Addr() net.Addr { return l.conn.LocalAddr() }
 
 func (i *fakeInstance) Done() <-chan struct{} { return i.done }
 
@@ -123,6 +152,7 @@ func (b *fakeBackend) Start(ctx context.Context, id string, spec sandbox.Spec) (
 		return nil, fmt.Errorf("sandbox %s runs already", id)
 	}
 	box := &fakeBox{state: sandbox.StateRunning, inst: newFakeInstance()}
+	box.inst.agent = b.agent
 	b.boxes[id] = box
 	return box.inst, nil
 }

@@ -90,6 +90,11 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req service
 		m.finish(ctx, e, sandbox.EndError, "recording the start failed")
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox's start could not be recorded; it was stopped")
 	}
+	if err := m.startTemplate(ctx, e, spec); err != nil {
+		m.log.warn(id, "starting the template's commands", err)
+		m.finish(context.WithoutCancel(ctx), e, sandbox.EndError, "the template's start or ready command failed")
+		return nil, err
+	}
 	m.log.info(id, "sandbox started", "vcpus", spec.VCPUs, "memory_mib", spec.MemoryMiB, "startup_ms", started.Sub(now).Milliseconds())
 	return &running, nil
 }

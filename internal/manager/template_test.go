@@ -2,10 +2,17 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
+	"github.com/withruntime/withruntime/internal/store"
 	"github.com/withruntime/withruntime/internal/template"
 )
 
@@ -56,5 +63,103 @@ func TestSpecFromTemplate(t *testing.T) {
 	m.cfg.Templates = oneTemplate{template.Template{ID: "tpl_1", Account: "acct", Name: "big", Tag: "latest", Defaults: template.Defaults{VCPUs: 99}}}
 	if _, err := m.specFor(t.Context(), "acct", service.CreateRequest{Image: "big"}); sandbox.KindOf(err) != sandbox.KindInvalid {
 		t.Errorf("a template's vcpus over the limit: got %v, want invalid_request", err)
+	}
+}
+
+// TestTemplateStartAndReady: a template's start command is started in the
+// background once the sandbox is up, and the create answers only once its
+// ready command exits 0; a ready command that never does fails the
+// create, and the sandbox goes.
+func TestTemplateStartAndReady(t *testing.T) {
+	var mu sync.Mutex
+	var calls []string
+	readyAfter := 3
+	agent := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Cmd        json.RawMessage `json:"cmd"`
+			Background bool            `json:"background"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		// Plain words come as argv, anything else as a shell string.
+		var argv []string
+		var cmd string
+		if json.Unmarshal(req.Cmd, &argv) == nil {
+			cmd = strings.Join(argv, " ")
+		} else {
+			json.Unmarshal(req.Cmd, &cmd)
+			cmd = "sh:" + cmd
+		}
+		mu.Lock()
+		calls = append(calls, cmd)
+		tries := len(calls)
+		mu.Unlock()
+		if req.Background {
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprint(w, `{"pid":7}`)
+			return
+		}
+		code := 1
+		if tries > readyAfter {
+			code = 0
+		}
+		fmt.Fprintf(w, "{\"type\":\"start\",\"pid\":8}\n{\"type\":\"exit\",\"exit_code\":%d}\n", code)
+	})
+	tpl := template.Template{ID: "tpl_0123456789abcdef", Account: "acct", Name: "web", Tag: "latest", Base: template.DefaultBase,
+		Defaults: template.Defaults{StartCmd: "serve --port 8000", ReadyCmd: "check | grep ok", ReadyTimeoutSeconds: 30, Workdir: "/srv", User: "root"}}
+	r := newRig(t, func(c *Config) { c.Templates = oneTemplate{tpl} })
+	r.be.agent = agent
+	rec := r.create(service.CreateRequest{Image: "web"})
+	if want := []string{"serve --port 8000", "sh:check | grep ok", "sh:check | grep ok", "sh:check | grep ok"}; !slices.Equal(calls, want) {
+		t.Errorf("the agent was asked %q, want %q", calls, want)
+	}
+	if rec.State != sandbox.StateRunning || rec.Spec.Workdir != "/srv" || rec.Spec.User != "root" || rec.Spec.StartCmd != "serve --port 8000" {
+		t.Errorf("got record %+v", rec)
+	}
+
+	// A ready command that never succeeds: the create fails, and the
+	// sandbox does not stay.
+	mu.Lock()
+	calls, readyAfter = nil, 1<<30
+	mu.Unlock()
+	tpl.Defaults.ReadyTimeoutSeconds = 1
+	r.m.cfg.Templates = oneTemplate{tpl}
+	_, err := r.m.Create(t.Context(), "acct", "", service.CreateRequest{Image: "web"})
+	if sandbox.KindOf(err) != sandbox.KindInvalid || !strings.Contains(err.Error(), "ready command") {
+		t.Fatalf("got %v, want invalid_request about the ready command", err)
+	}
+	recs, err := r.st.ListSandboxes(t.Context(), store.SandboxFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range recs {
+		if x.ID != rec.ID && x.State != sandbox.StateEnded {
+			t.Errorf("the sandbox whose ready command failed is %s", x.State)
+		}
+	}
+
+	// A template's defaults are checked as a create's would be.
+	for _, d := range []template.Defaults{{Workdir: "relative"}, {Workdir: "/a/../b"}, {User: "admin"}, {ReadyCmd: "x", ReadyTimeoutSeconds: 3600}} {
+		tpl.Defaults = d
+		r.m.cfg.Templates = oneTemplate{tpl}
+		if _, err := r.m.Create(t.Context(), "acct", "", service.CreateRequest{Image: "web"}); sandbox.KindOf(err) != sandbox.KindInvalid {
+			t.Errorf("defaults %+v: got %v, want invalid_request", d, err)
+		}
+	}
+}
+
+func TestWords(t *testing.T) {
+	for in, want := range map[string][]string{
+		"python3 -m http.server 8000":       {"python3", "-m", "http.server", "8000"},
+		`'/bin/app' '--flag=a b' 'it'\''s'`: {"/bin/app", "--flag=a b", "it's"},
+		"  a\tb ":                           {"a", "b"},
+	} {
+		if got, ok := words(in); !ok || !slices.Equal(got, want) {
+			t.Errorf("words(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "a | b", "echo $HOME", "a; b", "x > y", "'unclosed", "a*", "$(id)", "a && b"} {
+		if got, ok := words(in); ok {
+			t.Errorf("words(%q) = %q, want the shell", in, got)
+		}
 	}
 }

@@ -25,19 +25,20 @@ func invalid(format string, args ...any) error {
 // converted it, internal/httpapi) and turns it into a Spec, with the
 // defaults of the template it names.
 func (m *Manager) specFor(ctx context.Context, account string, req service.CreateRequest) (sandbox.Spec, error) {
-	req, root, err := m.withTemplate(ctx, account, req)
+	req, t, err := m.withTemplate(ctx, account, req)
 	if err != nil {
 		return sandbox.Spec{}, err
 	}
 	s, err := m.checkSpec(req)
-	if err != nil {
+	if err != nil || t == nil {
 		return s, err
 	}
-	if root != nil && s.Isolation != sandbox.IsolationGVisor {
+	if s.Isolation == sandbox.IsolationMicroVM {
+		// Its disk is one ext4 image of the built-in image's tree.
 		return s, sandbox.Errorf(sandbox.KindNotSupported, "templates run on isolation %q only, for now", sandbox.IsolationGVisor)
 	}
-	s.Root = root
-	return s, nil
+	s.Root = &sandbox.Root{Template: t.ID, Base: t.Base, Layers: t.Layers}
+	return s, withDefaults(&s, t.Defaults)
 }
 
 // checkSpec checks the values of a create request whose image is resolved.

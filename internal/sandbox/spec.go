@@ -16,15 +16,26 @@ type Spec struct {
 	Image string `json:"image"`
 	// Root is the template's file system when Image names one (nil: the
 	// built-in image).
-	Root       *Root             `json:"root,omitempty"`
-	VCPUs      int               `json:"vcpus"`
-	MemoryMiB  int               `json:"memory_mib"`
-	DiskMiB    int               `json:"disk_mib"`
-	PidsLimit  int               `json:"pids_limit"`
-	Timeout    time.Duration     `json:"timeout"`
-	OnLeaseEnd LeaseEndAction    `json:"on_lease_end"`
-	Env        map[string]string `json:"env,omitempty"`
-	Metadata   map[string]string `json:"metadata,omitempty"`
+	Root *Root `json:"root,omitempty"`
+	// Workdir and User are the template's defaults for commands and
+	// relative paths ("": /workspace, and the sandbox user "user"; or
+	// "root").
+	Workdir string `json:"workdir,omitempty"`
+	User    string `json:"user,omitempty"`
+	// StartCmd is a shell command the sandbox starts in the background as
+	// soon as it is up; its create answers once ReadyCmd, a shell command
+	// tried again and again, exits 0 (within ReadyTimeout).
+	StartCmd     string            `json:"start_cmd,omitempty"`
+	ReadyCmd     string            `json:"ready_cmd,omitempty"`
+	ReadyTimeout time.Duration     `json:"ready_timeout,omitempty"`
+	VCPUs        int               `json:"vcpus"`
+	MemoryMiB    int               `json:"memory_mib"`
+	DiskMiB      int               `json:"disk_mib"`
+	PidsLimit    int               `json:"pids_limit"`
+	Timeout      time.Duration     `json:"timeout"`
+	OnLeaseEnd   LeaseEndAction    `json:"on_lease_end"`
+	Env          map[string]string `json:"env,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
 	// Network is the egress policy; the zero value is no network.
 	Network Network `json:"network"`
 	// MaxCostMicros caps what a lease may cost at full CPU (nil: no cap).

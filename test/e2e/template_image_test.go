@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -100,7 +101,7 @@ func TestTemplateFromImage(t *testing.T) {
 	env := s.Env()
 	c := tpl{t, s, s.Key}
 
-	archive := imageArchive(t, v1.Config{Env: []string{"FOO=from-image", "PATH=/bin"}, WorkingDir: "/data", Cmd: []string{"/bin/imgprobe"}},
+	archive := imageArchive(t, v1.Config{Env: []string{"FOO=from-image", "PATH=/bin"}, WorkingDir: "/data", Cmd: []string{"/bin/imgprobe", "start"}},
 		layerOf(t,
 			tarEntry{name: "bin/", kind: tar.TypeDir, mode: 0o755},
 			tarEntry{name: "bin/imgprobe", body: string(bin), mode: 0o755},
@@ -126,7 +127,7 @@ func TestTemplateFromImage(t *testing.T) {
 	if st != 200 || json.Unmarshal(data, &got) != nil {
 		t.Fatalf("get: %d %s", st, data)
 	}
-	if got.Source != "oci" || got.Base != "" || got.Layers != 3 || got.Defaults.Env["FOO"] != "from-image" || got.Defaults.Workdir != "/data" {
+	if got.Source != "oci" || got.Base != "" || got.Layers != 3 || got.Defaults.Env["FOO"] != "from-image" || got.Defaults.Workdir != "/data" || got.Defaults.User != "root" || got.Defaults.StartCmd == "" {
 		t.Errorf("the imported template: %+v", got)
 	}
 
@@ -139,10 +140,27 @@ func TestTemplateFromImage(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exec of the image's binary: exit %d\n%s\n%s", code, out, errs)
 	}
-	for _, want := range []string{"uid=1000", "FOO=from-image", "/data/a.txt: one", "/data/b.txt: two", "/data/gone.txt: -", "/old/x.txt: -", "/old/y.txt: new"} {
+	// The image names no user: its commands run as root, as docker runs
+	// them, in its working directory.
+	for _, want := range []string{"cwd=/data uid=0", "FOO=from-image", "/data/a.txt: one", "/data/b.txt: two", "/data/gone.txt: -", "/old/x.txt: -", "/old/y.txt: new"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the probe printed %q, want it to contain %q", out, want)
 		}
+	}
+	// The image's command runs from the start, with no shell to run it.
+	for i := 0; ; i++ {
+		out, _, _ = cli(t, env, "sandbox", "exec", sb.ID, "--", "/bin/imgprobe", "/data/started.txt")
+		if strings.Contains(out, "/data/started.txt: yes") {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("the image's command did not run: %q", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The sandbox user is there for what asks for it.
+	if out, errs, code := cli(t, env, "sandbox", "exec", sb.ID, "--user", "user", "--", "/bin/imgprobe"); code != 0 || !strings.Contains(out, "uid=1000") {
+		t.Errorf("exec as the sandbox user: exit %d %q %s", code, out, errs)
 	}
 	stored := len(layerDirs(t, s.DataDir))
 

@@ -12,6 +12,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/withruntime/withruntime/internal/agentlink"
 	"github.com/withruntime/withruntime/internal/hostcgroup"
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
@@ -68,7 +69,7 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 	if b.plumb != nil && b.cfg.Egress.CABundle != "" {
 		trust = sandbox.CAEnv
 	}
-	env := sandbox.Env(spec.Env, trust)
+	env := append(sandbox.Env(spec.Env, trust), agentDefaults(spec)...)
 	mem := int64(spec.MemoryMiB) << 20
 	quota := int64(spec.VCPUs) * cpuPeriod
 	period := uint64(cpuPeriod)
@@ -134,4 +135,17 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 		return fmt.Errorf("writing OCI spec: %w", err)
 	}
 	return nil
+}
+
+// agentDefaults is what the agent's process is told of spec's template
+// defaults (agentlink.WorkdirVar, agentlink.UserVar).
+func agentDefaults(spec sandbox.Spec) []string {
+	var out []string
+	if spec.Workdir != "" {
+		out = append(out, agentlink.WorkdirVar+"="+spec.Workdir)
+	}
+	if spec.User != "" {
+		out = append(out, agentlink.UserVar+"="+spec.User)
+	}
+	return out
 }
