@@ -68,7 +68,8 @@
 //   - Duplicate entries: the last wins, except that nothing replaces a
 //     directory an earlier entry made (ErrDestination); a directory
 //     entry onto an earlier non-directory replaces it, and onto a
-//     whiteout becomes an opaque directory (it replaced a lower one).
+//     whiteout becomes an opaque directory (it replaced a lower one), as
+//     does a whiteout that a later name is beneath.
 //   - Bounds (Limits): headers and the directories made for names that
 //     have no entry of their own (MaxEntries), and regular files' bytes
 //     (MaxBytes, as announced, before anything of the entry is written,

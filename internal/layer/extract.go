@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -260,12 +261,48 @@ func (e *extractor) mkdirs(dir string, create bool, entry string) error {
 			return err
 		case fi.Mode()&fs.ModeSymlink != 0:
 			return refuse(tarx.ErrUnsafe, "archive entry %q passes through the symbolic link %s", entry, cur)
+		case create && fi.Mode()&fs.ModeCharDevice != 0 && isWhiteoutInfo(fi):
+			// A name beneath a whiteout of this layer: a directory made
+			// anew where a lower one was removed, so opaque, as a
+			// directory entry onto the whiteout would be.
+			if err := e.replaceWhiteout(cur, entry); err != nil {
+				return err
+			}
 		case !fi.IsDir():
 			return refuse(tarx.ErrDestination, "archive entry %q passes through %s, which is not a directory", entry, cur)
 		}
 		e.dirs[cur] = true
 	}
 	return nil
+}
+
+func isWhiteoutInfo(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Rdev == 0
+}
+
+// replaceWhiteout makes the whiteout at name an opaque directory, root's
+// and 0755, counted as a directory made for entry.
+func (e *extractor) replaceWhiteout(name, entry string) error {
+	e.implied++
+	if max := e.lim.MaxEntries; max > 0 && e.x.Entries+e.implied > max {
+		return refuse(tarx.ErrTooLarge, "more than %d entries, with the directories %q needs", max, entry)
+	}
+	if err := e.root.Remove(local(name)); err != nil {
+		return err
+	}
+	if err := e.root.Mkdir(local(name), 0o755); err != nil {
+		return err
+	}
+	d, err := e.openDir(name)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := unix.Fchmod(int(d.Fd()), 0o755); err != nil {
+		return err
+	}
+	return unix.Fsetxattr(int(d.Fd()), opaqueXattr, []byte("y"), 0)
 }
 
 // lstat is fstatat without following, nil when nothing is there.

@@ -352,6 +352,8 @@ func TestOCIWhiteouts(t *testing.T) {
 		file(t, ".wh.same", ""). // hides only lower layers' "same"
 		file(t, ".wh.first", "").
 		dir(t, "first/"). // replaced a lower directory: opaque
+		file(t, ".wh.second", "").
+		file(t, "second/f", "f"). // beneath a whiteout of its own layer: made anew, opaque
 		file(t, ".wh..wh.plnk/123.456", "aufs").
 		file(t, ".wh..wh.aufs", "").
 		bytes(t)
@@ -361,7 +363,7 @@ func TestOCIWhiteouts(t *testing.T) {
 			t.Errorf("%s: mode %o rdev %d, want a whiteout", wh, st.Mode, st.Rdev)
 		}
 	}
-	for _, d := range []string{"var/lib", "usr", "first"} {
+	for _, d := range []string{"var/lib", "usr", "first", "second"} {
 		if !isOpaque(t, filepath.Join(dir, d)) {
 			t.Errorf("%s is not opaque", d)
 		}
