@@ -19,8 +19,9 @@ import (
 // server: a snapshot of a running sandbox becomes a template that ls and
 // get show, a sandbox created from it sees the file the source wrote, and
 // once removed it is not found by get or by a create. An image archive
-// written here (docker save's layout) is imported, with the image's env as
-// the template's; a tar that is no image is refused.
+// written here (docker save's layout, one file and no shell) is imported,
+// with the image's env as the template's, and a sandbox of it holds the
+// file; a tar that is no image is refused.
 func TestTemplateCLI(t *testing.T) {
 	s := testenv.StartServer(t)
 	env := s.Env()
@@ -111,6 +112,20 @@ func TestTemplateCLI(t *testing.T) {
 		var got api.Template
 		if code != 0 || json.Unmarshal([]byte(out), &got) != nil || got.Source != "oci" || got.Base != "" || got.Defaults.Env["IMPORTED"] != "yes" {
 			t.Fatalf("get --json: got %q %q exit %d, want source oci, no base, with the image's env", out, errs, code)
+		}
+		out, errs, code = cli(t, env, "sandbox", "create", "--template", imported, "--vcpus", "1", "--memory", "1024", "--timeout", "10m")
+		if code != 0 {
+			t.Fatalf("create --template %s: got %q %q exit %d", imported, out, errs, code)
+		}
+		sbx := strings.TrimSpace(out)
+		defer cli(t, env, "sandbox", "rm", sbx)
+		// The image has no shell: its file comes back through the files API.
+		local := filepath.Join(dir, "hello.txt")
+		if out, errs, code := cli(t, env, "sandbox", "cp", sbx+":/hello.txt", local); code != 0 {
+			t.Fatalf("cp: got %q %q exit %d", out, errs, code)
+		}
+		if b, err := os.ReadFile(local); err != nil || string(b) != "hello from the image\n" {
+			t.Errorf("the image's file in its sandbox: got %q, %v", b, err)
 		}
 		if out, errs, code := cli(t, env, "template", "rm", imported); code != 0 || out != imported+":latest\n" {
 			t.Errorf("rm: got %q %q exit %d", out, errs, code)
