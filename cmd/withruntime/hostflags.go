@@ -42,6 +42,8 @@ var serveFlags = []flagSpec{
 	{Name: "trial-concurrency", Type: "int", Usage: "how many sandboxes a trial account runs at once", DefValue: "3"},
 	{Name: "trial-max-keys", Type: "int", Usage: "keys a trial account's keys may make, removed ones counted (403 forbidden past it)", DefValue: "2"},
 	{Name: "max-keys-per-account", Type: "int", Usage: "keys an account may hold (409 conflict past it), and keys its keys may make in 24 hours, removed ones counted (429 rate_limited); the admin key is bound by neither", DefValue: "100"},
+	{Name: "max-templates", Type: "int", Usage: "templates an account may hold (403 forbidden past it); a template removed while in use no longer counts", DefValue: "100"},
+	{Name: "max-template-gib", Type: "int64", Usage: "`GIB` an account's templates may hold in all, each counting its own layers (403 forbidden past it); one snapshot or image may not write more either (413)", DefValue: "50"},
 	{Name: "idle-exit", Type: "duration", Usage: "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)", DefValue: "0s"},
 	{Name: "e2b-listen", Type: "string", Usage: "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY"},
 	{Name: "e2b-domain", Type: "string", Usage: "route Host <port>-<id>.`DOMAIN` on --e2b-listen to sandboxes (older E2B clients; needs wildcard DNS and a wildcard TLS certificate in front)"},
