@@ -178,3 +178,50 @@ def test_snapshot_then_sandbox_from_it(live_server: dict[str, str]) -> None:
     with pytest.raises(APIError) as e:
         Sandbox.create(template=name, **SMALL, **live_server)
     assert e.value.code == "not_found"
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for name, data in files.items():
+            ti = tarfile.TarInfo(name)
+            ti.size, ti.mode = len(data), 0o644
+            tf.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _docker_save(files: dict[str, bytes], env: list[str]) -> bytes:
+    """What ``docker save`` writes for an image of one layer holding files."""
+    import hashlib
+    import json
+
+    layer = _tar(files)
+    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Env": env},
+                         "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    layer_name = diff_id[len("sha256:"):] + "/layer.tar"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": ["sdk/py:latest"], "Layers": [layer_name]}]).encode()
+    return _tar({config_name: config, layer_name: layer, "manifest.json": manifest})
+
+
+@pytest.mark.live
+def test_import_archive_then_sandbox_from_it(live_server: dict[str, str], tmp_path: Path) -> None:
+    name = f"sdk-python-img-{uuid.uuid4().hex[:8]}"
+    archive = tmp_path / "image.tar"
+    archive.write_bytes(_docker_save({"hello.txt": b"hello from the image\n"}, ["IMPORTED=yes"]))
+    made = Template.import_archive(name, archive, **live_server)
+    try:
+        assert made.ref == f"{name}:latest" and made.source == "oci" and made.base == "", f"got {made}"
+        assert made.defaults.env.get("IMPORTED") == "yes", f"got {made.defaults}"
+        # The image has no shell: its file is read through the files API.
+        with Sandbox.create(template=name, timeout_seconds=600, metadata={"test": "sdk-python"},
+                            **SMALL, **live_server) as sbx:
+            assert sbx.files.read("/hello.txt") == "hello from the image\n"
+    finally:
+        Template.delete(name, **live_server)
+    with pytest.raises(APIError) as e:
+        Template.import_archive(f"{name}-bad", io.BytesIO(_tar({"notes.txt": b"no manifest\n"})), **live_server)
+    assert e.value.code == "invalid_request", f"got {e.value}"

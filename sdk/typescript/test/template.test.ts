@@ -4,6 +4,7 @@
 // from a real sandbox, and a sandbox started from it, on the real server.
 
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import { join } from "node:path";
@@ -174,4 +175,60 @@ describe("templates: on the server", () => {
     await assert.rejects(Template.get(name), (e: unknown) => e instanceof APIError && e.code === "not_found");
     await assert.rejects(Sandbox.create({ ...SMALL, template: name }), (e: unknown) => e instanceof APIError && e.code === "not_found");
   });
+
+  test("an imported image (one file, no shell) starts a sandbox that holds its file", async () => {
+    const name = `sdk-ts-img-${process.pid}-${Date.now().toString(36)}`;
+    const file = join(tempDir(), "image.tar");
+    writeFileSync(file, dockerSave({ "hello.txt": "hello from the image\n" }, ["IMPORTED=yes"]));
+    const made = await Template.importArchive(name, file);
+    try {
+      assert.equal(made.ref, `${name}:latest`);
+      assert.equal(made.source, "oci");
+      assert.equal(made.defaults.env.IMPORTED, "yes");
+      await using sbx = await Sandbox.create({ ...SMALL, template: name });
+      assert.equal(await sbx.files.read("/hello.txt"), "hello from the image\n");
+    } finally {
+      await Template.delete(name);
+    }
+    await assert.rejects(Template.importArchive(`${name}-bad`, tarOf({ "notes.txt": "no manifest\n" })),
+      (e: unknown) => e instanceof APIError && e.code === "invalid_request");
+  });
 });
+
+/** A tar stream of regular files (ustar headers; names under 100 bytes). */
+function tarOf(files: Record<string, string | Buffer>): Buffer {
+  const parts: Buffer[] = [];
+  for (const [name, content] of Object.entries(files)) {
+    const data = Buffer.isBuffer(content) ? content : Buffer.from(content);
+    const h = Buffer.alloc(512);
+    h.write(name, 0, "utf8");
+    h.write("0000644\0", 100);
+    h.write("0000000\0", 108);
+    h.write("0000000\0", 116);
+    h.write(data.length.toString(8).padStart(11, "0") + "\0", 124);
+    h.write("00000000000\0", 136);
+    h.write("        ", 148);
+    h.write("0", 156);
+    h.write("ustar\x0000", 257, "binary");
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.write(sum.toString(8).padStart(6, "0") + "\0 ", 148);
+    parts.push(h, data, Buffer.alloc((512 - (data.length % 512)) % 512));
+  }
+  parts.push(Buffer.alloc(1024));
+  return Buffer.concat(parts);
+}
+
+/** What `docker save` writes for an image of one layer holding files. */
+function dockerSave(files: Record<string, string>, env: string[]): Buffer {
+  const layer = tarOf(files);
+  const hex = createHash("sha256").update(layer).digest("hex");
+  const config = Buffer.from(JSON.stringify({
+    architecture: "amd64", os: "linux", config: { Env: env },
+    rootfs: { type: "layers", diff_ids: [`sha256:${hex}`] },
+  }));
+  const configName = createHash("sha256").update(config).digest("hex") + ".json";
+  const layerName = `${hex}/layer.tar`;
+  const manifest = JSON.stringify([{ Config: configName, RepoTags: ["sdk/ts:latest"], Layers: [layerName] }]);
+  return tarOf({ [configName]: config, [layerName]: layer, "manifest.json": manifest });
+}
