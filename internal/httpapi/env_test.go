@@ -97,6 +97,7 @@ func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 		Sandboxes: e.fake,
 		Store:     st,
 		Secrets:   vault,
+		Templates: &fakeTemplates{},
 		Logger:    slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if mod != nil {
@@ -167,6 +168,9 @@ func concrete(pattern string) string {
 	if strings.Contains(p, "/files") || strings.Contains(p, "/archive") {
 		p += "?path=a.txt"
 	}
+	if strings.HasSuffix(p, "/templates/import") {
+		p += "?name=app"
+	}
 	return p
 }
 
@@ -177,6 +181,10 @@ func bodyFor(rt Route) io.Reader {
 		return strings.NewReader(`{"cmd":["true"]}`)
 	case strings.HasSuffix(rt.Pattern, "/code"):
 		return strings.NewReader(`{"code":"1"}`)
+	case strings.HasSuffix(rt.Pattern, "/snapshot"):
+		return strings.NewReader(`{"template":"app"}`)
+	case strings.HasSuffix(rt.Pattern, "/templates/import"):
+		return strings.NewReader("image bytes")
 	case strings.HasSuffix(rt.Pattern, "/extend"):
 		return strings.NewReader(`{"timeout_seconds":60}`)
 	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/sandboxes":
