@@ -2,6 +2,7 @@ package templates
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/withruntime/withruntime/internal/layer"
@@ -37,8 +38,13 @@ func (l *Library) Snapshot(ctx context.Context, account, id, name string) (*temp
 	// A refused stream ends the export: its writer fails from now on.
 	pr.CloseWithError(io.ErrClosedPipe)
 	ex := <-done
+	if err != nil && ex.err != nil && errors.Is(err, ex.err) {
+		// The export failed, and the import read its failure.
+		return nil, ex.err
+	}
 	if err != nil {
-		// The import's refusal is why the export was cut short.
+		// The import refused the stream: that is why the export was cut
+		// short, if it was.
 		return nil, layerError(err)
 	}
 	if ex.err != nil {
