@@ -2,7 +2,8 @@
 # Runs every fuzz target for a few seconds each (FUZZTIME, default 5s):
 # the parsers of what a sandbox sends (TLS ClientHello, HTTP Host, DNS
 # queries), the agent's tar extraction, and what a client sends to build a
-# template (its build specification and Dockerfile). The committed corpora under
+# template (its build specification and Dockerfile), and the images an
+# import reads (their archives, and the accounts files of the platform layer). The committed corpora under
 # testdata/fuzz/ also run as plain tests in `go test`. Fails if a target
 # finds a failing input; it is written to testdata/fuzz/<Target>/ and
 # printed here, so that it can be committed as a regression seed.
@@ -20,7 +21,9 @@ for target in \
   ./internal/agent:FuzzExtract \
   ./internal/tarx:FuzzName \
   ./internal/template/build:FuzzParseDockerfile \
-  ./internal/template/build:FuzzDecode; do
+  ./internal/template/build:FuzzDecode \
+  ./internal/ociimage:FuzzReadFile \
+  ./internal/ociimage:FuzzPlatformLayer; do
   pkg=${target%%:*}
   name=${target##*:}
   echo "==> fuzz $name ($pkg, $fuzztime)"
