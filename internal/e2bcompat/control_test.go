@@ -42,8 +42,18 @@ func (f *controlAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if path == "" && r.Method == http.MethodPost {
 		var req api.CreateSandboxRequest
 		json.NewDecoder(r.Body).Decode(&req)
+		// The account has one template of its own, team/app.
+		tpl := "default"
+		switch req.Template {
+		case "":
+		case "team/app":
+			tpl = "team/app:latest"
+		default:
+			answer(404, api.ErrorBody{Error: api.ErrorDetail{Code: "not_found", Message: "no template " + req.Template}})
+			return
+		}
 		f.n++
-		sb := &api.Sandbox{ID: "sbx" + strings.Repeat("0", f.n), State: "running", VCPUs: 2, MemoryMiB: 4096, DiskGiB: 10,
+		sb := &api.Sandbox{ID: "sbx" + strings.Repeat("0", f.n), State: "running", VCPUs: 2, MemoryMiB: 4096, DiskGiB: 10, Template: tpl, Image: tpl,
 			Metadata: req.Metadata, CreatedAt: time.Now(), LeaseEndsAt: time.Now().Add(time.Duration(req.TimeoutSeconds) * time.Second)}
 		f.sbx[sb.ID] = sb
 		answer(201, sb)
@@ -159,7 +169,11 @@ func TestControlLifecycle(t *testing.T) {
 		{"GET", "/sandboxes/sbx0", ``, 404, `"code":404`},
 		{"POST", "/v2/sandboxes/sbx0/connect", `{}`, 404, `"code":404`},
 		{"GET", "/sandboxes/nope", ``, 404, `"code":404`},
-		{"POST", "/v2/sandboxes", `{"templateID":"nope"}`, 404, `template 'nope' not found`},
+		{"POST", "/v2/sandboxes", `{"templateID":"nope"}`, 404, `no template nope`},
+		// A withruntime template of the account: created from, and
+		// reported by its name.
+		{"POST", "/v2/sandboxes", `{"templateID":"team/app"}`, 201, `"templateID":"team/app"`},
+		{"GET", "/sandboxes/sbx00", ``, 200, `"templateID":"team/app"`},
 	} {
 		status, _, body := call(s, "wr_good", c.method, c.path, c.body)
 		if status != c.status || !strings.Contains(string(body), c.want) {

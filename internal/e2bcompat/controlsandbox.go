@@ -51,7 +51,9 @@ func (n *newSandbox) createRequest() (api.CreateSandboxRequest, error) {
 		return req, unsupported("a pause without memory (autoPauseMemory: false; withruntime's pause keeps memory and processes)")
 	}
 	if !templates[n.TemplateID] {
-		return req, &Error{Status: http.StatusNotFound, Message: "template '" + n.TemplateID + "' not found: withruntime serves the templates base and code-interpreter-v1 (both its default image)"}
+		// Any other name is a withruntime template of the key's account
+		// (or a public one): an unknown one is the API's not_found.
+		req.Template = n.TemplateID
 	}
 	req.TimeoutSeconds = defaultTimeout
 	if n.Timeout != nil && *n.Timeout > 0 {

@@ -1,6 +1,7 @@
 package e2bcompat
 
 import (
+	"strings"
 	"time"
 
 	"github.com/withruntime/withruntime/api"
@@ -46,10 +47,18 @@ type lifecycle struct {
 	AutoResume bool   `json:"autoResume"`
 }
 
-// defaultTemplate is the template every sandbox reports: withruntime
-// keeps no template, and every E2B template name it takes is the default
-// image.
+// defaultTemplate is the template a sandbox of the default image reports:
+// every E2B template name of it (base, code-interpreter-v1) is that image.
 const defaultTemplate = "base"
+
+// templateOf is the E2B template id of a sandbox: its template's name
+// (with its tag unless latest), or base for the default image.
+func templateOf(sb *api.Sandbox) string {
+	if sb.Template == "" || sb.Template == "default" {
+		return defaultTemplate
+	}
+	return strings.TrimSuffix(sb.Template, ":latest")
+}
 
 // e2bState is E2B's state of a sandbox that has not ended: "running" or
 // "paused" (a starting one is running for E2B, which has no such state).
@@ -91,7 +100,7 @@ func (s *Server) detailOf(sb *api.Sandbox, key string, detail bool) sandboxDetai
 		md = map[string]string{}
 	}
 	d := sandboxDetail{
-		TemplateID: defaultTemplate, SandboxID: sb.ID, ClientID: clientID, EnvdVersion: EnvdVersion,
+		TemplateID: templateOf(sb), SandboxID: sb.ID, ClientID: clientID, EnvdVersion: EnvdVersion,
 		StartedAt: started.UTC().Format(time.RFC3339Nano), EndAt: sb.LeaseEndsAt.UTC().Format(time.RFC3339Nano),
 		CPUCount: sb.VCPUs, MemoryMB: sb.MemoryMiB, DiskSizeMB: sb.DiskGiB * 1024,
 		State: e2bState(sb), Metadata: md,
