@@ -85,6 +85,25 @@ def test_unknown_template_is_404_naming_it(e2b_env: dict[str, str]) -> None:
     assert "404" in str(exc.value) and "no-such-template" in str(exc.value)
 
 
+def test_create_from_a_withruntime_template(e2b_env: dict[str, str], live_server: dict[str, str], ours: Any) -> None:
+    """A template the account made (here by snapshot) is an E2B template
+    id: E2B's client starts from it and sees it named so."""
+    src = withruntime.Sandbox.create(timeout_seconds=120, **live_server)
+    try:
+        src.exec(["sh", "-c", "echo from-the-template > /workspace/mark.txt"])
+        src.snapshot("e2b-made")
+    finally:
+        src.stop()
+    sbx = e2b.Sandbox.create("e2b-made", timeout=120)
+    try:
+        assert sbx.files.read("/workspace/mark.txt") == "from-the-template\n"
+        assert sbx.get_info().template_id == "e2b-made"
+        assert ours(sbx.sandbox_id).info().template == "e2b-made:latest"
+    finally:
+        sbx.kill()
+        withruntime.Template.delete("e2b-made", **live_server)
+
+
 def test_unsupported_options_are_refused_by_name(e2b_env: dict[str, str], live_server: dict[str, str]) -> None:
     before = {s.id for s in withruntime.Sandbox.list(**live_server)}
     for kwargs, name in (
