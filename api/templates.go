@@ -55,3 +55,69 @@ type TemplateList struct {
 type SnapshotRequest struct {
 	Template string `json:"template"`
 }
+
+// Build states (TemplateBuild.State).
+const (
+	BuildQueued    = "queued"
+	BuildRunning   = "running"
+	BuildSucceeded = "succeeded"
+	BuildFailed    = "failed"
+)
+
+// BuildSpecEntry is the name of the first entry of a build sent as
+// application/x-tar: the build specification (the JSON body of the other
+// form); the entries after it are the build context, the files copy steps
+// take.
+const BuildSpecEntry = "withruntime-build.json"
+
+// TemplateBuild is a template build: POST /v1/templates answers it (202,
+// state queued), GET /v1/templates/builds/{id} shows where it is. A build
+// is the account's own, and kept in the server's memory only: a restart
+// fails the builds in flight (no template is made of them) and forgets
+// them.
+type TemplateBuild struct {
+	ID string `json:"id"` // "bld_" and 16 hex digits
+	// Template is the name:tag the build makes.
+	Template string `json:"template"`
+	// State is queued, running, succeeded or failed.
+	State string `json:"state"`
+	// Steps is how many steps the build has; Step the one running, or the
+	// one that failed (1-based; 0 before the first); CachedSteps how many
+	// were taken from the cache without running.
+	Steps       int `json:"steps"`
+	Step        int `json:"step"`
+	CachedSteps int `json:"cached_steps"`
+	// Error is why a failed build failed: invalid_request for a step
+	// that failed (its message names the step and its exit code), or the
+	// platform's refusal (e.g. concurrency_limit_reached).
+	Error *ErrorDetail `json:"error,omitempty"`
+	// Result is the template made, once succeeded.
+	Result    *Template  `json:"result,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+}
+
+// Build log event types (BuildLogEvent.Type).
+const (
+	BuildLogStep    = "step"    // a step begins: step, steps, message (the step), cached
+	BuildLogStdout  = "stdout"  // a step's output, as it comes
+	BuildLogStderr  = "stderr"  //
+	BuildLogInfo    = "info"    // what the builder does (its sandbox, the layer made)
+	BuildLogEnd     = "end"     // the last event: state, and error when failed
+	BuildLogDropped = "dropped" // dropped older events are gone (the log is bounded)
+)
+
+// BuildLogEvent is one line of GET /v1/templates/builds/{id}/logs
+// (application/x-ndjson).
+type BuildLogEvent struct {
+	Time    time.Time    `json:"time"`
+	Type    string       `json:"type"`
+	Step    int          `json:"step,omitempty"`
+	Steps   int          `json:"steps,omitempty"`
+	Cached  bool         `json:"cached,omitempty"`
+	Message string       `json:"message,omitempty"`
+	State   string       `json:"state,omitempty"`
+	Error   *ErrorDetail `json:"error,omitempty"`
+	Dropped int          `json:"dropped,omitempty"`
+}

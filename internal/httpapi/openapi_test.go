@@ -232,6 +232,8 @@ var schemaTypes = map[string]any{
 	"Template":             api.Template{},
 	"Defaults":             api.Defaults{},
 	"TemplateList":         api.TemplateList{},
+	"TemplateBuild":        api.TemplateBuild{},
+	"BuildLogEvent":        api.BuildLogEvent{},
 	"SnapshotRequest":      api.SnapshotRequest{},
 	"CreateSandboxRequest": api.CreateSandboxRequest{},
 	"Sandbox":              api.Sandbox{},

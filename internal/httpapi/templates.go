@@ -19,6 +19,12 @@ type Templates interface {
 	Delete(ctx context.Context, account, name string) (*template.Template, error)
 	Snapshot(ctx context.Context, account, id, name string) (*template.Template, error)
 	Import(ctx context.Context, account, name string, archive io.Reader) (*template.Template, error)
+	// Build starts a build of the JSON specification spec with the build
+	// context (a tar, or nil) and answers at once; GetBuild and BuildLogs
+	// show it to its account only.
+	Build(ctx context.Context, account, keyID string, spec []byte, context io.Reader) (*template.Build, error)
+	GetBuild(ctx context.Context, account, id string) (*template.Build, error)
+	BuildLogs(ctx context.Context, account, id string, follow bool, fn func(template.BuildEvent) error) error
 }
 
 // templates returns the configured library, or the error that says this

@@ -98,6 +98,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		return nil, err
 	}
 	lib.SetSandboxes(mgr)
+	// Builds are in memory: what one in flight when the previous process
+	// ended left (its sandboxes, which the manager re-attached) goes.
+	lib.StartBuilds()
 	u.Add(func() {
 		if egr != nil {
 			egr.close()

@@ -35,8 +35,9 @@ func openTemplates(cfg Config, dataDir string, st store.Store) (*layer.Store, *t
 	}
 	lib := templates.New(templates.Config{
 		Store: st, Layers: layers, Quota: q, Logger: cfg.Logger,
-		TempDir: incoming,
-		Limits: layer.Limits{MaxBytes: q.MaxBytes, MaxEntries: templates.DefaultMaxEntries, MaxEntrySize: q.MaxBytes},
+		TempDir:  incoming,
+		BuildDir: filepath.Join(dataDir, "templates", "builds"),
+		Limits:   layer.Limits{MaxBytes: q.MaxBytes, MaxEntries: templates.DefaultMaxEntries, MaxEntrySize: q.MaxBytes},
 	})
 	return layers, lib, nil
 }

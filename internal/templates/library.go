@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/layer"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/store"
 	"github.com/withruntime/withruntime/internal/template"
 )
@@ -29,9 +31,14 @@ type Layers interface {
 	Remove(digest string) error
 }
 
-// Sandboxes is what a snapshot asks of the sandboxes (the manager).
+// Sandboxes is what a snapshot and a build ask of the sandboxes (the
+// manager): a build's steps run in sandboxes of the build's account,
+// created, used through their agent and stopped as any other.
 type Sandboxes interface {
 	ExportRoot(ctx context.Context, account, id string, w io.Writer) (*sandbox.Record, error)
+	Create(ctx context.Context, account, keyID string, req service.CreateRequest) (*sandbox.Record, error)
+	Stop(ctx context.Context, account, id string) (*sandbox.Record, error)
+	Agent(ctx context.Context, account, id string) (http.RoundTripper, error)
 }
 
 // Config is what a Library works with.
@@ -50,9 +57,16 @@ type Config struct {
 	// Grace is how long a removed template is kept whatever uses it: a
 	// create that resolved it just before may not have recorded its
 	// sandbox yet (DefaultGrace when 0).
-	Grace  time.Duration
-	Logger *slog.Logger
-	Now    func() time.Time
+	Grace time.Duration
+	// BuildDir holds the build cache's index and the builds' contexts
+	// (builds run only when it is set).
+	BuildDir string
+	// MaxBuilds bounds the builds that run at once (DefaultMaxBuilds when
+	// 0); StepTimeout a step's sandbox lease (DefaultStepTimeout when 0).
+	MaxBuilds   int
+	StepTimeout time.Duration
+	Logger      *slog.Logger
+	Now         func() time.Time
 }
 
 // DefaultGrace is Config.Grace's default.
@@ -65,6 +79,10 @@ type Library struct {
 	// mu orders the writes of layers and records with Collect: a layer is
 	// never removed between its import and the record that names it.
 	mu sync.Mutex
+	// The builds (build.go) and their cache (buildcache.go).
+	once  sync.Once
+	b     *builds
+	cache *buildCache
 }
 
 // New returns the library of cfg.
@@ -89,6 +107,9 @@ func (l *Library) SetSandboxes(s Sandboxes) { l.cfg.Sandboxes = s }
 // Resolve returns the template account's create names: its own of that
 // name and tag, else a public one (manager.Templates).
 func (l *Library) Resolve(ctx context.Context, account string, ref template.Ref) (*template.Template, error) {
+	if isBuildRef(ref) {
+		return l.resolveBuildRef(account, ref)
+	}
 	t, err := l.cfg.Store.TemplateByRef(ctx, account, ref)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		return nil, sandbox.Errorf(sandbox.KindNotFound, "no template %s", ref)
@@ -135,7 +156,7 @@ func parse(name string) (template.Ref, error) {
 	if err != nil {
 		return ref, sandbox.Errorf(sandbox.KindInvalid, "%v", err)
 	}
-	return ref, nil
+	return ref, reserved(ref)
 }
 
 // record stores t under its name, replacing the account's template of that
@@ -196,6 +217,8 @@ func (l *Library) Collect(ctx context.Context) error {
 			keep[d] = true
 		}
 	}
+	// The build cache's layers, and those running builds use.
+	l.buildKeep(keep)
 	stored, err := l.cfg.Layers.List()
 	if err != nil {
 		return errors.Join(append(errs, err)...)

@@ -1,0 +1,342 @@
+package e2e
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/testenv"
+)
+
+// builder is one key's view of a server's template builds, through the API.
+type builder struct {
+	t   *testing.T
+	s   *testenv.Server
+	key string
+}
+
+// buildTar is the tar form of a build: the spec, then the context files.
+func buildTar(t *testing.T, spec any, files map[string]string) []byte {
+	t.Helper()
+	data, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(name, body string, mode int64) {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(body)), Typeflag: tar.TypeReg, ModTime: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(body))
+	}
+	add(api.BuildSpecEntry, string(data), 0o644)
+	for name, body := range files {
+		add(name, body, 0o644)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// start posts a build; it fails the test unless the answer is 202.
+func (b builder) start(body []byte, ctype string) api.TemplateBuild {
+	b.t.Helper()
+	st, data := b.post(body, ctype)
+	var out api.TemplateBuild
+	if st != http.StatusAccepted || json.Unmarshal(data, &out) != nil || out.ID == "" {
+		b.t.Fatalf("POST /v1/templates: %d %s", st, data)
+	}
+	return out
+}
+
+func (b builder) post(body []byte, ctype string) (int, []byte) {
+	b.t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), "POST", b.s.URL+"/v1/templates", bytes.NewReader(body))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+b.key)
+	req.Header.Set("Content-Type", ctype)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out bytes.Buffer
+	out.ReadFrom(resp.Body)
+	return resp.StatusCode, out.Bytes()
+}
+
+// follow reads the build's log until it ends and returns its events.
+func (b builder) follow(id string) []api.BuildLogEvent {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", b.s.URL+"/v1/templates/builds/"+id+"/logs", nil)
+	req.Header.Set("Authorization", "Bearer "+b.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+		b.t.Fatalf("logs: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var evs []api.BuildLogEvent
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var ev api.BuildLogEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			b.t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		evs = append(evs, ev)
+	}
+	if len(evs) == 0 || evs[len(evs)-1].Type != api.BuildLogEnd {
+		b.t.Fatalf("the log ended without its end event: %+v", evs)
+	}
+	return evs
+}
+
+func (b builder) get(id string) (int, api.TemplateBuild) {
+	b.t.Helper()
+	st, data := call(b.t, b.s, b.key, "GET", "/v1/templates/builds/"+id, nil)
+	var out api.TemplateBuild
+	json.Unmarshal(data, &out)
+	return st, out
+}
+
+// run builds and waits for the end: the build as it ended, its log, and
+// how long it took from the POST.
+func (b builder) run(body []byte, ctype string) (api.TemplateBuild, []api.BuildLogEvent, time.Duration) {
+	b.t.Helper()
+	t0 := time.Now()
+	bl := b.start(body, ctype)
+	evs := b.follow(bl.ID)
+	d := time.Since(t0)
+	st, got := b.get(bl.ID)
+	if st != 200 {
+		b.t.Fatalf("GET build %s: %d", bl.ID, st)
+	}
+	return got, evs, d
+}
+
+// sandboxesOf counts the sandboxes build id ran (every state).
+func (b builder) sandboxesOf(id string) int {
+	b.t.Helper()
+	st, data := call(b.t, b.s, b.key, "GET", "/v1/sandboxes?metadata="+url.QueryEscape("withruntime.build="+id), nil)
+	var list api.SandboxList
+	if st != 200 || json.Unmarshal(data, &list) != nil {
+		b.t.Fatalf("list: %d %s", st, data)
+	}
+	return len(list.Sandboxes)
+}
+
+// stepsCached returns, for each step event, whether it was cached.
+func stepsCached(evs []api.BuildLogEvent) map[int]bool {
+	out := map[int]bool{}
+	for _, e := range evs {
+		if e.Type == api.BuildLogStep {
+			out[e.Step] = e.Cached
+		}
+	}
+	return out
+}
+
+func logText(evs []api.BuildLogEvent) string {
+	var sb strings.Builder
+	for _, e := range evs {
+		sb.WriteString(e.Type + " " + e.Message + "\n")
+	}
+	return sb.String()
+}
+
+const buildDockerfile = `FROM default
+ENV GREETING=hello
+RUN mkdir -p /opt/app && echo built > /opt/app/built.txt && echo step-output-marker
+COPY app.txt /opt/app/
+WORKDIR /opt/app
+RUN echo "$GREETING from $(pwd)" > greeting.txt
+CMD ["sleep", "infinity"]
+`
+
+// TestTemplateBuild: a Dockerfile build runs its RUN and COPY steps in
+// sandboxes of the account (no internet) and makes a template whose
+// sandboxes see the files and env; the same build again is taken whole
+// from the cache (no sandbox); a changed last step runs that step only; a
+// failing step fails the build, naming it, and makes no template; another
+// account sees no build; a server restart in the middle of a build fails
+// it cleanly.
+func TestTemplateBuild(t *testing.T) {
+	s := testenv.StartServer(t)
+	b := builder{t, s, s.Key}
+	c := tpl{t, s, s.Key}
+	ctxFiles := map[string]string{"app.txt": "from-context\n"}
+	spec := map[string]any{"name": "team/built:v1", "dockerfile": buildDockerfile}
+
+	cold, evs, coldTook := b.run(buildTar(t, spec, ctxFiles), "application/x-tar")
+	if cold.State != api.BuildSucceeded || cold.Steps != 5 || cold.CachedSteps != 0 || cold.Result == nil {
+		t.Fatalf("the build ended %+v %+v\n%s", cold, cold.Error, logText(evs))
+	}
+	if r := cold.Result; r.Name != "team/built" || r.Tag != "v1" || r.Source != "build" || r.Layers != 3 ||
+		r.Defaults.Env["GREETING"] != "hello" || r.Defaults.Workdir != "/opt/app" || r.Defaults.StartCmd != "sleep infinity" {
+		t.Errorf("the template made: %+v", r)
+	}
+	if !strings.Contains(logText(evs), "step-output-marker") {
+		t.Errorf("the log lacks a step's output:\n%s", logText(evs))
+	}
+	if n := b.sandboxesOf(cold.ID); n != 3 {
+		t.Errorf("the cold build ran %d sandboxes, want 3 (one a RUN or COPY step)", n)
+	}
+
+	st, box, code := sbx{t, s, s.Key}.create(`{"template":"team/built:v1","vcpus":1,"memory_mib":512}`)
+	if st != http.StatusCreated {
+		t.Fatalf("create from the built template: %d %s", st, code)
+	}
+	t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+box.ID, nil) })
+	if out := c.sh(box.ID, "cat /opt/app/built.txt /opt/app/app.txt /opt/app/greeting.txt; echo $GREETING"); out != "built\nfrom-context\nhello from /opt/app\nhello\n" {
+		t.Errorf("a sandbox of the template reads %q", out)
+	}
+
+	// The same build again: every step from the cache, no sandbox.
+	warm, evs, warmTook := b.run(buildTar(t, spec, ctxFiles), "application/x-tar")
+	t.Logf("build durations: cold %v, fully cached %v", coldTook, warmTook)
+	if warm.State != api.BuildSucceeded || warm.CachedSteps != 3 {
+		t.Fatalf("the cached build ended %+v\n%s", warm, logText(evs))
+	}
+	if n := b.sandboxesOf(warm.ID); n != 0 {
+		t.Errorf("the cached build ran %d sandboxes", n)
+	}
+	if warm.Result.Layers != 3 || warmTook > coldTook/2 {
+		t.Errorf("the cached build: %d layers, took %v (cold %v)", warm.Result.Layers, warmTook, coldTook)
+	}
+
+	// The last RUN changed: it alone runs.
+	changed := map[string]any{"name": "team/built:v2", "dockerfile": strings.Replace(buildDockerfile, `"$GREETING from $(pwd)"`, `"$GREETING again"`, 1)}
+	v2, evs, v2Took := b.run(buildTar(t, changed, ctxFiles), "application/x-tar")
+	t.Logf("build with the last step changed: %v", v2Took)
+	if v2.State != api.BuildSucceeded || v2.CachedSteps != 2 {
+		t.Fatalf("the changed build ended %+v\n%s", v2, logText(evs))
+	}
+	if got := stepsCached(evs); !got[2] || !got[3] || got[5] {
+		t.Errorf("cached steps: %v\n%s", got, logText(evs))
+	}
+	if n := b.sandboxesOf(v2.ID); n != 1 {
+		t.Errorf("the changed build ran %d sandboxes, want 1", n)
+	}
+
+	t.Run("a failing step fails the build", func(t *testing.T) {
+		bad := map[string]any{"name": "team/broken", "steps": []any{
+			map[string]any{"run": "echo about-to-fail; exit 3"},
+		}}
+		body, _ := json.Marshal(bad)
+		got, evs, _ := b.run(body, "application/json")
+		if got.State != api.BuildFailed || got.Step != 1 || got.Error == nil || got.Error.Code != "invalid_request" ||
+			!strings.Contains(got.Error.Message, "step 1") || !strings.Contains(got.Error.Message, "exited with code 3") {
+			t.Fatalf("a failing build ended %+v %+v", got, got.Error)
+		}
+		if !strings.Contains(logText(evs), "about-to-fail") {
+			t.Errorf("the log lacks the failing step's output:\n%s", logText(evs))
+		}
+		if st, data := call(t, s, s.Key, "GET", "/v1/templates/team%2Fbroken", nil); st != 404 {
+			t.Errorf("a failed build made a template: %d %s", st, data)
+		}
+	})
+
+	t.Run("refused before anything runs", func(t *testing.T) {
+		for _, body := range []string{
+			`{"name":"team/x","dockerfile":"FROM default\nEXPOSE 80\n"}`,
+			`{"name":"team/x","from":{"template":"nope"},"steps":[{"run":"true"}]}`,
+			`{"name":"withruntime-build/x","steps":[{"run":"true"}]}`,
+		} {
+			st, data := b.post([]byte(body), "application/json")
+			if st != 400 && st != 404 {
+				t.Errorf("%s: %d %s", body, st, data)
+			}
+		}
+		var steps []any
+		for range 33 {
+			steps = append(steps, map[string]any{"run": "true"})
+		}
+		body, _ := json.Marshal(map[string]any{"name": "team/tall", "steps": steps})
+		if st, data := b.post(body, "application/json"); st != 400 || !strings.Contains(string(data), "33 layers") {
+			t.Errorf("a build of 33 layers: %d %s", st, data)
+		}
+	})
+
+	t.Run("another account sees no build", func(t *testing.T) {
+		newAccount(t, s, `{"name":"other"}`)
+		stranger := newKey(t, s, `{"account":"other"}`)
+		o := builder{t, s, stranger.Secret}
+		if st, _ := o.get(cold.ID); st != 404 {
+			t.Errorf("GET another account's build: %d", st)
+		}
+		if st, data := call(t, s, stranger.Secret, "GET", "/v1/templates/builds/"+cold.ID+"/logs?follow=false", nil); st != 404 {
+			t.Errorf("its logs: %d %s", st, data)
+		}
+		// The build's own sandbox refs are never another account's.
+		if st, data := call(t, s, stranger.Secret, "POST", "/v1/sandboxes", strings.NewReader(`{"template":"withruntime-build/`+strings.TrimPrefix(cold.ID, "bld_")+`-2"}`)); st != 404 {
+			t.Errorf("create from a build's ref: %d %s", st, data)
+		}
+	})
+
+	t.Run("a restart fails the build in flight", func(t *testing.T) {
+		slow := map[string]any{"name": "team/slow", "steps": []any{map[string]any{"run": "echo started-slow; sleep 120"}}}
+		body, _ := json.Marshal(slow)
+		bl := b.start(body, "application/json")
+		// Wait until its step runs in its sandbox.
+		var sandboxID string
+		deadline := time.Now().Add(90 * time.Second)
+		for sandboxID == "" && time.Now().Before(deadline) {
+			_, data := call(t, s, s.Key, "GET", "/v1/templates/builds/"+bl.ID+"/logs?follow=false", nil)
+			if strings.Contains(string(data), "started-slow") {
+				for _, line := range strings.Split(string(data), "\n") {
+					var ev api.BuildLogEvent
+					if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == api.BuildLogInfo && strings.HasPrefix(ev.Message, "sandbox ") {
+						sandboxID = strings.TrimPrefix(ev.Message, "sandbox ")
+					}
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if sandboxID == "" {
+			t.Fatal("the slow step did not start")
+		}
+		s.Stop(true)
+		s.Start()
+		if st, _ := b.get(bl.ID); st != 404 {
+			t.Errorf("the build after a restart: %d, want not_found (builds are in memory)", st)
+		}
+		if st, data := call(t, s, s.Key, "GET", "/v1/templates/team%2Fslow", nil); st != 404 {
+			t.Errorf("a build cut by a restart made a template: %d %s", st, data)
+		}
+		var sb api.Sandbox
+		deadline = time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			_, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sandboxID, nil)
+			json.Unmarshal(data, &sb)
+			if sb.State == "ended" {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if sb.State != "ended" {
+			t.Errorf("the build's sandbox after the restart: %s, want ended", sb.State)
+		}
+		if ents, _ := os.ReadDir(filepath.Join(s.DataDir, "templates", "builds", "contexts")); len(ents) != 0 {
+			t.Errorf("build contexts left after the restart: %v", ents)
+		}
+	})
+}
