@@ -136,6 +136,13 @@ func (l *Library) buildsInit() {
 	})
 }
 
+// sandboxes are the sandboxes builds run in, or nil when this library's
+// cannot run them.
+func (l *Library) sandboxes() BuildSandboxes {
+	bs, _ := l.cfg.Sandboxes.(BuildSandboxes)
+	return bs
+}
+
 // resolveBuildRef is Resolve for the reserved namespace: the parent of a
 // build sandbox of account being created now, never another account's.
 func (l *Library) resolveBuildRef(account string, ref template.Ref) (*template.Template, error) {
@@ -193,7 +200,7 @@ func (l *Library) setActive(id string, layers []string) {
 // the template would have.
 func (l *Library) Build(ctx context.Context, account, keyID string, specJSON []byte, contextTar io.Reader) (*template.Build, error) {
 	l.buildsInit()
-	if l.cfg.Sandboxes == nil || l.cfg.BuildDir == "" {
+	if l.sandboxes() == nil || l.cfg.BuildDir == "" {
 		return nil, sandbox.Errorf(sandbox.KindNotSupported, "this server runs no builds")
 	}
 	spec, err := build.Decode(specJSON)

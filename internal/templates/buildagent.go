@@ -55,7 +55,7 @@ type execEvent struct {
 const maxAgentLine = 4 << 20
 
 func (a *agentClient) do(ctx context.Context, method, p string, q url.Values, body io.Reader, ctype string) (*http.Response, error) {
-	rt, err := a.l.cfg.Sandboxes.Agent(ctx, a.account, a.id)
+	rt, err := a.l.sandboxes().Agent(ctx, a.account, a.id)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +289,7 @@ func (l *Library) stopOrphans(ctx context.Context) {
 		if r.State == sandbox.StateEnded || r.Spec.Metadata[BuildMeta] == "" {
 			continue
 		}
-		if _, err := l.cfg.Sandboxes.Stop(ctx, r.Account, r.ID); err != nil {
+		if _, err := l.sandboxes().Stop(ctx, r.Account, r.ID); err != nil {
 			l.log.Warn("stopping a sandbox of an interrupted build", "sandbox_id", r.ID, "build_id", r.Spec.Metadata[BuildMeta], "err", err)
 			continue
 		}

@@ -202,7 +202,7 @@ func (l *Library) StartBuilds() {
 	if l.cfg.BuildDir != "" {
 		os.RemoveAll(filepath.Join(l.cfg.BuildDir, "contexts"))
 	}
-	if l.cfg.Sandboxes != nil {
+	if l.sandboxes() != nil {
 		l.stopOrphans(context.Background())
 	}
 }

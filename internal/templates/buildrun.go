@@ -211,7 +211,7 @@ func (s *stepRun) run(ctx context.Context, st build.Step, layers []string) (laye
 	if n := s.spec.Network; n != nil {
 		req.Network = sandbox.Network{Internet: n.Internet, Allow: slices.Clone(n.Allow)}
 	}
-	rec, err := l.cfg.Sandboxes.Create(ctx, b.account, s.keyID, req)
+	rec, err := l.sandboxes().Create(ctx, b.account, s.keyID, req)
 	l.b.mu.Lock()
 	delete(l.b.roots, key)
 	l.b.mu.Unlock()
@@ -219,7 +219,7 @@ func (s *stepRun) run(ctx context.Context, st build.Step, layers []string) (laye
 		return layer.Info{}, fmt.Errorf("step %d: starting its sandbox: %w", s.n, err)
 	}
 	defer func() {
-		if _, err := l.cfg.Sandboxes.Stop(context.WithoutCancel(ctx), b.account, rec.ID); err != nil {
+		if _, err := l.sandboxes().Stop(context.WithoutCancel(ctx), b.account, rec.ID); err != nil {
 			l.log.Warn("stopping a build's sandbox", "build_id", b.info.ID, "sandbox_id", rec.ID, "err", err)
 		}
 	}()

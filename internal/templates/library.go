@@ -31,11 +31,17 @@ type Layers interface {
 	Remove(digest string) error
 }
 
-// Sandboxes is what a snapshot and a build ask of the sandboxes (the
-// manager): a build's steps run in sandboxes of the build's account,
-// created, used through their agent and stopped as any other.
+// Sandboxes is what a snapshot asks of the sandboxes (the manager).
 type Sandboxes interface {
 	ExportRoot(ctx context.Context, account, id string, w io.Writer) (*sandbox.Record, error)
+}
+
+// BuildSandboxes is what a build asks of them too: its steps run in
+// sandboxes of the build's account, created, used through their agent
+// and stopped as any other (the manager is one; builds run only when
+// Config.Sandboxes is).
+type BuildSandboxes interface {
+	Sandboxes
 	Create(ctx context.Context, account, keyID string, req service.CreateRequest) (*sandbox.Record, error)
 	Stop(ctx context.Context, account, id string) (*sandbox.Record, error)
 	Agent(ctx context.Context, account, id string) (http.RoundTripper, error)
