@@ -33,6 +33,12 @@ func (m *Manager) claimPool(ctx context.Context, t tenant, keyID string, concurr
 			e.mu.Unlock() // it died while it waited; its watcher removes it
 			continue
 		}
+		if spec.Root != nil && mem.template != spec.Root.Template {
+			// Its template's name means another template now.
+			m.destroyLocked(e, "its template was replaced", true)
+			e.mu.Unlock()
+			continue
+		}
 		rec, ok, err := m.handOver(ctx, e, mem, t, keyID, concurrency, spec)
 		e.mu.Unlock()
 		return rec, ok, err

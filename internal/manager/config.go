@@ -211,17 +211,17 @@ func (c *Config) Validate() error {
 	if err := c.Prices.Validate(); err != nil {
 		return err
 	}
-	seen := map[[2]int]bool{}
+	seen := map[poolKey]bool{}
 	for _, p := range c.Pools {
 		switch {
 		case p.VCPUs < c.MinVCPUs || p.VCPUs > c.MaxVCPUs || p.MemoryMiB < c.MinMemoryMiB || p.MemoryMiB > c.MaxMemoryMiB:
 			return fmt.Errorf("pool %s: size outside the limits (%d-%d vCPUs, %d-%d MiB)", p, c.MinVCPUs, c.MaxVCPUs, c.MinMemoryMiB, c.MaxMemoryMiB)
 		case p.Size < 0:
 			return fmt.Errorf("pool %s: negative size", p)
-		case seen[[2]int{p.VCPUs, p.MemoryMiB}]:
+		case seen[p.key()]:
 			return fmt.Errorf("pool %s: that size has a pool already", p)
 		}
-		seen[[2]int{p.VCPUs, p.MemoryMiB}] = true
+		seen[p.key()] = true
 	}
 	return nil
 }

@@ -75,14 +75,6 @@ func (m *Manager) fillOne() bool {
 		return false
 	default:
 	}
-	id := newID()
-	e := m.lock(id)
-	defer e.mu.Unlock()
-	spec := m.memberSpec(key)
-	if err := m.admit(e, tenant{}, spec); err != nil {
-		m.pools.setBlocked(key, true)
-		return false
-	}
 	// A boot Close need not wait for.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -93,6 +85,24 @@ func (m *Manager) fillOne() bool {
 		case <-ctx.Done():
 		}
 	}()
+	spec, tpl, err := m.memberSpec(ctx, key)
+	if err != nil {
+		// A template pool whose template is not there (yet): try again
+		// later, as after a failed boot.
+		m.cfg.Logger.Warn("a pool's template", "pool", poolSize(key), "err", err)
+		select {
+		case <-m.stop:
+		case <-time.After(fillBackoff):
+		}
+		return false
+	}
+	id := newID()
+	e := m.lock(id)
+	defer e.mu.Unlock()
+	if err := m.admit(e, tenant{}, spec); err != nil {
+		m.pools.setBlocked(key, true)
+		return false
+	}
 	began := time.Now()
 	// A backend that is no Warmer starts it like any sandbox.
 	inst, err := m.backend().StartWarm(ctx, id, spec)
@@ -109,6 +119,15 @@ func (m *Manager) fillOne() bool {
 		return false
 	}
 	m.attach(e, inst)
+	if err := m.startTemplate(ctx, e, spec); err != nil {
+		m.log.warn(id, "starting a pool member's template commands", err)
+		m.destroyLocked(e, "its template's start or ready command failed", false)
+		select {
+		case <-m.stop:
+		case <-time.After(fillBackoff):
+		}
+		return false
+	}
 	select {
 	case <-m.stop:
 		// Closing: Close has taken the members already.
@@ -116,12 +135,18 @@ func (m *Manager) fillOne() bool {
 		return false
 	default:
 	}
-	m.pools.add(&member{id: id, key: key, inst: inst, born: m.now()})
+	m.pools.add(&member{id: id, key: key, template: tpl, inst: inst, born: m.now()})
 	m.cfg.Logger.Info("pool member ready", "sandbox", id, "size", poolSize(key), "boot_ms", time.Since(began).Milliseconds())
 	return true
 }
 
-func poolSize(key poolKey) string { return fmt.Sprintf("%dx%d", key.vcpus, key.memoryMiB) }
+func poolSize(key poolKey) string {
+	s := fmt.Sprintf("%dx%d", key.vcpus, key.memoryMiB)
+	if key.template != "" {
+		s = key.template + ":" + s
+	}
+	return s
+}
 
 // destroyMember removes a member that no claim holds any more.
 func (m *Manager) destroyMember(mem *member, why string) {

@@ -98,7 +98,7 @@ func TestIsolationRefused(t *testing.T) {
 // Pools hold the default isolation: a create of the other one never takes
 // a member.
 func TestIsolationPools(t *testing.T) {
-	r, vm := isoRig(t, func(c *Config) { c.Pools = []Pool{{2, 4096, 1}} })
+	r, vm := isoRig(t, func(c *Config) { c.Pools = []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 1}} })
 	if err := r.m.Recover(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -307,7 +307,7 @@ func TestFailedUsageWriteLeavesTheRecordAsTheLedger(t *testing.T) {
 }
 
 func TestRecordsNameTheNodeEpoch(t *testing.T) {
-	r := poolRig(t, []Pool{{2, 4096, 1}}, func(c *Config) { c.Node = "n1" })
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 1}}, func(c *Config) { c.Node = "n1" })
 	r.waitPool(defaultKey, 1)
 	r.m.SetNodeEpoch(7)
 	members := r.members(defaultKey)

@@ -1,12 +1,16 @@
 package manager
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/template"
 )
 
 // A warm pool keeps started sandboxes of one size ready: booted, agent
@@ -21,15 +25,24 @@ import (
 // which removes every sandbox without a record. So a member is handed out
 // at most once, and never after a restart.
 
-// poolKey is what a create must match to take a member.
-type poolKey struct{ vcpus, memoryMiB int }
+// poolKey is what a create must match to take a member: its template's
+// name:tag ("" for the default image) and its size.
+type poolKey struct {
+	template         string
+	vcpus, memoryMiB int
+}
+
+func (p Pool) key() poolKey { return poolKey{p.Template, p.VCPUs, p.MemoryMiB} }
 
 // member is one warm sandbox. Its entry is admitted and attached (the
 // watcher ends it like any sandbox if it dies); claims take it under the
 // entry's lock.
 type member struct {
-	id   string
-	key  poolKey
+	id  string
+	key poolKey
+	// template is the id of the template it started from ("": the default
+	// image): a create takes it only if its name still means that one.
+	template string
 	inst sandbox.Instance
 	born time.Time
 }
@@ -63,7 +76,7 @@ func newPools(cfg []Pool) *pools {
 	p := &pools{target: map[poolKey]int{}, ready: map[poolKey][]*member{}, blocked: map[poolKey]bool{}, wake: make(chan struct{}, 1)}
 	for _, c := range cfg {
 		if c.Size > 0 {
-			p.target[poolKey{c.VCPUs, c.MemoryMiB}] = c.Size
+			p.target[c.key()] = c.Size
 		}
 	}
 	return p
@@ -214,22 +227,51 @@ func (p *pools) counts() map[poolKey]int {
 }
 
 // poolKeyOf is the pool a spec can be taken from: the pools hold sandboxes
-// of the default isolation, image, disk and process limit, with nothing
-// set at boot but their size.
+// of the default isolation, disk and process limit, of the default image
+// or of one template, with nothing set at boot but their size (and their
+// template's defaults).
 func (m *Manager) poolKeyOf(spec sandbox.Spec) (poolKey, bool) {
-	key := poolKey{spec.VCPUs, spec.MemoryMiB}
+	key := poolKey{"", spec.VCPUs, spec.MemoryMiB}
+	if spec.Root != nil {
+		key.template = spec.Image
+	} else if spec.Image != image.DefaultName {
+		return key, false
+	}
 	if _, ok := m.pools.target[key]; !ok {
 		return key, false
 	}
-	return key, spec.Isolation == m.backend().Name() && spec.Image == image.DefaultName && spec.DiskMiB == m.cfg.DiskMiB && spec.PidsLimit == m.cfg.PidsLimit
+	return key, spec.Isolation == m.backend().Name() && spec.DiskMiB == m.cfg.DiskMiB && spec.PidsLimit == m.cfg.PidsLimit
 }
 
-// memberSpec is what a member of key boots as.
-func (m *Manager) memberSpec(key poolKey) sandbox.Spec {
-	return sandbox.Spec{
+// memberSpec is what a member of key boots as, and the id of its
+// template ("" for the default image). A template pool's name is
+// resolved now, as the admin account's: a name that moved to another
+// template fills the pool with the new one from then on.
+func (m *Manager) memberSpec(ctx context.Context, key poolKey) (sandbox.Spec, string, error) {
+	spec := sandbox.Spec{
 		Isolation: m.backend().Name(),
 		Image:     image.DefaultName, VCPUs: key.vcpus, MemoryMiB: key.memoryMiB,
 		DiskMiB: m.cfg.DiskMiB, PidsLimit: m.cfg.PidsLimit,
 		Timeout: m.cfg.DefaultTimeout, OnLeaseEnd: sandbox.OnLeaseEndStop,
 	}
+	if key.template == "" {
+		return spec, "", nil
+	}
+	ref, err := template.ParseRef(key.template)
+	if err != nil {
+		return spec, "", err
+	}
+	if m.cfg.Templates == nil {
+		return spec, "", fmt.Errorf("no template %s: this server keeps none", ref)
+	}
+	t, err := m.cfg.Templates.Resolve(ctx, m.cfg.AdminAccount, ref)
+	if err != nil {
+		return spec, "", err
+	}
+	spec.Image = ref.String()
+	spec.Root = &sandbox.Root{Template: t.ID, Base: t.Base, Layers: t.Layers}
+	// The start command runs at boot, in the template's environment; a
+	// claim gives the create's (over the template's) through the agent.
+	spec.Env = maps.Clone(t.Defaults.Env)
+	return spec, t.ID, withDefaults(&spec, t.Defaults)
 }

@@ -4,18 +4,45 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/withruntime/withruntime/internal/template"
 )
 
 // Pool is one warm pool: Size sandboxes of VCPUs x MemoryMiB kept booted,
-// of the default image, disk and process limit.
+// of the default disk and process limit, and of the default image or of
+// Template.
 type Pool struct {
+	// Template is "name:tag" of the template the members start from, as
+	// the admin account resolves it (its own, or a public one); "": the
+	// default image.
+	Template               string
 	VCPUs, MemoryMiB, Size int
 }
 
-func (p Pool) String() string { return fmt.Sprintf("%dx%d=%d", p.VCPUs, p.MemoryMiB, p.Size) }
+func (p Pool) String() string {
+	s := fmt.Sprintf("%dx%d=%d", p.VCPUs, p.MemoryMiB, p.Size)
+	if p.Template != "" {
+		s = p.Template + ":" + s
+	}
+	return s
+}
 
-// ParsePool reads "VCPUSxMEMORY_MIB=N", as --pool takes it.
+// ParsePool reads "[TEMPLATE:]VCPUSxMEMORY_MIB=N", as --pool takes it: the
+// size is what follows the last ":", a template name[:tag] what comes
+// before it.
 func ParsePool(s string) (Pool, error) {
+	if i := strings.LastIndex(s, ":"); i >= 0 {
+		ref, err := template.ParseRef(s[:i])
+		if err != nil {
+			return Pool{}, fmt.Errorf("pool %q: %v", s, err)
+		}
+		pool, err := ParsePool(s[i+1:])
+		if err != nil {
+			return Pool{}, fmt.Errorf("pool %q: want TEMPLATE:VCPUSxMEMORY_MIB=N, like myteam/app:2x4096=4", s)
+		}
+		pool.Template = ref.String()
+		return pool, nil
+	}
 	size, n, ok := strings.Cut(s, "=")
 	v, mem, ok2 := strings.Cut(size, "x")
 	if !ok || !ok2 {

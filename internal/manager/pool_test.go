@@ -16,7 +16,7 @@ import (
 // The pool's unit tier, on the fake backend (see fakeBackend for what it
 // does not prove); test/e2e runs pools on gVisor.
 
-var defaultKey = poolKey{2, 4096}
+var defaultKey = poolKey{vcpus: 2, memoryMiB: 4096}
 
 // poolRig is a rig with pools, recovered so that the filler runs.
 func poolRig(t *testing.T, pools []Pool, config func(*Config)) *rig {
@@ -57,7 +57,7 @@ func (r *rig) members(key poolKey) map[string]bool {
 }
 
 func TestPoolClaimsUnderConcurrency(t *testing.T) {
-	r := poolRig(t, []Pool{{2, 4096, 3}}, nil)
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 3}}, nil)
 	r.waitPool(defaultKey, 3)
 	warm := r.members(defaultKey)
 	startsBefore := r.be.count("start")
@@ -109,7 +109,7 @@ func TestPoolClaimsUnderConcurrency(t *testing.T) {
 }
 
 func TestPoolClaimIsBilledFromTheClaim(t *testing.T) {
-	r := poolRig(t, []Pool{{2, 4096, 1}}, nil)
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 1}}, nil)
 	r.waitPool(defaultKey, 1)
 	var id string
 	for id = range r.members(defaultKey) {
@@ -138,9 +138,9 @@ func TestPoolClaimIsBilledFromTheClaim(t *testing.T) {
 }
 
 func TestPoolMembersAreInvisible(t *testing.T) {
-	r := poolRig(t, []Pool{{2, 4096, 2}, {1, 1024, 2}}, nil)
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 2}, {VCPUs: 1, MemoryMiB: 1024, Size: 2}}, nil)
 	r.waitPool(defaultKey, 2)
-	r.waitPool(poolKey{1, 1024}, 2)
+	r.waitPool(poolKey{vcpus: 1, memoryMiB: 1024}, 2)
 	recs, err := r.st.ListSandboxes(t.Context(), store.SandboxFilter{})
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestPoolMembersAreInvisible(t *testing.T) {
 }
 
 func TestPoolConcurrencyRefusalKeepsTheMember(t *testing.T) {
-	r := poolRig(t, []Pool{{2, 4096, 2}}, func(c *Config) { c.DefaultConcurrency = 1 })
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 2}}, func(c *Config) { c.DefaultConcurrency = 1 })
 	r.waitPool(defaultKey, 2)
 	r.create(service.CreateRequest{})
 	r.waitPool(defaultKey, 2)
@@ -184,7 +184,7 @@ func TestPoolConcurrencyRefusalKeepsTheMember(t *testing.T) {
 }
 
 func TestPoolMaxAge(t *testing.T) {
-	r := poolRig(t, []Pool{{2, 4096, 2}}, func(c *Config) { c.PoolMaxAge = time.Hour })
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 2}}, func(c *Config) { c.PoolMaxAge = time.Hour })
 	r.waitPool(defaultKey, 2)
 	old := r.members(defaultKey)
 	r.clock.Advance(time.Hour + time.Second)
@@ -218,7 +218,7 @@ func TestPoolFullHostDegradesToColdStarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// 2 CPUs at overcommit 4: room for four 2-vCPU sandboxes, all of
 		// them pool members once the pool is warm.
-		r := poolRig(t, []Pool{{2, 4096, 4}}, func(c *Config) { c.HostCPUs, c.Overcommit = 2, 4 })
+		r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 4}}, func(c *Config) { c.HostCPUs, c.Overcommit = 2, 4 })
 		r.waitPool(defaultKey, 4)
 		// A size with no pool: a member is destroyed to make room.
 		cold := r.create(service.CreateRequest{VCPUs: 2, MemoryMiB: 2048})
@@ -254,7 +254,7 @@ func TestPoolFullHostDegradesToColdStarts(t *testing.T) {
 }
 
 func TestPoolRestartSweepsMembers(t *testing.T) {
-	r := poolRig(t, []Pool{{2, 4096, 2}}, nil)
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 2}}, nil)
 	r.waitPool(defaultKey, 2)
 	left := r.members(defaultKey)
 	// A second server on the same backend and store, as after a crash
@@ -262,7 +262,7 @@ func TestPoolRestartSweepsMembers(t *testing.T) {
 	m2, err := New(Config{
 		Backend: r.be, Store: r.st, Now: r.clock.Now, Logger: r.m.cfg.Logger,
 		HostCPUs: 64, HostMemoryMiB: 1 << 20, DiskFree: r.m.cfg.DiskFree,
-		Pools: []Pool{{2, 4096, 2}},
+		Pools: []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 2}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +286,7 @@ func TestPoolRestartSweepsMembers(t *testing.T) {
 }
 
 func TestPoolCloseDestroysIdleMembers(t *testing.T) {
-	r := poolRig(t, []Pool{{2, 4096, 2}}, nil)
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 2}}, nil)
 	r.waitPool(defaultKey, 2)
 	kept := r.create(service.CreateRequest{})
 	r.waitPool(defaultKey, 2)
@@ -298,7 +298,7 @@ func TestPoolCloseDestroysIdleMembers(t *testing.T) {
 }
 
 func TestPoolSkipsSpecsItCannotServe(t *testing.T) {
-	r := poolRig(t, []Pool{{2, 4096, 1}}, nil)
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 1}}, nil)
 	r.waitPool(defaultKey, 1)
 	warm := r.members(defaultKey)
 	one := 1
@@ -314,7 +314,7 @@ func TestPoolSkipsSpecsItCannotServe(t *testing.T) {
 }
 
 func TestPoolMemberThatDiedIsNotHandedOut(t *testing.T) {
-	r := poolRig(t, []Pool{{2, 4096, 1}}, nil)
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 1}}, nil)
 	r.waitPool(defaultKey, 1)
 	var id string
 	for id = range r.members(defaultKey) {
@@ -329,7 +329,7 @@ func TestPoolMemberThatDiedIsNotHandedOut(t *testing.T) {
 }
 
 func TestPoolClaimRestoresPriority(t *testing.T) {
-	r := poolRig(t, []Pool{{2, 4096, 2}}, nil)
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 2}}, nil)
 	r.waitPool(defaultKey, 2)
 	for id := range r.members(defaultKey) {
 		if !r.be.lowPriority(id) {
@@ -348,7 +348,7 @@ func TestPoolFailedClaimStartsCold(t *testing.T) {
 		op   string // the backend call that fails during the claim
 	}{{"priority", "claim"}, {"cpu counter", "cputime"}} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := poolRig(t, []Pool{{2, 4096, 1}}, nil)
+			r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 1}}, nil)
 			r.waitPool(defaultKey, 1)
 			var warm string
 			for warm = range r.members(defaultKey) {
@@ -383,7 +383,7 @@ func TestPoolFailedClaimStartsCold(t *testing.T) {
 func TestPoolNotEvictedForACreateThatCannotFit(t *testing.T) {
 	// 8 vCPUs of room: a user's 4 and two idle members' 4. A create of
 	// 8 cannot fit even with both members gone: they stay.
-	r := poolRig(t, []Pool{{2, 4096, 2}}, func(c *Config) { c.HostCPUs, c.Overcommit = 2, 4 })
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 2}}, func(c *Config) { c.HostCPUs, c.Overcommit = 2, 4 })
 	r.waitPool(defaultKey, 2)
 	r.create(service.CreateRequest{VCPUs: 4, MemoryMiB: 1024})
 	if _, err := r.m.Create(t.Context(), "acct", "", service.CreateRequest{VCPUs: 8, MemoryMiB: 1024}); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {

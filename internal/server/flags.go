@@ -92,7 +92,7 @@ func (c *Config) egressFlags(fs *pflag.FlagSet) {
 func poolFlags(fs *pflag.FlagSet, to *manager.Config) {
 	to.Pools = DefaultPools()
 	var given, none bool
-	fs.Func("pool", fmt.Sprintf("a warm pool `SIZE=N`: N started sandboxes of SIZE (VCPUSxMEMORY_MIB) kept ready for the creates of that size, e.g. 2x4096=8 (repeatable; given pools replace the default %s; none: no pool)", poolList(DefaultPools())), func(v string) error {
+	fs.Func("pool", fmt.Sprintf("a warm pool `[TEMPLATE:]SIZE=N`: N started sandboxes of SIZE (VCPUSxMEMORY_MIB) kept ready for the creates of that size, e.g. 2x4096=8, of the default image or of a template the admin account holds or sees published, e.g. myteam/app:2x4096=4 (repeatable; given pools replace the default %s; none: no pool)", poolList(DefaultPools())), func(v string) error {
 		if !given {
 			to.Pools, given = nil, true
 		}
@@ -111,7 +111,7 @@ func poolFlags(fs *pflag.FlagSet, to *manager.Config) {
 			return err
 		}
 		for _, q := range to.Pools {
-			if q.VCPUs == p.VCPUs && q.MemoryMiB == p.MemoryMiB {
+			if q.Template == p.Template && q.VCPUs == p.VCPUs && q.MemoryMiB == p.MemoryMiB {
 				return fmt.Errorf("pool %q: size %dx%d has a pool already (%s)", v, p.VCPUs, p.MemoryMiB, q)
 			}
 		}

@@ -299,3 +299,33 @@ test -e /usr/share/doc/git && echo base-kept`)
 		}
 	})
 }
+
+// TestTemplatePoolHit: a warm pool of a template (serve --pool
+// NAME:SIZE=N) boots its members from the template once it exists, and a
+// create of that template and size is handed one: the same sandbox the
+// pool booted, with the template's files.
+func TestTemplatePoolHit(t *testing.T) {
+	s := testenv.StartServer(t, "--pool", "pooled:1x1024=1", "--overcommit", "16")
+	c := tpl{t, s, s.Key}
+	st, src, code := sbx{t, s, s.Key}.create(`{"vcpus":1,"memory_mib":512}`)
+	if st != http.StatusCreated {
+		t.Fatalf("create: %d %s", st, code)
+	}
+	c.sh(src.ID, "echo warm > /workspace/warm.txt")
+	if st, _, code := c.snapshot(src.ID, "pooled"); st != http.StatusCreated {
+		t.Fatalf("snapshot: %d %s", st, code)
+	}
+	call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+src.ID, nil)
+	members := poolMembers(t, s, 1)
+	st, got, code := sbx{t, s, s.Key}.create(`{"template":"pooled","vcpus":1,"memory_mib":1024}`)
+	if st != http.StatusCreated {
+		t.Fatalf("create from the pooled template: %d %s", st, code)
+	}
+	t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+got.ID, nil) })
+	if got.ID != members[0] {
+		t.Errorf("the create got %s, not the pool's member %s", got.ID, members[0])
+	}
+	if out := c.sh(got.ID, "cat /workspace/warm.txt"); out != "warm\n" {
+		t.Errorf("the pooled sandbox reads %q", out)
+	}
+}
