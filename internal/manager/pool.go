@@ -275,3 +275,19 @@ func (m *Manager) memberSpec(ctx context.Context, key poolKey) (sandbox.Spec, st
 	spec.Env = maps.Clone(t.Defaults.Env)
 	return spec, t.ID, withDefaults(&spec, t.Defaults)
 }
+
+// PoolTemplates lists the ids of the templates the warm pools' members
+// started from: their layers are in use as long as those members live.
+func (m *Manager) PoolTemplates() []string {
+	m.pools.mu.Lock()
+	defer m.pools.mu.Unlock()
+	var ids []string
+	for _, list := range m.pools.ready {
+		for _, mem := range list {
+			if mem.template != "" {
+				ids = append(ids, mem.template)
+			}
+		}
+	}
+	return ids
+}

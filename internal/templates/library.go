@@ -31,9 +31,13 @@ type Layers interface {
 	Remove(digest string) error
 }
 
-// Sandboxes is what a snapshot asks of the sandboxes (the manager).
+// Sandboxes is what a snapshot asks of the sandboxes (the manager), and
+// what the collection asks of its warm pools.
 type Sandboxes interface {
 	ExportRoot(ctx context.Context, account, id string, w io.Writer) (*sandbox.Record, error)
+	// PoolTemplates lists the templates warm pool members started from:
+	// they have no record, and use their template's layers all the same.
+	PoolTemplates() []string
 }
 
 // BuildSandboxes is what a build asks of them too: its steps run in
@@ -178,14 +182,19 @@ func (l *Library) record(ctx context.Context, t *template.Template) error {
 	return err
 }
 
-// inUse returns the ids of the templates that live or paused sandboxes
-// were started from.
+// inUse returns the ids of the templates that live or paused sandboxes,
+// and warm pool members, were started from.
 func (l *Library) inUse(ctx context.Context) (map[string]bool, error) {
 	recs, err := l.cfg.Store.ListSandboxes(ctx, store.SandboxFilter{})
 	if err != nil {
 		return nil, err
 	}
 	used := map[string]bool{}
+	if l.cfg.Sandboxes != nil {
+		for _, id := range l.cfg.Sandboxes.PoolTemplates() {
+			used[id] = true
+		}
+	}
 	for _, r := range recs {
 		if r.State != sandbox.StateEnded && r.Spec.Root != nil {
 			used[r.Spec.Root.Template] = true

@@ -25,6 +25,8 @@ type exporter struct {
 	trees map[string][]byte
 	roots map[string]*sandbox.Root
 	fail  error
+	// pooled are the templates of warm pool members.
+	pooled []string
 }
 
 func (e *exporter) ExportRoot(_ context.Context, account, id string, w io.Writer) (*sandbox.Record, error) {
@@ -43,6 +45,12 @@ func (e *exporter) ExportRoot(_ context.Context, account, id string, w io.Writer
 		return nil, err
 	}
 	return &sandbox.Record{ID: id, Account: account, State: sandbox.StateRunning, Spec: sandbox.Spec{Root: root}}, nil
+}
+
+func (e *exporter) PoolTemplates() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pooled
 }
 
 // upper is an overlay-form tar of files (name -> content); a name with
@@ -179,11 +187,24 @@ func TestSnapshotAndCollect(t *testing.T) {
 	if _, err := r.st.GetTemplate(ctx, b.ID); err != nil {
 		t.Errorf("a removed template in use was purged: %v", err)
 	}
-	// Its sandbox ends: within the grace the layers stay, after it they go.
+	// Its sandbox ends, but a warm pool member of it still waits: the
+	// layers stay; once the member is gone they go.
 	live.State = sandbox.StateEnded
 	if err := r.st.PutSandbox(ctx, live); err != nil {
 		t.Fatal(err)
 	}
+	r.ex.mu.Lock()
+	r.ex.pooled = []string{b.ID}
+	r.ex.mu.Unlock()
+	if err := r.lib.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.stored(t); n != 2 {
+		t.Errorf("layers of a pool member's template: %d stored, want 2", n)
+	}
+	r.ex.mu.Lock()
+	r.ex.pooled = nil
+	r.ex.mu.Unlock()
 	if err := r.lib.Collect(ctx); err != nil {
 		t.Fatal(err)
 	}
