@@ -142,6 +142,7 @@ Sandboxes:
   sandbox snapshot ID -t NAME[:TAG]        make a template from a running sandbox's files
 
 Templates (what sandboxes start from: sandbox run|create --template NAME):
+  template build -t NAME[:TAG] [CONTEXT]  build a template from a Dockerfile or build steps, on the server
   template import -t NAME[:TAG] ARCHIVE    make a template from an image archive (docker save, OCI archive)
   template ls                              list templates
   template get NAME[:TAG]                  show one template

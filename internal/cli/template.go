@@ -19,6 +19,7 @@ import (
 // templateVerbs are the verbs of "withruntime template".
 func (a *App) templateVerbs() []leaf {
 	return []leaf{
+		a.templateBuildLeaf(),
 		{use: "import -t NAME[:TAG] [--json] ARCHIVE", short: "make a template from an image archive (docker save, OCI archive; - reads stdin)",
 			about: templateImportAbout, define: a.templateImport},
 		{use: "ls [--json]", short: "list templates (the account's and the public ones)", aliases: []string{"list"},

@@ -237,6 +237,28 @@ func TestTemplateBuild(t *testing.T) {
 		t.Errorf("the changed build ran %d sandboxes, want 1", n)
 	}
 
+	t.Run("through the CLI", func(t *testing.T) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(buildDockerfile), 0o644)
+		os.WriteFile(filepath.Join(dir, "app.txt"), []byte("from-context\n"), 0o644)
+		env := append(s.Env(), "WITHRUNTIME_API_KEY="+s.Key)
+		out, errs, code := cli(t, env, "template", "build", "-t", "team/cli", dir)
+		if code != 0 || !strings.HasPrefix(out, "team/cli:latest\ttpl_") {
+			t.Fatalf("template build: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+		}
+		// The same steps as the first build: all from the cache.
+		for _, want := range []string{"step 1/5: env GREETING", "step 2/5: run (as root) mkdir -p /opt/app", "(cached)", "3 of 5 steps from the cache"} {
+			if !strings.Contains(errs, want) {
+				t.Errorf("the CLI's progress lacks %q:\n%s", want, errs)
+			}
+		}
+		os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM default\nRUN echo cli-fails && exit 3\n"), 0o644)
+		out, errs, code = cli(t, env, "template", "build", "-t", "team/cli-broken", dir)
+		if code == 0 || out != "" || !strings.Contains(errs, "cli-fails") || !strings.Contains(errs, "failed at step 1 of 1") || !strings.Contains(errs, "exited with code 3") {
+			t.Errorf("a failing build through the CLI: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+		}
+	})
+
 	t.Run("a failing step fails the build", func(t *testing.T) {
 		bad := map[string]any{"name": "team/broken", "steps": []any{
 			map[string]any{"run": "echo about-to-fail; exit 3"},
