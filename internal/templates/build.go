@@ -173,6 +173,7 @@ func (l *Library) activeLayers(keep map[string]bool) {
 // holds l.mu when the layers were just read from the cache or imported,
 // so that Collect, which holds it too, never sees them unnamed.
 func (l *Library) setActive(id string, layers []string) {
+	l.buildsInit()
 	l.b.mu.Lock()
 	defer l.b.mu.Unlock()
 	if layers == nil {
