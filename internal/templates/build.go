@@ -272,8 +272,10 @@ func (l *Library) Build(ctx context.Context, account, keyID string, specJSON []b
 	l.b.runs[id] = b
 	l.b.mu.Unlock()
 	l.log.Info("template build queued", "build_id", id, "template", ref.String(), "account", account, "steps", len(resolved.Steps))
-	go l.runBuild(b, keyID, ref, resolved, base, dir)
+	// The build as it starts, queued: taken before it runs, which may
+	// change it at once.
 	info := b.snapshot()
+	go l.runBuild(b, keyID, ref, resolved, base, dir)
 	return &info, nil
 }
 
