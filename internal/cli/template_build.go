@@ -18,7 +18,7 @@ import (
 const templateBuildAbout = `Builds template NAME[:TAG] (tag latest when left out) from a Dockerfile or a
 build specification, on the server: every step that changes files runs in a
 sandbox of the key's account (its limits and billing apply), with no
-internet unless the specification asks for it. Steps are cached by content:
+internet unless --internet (or the specification) asks for it. Steps are cached by content:
 a rebuild runs only the steps from the first one that changed.
 
 The Dockerfile is CONTEXT/Dockerfile unless -f names another; CONTEXT
@@ -49,6 +49,12 @@ func (a *App) templateBuild(cmd *command, s streams) runFunc {
 			return fmt.Errorf("want NAME=VALUE")
 		}
 		buildArgs = append(buildArgs, v)
+		return nil
+	})
+	internet := cmd.fs.Bool("internet", false, "let the build's steps reach the internet (they have no network without it)")
+	var allow []string
+	cmd.fs.Func("allow", "with --internet, let the steps reach `HOST` only (exact or *.domain; repeatable)", func(v string) error {
+		allow = append(allow, v)
 		return nil
 	})
 	noCache := cmd.fs.Bool("no-cache", false, "run every step (the results are still cached for the next build)")
@@ -110,6 +116,16 @@ func (a *App) templateBuild(cmd *command, s streams) runFunc {
 		}
 		if *noCache {
 			spec["no_cache"] = true
+		}
+		if len(allow) > 0 && !*internet {
+			return cmd.usageError(s, "--allow needs --internet")
+		}
+		if *internet {
+			n := map[string]any{"internet": true}
+			if len(allow) > 0 {
+				n["allow"] = allow
+			}
+			spec["network"] = n
 		}
 		var buildContext io.Reader
 		if contextDir != "" {

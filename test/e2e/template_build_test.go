@@ -259,6 +259,29 @@ func TestTemplateBuild(t *testing.T) {
 		}
 	})
 
+	t.Run("from steps: a directory copied with its owner and mode, a user step", func(t *testing.T) {
+		steps := map[string]any{"name": "team/steps", "steps": []any{
+			map[string]any{"copy": map[string]any{"src": "tree/", "dest": "/opt/tree", "user": "user", "mode": "0750"}},
+			map[string]any{"user": "user"},
+			map[string]any{"workdir": "/home/user"},
+			map[string]any{"run": "id -un > who.txt && ls /opt/tree/sub >> who.txt"},
+		}, "start_cmd": "sleep infinity"}
+		files := map[string]string{"tree/a.txt": "a\n", "tree/sub/b.txt": "b\n", "elsewhere.txt": "not copied\n"}
+		got, evs, _ := b.run(buildTar(t, steps, files), "application/x-tar")
+		if got.State != api.BuildSucceeded || got.Result.Layers != 2 || got.Result.Defaults.User != "user" {
+			t.Fatalf("the build ended %+v %+v\n%s", got, got.Error, logText(evs))
+		}
+		_, box, code := sbx{t, s, s.Key}.create(`{"template":"team/steps","vcpus":1,"memory_mib":512}`)
+		if box.ID == "" {
+			t.Fatalf("create: %s", code)
+		}
+		t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+box.ID, nil) })
+		out := c.sh(box.ID, "stat -c '%U %a' /opt/tree/a.txt /opt/tree/sub/b.txt /opt; cat /home/user/who.txt; test -e /opt/tree/elsewhere.txt || echo only-src")
+		if want := "user 750\nuser 750\nroot 755\nuser\nb.txt\nonly-src\n"; out != want {
+			t.Errorf("a sandbox of the steps' template reads %q, want %q", out, want)
+		}
+	})
+
 	t.Run("a failing step fails the build", func(t *testing.T) {
 		bad := map[string]any{"name": "team/broken", "steps": []any{
 			map[string]any{"run": "echo about-to-fail; exit 3"},
