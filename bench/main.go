@@ -26,6 +26,11 @@
 // With -microvm N it compares the microVM tier with raw QEMU booting the
 // same guest and with gVisor, all in the same run (see microvm.go).
 //
+// With -templates N it measures templates instead (see templates.go):
+// builds cold, fully cached and with one changed step; create -> first
+// command from a template against the default image, cold and pool hit;
+// the disk of N templates sharing the default base.
+//
 // With -ab DIR,DIR,... it compares caches (another agent or runsc) instead,
 // samples interleaved: first python3 on a pool hit, exec of `true` and of
 // a command not found, the spawn floor, and idle pool member memory.
@@ -52,6 +57,7 @@ type config struct {
 	abProcs                                                            int
 	microvm                                                            int
 	microvmAccel                                                       string
+	templates                                                          int
 }
 
 func main() {
@@ -79,12 +85,20 @@ func main() {
 	flag.IntVar(&c.abProcs, "ab-procs", 0, "with -ab: processes (sleeps) left running in each exec sandbox before the exec series")
 	flag.IntVar(&c.microvm, "microvm", 0, "instead of the main run: compare the microVM tier (N creates, pauses and raw boots) with raw QEMU and gVisor, measured in the same run")
 	flag.StringVar(&c.microvmAccel, "microvm-accel", "auto", "with -microvm: kvm, tcg, or auto (kvm when it boots the guest here)")
+	flag.IntVar(&c.templates, "templates", 0, "instead of the main run: templates (snapshot, builds cold, cached and with a changed step, N creates from a template against N of the default image, cold and pool hit, and the disk of N templates sharing the base), measured in the same run")
 	flag.Parse()
 	if c.bigBurst == 0 {
 		c.bigBurst = 2 * c.pool
 	}
 	if c.microvm > 0 {
 		if err := microvmRun(context.Background(), c); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if c.templates > 0 {
+		if err := templatesRun(context.Background(), c); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

@@ -23,7 +23,8 @@ type benchServer struct {
 
 // startServer starts a server with the given pools (none: `--pool none`).
 // opts change the configuration further (the microVM comparison's
-// isolation).
+// isolation; the templates mode's data dir, which then outlives the
+// server). up nil: no egress upstream.
 func startServer(ctx context.Context, cache string, overcommit float64, pools []manager.Pool, up *upstream, opts ...func(*server.Config)) (*benchServer, error) {
 	dir, err := os.MkdirTemp("", "withruntime-bench-")
 	if err != nil {
@@ -36,12 +37,14 @@ func startServer(ctx context.Context, cache string, overcommit float64, pools []
 		// Bursts of default-size sandboxes exceed a 2-core host's real
 		// size; the benchmark measures start-up, not admission.
 		Manager: manager.Config{Overcommit: overcommit, Pools: pools},
+	}
+	if up != nil {
 		// What `serve --egress-hosts` does: the resolver knows the
 		// upstream's name.
-		EgressHosts: up.hostsFile,
+		cfg.EgressHosts = up.hostsFile
 		// The upstream's prefix is on the blocklist; serve
 		// --egress-permit opens it.
-		EgressPermit: []netip.Prefix{upstreamNet},
+		cfg.EgressPermit = []netip.Prefix{upstreamNet}
 	}
 	for _, o := range opts {
 		o(&cfg)
