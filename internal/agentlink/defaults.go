@@ -11,3 +11,16 @@ const (
 	// default) or "root".
 	UserVar = "WITHRUNTIME_USER"
 )
+
+// DefaultsEnv is what the agent's process environment says of a
+// template's defaults: workdir and user, each only when set.
+func DefaultsEnv(workdir, user string) []string {
+	var out []string
+	if workdir != "" {
+		out = append(out, WorkdirVar+"="+workdir)
+	}
+	if user != "" {
+		out = append(out, UserVar+"="+user)
+	}
+	return out
+}

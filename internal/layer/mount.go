@@ -1,8 +1,11 @@
 package layer
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -149,4 +152,16 @@ func mount(target, data string) error {
 		return fmt.Errorf("mounting the overlay on %s: %w", target, err)
 	}
 	return nil
+}
+
+// StackKey names a stack of layers over a base ("" for none), for what is
+// made of the whole stack once (a microVM's disk of a template): the hex
+// sha256 of the base and the digests, lowest first.
+func StackKey(base string, layers []string) string {
+	h := sha256.New()
+	io.WriteString(h, base)
+	for _, d := range layers {
+		io.WriteString(h, "\n"+d)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

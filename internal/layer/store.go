@@ -143,6 +143,13 @@ func (s *Store) layerDir(digest string) (string, error) {
 	return filepath.Join(s.digests(), strings.TrimPrefix(digest, "sha256:")), nil
 }
 
+// StacksDir is where what is made of a whole stack of layers is kept
+// (<dir>/templates/stacks, named by StackKey: a microVM's disk of a
+// template). The store does not write there; whoever makes a stack's
+// file does, and Collect (internal/templates) removes those of stacks no
+// template names.
+func (s *Store) StacksDir() string { return filepath.Join(filepath.Dir(s.root), "stacks") }
+
 // Dir returns the fs directory of the complete layer digest: the lower
 // directory to mount. A layer not stored is an error that is
 // fs.ErrNotExist.

@@ -33,10 +33,6 @@ func (m *Manager) specFor(ctx context.Context, account string, req service.Creat
 	if err != nil || t == nil {
 		return s, err
 	}
-	if s.Isolation == sandbox.IsolationMicroVM {
-		// Its disk is one ext4 image of the built-in image's tree.
-		return s, sandbox.Errorf(sandbox.KindNotSupported, "templates run on isolation %q only, for now", sandbox.IsolationGVisor)
-	}
 	s.Root = &sandbox.Root{Template: t.ID, Base: t.Base, Layers: t.Layers}
 	return s, withDefaults(&s, t.Defaults)
 }

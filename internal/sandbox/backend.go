@@ -73,6 +73,9 @@ type BackendConfig struct {
 // the directory of a complete layer by its digest.
 type LayerDirs interface {
 	Dir(digest string) (string, error)
+	// StacksDir is where what a backend makes of a whole stack of layers
+	// is kept (a microVM's disk of a template), one file per stack.
+	StacksDir() string
 }
 
 // EgressWiring says where a sandbox's traffic goes on the host.

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -29,6 +33,7 @@ type Layers interface {
 	Import(ctx context.Context, r io.Reader, f layer.Format, lim layer.Limits) (layer.Info, error)
 	List() ([]layer.Info, error)
 	Remove(digest string) error
+	StacksDir() string
 }
 
 // Sandboxes is what a snapshot asks of the sandboxes (the manager), and
@@ -218,6 +223,7 @@ func (l *Library) Collect(ctx context.Context) error {
 		return err
 	}
 	keep := map[string]bool{}
+	var kept []*template.Template
 	var errs []error
 	for _, t := range all {
 		if t.DeletedAt != nil && !used[t.ID] && l.cfg.Now().Sub(*t.DeletedAt) >= l.cfg.Grace {
@@ -231,9 +237,11 @@ func (l *Library) Collect(ctx context.Context) error {
 		for _, d := range t.Layers {
 			keep[d] = true
 		}
+		kept = append(kept, t)
 	}
 	// The build cache's layers, and those running builds use.
 	l.buildKeep(keep)
+	errs = append(errs, l.collectStacks(kept))
 	stored, err := l.cfg.Layers.List()
 	if err != nil {
 		return errors.Join(append(errs, err)...)
@@ -288,3 +296,31 @@ const (
 	DefaultMaxBytes   = int64(50) << 30
 	DefaultMaxEntries = 2_000_000
 )
+
+// collectStacks removes what was made of stacks of layers (a microVM's
+// disk of a template, named by layer.StackKey) but those of the kept
+// templates. Files being made are in "make-" directories, left alone.
+func (l *Library) collectStacks(kept []*template.Template) error {
+	want := map[string]bool{}
+	for _, t := range kept {
+		want[layer.StackKey(t.Base, t.Layers)] = true
+	}
+	entries, err := os.ReadDir(l.cfg.Layers.StacksDir())
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		key, ok := strings.CutSuffix(e.Name(), ".ext4")
+		if !ok || !e.Type().IsRegular() || want[key] {
+			continue
+		}
+		if err := os.Remove(filepath.Join(l.cfg.Layers.StacksDir(), e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -276,4 +278,42 @@ func mustGet(t *testing.T, r *rig, account, name string) *template.Template {
 		t.Fatal(err)
 	}
 	return got
+}
+
+// TestCollectStacks: what a backend made of a template's whole stack (a
+// microVM's disk) goes with the template, and stays while it does.
+func TestCollectStacks(t *testing.T) {
+	r := newRig(t, store.TemplateQuota{})
+	ctx := t.Context()
+	r.ex.trees["sbxa"] = upper(t, map[string]string{"a": "a"})
+	r.ex.trees["sbxb"] = upper(t, map[string]string{"b": "b"})
+	a, err := r.lib.Snapshot(ctx, "acct", "sbxa", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.lib.Snapshot(ctx, "acct", "sbxb", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := r.layers.StacksDir()
+	os.MkdirAll(filepath.Join(dir, "make-1"), 0o700)
+	for _, tp := range []*template.Template{a, b} {
+		os.WriteFile(filepath.Join(dir, layer.StackKey(tp.Base, tp.Layers)+".ext4"), []byte("disk"), 0o444)
+	}
+	if _, err := r.lib.Delete(ctx, "acct", "a"); err != nil {
+		t.Fatal(err)
+	}
+	r.now = r.now.Add(time.Hour)
+	if err := r.lib.Collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for tp, want := range map[*template.Template]bool{a: false, b: true} {
+		_, err := os.Stat(filepath.Join(dir, layer.StackKey(tp.Base, tp.Layers)+".ext4"))
+		if (err == nil) != want {
+			t.Errorf("the disk of %s: present %v, want %v", tp.Name, err == nil, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "make-1")); err != nil {
+		t.Errorf("a disk being made was removed: %v", err)
+	}
 }

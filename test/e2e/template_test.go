@@ -329,3 +329,48 @@ func TestTemplatePoolHit(t *testing.T) {
 		t.Errorf("the pooled sandbox reads %q", out)
 	}
 }
+
+// TestTemplateOnMicroVM: a template made on gVisor starts a microVM too:
+// its layers become one ext4 disk, made on its first microVM and shared
+// after; the template's workdir reaches the guest's agent; the disk goes
+// with the template.
+func TestTemplateOnMicroVM(t *testing.T) {
+	testenv.RequiresMicroVM(t)
+	s := testenv.StartServer(t, "--microvm-accel", "tcg", "--overcommit", "16")
+	c := tpl{t, s, s.Key}
+	st, src, code := sbx{t, s, s.Key}.create(`{"isolation":"gvisor","vcpus":1,"memory_mib":512}`)
+	if st != http.StatusCreated {
+		t.Fatalf("create: %d %s", st, code)
+	}
+	c.sh(src.ID, "echo on-both-tiers > /workspace/tiers.txt && sudo rm -rf /usr/share/doc/curl")
+	if st, _, code := c.snapshot(src.ID, "tiers"); st != http.StatusCreated {
+		t.Fatalf("snapshot: %d %s", st, code)
+	}
+	call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+src.ID, nil)
+	st, vm, code := sbx{t, s, s.Key}.create(`{"isolation":"microvm","template":"tiers","vcpus":1,"memory_mib":1024}`)
+	if st != http.StatusCreated {
+		t.Fatalf("create a microVM of the template: %d %s\n%s", st, code, s.Log)
+	}
+	if out := c.sh(vm.ID, "cat /workspace/tiers.txt; test -e /usr/share/doc/curl || echo gone; uname -r"); !strings.HasPrefix(out, "on-both-tiers\ngone\n") {
+		t.Errorf("the microVM of the template reads %q", out)
+	}
+	disks, _ := filepath.Glob(filepath.Join(s.DataDir, "templates", "stacks", "*.ext4"))
+	if len(disks) != 1 {
+		t.Errorf("template disks: %v, want one", disks)
+	}
+	call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+vm.ID, nil)
+	if st, data := c.do("DELETE", "/v1/templates/tiers", ""); st != 200 {
+		t.Fatalf("delete: %d %s", st, data)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		disks, _ = filepath.Glob(filepath.Join(s.DataDir, "templates", "stacks", "*.ext4"))
+		if len(disks) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the template's disk is still there a minute after it was removed: %v", disks)
+		}
+		time.Sleep(time.Second)
+	}
+}

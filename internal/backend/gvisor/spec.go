@@ -69,7 +69,7 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 	if b.plumb != nil && b.cfg.Egress.CABundle != "" {
 		trust = sandbox.CAEnv
 	}
-	env := append(sandbox.Env(spec.Env, trust), agentDefaults(spec)...)
+	env := append(sandbox.Env(spec.Env, trust), agentlink.DefaultsEnv(spec.Workdir, spec.User)...)
 	mem := int64(spec.MemoryMiB) << 20
 	quota := int64(spec.VCPUs) * cpuPeriod
 	period := uint64(cpuPeriod)
@@ -135,17 +135,4 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 		return fmt.Errorf("writing OCI spec: %w", err)
 	}
 	return nil
-}
-
-// agentDefaults is what the agent's process is told of spec's template
-// defaults (agentlink.WorkdirVar, agentlink.UserVar).
-func agentDefaults(spec sandbox.Spec) []string {
-	var out []string
-	if spec.Workdir != "" {
-		out = append(out, agentlink.WorkdirVar+"="+spec.Workdir)
-	}
-	if spec.User != "" {
-		out = append(out, agentlink.UserVar+"="+spec.User)
-	}
-	return out
 }

@@ -32,6 +32,9 @@ type Config struct {
 	// network at all), through the server's one plumbing (Egress.Net),
 	// which its other backends share.
 	Egress *sandbox.EgressWiring
+	// Layers finds the layers of the templates sandboxes start from (nil:
+	// only the default image).
+	Layers sandbox.LayerDirs
 }
 
 // cgroupParent holds every microVM's cgroup (QEMU and its threads).

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/withruntime/withruntime/internal/agentlink"
 	"github.com/withruntime/withruntime/internal/backend/microvm/guest"
 	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -43,7 +44,7 @@ func (b *Backend) writeConfig(path string, spec sandbox.Spec, link *network.Link
 		cfg.Files = files
 		trust = caEnv
 	}
-	cfg.Env = sandbox.Env(spec.Env, trust)
+	cfg.Env = append(sandbox.Env(spec.Env, trust), agentlink.DefaultsEnv(spec.Workdir, spec.User)...)
 	if _, set := spec.Env["HOME"]; !set {
 		// runsc gives a root process HOME=/root unless it is set; the
 		// guest's init does not, so the agent is given it here.
@@ -205,11 +206,11 @@ func unescapeMount(s string) string {
 	return r.Replace(s)
 }
 
-// launch starts QEMU jailed and stopped (-S): the caller puts it in its
-// cgroup before it runs a guest instruction.
+// launch starts QEMU jailed and stopped (-S), on the read-only disk base:
+// the caller puts it in its cgroup before it runs a guest instruction.
 // QEMU's own output goes to out, which must be bounded (a ring): QEMU is
 // untrusted, and a file it could write would have no limit.
-func (b *Backend) launch(id string, p paths, spec sandbox.Spec, incoming bool, tap *os.File, out io.Writer) (*exec.Cmd, error) {
+func (b *Backend) launch(id string, p paths, base string, spec sandbox.Spec, incoming bool, tap *os.File, out io.Writer) (*exec.Cmd, error) {
 	launchMu.Lock()
 	defer launchMu.Unlock()
 	used, err := uidsInUse()
@@ -226,7 +227,7 @@ func (b *Backend) launch(id string, p paths, spec sandbox.Spec, incoming bool, t
 	if err := b.prepareJail(p, uid); err != nil {
 		return nil, err
 	}
-	baseF, err := os.OpenFile(b.base, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	baseF, err := os.OpenFile(base, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}

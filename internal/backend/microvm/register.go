@@ -20,7 +20,7 @@ func init() {
 	sandbox.Register(sandbox.Registration{
 		Name: Name,
 		New: func(cfg sandbox.BackendConfig) (sandbox.Backend, error) {
-			return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Accel: cfg.Option(AccelFlag), Egress: cfg.Egress})
+			return New(Config{DataDir: cfg.DataDir, CacheDir: cfg.CacheDir, Accel: cfg.Option(AccelFlag), Egress: cfg.Egress, Layers: cfg.Layers})
 		},
 		Options: []sandbox.Option{{
 			Flag:    AccelFlag,

@@ -99,6 +99,12 @@ func (b *Backend) makeDisk(ctx context.Context, p paths, spec sandbox.Spec) erro
 // boot starts QEMU and waits for the agent. With restore set, QEMU
 // takes the machine from it (a resume) instead of booting.
 func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spec, tap *os.File, restore func(*qmp) error, warm bool) (_ sandbox.Instance, retErr error) {
+	// A template's disk is made on its first microVM, before the boot's
+	// own time starts.
+	base, err := b.baseFor(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
 	timeout := b.bootTimeout()
 	if warm {
 		// At the lowest CPU priority a busy host gives a boot what is
@@ -121,7 +127,7 @@ func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spe
 	// A boot that failed holds nothing: no QEMU, no mount, no cgroup.
 	var u undo.List
 	defer u.Run(&retErr)
-	err := b.cg.Create(id, r)
+	err = b.cg.Create(id, r)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
@@ -129,7 +135,7 @@ func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spe
 	// A launch that fails may have mounted the jail already.
 	u.Add(func() { releaseJail(p) })
 	qemuOut := &ring{max: 16 << 10}
-	cmd, err := b.launch(id, p, spec, restore != nil, tap, qemuOut)
+	cmd, err := b.launch(id, p, base, spec, restore != nil, tap, qemuOut)
 	if err != nil {
 		return nil, err
 	}
