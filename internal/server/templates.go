@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/layer"
 	"github.com/withruntime/withruntime/internal/store"
 	"github.com/withruntime/withruntime/internal/templates"
@@ -37,7 +38,9 @@ func openTemplates(cfg Config, dataDir string, st store.Store) (*layer.Store, *t
 		Store: st, Layers: layers, Quota: q, Logger: cfg.Logger,
 		TempDir:  incoming,
 		BuildDir: filepath.Join(dataDir, "templates", "builds"),
-		Limits:   layer.Limits{MaxBytes: q.MaxBytes, MaxEntries: templates.DefaultMaxEntries, MaxEntrySize: q.MaxBytes},
+		// The built-in image's recipe names what builds on it stand on.
+		DefaultImageKey: image.Default.Key(),
+		Limits:          layer.Limits{MaxBytes: q.MaxBytes, MaxEntries: templates.DefaultMaxEntries, MaxEntrySize: q.MaxBytes},
 	})
 	return layers, lib, nil
 }

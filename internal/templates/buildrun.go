@@ -29,7 +29,7 @@ type baseOf struct {
 }
 
 // buildBase looks up the base f names for account. The built-in image
-// is keyed by its name; a template by its base, layers and defaults (its
+// is keyed by its name and Config.DefaultImageKey; a template by its base, layers and defaults (its
 // content: the same template remade with the same content keeps the
 // cache, a changed one does not).
 func (l *Library) buildBase(ctx context.Context, account string, f build.From) (*baseOf, error) {
@@ -44,7 +44,7 @@ func (l *Library) buildBase(ctx context.Context, account string, f build.From) (
 		return nil, err
 	}
 	if ref.Name == template.DefaultBase {
-		return &baseOf{Base: template.DefaultBase, Key: "withruntime/build-base/v1 default", Name: template.DefaultBase}, nil
+		return &baseOf{Base: template.DefaultBase, Key: "withruntime/build-base/v1 default " + l.cfg.DefaultImageKey, Name: template.DefaultBase}, nil
 	}
 	t, err := l.Resolve(ctx, account, ref)
 	if err != nil {

@@ -76,6 +76,10 @@ type Config struct {
 	// BuildDir holds the build cache's index and the builds' contexts
 	// (builds run only when it is set).
 	BuildDir string
+	// DefaultImageKey names the built-in image's content (its recipe's
+	// key): a build on it is cached under it, so a server whose image
+	// changed does not reuse layers made over the old one.
+	DefaultImageKey string
 	// MaxBuilds bounds the builds that run at once (DefaultMaxBuilds when
 	// 0); StepTimeout a step's sandbox lease (DefaultStepTimeout when 0).
 	MaxBuilds   int
