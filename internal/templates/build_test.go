@@ -228,9 +228,18 @@ func TestBuildCache(t *testing.T) {
 	for i := range MaxCacheEntries + 5 {
 		c.entries["a"][fmt.Sprint(i)] = &cacheEntry{Used: r.now.Add(time.Duration(i) * time.Second)}
 	}
-	c.prune(r.now.Add(time.Hour))
+	c.prune(r.now.Add(time.Hour), 0)
 	if len(c.entries["a"]) != MaxCacheEntries || c.entries["a"]["0"] != nil || c.entries["a"][fmt.Sprint(MaxCacheEntries+4)] == nil {
 		t.Errorf("pruned to %d entries", len(c.entries["a"]))
+	}
+	// The bytes bound keeps the entries used last that fit.
+	for k, e := range c.entries["a"] {
+		e.LayerBytes = 10
+		c.entries["a"][k] = e
+	}
+	c.prune(r.now.Add(time.Hour), 35)
+	if len(c.entries["a"]) != 3 || c.entries["a"][fmt.Sprint(MaxCacheEntries+4)] == nil {
+		t.Errorf("pruned to %d entries by bytes", len(c.entries["a"]))
 	}
 }
 

@@ -13,8 +13,9 @@ import (
 )
 
 // Bounds of the build cache: per account, the entries used last are kept,
-// at most MaxCacheEntries of them, none unused for longer than
-// MaxCacheAge. A layer only the cache names is freed by the next Collect
+// at most MaxCacheEntries of them holding at most the account's template
+// quota in bytes (Config.Quota.MaxBytes; the layers of the entries' own
+// steps), none unused for longer than MaxCacheAge. A layer only the cache names is freed by the next Collect
 // after its entry goes.
 const (
 	MaxCacheEntries = 256
@@ -27,10 +28,13 @@ var storeSandboxesAll = store.SandboxFilter{}
 // cacheEntry is a step's result: the root after it (the base's layers,
 // then one layer for each step up to it that changed files).
 type cacheEntry struct {
-	Base      string    `json:"base"`
-	Layers    []string  `json:"layers"`
-	SizeBytes int64     `json:"size_bytes"`
-	Used      time.Time `json:"used"`
+	Base      string   `json:"base"`
+	Layers    []string `json:"layers"`
+	SizeBytes int64    `json:"size_bytes"`
+	// LayerBytes is what the step's own layer holds: the entries' sum is
+	// bounded per account by its template quota's bytes.
+	LayerBytes int64     `json:"layer_bytes"`
+	Used       time.Time `json:"used"`
 }
 
 // buildCache is the step cache of a server: account -> key -> entry,
@@ -109,18 +113,21 @@ func (l *Library) cachePut(account, key string, e cacheEntry) {
 	e.Used = l.cfg.Now()
 	e.Layers = slices.Clone(e.Layers)
 	c.entries[account][key] = &e
-	c.prune(l.cfg.Now())
+	c.prune(l.cfg.Now(), l.cfg.Quota.MaxBytes)
 	if err := c.save(); err != nil {
 		l.log.Warn("writing the build cache's index", "file", c.file, "err", err)
 	}
 }
 
-// prune drops the entries past the bounds. The caller holds c.mu.
-func (c *buildCache) prune(now time.Time) {
+// prune drops the entries past the bounds: age, then count and the
+// bytes of the layers the entries made (maxBytes, 0 for no bound), the
+// least recently used first. The caller holds c.mu.
+func (c *buildCache) prune(now time.Time, maxBytes int64) {
 	for account, m := range c.entries {
 		type kv struct {
 			k    string
 			used time.Time
+			size int64
 		}
 		var all []kv
 		for k, e := range m {
@@ -128,11 +135,13 @@ func (c *buildCache) prune(now time.Time) {
 				delete(m, k)
 				continue
 			}
-			all = append(all, kv{k, e.Used})
+			all = append(all, kv{k, e.Used, e.LayerBytes})
 		}
-		if len(all) > MaxCacheEntries {
-			slices.SortFunc(all, func(a, b kv) int { return b.used.Compare(a.used) })
-			for _, x := range all[MaxCacheEntries:] {
+		slices.SortFunc(all, func(a, b kv) int { return b.used.Compare(a.used) })
+		var total int64
+		for i, x := range all {
+			total += x.size
+			if i >= MaxCacheEntries || (maxBytes > 0 && total > maxBytes && i > 0) {
 				delete(m, x.k)
 			}
 		}
@@ -180,7 +189,7 @@ func (c *buildCache) save() error {
 func (l *Library) buildKeep(keep map[string]bool) {
 	c := l.cacheOf()
 	c.mu.Lock()
-	c.prune(l.cfg.Now())
+	c.prune(l.cfg.Now(), l.cfg.Quota.MaxBytes)
 	for _, m := range c.entries {
 		for _, e := range m {
 			for _, d := range e.Layers {

@@ -146,7 +146,7 @@ func (l *Library) runBuild(b *buildRun, keyID string, ref template.Ref, spec *bu
 		}
 		cur.layers = append(slices.Clone(cur.layers), info.Digest)
 		size += info.SizeBytes
-		l.cachePut(account, cur.key, cacheEntry{Base: base.Base, Layers: cur.layers, SizeBytes: size})
+		l.cachePut(account, cur.key, cacheEntry{Base: base.Base, Layers: cur.layers, SizeBytes: size, LayerBytes: info.SizeBytes})
 		b.log(template.BuildEvent{Type: template.LogInfo, Step: n, Message: fmt.Sprintf("step %d made a layer of %d bytes", n, info.SizeBytes)})
 	}
 
