@@ -136,12 +136,18 @@ func (b builder) run(body []byte, ctype string) (api.TemplateBuild, []api.BuildL
 // sandboxesOf counts the sandboxes build id ran (every state).
 func (b builder) sandboxesOf(id string) int {
 	b.t.Helper()
+	return len(b.sandboxList(id))
+}
+
+// sandboxList lists the sandboxes build id ran (every state).
+func (b builder) sandboxList(id string) []api.Sandbox {
+	b.t.Helper()
 	st, data := call(b.t, b.s, b.key, "GET", "/v1/sandboxes?metadata="+url.QueryEscape("withruntime.build="+id), nil)
 	var list api.SandboxList
 	if st != 200 || json.Unmarshal(data, &list) != nil {
 		b.t.Fatalf("list: %d %s", st, data)
 	}
-	return len(list.Sandboxes)
+	return list.Sandboxes
 }
 
 // stepsCached returns, for each step event, whether it was cached.
@@ -197,8 +203,14 @@ func TestTemplateBuild(t *testing.T) {
 	if !strings.Contains(logText(evs), "step-output-marker") {
 		t.Errorf("the log lacks a step's output:\n%s", logText(evs))
 	}
-	if n := b.sandboxesOf(cold.ID); n != 3 {
-		t.Errorf("the cold build ran %d sandboxes, want 3 (one a RUN or COPY step)", n)
+	if l := b.sandboxList(cold.ID); len(l) != 3 {
+		t.Errorf("the cold build ran %d sandboxes, want 3 (one a RUN or COPY step)", len(l))
+	} else {
+		for _, sb := range l {
+			if sb.State != "ended" || sb.Network.Internet {
+				t.Errorf("a build sandbox after the build: %s, internet %v", sb.State, sb.Network.Internet)
+			}
+		}
 	}
 
 	st, box, code := sbx{t, s, s.Key}.create(`{"template":"team/built:v1","vcpus":1,"memory_mib":512}`)
@@ -279,6 +291,19 @@ func TestTemplateBuild(t *testing.T) {
 		out := c.sh(box.ID, "stat -c '%U %a' /opt/tree/a.txt /opt/tree/sub/b.txt /opt; cat /home/user/who.txt; test -e /opt/tree/elsewhere.txt || echo only-src")
 		if want := "user 750\nuser 750\nroot 755\nuser\nb.txt\nonly-src\n"; out != want {
 			t.Errorf("a sandbox of the steps' template reads %q, want %q", out, want)
+		}
+	})
+
+	t.Run("the network the build asks for", func(t *testing.T) {
+		body, _ := json.Marshal(map[string]any{"name": "team/net", "network": map[string]any{"internet": true, "allow": []string{"pkgs.example.org"}},
+			"steps": []any{map[string]any{"run": "true"}}})
+		got, evs, _ := b.run(body, "application/json")
+		if got.State != api.BuildSucceeded {
+			t.Fatalf("the build ended %+v\n%s", got, logText(evs))
+		}
+		l := b.sandboxList(got.ID)
+		if len(l) != 1 || !l[0].Network.Internet || len(l[0].Network.Allow) != 1 || l[0].Network.Allow[0] != "pkgs.example.org" {
+			t.Errorf("the build's sandbox: %+v", l)
 		}
 	})
 
