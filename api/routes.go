@@ -43,7 +43,7 @@ package api
 //	POST   /v1/templates                         body application/json: a build specification; or application/x-tar: first entry withruntime-build.json (the specification), then the build context -> 202 TemplateBuild
 //	GET    /v1/templates/builds/{id}             -> TemplateBuild (the account's own)
 //	GET    /v1/templates/builds/{id}/logs        ?follow=false -> 200 ndjson BuildLogEvent stream (follows until the build ends unless follow=false)
-//	POST   /v1/templates/import                  ?name=NAME[:TAG] body: an image (docker save tarball or OCI archive) -> 201 Template
+//	POST   /v1/templates/import                  ?name=NAME[:TAG] body: an image (docker save tarball or OCI archive), or &ref=REGISTRY/REPO:TAG and no body -> 201 Template
 //	GET    /v1/templates/{name}                  -> Template ({name} is NAME or NAME:TAG, one path segment: "/" sent as %2F)
 //	DELETE /v1/templates/{name}                  -> Template (state deleting while in use; its storage goes with the last user)
 //	PUT    /v1/secrets/{name}                    SetSecretRequest -> SecretInfo (never the value back)

@@ -66,6 +66,29 @@ func (c *Client) ImportTemplate(ctx context.Context, name string, archive io.Rea
 	return &t, nil
 }
 
+// ImportTemplateRef makes template name from the image at imageRef
+// (registry/repository:tag or @sha256:...), which the server reads from
+// its registry.
+func (c *Client) ImportTemplateRef(ctx context.Context, name, imageRef string) (*api.Template, error) {
+	if name == "" {
+		return nil, badTemplateName(name, "empty")
+	}
+	req := request{
+		method: http.MethodPost,
+		path:   api.Version + "/templates/import",
+		query:  url.Values{"name": {name}, "ref": {imageRef}},
+	}
+	resp, err := c.do(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var t api.Template
+	if err := decodeJSON(ctx, req.op(c.baseURL), resp, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
 // Snapshot makes template name ("name" or "name:tag") from the file
 // system of sandbox id as it is now. The sandbox keeps running; what its
 // processes hold in memory is not part of a template.

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sort"
 	"strconv"
@@ -34,7 +36,9 @@ func (a *App) templateVerbs() []leaf {
 const templateImportAbout = `Makes template NAME[:TAG] (tag latest when left out) from an image archive:
 the tarball "docker save IMAGE -o app.tar" writes, or an OCI archive
 ("skopeo copy docker://IMAGE oci-archive:app.tar"). ARCHIVE is a file, or -
-for standard input. The image's environment, working directory, user and
+for standard input. An argument that is no file but an image reference
+(registry/repository:tag) is read from its registry by the server, which
+reaches only public addresses unless it runs with --allow-private-registries. The image's environment, working directory, user and
 command become the defaults of the template's sandboxes. Prints the
 template's NAME:TAG and id; on a terminal it shows the bytes sent as it goes.
 A sandbox starts from it with "withruntime sandbox create --template NAME".`
@@ -53,10 +57,24 @@ func (a *App) templateImport(cmd *command, s streams) runFunc {
 	asJSON := cmd.fs.Bool("json", false, "print the template as JSON")
 	return func(ctx context.Context, pos []string) int {
 		if len(pos) != 1 {
-			return cmd.usageError(s, "want one ARCHIVE (a file, or - for standard input), got %d arguments", len(pos))
+			return cmd.usageError(s, "want one ARCHIVE (a file, or - for standard input) or image REF, got %d arguments", len(pos))
 		}
 		if *name == "" {
 			return cmd.usageError(s, "-t NAME[:TAG] is required: the template to make")
+		}
+		if isImageRef(pos[0]) {
+			c, done, err := a.connect(ctx)
+			if err != nil {
+				report(s.stderr, err)
+				return exitFailure
+			}
+			defer done()
+			t, err := c.ImportTemplateRef(ctx, *name, pos[0])
+			if err != nil {
+				report(s.stderr, err)
+				return exitFailure
+			}
+			return printTemplateMade(s, t, *asJSON)
 		}
 		archive, size, closeArchive, err := openArchive(s, pos[0])
 		if err != nil {
@@ -79,6 +97,23 @@ func (a *App) templateImport(cmd *command, s streams) runFunc {
 		}
 		return printTemplateMade(s, t, *asJSON)
 	}
+}
+
+// isImageRef reports whether arg names an image in a registry rather than
+// a file: it has a registry's or a tag's separator ("/" or ":"), it reads
+// as no path (no leading "/", "." or "~", no archive's extension), and no
+// file of that name exists.
+func isImageRef(arg string) bool {
+	if arg == "-" || !strings.ContainsAny(arg, "/:") || strings.ContainsAny(arg[:1], "/.~") {
+		return false
+	}
+	for _, ext := range []string{".tar", ".tgz", ".tar.gz", ".oci"} {
+		if strings.HasSuffix(arg, ext) {
+			return false
+		}
+	}
+	_, err := os.Stat(arg)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // openArchive opens the archive a command sends: a file, or standard input

@@ -19,6 +19,7 @@ type Templates interface {
 	Delete(ctx context.Context, account, name string) (*template.Template, error)
 	Snapshot(ctx context.Context, account, id, name string) (*template.Template, error)
 	Import(ctx context.Context, account, name string, archive io.Reader) (*template.Template, error)
+	ImportRef(ctx context.Context, account, name, imageRef string) (*template.Template, error)
 	// Build starts a build of the JSON specification spec with the build
 	// context (a tar, or nil) and answers at once; GetBuild and BuildLogs
 	// show it to its account only.
@@ -111,8 +112,9 @@ func (s *server) snapshot(w http.ResponseWriter, r *http.Request, c caller) erro
 	return nil
 }
 
-// importTemplate reads the image archive from the body as it comes: the
-// library bounds what it writes, so the body is not bounded here.
+// importTemplate reads the image archive from the body as it comes (the
+// library bounds what it writes, so the body is not bounded here), or,
+// with ?ref=, from a registry.
 func (s *server) importTemplate(w http.ResponseWriter, r *http.Request, c caller) error {
 	lib, err := s.templates()
 	if err != nil {
@@ -122,7 +124,17 @@ func (s *server) importTemplate(w http.ResponseWriter, r *http.Request, c caller
 	if name == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "the query parameter name (the template's name[:tag]) is required")
 	}
-	t, err := lib.Import(r.Context(), c.account, name, r.Body)
+	var t *template.Template
+	if ref := r.URL.Query().Get("ref"); ref != "" {
+		// The image is the registry's: the body must be empty.
+		var one [1]byte
+		if n, _ := io.ReadFull(r.Body, one[:]); n > 0 {
+			return sandbox.Errorf(sandbox.KindInvalid, "an import of ref %q takes no body", ref)
+		}
+		t, err = lib.ImportRef(r.Context(), c.account, name, ref)
+	} else {
+		t, err = lib.Import(r.Context(), c.account, name, r.Body)
+	}
 	if err != nil {
 		return err
 	}

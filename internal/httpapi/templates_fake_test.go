@@ -63,3 +63,8 @@ func (f *fakeTemplates) Import(_ context.Context, account, name string, archive 
 	io.Copy(io.Discard, archive)
 	return f.made(account, name)
 }
+
+func (f *fakeTemplates) ImportRef(_ context.Context, account, name, ref string) (*template.Template, error) {
+	f.call("import_ref", account)
+	return f.made(account, name)
+}

@@ -65,6 +65,10 @@ type Config struct {
 	// --max-templates, --max-template-gib; zero fields: the templates
 	// package's defaults).
 	TemplateQuota store.TemplateQuota
+	// PrivateRegistries lets a template import reach registries at
+	// loopback, private and link-local addresses (serve
+	// --allow-private-registries).
+	PrivateRegistries bool
 	// PricesFile, when set, is a JSON price table (billing.Prices) that
 	// replaces the default prices.
 	PricesFile string

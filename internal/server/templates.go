@@ -36,7 +36,7 @@ func openTemplates(cfg Config, dataDir string, st store.Store) (*layer.Store, *t
 	}
 	lib := templates.New(templates.Config{
 		Store: st, Layers: layers, Quota: q, Logger: cfg.Logger,
-		TempDir:  incoming,
+		TempDir: incoming, PrivateRegistries: cfg.PrivateRegistries,
 		BuildDir: filepath.Join(dataDir, "templates", "builds"),
 		// The built-in image's recipe names what builds on it stand on.
 		DefaultImageKey: image.Default.Key(),

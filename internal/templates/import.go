@@ -43,6 +43,27 @@ func (l *Library) Import(ctx context.Context, account, name string, archive io.R
 		return nil, sandbox.Errorf(sandbox.KindPayloadTooLarge, "the image archive is over %d bytes", limit)
 	}
 
+	return l.importImage(ctx, account, ref, func(ctx context.Context, imp ociimage.ImportFunc) (*ociimage.Result, error) {
+		return ociimage.ReadFile(ctx, f.Name(), ociimage.Options{CARoots: l.cfg.CARoots}, imp)
+	})
+}
+
+// ImportRef makes template name of account from the image at a registry
+// reference (registry/repository:tag or @digest), read anonymously. The
+// registry must be at a public address unless Config.PrivateRegistries.
+func (l *Library) ImportRef(ctx context.Context, account, name, imageRef string) (*template.Template, error) {
+	ref, err := parse(name)
+	if err != nil {
+		return nil, err
+	}
+	return l.importImage(ctx, account, ref, func(ctx context.Context, imp ociimage.ImportFunc) (*ociimage.Result, error) {
+		return ociimage.ReadRemote(ctx, imageRef, ociimage.Options{CARoots: l.cfg.CARoots, AllowPrivateRegistry: l.cfg.PrivateRegistries}, imp)
+	})
+}
+
+// importImage imports the layers read gives, bottom first, then the
+// platform layer, and records the template.
+func (l *Library) importImage(ctx context.Context, account string, ref template.Ref, read func(context.Context, ociimage.ImportFunc) (*ociimage.Result, error)) (*template.Template, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var imported []string
@@ -68,7 +89,7 @@ func (l *Library) Import(ctx context.Context, account, name string, archive io.R
 		total += info.SizeBytes
 		return info.Digest, nil
 	}
-	res, err := ociimage.ReadFile(ctx, f.Name(), ociimage.Options{CARoots: l.cfg.CARoots}, importOne)
+	res, err := read(ctx, importOne)
 	if err != nil {
 		drop()
 		return nil, imageError(err)

@@ -69,6 +69,10 @@ type Config struct {
 	TempDir string
 	// CARoots is the PEM bundle an imported image without CA roots gets.
 	CARoots []byte
+	// PrivateRegistries lets an import reach a registry at a loopback,
+	// private or link-local address (an operator's own; serve
+	// --allow-private-registries). Without it only public addresses.
+	PrivateRegistries bool
 	// Grace is how long a removed template is kept whatever uses it: a
 	// create that resolved it just before may not have recorded its
 	// sandbox yet (DefaultGrace when 0).

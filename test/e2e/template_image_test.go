@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +16,11 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/withruntime/withruntime/api"
@@ -164,6 +168,16 @@ func TestTemplateFromImage(t *testing.T) {
 	}
 	stored := len(layerDirs(t, s.DataDir))
 
+	t.Run("a registry on this host is refused without --allow-private-registries", func(t *testing.T) {
+		reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+		defer reg.Close()
+		ref := strings.TrimPrefix(reg.URL, "http://") + "/probe:v1"
+		out, errs, code := cli(t, env, "template", "import", "-t", "from-reg", ref)
+		if code == 0 || !strings.Contains(errs, "invalid_request") {
+			t.Errorf("import of %s: exit %d\n%s\n%s", ref, code, out, errs)
+		}
+	})
+
 	t.Run("hostile archives", func(t *testing.T) {
 		notImage := filepath.Join(t.TempDir(), "not-an-image.tar")
 		os.WriteFile(notImage, []byte(strings.Repeat("x", 2048)), 0o644)
@@ -192,4 +206,43 @@ func TestTemplateFromImage(t *testing.T) {
 			t.Errorf("a refused image made a template: %d", st)
 		}
 	})
+}
+
+// TestTemplateFromRegistry: `template import -t NAME REF` has the server
+// read the image from its registry (here one the test serves on loopback,
+// which the server reaches only with --allow-private-registries).
+func TestTemplateFromRegistry(t *testing.T) {
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "http://")
+	img, err := mutate.AppendLayers(empty.Image, layerOf(t, tarEntry{name: "srv/", kind: tar.TypeDir, mode: 0o755}, tarEntry{name: "srv/from-registry.txt", body: "pulled"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.ParseReference(host+"/team/app:v2", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+	s := testenv.StartServer(t, "--allow-private-registries")
+	env := s.Env()
+	out, errs, code := cli(t, env, "template", "import", "-t", "pulled", host+"/team/app:v2")
+	if code != 0 {
+		t.Fatalf("template import from the registry: exit %d\n%s\n%s", code, out, errs)
+	}
+	st, sb, code2 := sbx{t, s, s.Key}.create(`{"template":"pulled","vcpus":1,"memory_mib":512}`)
+	if st != http.StatusCreated {
+		t.Fatalf("create: %d %s", st, code2)
+	}
+	t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+sb.ID, nil) })
+	// The image has no shell: its file is read through the files API.
+	out, errs, code = cli(t, env, "sandbox", "cp", sb.ID+":/srv/from-registry.txt", "-")
+	if code != 0 || !strings.Contains(out, "pulled") {
+		t.Errorf("the pulled image's file: exit %d %q %s", code, out, errs)
+	}
+	if out, errs, code := cli(t, env, "template", "import", "-t", "nothing", host+"/team/absent:v1"); code == 0 {
+		t.Errorf("an absent image was imported: %s %s", out, errs)
+	}
 }
