@@ -45,38 +45,25 @@ func (c *Client) DeleteTemplate(ctx context.Context, name string) (*api.Template
 // The image's env, working directory, user and command become the
 // template's defaults.
 func (c *Client) ImportTemplate(ctx context.Context, name string, archive io.Reader) (*api.Template, error) {
-	if name == "" {
-		return nil, badTemplateName(name, "empty")
-	}
-	req := request{
-		method:      http.MethodPost,
-		path:        api.Version + "/templates/import",
-		query:       url.Values{"name": {name}},
-		body:        archive,
-		contentType: "application/x-tar",
-	}
-	resp, err := c.do(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	var t api.Template
-	if err := decodeJSON(ctx, req.op(c.baseURL), resp, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return c.importTemplate(ctx, name, url.Values{"name": {name}}, archive)
 }
 
 // ImportTemplateRef makes template name from the image at imageRef
 // (registry/repository:tag or @sha256:...), which the server reads from
 // its registry.
 func (c *Client) ImportTemplateRef(ctx context.Context, name, imageRef string) (*api.Template, error) {
+	return c.importTemplate(ctx, name, url.Values{"name": {name}, "ref": {imageRef}}, nil)
+}
+
+// importTemplate is an import of template name with query, whose image is
+// body (nil: the registry's, named in the query).
+func (c *Client) importTemplate(ctx context.Context, name string, query url.Values, body io.Reader) (*api.Template, error) {
 	if name == "" {
 		return nil, badTemplateName(name, "empty")
 	}
-	req := request{
-		method: http.MethodPost,
-		path:   api.Version + "/templates/import",
-		query:  url.Values{"name": {name}, "ref": {imageRef}},
+	req := request{method: http.MethodPost, path: api.Version + "/templates/import", query: query}
+	if body != nil {
+		req.body, req.contentType = body, "application/x-tar"
 	}
 	resp, err := c.do(ctx, req)
 	if err != nil {

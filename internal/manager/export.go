@@ -16,21 +16,11 @@ import (
 func (m *Manager) ExportRoot(ctx context.Context, account, id string, w io.Writer) (out *sandbox.Record, err error) {
 	ctx, span := m.startOp(ctx, "export_root", account, id)
 	defer span.end(&out, &err)
-	if err := m.serving(); err != nil {
-		return nil, err
-	}
-	e := m.lock(id)
-	defer e.mu.Unlock()
-	rec, err := m.get(ctx, account, id)
+	e, rec, err := m.lockRunning(ctx, account, id, "snapshot")
 	if err != nil {
 		return nil, err
 	}
-	if rec.State == sandbox.StateRunning && !m.ownsRecord(rec) {
-		return nil, elsewhere(rec, "snapshot")
-	}
-	if rec.State != sandbox.StateRunning || e.inst == nil {
-		return nil, stateError(rec, "snapshot")
-	}
+	defer e.mu.Unlock()
 	if err := m.backend().ExportRoot(ctx, id, w); err != nil {
 		return nil, err
 	}

@@ -209,22 +209,35 @@ func (m *Manager) stopAs(ctx context.Context, account, id string, reason sandbox
 func (m *Manager) Pause(ctx context.Context, account, id string) (out *sandbox.Record, err error) {
 	ctx, span := m.startOp(ctx, "pause", account, id)
 	defer span.end(&out, &err)
-	if err := m.serving(); err != nil {
-		return nil, err
-	}
-	e := m.lock(id)
-	defer e.mu.Unlock()
-	rec, err := m.get(ctx, account, id)
+	e, rec, err := m.lockRunning(ctx, account, id, "pause")
 	if err != nil {
 		return nil, err
 	}
-	if rec.State == sandbox.StateRunning && !m.ownsRecord(rec) {
-		return nil, elsewhere(rec, "pause")
-	}
-	if rec.State != sandbox.StateRunning || e.inst == nil {
-		return nil, stateError(rec, "pause")
-	}
+	defer e.mu.Unlock()
 	return m.pause(ctx, e, rec)
+}
+
+// lockRunning locks the entry of account's sandbox id for op, which only
+// a running sandbox this manager holds allows; on success the caller
+// unlocks e.mu.
+func (m *Manager) lockRunning(ctx context.Context, account, id, op string) (*entry, *sandbox.Record, error) {
+	if err := m.serving(); err != nil {
+		return nil, nil, err
+	}
+	e := m.lock(id)
+	rec, err := m.get(ctx, account, id)
+	switch {
+	case err != nil:
+	case rec.State == sandbox.StateRunning && !m.ownsRecord(rec):
+		err = elsewhere(rec, op)
+	case rec.State != sandbox.StateRunning || e.inst == nil:
+		err = stateError(rec, op)
+	}
+	if err != nil {
+		e.mu.Unlock()
+		return nil, nil, err
+	}
+	return e, rec, nil
 }
 
 // pause checkpoints; the caller holds e.mu. A failed checkpoint ends the

@@ -43,8 +43,8 @@ type member struct {
 	// template is the id of the template it started from ("": the default
 	// image): a create takes it only if its name still means that one.
 	template string
-	inst sandbox.Instance
-	born time.Time
+	inst     sandbox.Instance
+	born     time.Time
 }
 
 // pools is the manager's set of warm pools.
