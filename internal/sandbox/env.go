@@ -34,4 +34,3 @@ func Env(vars map[string]string, trust []string) []string {
 	}
 	return append(env, "WITHRUNTIME_ENV_KEYS="+strings.Join(keys, ","))
 }
-
