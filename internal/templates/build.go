@@ -67,9 +67,23 @@ type buildRun struct {
 }
 
 func (b *buildRun) log(e template.BuildEvent) {
-	e.Time = time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.logLocked(e)
+}
+
+// end records how the build ended and its last event together: a reader
+// that sees it ended has its end event too.
+func (b *buildRun) end(f func(*template.Build), e template.BuildEvent) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f(&b.info)
+	b.logLocked(e)
+}
+
+// logLocked appends e. The caller holds b.mu.
+func (b *buildRun) logLocked(e template.BuildEvent) {
+	e.Time = time.Now()
 	b.events = append(b.events, e)
 	b.bytes += eventSize(e)
 	for b.bytes > MaxBuildLog && len(b.events) > 1 {

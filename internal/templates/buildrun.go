@@ -78,8 +78,8 @@ func (l *Library) runBuild(b *buildRun, keyID string, ref template.Ref, spec *bu
 		if errors.As(err, &sf) {
 			err = sandbox.Errorf(sandbox.KindInvalid, "%s", sf.msg)
 		}
-		b.set(func(i *template.Build) { i.State, i.Step, i.Err, i.EndedAt = template.BuildFailed, step, err, &now })
-		b.log(template.BuildEvent{Type: template.LogEnd, State: template.BuildFailed, Step: step, Err: err, Message: err.Error()})
+		b.end(func(i *template.Build) { i.State, i.Step, i.Err, i.EndedAt = template.BuildFailed, step, err, &now },
+			template.BuildEvent{Type: template.LogEnd, State: template.BuildFailed, Step: step, Err: err, Message: err.Error()})
 		close(b.done)
 		l.log.Info("template build failed", "build_id", id, "template", ref.String(), "account", account, "step", step, "err", err)
 	}
@@ -162,8 +162,8 @@ func (l *Library) runBuild(b *buildRun, keyID string, ref template.Ref, spec *bu
 		return
 	}
 	now := l.cfg.Now()
-	b.set(func(i *template.Build) { i.State, i.Result, i.EndedAt = template.BuildSucceeded, t, &now })
-	b.log(template.BuildEvent{Type: template.LogEnd, State: template.BuildSucceeded, Message: fmt.Sprintf("template %s made (%s, %d layers)", t.Ref(), t.ID, len(t.Layers))})
+	b.end(func(i *template.Build) { i.State, i.Result, i.EndedAt = template.BuildSucceeded, t, &now },
+		template.BuildEvent{Type: template.LogEnd, State: template.BuildSucceeded, Message: fmt.Sprintf("template %s made (%s, %d layers)", t.Ref(), t.ID, len(t.Layers))})
 	close(b.done)
 	l.log.Info("template made", "template_id", t.ID, "template", t.Ref().String(), "account", account, "source", t.Source, "build_id", id, "layers", len(t.Layers), "bytes", size)
 }
