@@ -294,6 +294,23 @@ func TestTemplateBuild(t *testing.T) {
 		}
 	})
 
+	t.Run("on a built template", func(t *testing.T) {
+		body, _ := json.Marshal(map[string]any{"name": "team/on-built", "from": map[string]any{"template": "team/built:v1"},
+			"steps": []any{map[string]any{"run": "echo \"$GREETING $(cat /opt/app/built.txt)\" > /opt/app/more.txt", "user": "root"}}})
+		got, evs, _ := b.run(body, "application/json")
+		if got.State != api.BuildSucceeded || got.Result.Layers != 4 || got.Result.Defaults.Env["GREETING"] != "hello" || got.Result.Defaults.Workdir != "/opt/app" {
+			t.Fatalf("the build ended %+v %+v\n%s", got, got.Result, logText(evs))
+		}
+		_, box, code := sbx{t, s, s.Key}.create(`{"template":"team/on-built","vcpus":1,"memory_mib":512}`)
+		if box.ID == "" {
+			t.Fatalf("create: %s", code)
+		}
+		t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+box.ID, nil) })
+		if out := c.sh(box.ID, "cat /opt/app/more.txt /opt/app/app.txt"); out != "hello built\nfrom-context\n" {
+			t.Errorf("a sandbox of the template on a template reads %q", out)
+		}
+	})
+
 	t.Run("the network the build asks for", func(t *testing.T) {
 		body, _ := json.Marshal(map[string]any{"name": "team/net", "network": map[string]any{"internet": true, "allow": []string{"pkgs.example.org"}},
 			"steps": []any{map[string]any{"run": "true"}}})
