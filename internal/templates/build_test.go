@@ -139,7 +139,7 @@ func TestBuildFailsWithItsSandbox(t *testing.T) {
 	if _, err := r.lib.Get(ctx, "acct", "team/app"); sandbox.KindOf(err) != sandbox.KindNotFound {
 		t.Errorf("a failed build made a template: %v", err)
 	}
-	if len(rs.creates) != 1 || rs.creates[0].Network.Internet || rs.creates[0].Metadata[BuildMeta] != b.ID || !strings.HasPrefix(rs.creates[0].Image, buildNamespace+"/") {
+	if len(rs.creates) != 1 || rs.creates[0].Network.Internet || rs.creates[0].Isolation != sandbox.IsolationGVisor || rs.creates[0].Metadata[BuildMeta] != b.ID || !strings.HasPrefix(rs.creates[0].Image, buildNamespace+"/") {
 		t.Errorf("the creates asked: %+v", rs.creates)
 	}
 	if _, err := r.lib.GetBuild(ctx, "other", b.ID); sandbox.KindOf(err) != sandbox.KindNotFound {

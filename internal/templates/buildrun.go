@@ -204,7 +204,11 @@ func (s *stepRun) run(ctx context.Context, st build.Step, layers []string) (laye
 		timeout = DefaultStepTimeout
 	}
 	req := service.CreateRequest{
-		Image: ref.String(), VCPUs: s.spec.VCPUs, MemoryMiB: s.spec.MemoryMiB,
+		// A step's changes are read back with the root export, which
+		// gVisor sandboxes have (a server without them refuses the
+		// create, and the build says so).
+		Isolation: sandbox.IsolationGVisor,
+		Image:     ref.String(), VCPUs: s.spec.VCPUs, MemoryMiB: s.spec.MemoryMiB,
 		TimeoutSeconds: int(timeout / time.Second),
 		Metadata:       map[string]string{BuildMeta: b.info.ID},
 	}
