@@ -328,7 +328,13 @@ func diskUsage(root string) (int64, error) {
 	return total, err
 }
 
-func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+// mib writes a size in MiB, or in KiB under one MiB (a small layer).
+func mib(b int64) string {
+	if b < 1<<20 {
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
 
 // print writes the templates mode's table: median, p90 and max.
 func (f *tplFigures) print() {
