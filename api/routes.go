@@ -46,6 +46,7 @@ package api
 //	POST   /v1/templates/import                  ?name=NAME[:TAG] body: an image (docker save tarball or OCI archive), or &ref=REGISTRY/REPO:TAG and no body -> 201 Template
 //	GET    /v1/templates/{name}                  -> Template ({name} is NAME or NAME:TAG, one path segment: "/" sent as %2F)
 //	DELETE /v1/templates/{name}                  -> Template (state deleting while in use; its storage goes with the last user)
+//	POST   /v1/templates/{name}/publish          PublishRequest -> Template (admin key only: the admin account's template, shown to every account or not)
 //	PUT    /v1/secrets/{name}                    SetSecretRequest -> SecretInfo (never the value back)
 //	GET    /v1/secrets                           -> SecretList
 //	DELETE /v1/secrets/{name}                    -> 204

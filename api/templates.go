@@ -121,3 +121,11 @@ type BuildLogEvent struct {
 	Error   *ErrorDetail `json:"error,omitempty"`
 	Dropped int          `json:"dropped,omitempty"`
 }
+
+// PublishRequest is the body of POST /v1/templates/{name}/publish (admin
+// key only): Public true shows the admin account's template to every
+// account (their own template of the same name goes first), false takes
+// that back.
+type PublishRequest struct {
+	Public bool `json:"public"`
+}

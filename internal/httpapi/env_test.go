@@ -181,6 +181,8 @@ func bodyFor(rt Route) io.Reader {
 		return strings.NewReader(`{"cmd":["true"]}`)
 	case strings.HasSuffix(rt.Pattern, "/code"):
 		return strings.NewReader(`{"code":"1"}`)
+	case strings.HasSuffix(rt.Pattern, "/publish"):
+		return strings.NewReader(`{"public":true}`)
 	case strings.HasSuffix(rt.Pattern, "/snapshot"):
 		return strings.NewReader(`{"template":"app"}`)
 	case strings.HasSuffix(rt.Pattern, "/templates/import"):

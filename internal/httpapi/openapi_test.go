@@ -235,6 +235,7 @@ var schemaTypes = map[string]any{
 	"TemplateBuild":        api.TemplateBuild{},
 	"BuildLogEvent":        api.BuildLogEvent{},
 	"SnapshotRequest":      api.SnapshotRequest{},
+	"PublishRequest":       api.PublishRequest{},
 	"CreateSandboxRequest": api.CreateSandboxRequest{},
 	"Sandbox":              api.Sandbox{},
 	"SandboxList":          api.SandboxList{},

@@ -77,6 +77,7 @@ func Routes() []Route {
 		{Method: http.MethodPost, Pattern: api.Version + "/templates/import", Mutating: true, handler: (*server).importTemplate},
 		{Method: http.MethodGet, Pattern: api.Version + "/templates/{name}", handler: (*server).getTemplate},
 		{Method: http.MethodDelete, Pattern: api.Version + "/templates/{name}", Mutating: true, handler: (*server).deleteTemplate},
+		{Method: http.MethodPost, Pattern: api.Version + "/templates/{name}/publish", Mutating: true, Admin: true, handler: (*server).publishTemplate},
 
 		{Method: http.MethodPut, Pattern: api.Version + "/secrets/{name}", Mutating: true, handler: (*server).setSecret},
 		{Method: http.MethodGet, Pattern: api.Version + "/secrets", handler: (*server).listSecrets},

@@ -20,6 +20,7 @@ type Templates interface {
 	Snapshot(ctx context.Context, account, id, name string) (*template.Template, error)
 	Import(ctx context.Context, account, name string, archive io.Reader) (*template.Template, error)
 	ImportRef(ctx context.Context, account, name, imageRef string) (*template.Template, error)
+	Publish(ctx context.Context, account, name string, public bool) (*template.Template, error)
 	// Build starts a build of the JSON specification spec with the build
 	// context (a tar, or nil) and answers at once; GetBuild and BuildLogs
 	// show it to its account only.
@@ -139,5 +140,22 @@ func (s *server) importTemplate(w http.ResponseWriter, r *http.Request, c caller
 		return err
 	}
 	writeJSON(w, http.StatusCreated, TemplateView(t))
+	return nil
+}
+
+func (s *server) publishTemplate(w http.ResponseWriter, r *http.Request, c caller) error {
+	lib, err := s.templates()
+	if err != nil {
+		return err
+	}
+	var req api.PublishRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, false, &req); err != nil {
+		return err
+	}
+	t, err := lib.Publish(r.Context(), c.account, r.PathValue("name"), req.Public)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, TemplateView(t))
 	return nil
 }

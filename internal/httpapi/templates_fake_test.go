@@ -68,3 +68,12 @@ func (f *fakeTemplates) ImportRef(_ context.Context, account, name, ref string) 
 	f.call("import_ref", account)
 	return f.made(account, name)
 }
+
+func (f *fakeTemplates) Publish(_ context.Context, account, name string, public bool) (*template.Template, error) {
+	f.call("publish", account)
+	t, err := f.made(account, "app")
+	if t != nil {
+		t.Public = public
+	}
+	return t, err
+}

@@ -173,6 +173,25 @@ func (l *Library) Delete(ctx context.Context, account, name string) (*template.T
 	return t, nil
 }
 
+// Publish shows account's template name to every account (public), or
+// takes that back. Only the admin's key reaches it (the route is the
+// admin's): an account's own template of the same name still goes first
+// for it.
+func (l *Library) Publish(ctx context.Context, account, name string, public bool) (*template.Template, error) {
+	t, err := l.Get(ctx, account, name)
+	if err != nil {
+		return nil, err
+	}
+	if t.Account != account {
+		return nil, sandbox.Errorf(sandbox.KindForbidden, "template %s is another account's", t.Ref())
+	}
+	if err := l.cfg.Store.SetTemplatePublic(ctx, t.ID, public); err != nil {
+		return nil, err
+	}
+	t.Public = public
+	return t, nil
+}
+
 // parse reads a template's name, as a bad request when it is malformed.
 func parse(name string) (template.Ref, error) {
 	ref, err := template.ParseRef(name)

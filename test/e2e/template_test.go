@@ -206,6 +206,39 @@ test -e /usr/share/doc/git && echo base-kept`)
 		}
 	})
 
+	t.Run("published by the admin", func(t *testing.T) {
+		o := tpl{t, s, stranger.Secret}
+		if st, data := o.do("POST", "/v1/templates/team%2Fapp:v1/publish", `{"public":true}`); st != http.StatusForbidden {
+			t.Errorf("a publish with an account's key: %d %s", st, data)
+		}
+		st, data := c.do("POST", "/v1/templates/team%2Fapp:v1/publish", `{"public":true}`)
+		var pub api.Template
+		if st != 200 || json.Unmarshal(data, &pub) != nil || !pub.Public {
+			t.Fatalf("publish: %d %s", st, data)
+		}
+		if st, data := o.do("GET", "/v1/templates/team%2Fapp:v1", ""); st != 200 {
+			t.Errorf("another account's get of a public template: %d %s", st, data)
+		}
+		st, data = o.do("POST", "/v1/sandboxes", `{"template":"team/app:v1","vcpus":1,"memory_mib":512}`)
+		var theirs api.Sandbox
+		if st != http.StatusCreated || json.Unmarshal(data, &theirs) != nil {
+			t.Fatalf("another account's create of a public template: %d %s", st, data)
+		}
+		if out := o.sh(theirs.ID, "cat /workspace/proj/hello.txt"); out != "hello\n" {
+			t.Errorf("another account's sandbox of the public template reads %q", out)
+		}
+		call(t, s, stranger.Secret, "DELETE", "/v1/sandboxes/"+theirs.ID, nil)
+		if st, data := o.do("DELETE", "/v1/templates/team%2Fapp:v1", ""); st != http.StatusForbidden {
+			t.Errorf("another account's delete of a public template: %d %s", st, data)
+		}
+		if st, data := c.do("POST", "/v1/templates/team%2Fapp:v1/publish", `{"public":false}`); st != 200 {
+			t.Fatalf("unpublish: %d %s", st, data)
+		}
+		if st, data := o.do("GET", "/v1/templates/team%2Fapp:v1", ""); st != 404 {
+			t.Errorf("another account's get after it was taken back: %d %s", st, data)
+		}
+	})
+
 	t.Run("bad input", func(t *testing.T) {
 		for _, tc := range []struct{ method, path, body, code string }{
 			{"POST", "/v1/sandboxes/" + a.ID + "/snapshot", `{"template":"Bad Name"}`, "invalid_request"},
