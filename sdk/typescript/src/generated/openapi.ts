@@ -544,6 +544,64 @@ export interface paths {
         /** The caller's account's templates and the public ones, by name and tag. */
         get: operations["listTemplates"];
         put?: never;
+        /**
+         * Build a template from steps or a Dockerfile; answers at once with the build.
+         * @description Every step that changes files runs in a sandbox of the caller's
+         *     account (its limits and billing apply), started from the layers so
+         *     far, with the specification's network (none unless it says
+         *     internet); what the step changed becomes one layer. Steps are
+         *     cached by content (the step, everything before it, the context
+         *     files a copy takes): a rebuild takes unchanged steps from the
+         *     cache without running them. env, workdir and user steps change the
+         *     defaults only. The body is the JSON build specification
+         *     (application/json), or, with a build context for copy steps, a tar
+         *     (application/x-tar) whose first entry is withruntime-build.json
+         *     (the specification) followed by the context's files. A mistake in
+         *     the specification or the Dockerfile (named by field or line), a
+         *     base not found, or a template of more than 32 layers is refused
+         *     here; a step that fails later fails the build (its state, error
+         *     and log say which step and why) and no template is made. Builds
+         *     are kept in memory: a server restart fails those in flight.
+         */
+        post: operations["buildTemplate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/templates/builds/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Where a build is; the caller's account's own builds only. */
+        get: operations["getTemplateBuild"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/templates/builds/{id}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A build's log as NDJSON BuildLogEvent lines, followed until the build ends.
+         * @description From the oldest event kept (a build keeps its last 4 MiB of log; a
+         *     dropped event says how many were dropped before it). The last
+         *     event of a finished build is type end.
+         */
+        get: operations["getTemplateBuildLogs"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -594,6 +652,28 @@ export interface paths {
          *     last of them has ended. A public template of another account is 403.
          */
         delete: operations["deleteTemplate"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/templates/{name}/publish": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Show one of the admin account's templates to every account, or take that back (admin key only).
+         * @description A public template is found by every account under its name, after
+         *     the account's own template of that name if it has one. Sandboxes of
+         *     it keep running when it is taken back.
+         */
+        post: operations["publishTemplate"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -900,6 +980,47 @@ export interface components {
             /** @enum {string} */
             state: "ready" | "deleting";
         };
+        /** @description A template build. Kept in the server's memory only; the account's own. */
+        TemplateBuild: {
+            /** @description bld_ and 16 hex digits. */
+            id: string;
+            /** @description The name:tag the build makes. */
+            template: string;
+            /** @enum {string} */
+            state: "queued" | "running" | "succeeded" | "failed";
+            /** @description How many steps the build has. */
+            steps: number;
+            /** @description The step running, or the one that failed (1-based; 0 before the first). */
+            step: number;
+            /** @description How many steps were taken from the cache without running. */
+            cached_steps: number;
+            error?: components["schemas"]["ErrorDetail"];
+            result?: components["schemas"]["Template"];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            started_at?: string;
+            /** Format: date-time */
+            ended_at?: string;
+        };
+        /** @description One line of a build's log. */
+        BuildLogEvent: {
+            /** Format: date-time */
+            time: string;
+            /** @enum {string} */
+            type: "step" | "stdout" | "stderr" | "info" | "end" | "dropped";
+            step?: number;
+            steps?: number;
+            /** @description On a step event, the step was taken from the cache. */
+            cached?: boolean;
+            /** @description The step (step), the output (stdout, stderr), what the builder did (info), the result (end). */
+            message?: string;
+            /** @description On the end event, succeeded or failed. */
+            state?: string;
+            error?: components["schemas"]["ErrorDetail"];
+            /** @description How many older events the log's bound dropped before this one. */
+            dropped?: number;
+        };
         /** @description What a sandbox of the template starts with unless its create says otherwise. */
         Defaults: {
             env?: {
@@ -915,6 +1036,9 @@ export interface components {
         };
         TemplateList: {
             templates: components["schemas"]["Template"][];
+        };
+        PublishRequest: {
+            public: boolean;
         };
         SnapshotRequest: {
             /** @description The new template's name[:tag]. */
@@ -1445,6 +1569,8 @@ export interface components {
          *     names another account, and sees every account when it names none.
          */
         Account: string;
+        /** @description A build's id (bld_ and 16 hex digits). */
+        BuildID: string;
         /** @description A template's name or name:tag, as one path segment; a "/" in the name is sent as %2F (team%2Fapp:v1). */
         TemplateName: string;
         /** @description An environment variable name, [A-Za-z_][A-Za-z0-9_]*, at most 128 characters. */
@@ -2534,17 +2660,113 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
-    importTemplate: {
+    buildTemplate: {
         parameters: {
-            query: {
-                /** @description The template's name[:tag]. */
-                name: string;
-            };
+            query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                } & {
+                    [key: string]: unknown;
+                };
+                "application/x-tar": string;
+            };
+        };
+        responses: {
+            /** @description The build, queued. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TemplateBuild"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getTemplateBuild: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A build's id (bld_ and 16 hex digits). */
+                id: components["parameters"]["BuildID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The build. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TemplateBuild"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getTemplateBuildLogs: {
+        parameters: {
+            query?: {
+                /** @description false answers what is there now and ends. */
+                follow?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description A build's id (bld_ and 16 hex digits). */
+                id: components["parameters"]["BuildID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One BuildLogEvent a line. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": components["schemas"]["BuildLogEvent"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    importTemplate: {
+        parameters: {
+            query: {
+                /** @description The template's name[:tag]. */
+                name: string;
+                /** @description An image reference (registry/repository:tag or @sha256:...) read from its registry, anonymously, instead of a body; the registry must be at a public address unless the server allows private ones (serve --allow-private-registries). */
+                ref?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
             content: {
                 "application/x-tar": string;
             };
@@ -2608,6 +2830,39 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description The template, state deleting. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Template"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    publishTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A template's name or name:tag, as one path segment; a "/" in the name is sent as %2F (team%2Fapp:v1). */
+                name: components["parameters"]["TemplateName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PublishRequest"];
+            };
+        };
+        responses: {
+            /** @description The template. */
             200: {
                 headers: {
                     [name: string]: unknown;
