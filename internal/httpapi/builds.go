@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/accounts"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/template"
 )
@@ -80,7 +81,18 @@ func (s *server) buildTemplate(w http.ResponseWriter, r *http.Request, c caller)
 	default:
 		return sandbox.Errorf(sandbox.KindInvalid, "a build is application/json (the specification) or application/x-tar (the specification, then the build context), not %q", mt)
 	}
-	b, err := lib.Build(r.Context(), c.account, c.keyID, spec, context)
+	// A trial account's build sandboxes are cut to the trial's size, as
+	// its creates are (the spec's own mistakes are the library's to say).
+	var sizes struct {
+		VCPUs     int `json:"vcpus"`
+		MemoryMiB int `json:"memory_mib"`
+	}
+	json.Unmarshal(spec, &sizes)
+	size := accounts.SizeRequest{VCPUs: sizes.VCPUs, MemoryMiB: sizes.MemoryMiB}
+	if err := s.accounts.CutToTrial(r.Context(), c.account, &size); err != nil {
+		return err
+	}
+	b, err := lib.Build(r.Context(), c.account, c.keyID, spec, context, template.BuildSize{VCPUs: size.VCPUs, MemoryMiB: size.MemoryMiB, DiskGiB: size.DiskGiB})
 	if err != nil {
 		return err
 	}

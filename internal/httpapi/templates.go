@@ -24,7 +24,9 @@ type Templates interface {
 	// Build starts a build of the JSON specification spec with the build
 	// context (a tar, or nil) and answers at once; GetBuild and BuildLogs
 	// show it to its account only.
-	Build(ctx context.Context, account, keyID string, spec []byte, context io.Reader) (*template.Build, error)
+	// size is the build sandboxes' (a trial account's is cut to the
+	// trial's size here, as a create's is).
+	Build(ctx context.Context, account, keyID string, spec []byte, context io.Reader, size template.BuildSize) (*template.Build, error)
 	GetBuild(ctx context.Context, account, id string) (*template.Build, error)
 	BuildLogs(ctx context.Context, account, id string, follow bool, fn func(template.BuildEvent) error) error
 }

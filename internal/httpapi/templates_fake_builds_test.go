@@ -12,7 +12,7 @@ import (
 // The builds of fakeTemplates: every build is queued at once, and any id
 // is a finished build of the caller's account with a log of one event.
 
-func (f *fakeTemplates) Build(_ context.Context, account, keyID string, spec []byte, context io.Reader) (*template.Build, error) {
+func (f *fakeTemplates) Build(_ context.Context, account, keyID string, spec []byte, context io.Reader, _ template.BuildSize) (*template.Build, error) {
 	f.call("build", account)
 	if context != nil {
 		io.Copy(io.Discard, context)

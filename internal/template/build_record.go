@@ -54,3 +54,11 @@ type BuildEvent struct {
 	Err     error
 	Dropped int
 }
+
+// BuildSize is the size of a build's sandboxes when the caller sets it
+// (the API edge cuts a trial account's to the trial's); zero values take
+// the spec's vcpus and memory_mib, then the server's defaults.
+type BuildSize struct {
+	VCPUs, MemoryMiB int
+	DiskGiB          *int
+}

@@ -202,7 +202,8 @@ func (l *Library) setActive(id string, layers []string) {
 }
 
 // Build starts a build of the JSON build specification specJSON
-// (build.Decode) for account (keyID: the key that asked,
+// (build.Decode) for account, its sandboxes of size (zero values: the
+// spec's vcpus and memory_mib, then the server's defaults), (keyID: the key that asked,
 // whose limits its sandboxes count against) and returns it at once,
 // queued; it runs in the background. contextTar is the build context (a
 // tar; nil or empty for none), read whole and unpacked before Build
@@ -213,7 +214,7 @@ func (l *Library) setActive(id string, layers []string) {
 // as invalid_request (or not_found for a base that is not there): the
 // spec, the Dockerfile against its base, the base, the number of layers
 // the template would have.
-func (l *Library) Build(ctx context.Context, account, keyID string, specJSON []byte, contextTar io.Reader) (*template.Build, error) {
+func (l *Library) Build(ctx context.Context, account, keyID string, specJSON []byte, contextTar io.Reader, size template.BuildSize) (*template.Build, error) {
 	l.buildsInit()
 	if l.sandboxes() == nil || l.cfg.BuildDir == "" {
 		return nil, sandbox.Errorf(sandbox.KindNotSupported, "this server runs no builds")
@@ -289,7 +290,7 @@ func (l *Library) Build(ctx context.Context, account, keyID string, specJSON []b
 	// The build as it starts, queued: taken before it runs, which may
 	// change it at once.
 	info := b.snapshot()
-	go l.runBuild(b, keyID, ref, resolved, base, dir)
+	go l.runBuild(b, keyID, ref, resolved, base, dir, size)
 	return &info, nil
 }
 

@@ -97,7 +97,7 @@ func TestBuildRefusedUpFront(t *testing.T) {
 		{map[string]any{"name": "team/x", "dockerfile": "FROM template://missing\nRUN true\n"}, sandbox.KindNotFound, "missing"},
 		{map[string]any{"name": "team/x", "steps": []any{map[string]any{"run": "true", "bogus": 1}}}, sandbox.KindInvalid, "bogus"},
 	} {
-		_, err := r.lib.Build(ctx, "acct", "", spec(t, c.spec), nil)
+		_, err := r.lib.Build(ctx, "acct", "", spec(t, c.spec), nil, template.BuildSize{})
 		if sandbox.KindOf(err) != c.kind || err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%v: got %v, want %s naming %q", c.spec, err, c.kind, c.msg)
 		}
@@ -105,7 +105,7 @@ func TestBuildRefusedUpFront(t *testing.T) {
 	// Env, workdir and user steps add no layer: 32 run steps and more of
 	// those fit.
 	fit := append([]any{map[string]any{"env": map[string]string{"A": "1"}}, map[string]any{"workdir": "/w"}}, tall[1:]...)
-	b, err := r.lib.Build(ctx, "acct", "", spec(t, map[string]any{"name": "team/fit", "steps": fit}), nil)
+	b, err := r.lib.Build(ctx, "acct", "", spec(t, map[string]any{"name": "team/fit", "steps": fit}), nil, template.BuildSize{})
 	if err != nil {
 		t.Fatalf("a build of 32 layers and 2 steps that make none: %v", err)
 	}
@@ -125,7 +125,7 @@ func TestBuildFailsWithItsSandbox(t *testing.T) {
 	b, err := r.lib.Build(ctx, "acct", "key1", spec(t, map[string]any{"name": "team/app", "steps": []any{
 		map[string]any{"env": map[string]string{"A": "1"}},
 		map[string]any{"run": "echo hi"},
-	}}), nil)
+	}}), nil, template.BuildSize{VCPUs: 1, MemoryMiB: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestBuildFailsWithItsSandbox(t *testing.T) {
 	if _, err := r.lib.Get(ctx, "acct", "team/app"); sandbox.KindOf(err) != sandbox.KindNotFound {
 		t.Errorf("a failed build made a template: %v", err)
 	}
-	if len(rs.creates) != 1 || rs.creates[0].Network.Internet || rs.creates[0].Isolation != sandbox.IsolationGVisor || rs.creates[0].Metadata[BuildMeta] != b.ID || !strings.HasPrefix(rs.creates[0].Image, buildNamespace+"/") {
+	if len(rs.creates) != 1 || rs.creates[0].Network.Internet || rs.creates[0].Isolation != sandbox.IsolationGVisor || rs.creates[0].VCPUs != 1 || rs.creates[0].MemoryMiB != 256 || rs.creates[0].Metadata[BuildMeta] != b.ID || !strings.HasPrefix(rs.creates[0].Image, buildNamespace+"/") {
 		t.Errorf("the creates asked: %+v", rs.creates)
 	}
 	if _, err := r.lib.GetBuild(ctx, "other", b.ID); sandbox.KindOf(err) != sandbox.KindNotFound {

@@ -66,7 +66,7 @@ func (e *stepFailed) Error() string { return e.msg }
 // runBuild runs a build to its end: each step that changes files in a
 // sandbox of its own, started from the layers so far, its changes taken
 // as one layer; a step whose key the cache holds is taken from it.
-func (l *Library) runBuild(b *buildRun, keyID string, ref template.Ref, spec *build.Spec, base *baseOf, dir string) {
+func (l *Library) runBuild(b *buildRun, keyID string, ref template.Ref, spec *build.Spec, base *baseOf, dir string, boxSize template.BuildSize) {
 	ctx := context.Background()
 	defer l.removeContext(dir)
 	defer l.setActive(b.info.ID, nil)
@@ -138,7 +138,7 @@ func (l *Library) runBuild(b *buildRun, keyID string, ref template.Ref, spec *bu
 			}
 		}
 		b.log(template.BuildEvent{Type: template.LogStep, Step: n, Steps: len(spec.Steps), Message: stepName(st)})
-		s := &stepRun{l: l, b: b, n: n, keyID: keyID, spec: spec, base: base, env: env, workdir: workdir, user: user, dir: dir}
+		s := &stepRun{l: l, b: b, n: n, keyID: keyID, spec: spec, size: boxSize, base: base, env: env, workdir: workdir, user: user, dir: dir}
 		info, err := s.run(ctx, st, cur.layers)
 		if err != nil {
 			fail(n, err)
@@ -182,6 +182,7 @@ type stepRun struct {
 	n       int
 	keyID   string
 	spec    *build.Spec
+	size    template.BuildSize
 	base    *baseOf
 	env     map[string]string
 	workdir string
@@ -208,9 +209,15 @@ func (s *stepRun) run(ctx context.Context, st build.Step, layers []string) (laye
 		// gVisor sandboxes have (a server without them refuses the
 		// create, and the build says so).
 		Isolation: sandbox.IsolationGVisor,
-		Image:     ref.String(), VCPUs: s.spec.VCPUs, MemoryMiB: s.spec.MemoryMiB,
+		Image:     ref.String(), VCPUs: s.spec.VCPUs, MemoryMiB: s.spec.MemoryMiB, DiskGiB: s.size.DiskGiB,
 		TimeoutSeconds: int(timeout / time.Second),
 		Metadata:       map[string]string{BuildMeta: b.info.ID},
+	}
+	if s.size.VCPUs != 0 {
+		req.VCPUs = s.size.VCPUs
+	}
+	if s.size.MemoryMiB != 0 {
+		req.MemoryMiB = s.size.MemoryMiB
 	}
 	if n := s.spec.Network; n != nil {
 		req.Network = sandbox.Network{Internet: n.Internet, Allow: slices.Clone(n.Allow)}

@@ -186,7 +186,7 @@ CMD ["sleep", "infinity"]
 // account sees no build; a server restart in the middle of a build fails
 // it cleanly.
 func TestTemplateBuild(t *testing.T) {
-	s := testenv.StartServer(t)
+	s := testenv.StartServer(t, "--allow-trial")
 	b := builder{t, s, s.Key}
 	c := tpl{t, s, s.Key}
 	ctxFiles := map[string]string{"app.txt": "from-context\n"}
@@ -360,6 +360,18 @@ func TestTemplateBuild(t *testing.T) {
 		body, _ := json.Marshal(map[string]any{"name": "team/tall", "steps": steps})
 		if st, data := b.post(body, "application/json"); st != 400 || !strings.Contains(string(data), "33 layers") {
 			t.Errorf("a build of 33 layers: %d %s", st, data)
+		}
+	})
+
+	t.Run("a trial's build sandboxes are a trial's size", func(t *testing.T) {
+		st, data := call(t, s, "", "POST", "/v1/trial", nil)
+		var trial api.Trial
+		if st != 201 || json.Unmarshal(data, &trial) != nil || trial.Key == "" {
+			t.Fatalf("trial: %d %s", st, data)
+		}
+		tb := builder{t, s, trial.Key}
+		if st, data := tb.post([]byte(`{"name":"big","vcpus":4,"steps":[{"run":"true"}]}`), "application/json"); st != 403 || errorCode(data) != "forbidden" {
+			t.Errorf("a trial's build past its size: %d %s", st, data)
 		}
 	})
 
