@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/template/build"
@@ -28,6 +29,8 @@ type agentClient struct {
 	l       *Library
 	account string
 	id      string
+	// timeout bounds each command (0: none of its own).
+	timeout time.Duration
 }
 
 // execRequest and execEvent are the agent's exec wire form
@@ -38,6 +41,8 @@ type execRequest struct {
 	Cwd  string            `json:"cwd,omitempty"`
 	Env  map[string]string `json:"env,omitempty"`
 	User string            `json:"user,omitempty"`
+	// TimeoutMs ends the command past it (exit event timed_out).
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
 }
 
 type execEvent struct {
@@ -45,6 +50,7 @@ type execEvent struct {
 	Data     string `json:"data"`
 	DataB64  string `json:"data_b64"`
 	ExitCode *int   `json:"exit_code"`
+	TimedOut bool   `json:"timed_out"`
 	Error    *struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
@@ -87,7 +93,7 @@ func (a *agentClient) do(ctx context.Context, method, p string, q url.Values, bo
 // exec runs cmd with /bin/sh -c as user in cwd with env, passing its
 // output to out as it comes, and returns its exit code.
 func (a *agentClient) exec(ctx context.Context, cmd, user, cwd string, env map[string]string, out func(stream, data string)) (int, error) {
-	body, _ := json.Marshal(execRequest{Cmd: cmd, Cwd: cwd, Env: env, User: user})
+	body, _ := json.Marshal(execRequest{Cmd: cmd, Cwd: cwd, Env: env, User: user, TimeoutMs: a.timeout.Milliseconds()})
 	resp, err := a.do(ctx, http.MethodPost, "/exec", nil, bytes.NewReader(body), "application/json")
 	if err != nil {
 		return -1, err
@@ -116,6 +122,9 @@ func (a *agentClient) exec(ctx context.Context, cmd, user, cwd string, env map[s
 				data = data[n:]
 			}
 		case "exit":
+			if ev.TimedOut {
+				return -1, fmt.Errorf("timed out after %v (a step's bound)", a.timeout)
+			}
 			if ev.ExitCode == nil {
 				return -1, fmt.Errorf("the command ended without an exit code")
 			}

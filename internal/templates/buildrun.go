@@ -235,7 +235,9 @@ func (s *stepRun) run(ctx context.Context, st build.Step, layers []string) (laye
 		}
 	}()
 	b.log(template.BuildEvent{Type: template.LogInfo, Step: s.n, Message: "sandbox " + rec.ID})
-	ag := &agentClient{l: l, account: b.account, id: rec.ID}
+	// A command ends a minute before its sandbox's lease, so that a step
+	// that runs too long fails as timed out rather than cut off.
+	ag := &agentClient{l: l, account: b.account, id: rec.ID, timeout: max(timeout-time.Minute, time.Minute)}
 	switch st.Kind() {
 	case build.KindCopy:
 		if err := s.copy(ctx, ag, st.Copy); err != nil {
