@@ -45,6 +45,9 @@ const (
 	// long one is kept at least.
 	keptBuilds = 200
 	keptFor    = time.Hour
+	// MaxBuildsPerAccount bounds an account's builds queued or running
+	// (each holds its context on disk until it ends).
+	MaxBuildsPerAccount = 8
 	// maxLogLine bounds one output event: longer output is split.
 	maxLogLine = 16 << 10
 )
@@ -118,7 +121,10 @@ type builds struct {
 	roots map[string]*template.Template
 	// active are the layers running builds use: Collect keeps them.
 	active map[string]map[string]bool
-	sem    chan struct{}
+	// starting counts each account's builds between their check against
+	// MaxBuildsPerAccount and their entry in runs.
+	starting map[string]int
+	sem      chan struct{}
 }
 
 func newBuildID() string {
@@ -146,7 +152,7 @@ func (l *Library) buildsInit() {
 		if n <= 0 {
 			n = DefaultMaxBuilds
 		}
-		l.b = &builds{runs: map[string]*buildRun{}, roots: map[string]*template.Template{}, active: map[string]map[string]bool{}, sem: make(chan struct{}, n)}
+		l.b = &builds{runs: map[string]*buildRun{}, roots: map[string]*template.Template{}, active: map[string]map[string]bool{}, starting: map[string]int{}, sem: make(chan struct{}, n)}
 	})
 }
 
@@ -265,6 +271,31 @@ func (l *Library) Build(ctx context.Context, account, keyID string, specJSON []b
 		return nil, sandbox.Errorf(sandbox.KindInvalid, "the template would have %d layers (its base's %d and one for each step that changes files), at most %d: join run steps with && or install packages in one step", n, len(base.Layers), template.MaxLayers)
 	}
 
+	// The count and this build's place in it are taken together, so
+	// requests at once cannot all pass it.
+	l.b.mu.Lock()
+	busy := l.inFlight(account)
+	if busy < MaxBuildsPerAccount {
+		l.b.starting[account]++
+	}
+	l.b.mu.Unlock()
+	if busy >= MaxBuildsPerAccount {
+		return nil, sandbox.Errorf(sandbox.KindConcurrency, "account has %d builds queued or running, at most %d: wait for one to end", busy, MaxBuildsPerAccount)
+	}
+	reserved := true
+	unreserve := func() { // the caller holds l.b.mu
+		if reserved {
+			if l.b.starting[account]--; l.b.starting[account] <= 0 {
+				delete(l.b.starting, account)
+			}
+			reserved = false
+		}
+	}
+	defer func() {
+		l.b.mu.Lock()
+		unreserve()
+		l.b.mu.Unlock()
+	}()
 	id := newBuildID()
 	dir := filepath.Join(l.cfg.BuildDir, "contexts", id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -285,6 +316,7 @@ func (l *Library) Build(ctx context.Context, account, keyID string, specJSON []b
 	l.b.mu.Lock()
 	l.pruneBuilds(now)
 	l.b.runs[id] = b
+	unreserve()
 	l.b.mu.Unlock()
 	l.log.Info("template build queued", "build_id", id, "template", ref.String(), "account", account, "steps", len(resolved.Steps))
 	// The build as it starts, queued: taken before it runs, which may
@@ -371,6 +403,18 @@ func (l *Library) pruneBuilds(now time.Time) {
 			delete(l.b.runs, f.id)
 		}
 	}
+}
+
+// inFlight counts account's builds that have not ended, and those being
+// started. The caller holds l.b.mu.
+func (l *Library) inFlight(account string) int {
+	n := l.b.starting[account]
+	for _, b := range l.b.runs {
+		if b.account == account && b.snapshot().EndedAt == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // GetBuild returns build id of account (not_found for another's).

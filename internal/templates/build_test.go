@@ -294,3 +294,39 @@ func TestUnpackContext(t *testing.T) {
 		t.Errorf("app/a.txt: %q %v", b, err)
 	}
 }
+
+// TestBuildsPerAccount: an account has at most MaxBuildsPerAccount builds
+// queued or running; another account is not held by them.
+func TestBuildsPerAccount(t *testing.T) {
+	r, _ := buildRig(t)
+	r.lib.cfg.MaxBuilds = 1
+	ctx := t.Context()
+	// The one build slot is held: every build stays queued.
+	r.lib.buildsInit()
+	r.lib.b.sem <- struct{}{}
+	var ids []string
+	for i := range MaxBuildsPerAccount {
+		b, err := r.lib.Build(ctx, "acct", "", spec(t, map[string]any{"name": fmt.Sprintf("app%d", i), "steps": []any{map[string]any{"run": "true"}}}), nil, template.BuildSize{})
+		if err != nil {
+			t.Fatalf("build %d: %v", i, err)
+		}
+		ids = append(ids, b.ID)
+	}
+	if _, err := r.lib.Build(ctx, "acct", "", spec(t, map[string]any{"name": "one-more", "steps": []any{map[string]any{"run": "true"}}}), nil, template.BuildSize{}); sandbox.KindOf(err) != sandbox.KindConcurrency {
+		t.Errorf("a build past the account's bound: %v", err)
+	}
+	other, err := r.lib.Build(ctx, "other", "", spec(t, map[string]any{"name": "app", "steps": []any{map[string]any{"run": "true"}}}), nil, template.BuildSize{})
+	if err != nil {
+		t.Errorf("another account's build: %v", err)
+	}
+	<-r.lib.b.sem
+	for _, id := range ids {
+		waitBuild(t, r.lib, "acct", id)
+	}
+	waitBuild(t, r.lib, "other", other.ID)
+	after, err := r.lib.Build(ctx, "acct", "", spec(t, map[string]any{"name": "after", "steps": []any{map[string]any{"run": "true"}}}), nil, template.BuildSize{})
+	if err != nil {
+		t.Fatalf("a build once the others ended: %v", err)
+	}
+	waitBuild(t, r.lib, "acct", after.ID)
+}
