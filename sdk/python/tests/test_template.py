@@ -225,3 +225,171 @@ def test_import_archive_then_sandbox_from_it(live_server: dict[str, str], tmp_pa
     with pytest.raises(APIError) as e:
         Template.import_archive(f"{name}-bad", io.BytesIO(_tar({"notes.txt": b"no manifest\n"})), **live_server)
     assert e.value.code == "invalid_request", f"got {e.value}"
+
+
+# -- the builder ---------------------------------------------------------------
+
+BUILD = {"id": "bld_00000000000000b1", "template": "myteam/app:latest", "state": "queued", "steps": 3,
+         "step": 0, "cached_steps": 0, "created_at": NOW}
+
+
+def _ndjson(*events: dict[str, Any]) -> bytes:
+    import json
+
+    return b"".join(json.dumps(e).encode() + b"\n" for e in events)
+
+
+def _answer_build(canned: CannedServer, final: dict[str, Any], events: bytes) -> None:
+    canned.answer("POST", "/v1/templates", 202, BUILD)
+    canned.answer("GET", "/v1/templates/builds/bld_00000000000000b1/logs", 200, events)
+    canned.answer("GET", "/v1/templates/builds/bld_00000000000000b1", 200, {**BUILD, **final})
+
+
+def test_builder_sends_the_spec(canned: CannedServer) -> None:
+    _answer_build(canned, {"state": "succeeded", "step": 3, "result": tpl("myteam/app", source="build")}, _ndjson(
+        {"time": NOW, "type": "step", "step": 1, "steps": 3, "message": "pip_install pandas==2.2.3"},
+        {"time": NOW, "type": "stdout", "step": 1, "message": "Successfully installed pandas\n"},
+        {"time": NOW, "type": "step", "step": 2, "steps": 3, "message": "run make", "cached": True},
+        {"time": NOW, "type": "info", "message": "layer 2 stored"},
+        {"time": NOW, "type": "end", "state": "succeeded", "message": "built myteam/app:latest"},
+    ))
+    lines: list[str] = []
+    b = (Template().from_template("default")
+         .apt_install(["curl", "git"]).pip_install(["pandas==2.2.3"])
+         .npm_install(["typescript"], global_install=True).npm_install("left-pad")
+         .run("make", user="root").run("make test")
+         .env({"A": "1", "B": "two"}).workdir("/workspace/app").user("app")
+         .start_cmd("python3 -m http.server 8000").ready_cmd("curl -sf localhost:8000", timeout_seconds=30))
+    got = b.build("myteam/app", on_log=lines.append, network={"internet": True, "allow": ["pypi.example"]},
+                  no_cache=True)
+    assert isinstance(got, TemplateInfo) and got.ref == "myteam/app:latest" and got.source == "build", f"got {got}"
+    assert lines == ["step 1/3: pip_install pandas==2.2.3", "Successfully installed pandas",
+                     "step 2/3: run make (cached)", "layer 2 stored", "built myteam/app:latest"], f"got {lines}"
+
+    sent = canned.sent
+    assert [(s.method, s.path) for s in sent] == [
+        ("POST", "/v1/templates"), ("GET", "/v1/templates/builds/bld_00000000000000b1/logs"),
+        ("GET", "/v1/templates/builds/bld_00000000000000b1")], f"got {sent}"
+    assert sent[0].headers["content-type"] == "application/json"
+    assert sent[0].headers["authorization"] == "Bearer test-key"
+    assert sent[0].json() == {
+        "name": "myteam/app",
+        "from": {"template": "default"},
+        "steps": [
+            {"apt_install": ["curl", "git"]}, {"pip_install": ["pandas==2.2.3"]},
+            {"npm_install": ["typescript"], "global": True}, {"npm_install": ["left-pad"]},
+            {"run": "make", "user": "root"}, {"run": "make test"},
+            {"env": {"A": "1", "B": "two"}}, {"workdir": "/workspace/app"}, {"user": "app"},
+        ],
+        "start_cmd": "python3 -m http.server 8000",
+        "ready_cmd": "curl -sf localhost:8000",
+        "ready_timeout_seconds": 30,
+        "network": {"internet": True, "allow": ["pypi.example"]},
+        "no_cache": True,
+    }, f"got {sent[0].json()}"
+
+    # The other bases, and a builder with nothing but a name.
+    assert Template().from_image("python:3.12-slim").to_spec("x") == {"name": "x", "from": {"image": "python:3.12-slim"}}
+    assert Template().to_spec("x:v2") == {"name": "x:v2"}
+    df = "FROM default\nRUN echo hi\n"
+    assert Template().from_dockerfile(df).start_cmd("sleep 1").to_spec("x") == {
+        "name": "x", "dockerfile": df, "start_cmd": "sleep 1"}
+
+
+def test_builder_sends_only_what_copy_names(canned: CannedServer, tmp_path: Path) -> None:
+    import json
+    import os
+    import tarfile
+
+    _answer_build(canned, {"state": "succeeded", "result": tpl("myteam/app", source="build")},
+                  _ndjson({"time": NOW, "type": "end", "state": "succeeded"}))
+    ctx = tmp_path / "ctx"
+    (ctx / "app" / "sub").mkdir(parents=True)
+    (ctx / "app" / "main.py").write_text("print('hi')\n")
+    (ctx / "app" / "sub" / "data.bin").write_bytes(bytes(range(256)) * 10)
+    os.symlink("main.py", ctx / "app" / "link")  # sent as a link, not followed
+    (ctx / "conf").mkdir()
+    (ctx / "conf" / "a.ini").write_text("a=1\n")
+    (ctx / "not-copied.txt").write_text("stays home\n")
+    (tmp_path / "secret.txt").write_text("outside\n")
+
+    Template().copy("app/", "/workspace/app").copy("conf/a.ini", "/etc/a.ini", user="app", mode="0600") \
+        .copy(Path("conf") / "a.ini", "/tmp/again/").build("myteam/app", context=ctx)
+
+    post = canned.sent[0]
+    assert post.headers["content-type"] == "application/x-tar"
+    with tarfile.open(fileobj=io.BytesIO(post.body)) as tf:
+        members = tf.getmembers()
+        assert members[0].name == "withruntime-build.json", f"got {[m.name for m in members]}"
+        spec = json.loads(tf.extractfile(members[0]).read())  # type: ignore[union-attr]
+        names = {m.name.rstrip("/"): m for m in members[1:]}
+        assert set(names) == {"app", "app/main.py", "app/link", "app/sub", "app/sub/data.bin", "conf",
+                              "conf/a.ini"}, f"got {sorted(names)}"
+        assert names["app/link"].issym() and names["app/link"].linkname == "main.py"
+        assert tf.extractfile(names["app/sub/data.bin"]).read() == bytes(range(256)) * 10  # type: ignore[union-attr]
+    assert spec["steps"] == [
+        {"copy": {"src": "app/", "dest": "/workspace/app"}},
+        {"copy": {"src": "conf/a.ini", "dest": "/etc/a.ini", "user": "app", "mode": "0600"}},
+        {"copy": {"src": "conf/a.ini", "dest": "/tmp/again/"}},
+    ], f"got {spec['steps']}"
+
+    # Paths out of the context are refused before anything is sent.
+    os.symlink(tmp_path / "secret.txt", ctx / "escape")
+    os.symlink(tmp_path, ctx / "up")
+    before = len(canned.sent)
+    for bad in ["../secret.txt", "app/../../secret.txt", str(tmp_path / "secret.txt"), "", ".", "escape",
+                "up/secret.txt", "missing.txt"]:
+        with pytest.raises(APIError) as e:
+            Template().copy(bad, "/x").build("myteam/app", context=ctx)
+        assert e.value.code == "invalid_request", f"{bad!r}: got {e.value}"
+    with pytest.raises(APIError) as e:
+        Template().from_dockerfile("FROM default\n").run("true").build("x")
+    assert e.value.code == "invalid_request"
+    assert len(canned.sent) == before, f"refused builds were sent: {canned.sent[before:]}"
+
+
+def test_builder_failed_build_raises(canned: CannedServer) -> None:
+    err = {"code": "invalid_request", "message": "step 2 (run false) exited with code 1"}
+    _answer_build(canned, {"state": "failed", "step": 2, "error": err}, _ndjson(
+        {"time": NOW, "type": "step", "step": 1, "steps": 3, "message": "run true"},
+        {"time": NOW, "type": "step", "step": 2, "steps": 3, "message": "run false"},
+        {"time": NOW, "type": "end", "state": "failed", "error": err},
+    ))
+    lines: list[str] = []
+    with pytest.raises(APIError) as e:
+        Template().run("true").run("false").run("true").build("myteam/app", on_log=lines.append)
+    assert e.value.code == "invalid_request" and e.value.status == 400, f"got {e.value}"
+    assert "failed at step 2 of 3" in e.value.message and "exited with code 1" in e.value.message, f"got {e.value}"
+    assert lines[-1] == "build failed: step 2 (run false) exited with code 1", f"got {lines}"
+
+    canned.error("POST", "/v1/templates", 429, "concurrency_limit_reached", "8 builds in flight")
+    with pytest.raises(APIError) as e:
+        Template().run("true").build("myteam/app")
+    assert e.value.code == "concurrency_limit_reached"
+
+
+@pytest.mark.live
+def test_builder_then_sandbox_from_it(live_server: dict[str, str], tmp_path: Path) -> None:
+    name = f"sdk-built-{uuid.uuid4().hex[:8]}"
+    (tmp_path / "small.txt").write_text("copied from the context\n")
+    lines: list[str] = []
+    made = (Template().from_template("default")
+            .run("echo built > /workspace/b.txt")
+            .copy("small.txt", "/workspace/small.txt")
+            .env({"X": "1"})
+            .build(name, on_log=lines.append, context=tmp_path, **live_server))
+    try:
+        assert made.ref == f"{name}:latest" and made.source == "build", f"got {made}"
+        assert made.defaults.env.get("X") == "1", f"got {made.defaults}"
+        assert any(line.startswith("step 1/3: ") for line in lines), f"got {lines}"
+        assert any(line.startswith("step 2/3: ") for line in lines), f"got {lines}"
+        with Sandbox.create(template=name, timeout_seconds=600, metadata={"test": "sdk-python"},
+                            **SMALL, **live_server) as sbx:
+            r = sbx.exec("cat /workspace/b.txt /workspace/small.txt; echo X=$X", check=True)
+            assert r.stdout == "built\ncopied from the context\nX=1\n", f"got {r.stdout!r}"
+        # A step that fails fails the build, naming the step.
+        with pytest.raises(APIError) as e:
+            Template().from_template(name).run("exit 3").build(f"{name}-bad", **live_server)
+        assert e.value.code == "invalid_request" and "step 1 of 1" in e.value.message, f"got {e.value}"
+    finally:
+        Template.delete(name, **live_server)
