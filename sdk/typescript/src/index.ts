@@ -13,7 +13,7 @@
 export { Sandbox, sandboxInfoOf } from "./sandbox.js";
 export type { CreateOptions, EgressEvent, ListOptions, NetworkPolicy, SandboxInfo } from "./sandbox.js";
 export { Template, templateInfoOf } from "./template.js";
-export type { TemplateDefaults, TemplateInfo } from "./template.js";
+export type { BuildNetwork, BuildOptions, TemplateDefaults, TemplateInfo } from "./template.js";
 export { Process, WaitTimeoutError, OUTPUT_LIMIT } from "./process.js";
 export type { Command, ExecOptions, ExecResult, OutputCallback, ProcessOutput } from "./process.js";
 export { Contexts, Execution, resultFormats } from "./code.js";

@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -149,6 +149,153 @@ describe("templates: request shapes", () => {
   });
 });
 
+describe("template builds: the spec each builder sends", () => {
+  const BUILD = { id: "bld_00000000000000b1", template: "myteam/app:latest", state: "queued", steps: 3, step: 0,
+    cached_steps: 0, created_at: NOW };
+  const LOGS = "/v1/templates/builds/bld_00000000000000b1/logs";
+  const GET = "/v1/templates/builds/bld_00000000000000b1";
+  const seen: Seen[] = [];
+  // Each route's answer: JSON, or a string sent as NDJSON.
+  let routes: Record<string, [number, unknown]> = {};
+  const srv = createServer((req, res: ServerResponse) => {
+    const parts: Buffer[] = [];
+    req.on("data", (c: Buffer) => parts.push(c));
+    req.on("end", () => {
+      seen.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body: Buffer.concat(parts) });
+      const [status, obj] = routes[`${req.method} ${req.url}`] ?? [404, { error: { code: "not_found", message: "no route" } }];
+      if (typeof obj === "string") {
+        res.writeHead(status, { "Content-Type": "application/x-ndjson" });
+        res.end(obj);
+      } else {
+        res.writeHead(status, { "Content-Type": "application/json" });
+        res.end(JSON.stringify(obj));
+      }
+    });
+  });
+  const opts = { baseUrl: "", apiKey: "k" };
+  before(async () => {
+    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+    opts.baseUrl = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+  });
+  after(() => new Promise<void>((r) => srv.close(() => r())));
+  const ndjson = (...evs: object[]): string => evs.map((e) => JSON.stringify({ time: NOW, ...e }) + "\n").join("");
+  const answerBuild = (final: object, logs: string): void => {
+    routes = {
+      "POST /v1/templates": [202, BUILD],
+      [`GET ${LOGS}`]: [200, logs],
+      [`GET ${GET}`]: [200, { ...BUILD, ...final }],
+    };
+  };
+
+  test("every step, the defaults and the build's options, as JSON; the log lines to onLog", async () => {
+    answerBuild({ state: "succeeded", step: 3, result: wire("myteam/app", "latest", { source: "build" }) }, ndjson(
+      { type: "step", step: 1, steps: 3, message: "pip_install pandas==2.2.3" },
+      { type: "stdout", step: 1, message: "Successfully installed pandas\n" },
+      { type: "step", step: 2, steps: 3, message: "run make", cached: true },
+      { type: "info", message: "layer 2 stored" },
+      { type: "end", state: "succeeded", message: "built myteam/app:latest" },
+    ));
+    seen.length = 0;
+    const lines: string[] = [];
+    const got = await new Template().fromTemplate("default")
+      .aptInstall(["curl", "git"]).pipInstall(["pandas==2.2.3"])
+      .npmInstall(["typescript"], { global: true }).npmInstall("left-pad")
+      .run("make", { user: "root" }).run("make test")
+      .env({ A: "1", B: "two" }).workdir("/workspace/app").user("app")
+      .startCmd("python3 -m http.server 8000").readyCmd("curl -sf localhost:8000", { timeoutSeconds: 30 })
+      .build("myteam/app", { ...opts, onLog: (l) => lines.push(l), network: { internet: true, allow: ["pypi.example"] }, noCache: true });
+    assert.equal(got.ref, "myteam/app:latest");
+    assert.equal(got.source, "build");
+    assert.deepEqual(lines, ["step 1/3: pip_install pandas==2.2.3", "Successfully installed pandas",
+      "step 2/3: run make (cached)", "layer 2 stored", "built myteam/app:latest"]);
+    assert.deepEqual(seen.map((s) => `${s.method} ${s.url}`), ["POST /v1/templates", `GET ${LOGS}`, `GET ${GET}`]);
+    assert.equal(seen[0].headers["content-type"], "application/json");
+    assert.equal(seen[0].headers.authorization, "Bearer k");
+    assert.deepEqual(JSON.parse(seen[0].body.toString()), {
+      name: "myteam/app",
+      from: { template: "default" },
+      steps: [
+        { apt_install: ["curl", "git"] }, { pip_install: ["pandas==2.2.3"] },
+        { npm_install: ["typescript"], global: true }, { npm_install: ["left-pad"] },
+        { run: "make", user: "root" }, { run: "make test" },
+        { env: { A: "1", B: "two" } }, { workdir: "/workspace/app" }, { user: "app" },
+      ],
+      start_cmd: "python3 -m http.server 8000",
+      ready_cmd: "curl -sf localhost:8000",
+      ready_timeout_seconds: 30,
+      network: { internet: true, allow: ["pypi.example"] },
+      no_cache: true,
+    });
+    assert.deepEqual(new Template().fromImage("python:3.12-slim").toSpec("x"), { name: "x", from: { image: "python:3.12-slim" } });
+    assert.deepEqual(new Template().toSpec("x:v2"), { name: "x:v2" });
+    const df = "FROM default\nRUN echo hi\n";
+    assert.deepEqual(new Template().fromDockerfile(df).startCmd("sleep 1").toSpec("x"), { name: "x", dockerfile: df, start_cmd: "sleep 1" });
+  });
+
+  test("copy sends only what it names, links as links; paths out of the context are refused unsent", async () => {
+    answerBuild({ state: "succeeded", result: wire("myteam/app", "latest", { source: "build" }) }, ndjson({ type: "end", state: "succeeded" }));
+    const top = tempDir();
+    const ctx = join(top, "ctx");
+    mkdirSync(join(ctx, "app", "sub"), { recursive: true });
+    writeFileSync(join(ctx, "app", "main.py"), "print('hi')\n");
+    const data = Buffer.alloc(2560, 7);
+    writeFileSync(join(ctx, "app", "sub", "data.bin"), data);
+    symlinkSync("main.py", join(ctx, "app", "link"));
+    mkdirSync(join(ctx, "conf"));
+    writeFileSync(join(ctx, "conf", "a.ini"), "a=1\n");
+    writeFileSync(join(ctx, "not-copied.txt"), "stays home\n");
+    writeFileSync(join(top, "secret.txt"), "outside\n");
+    seen.length = 0;
+    await new Template().copy("app/", "/workspace/app").copy("conf/a.ini", "/etc/a.ini", { user: "app", mode: "0600" })
+      .copy("./conf/a.ini", "/tmp/again/").build("myteam/app", { ...opts, context: ctx });
+    assert.equal(seen[0].headers["content-type"], "application/x-tar");
+    const entries = untar(seen[0].body);
+    assert.equal(entries[0].name, "withruntime-build.json");
+    const spec = JSON.parse(entries[0].data.toString());
+    assert.deepEqual(spec.steps, [
+      { copy: { src: "app/", dest: "/workspace/app" } },
+      { copy: { src: "conf/a.ini", dest: "/etc/a.ini", user: "app", mode: "0600" } },
+      { copy: { src: "conf/a.ini", dest: "/tmp/again/" } },
+    ]);
+    const byName = new Map(entries.slice(1).map((e) => [e.name.replace(/\/$/, ""), e]));
+    assert.deepEqual([...byName.keys()].sort(), ["app", "app/link", "app/main.py", "app/sub", "app/sub/data.bin", "conf", "conf/a.ini"]);
+    assert.equal(byName.get("app/link")!.type, "2");
+    assert.equal(byName.get("app/link")!.linkname, "main.py");
+    assert.deepEqual(byName.get("app/sub/data.bin")!.data, data);
+
+    symlinkSync(join(top, "secret.txt"), join(ctx, "escape"));
+    symlinkSync(top, join(ctx, "up"));
+    const before = seen.length;
+    for (const bad of ["../secret.txt", "app/../../secret.txt", join(top, "secret.txt"), "", ".", "escape", "up/secret.txt", "missing.txt"]) {
+      await assert.rejects(async () => new Template().copy(bad, "/x").build("myteam/app", { ...opts, context: ctx }),
+        (e: unknown) => e instanceof APIError && e.code === "invalid_request", `copy ${JSON.stringify(bad)}`);
+    }
+    await assert.rejects(async () => new Template().fromDockerfile("FROM default\n").run("true").build("x", opts),
+      (e: unknown) => e instanceof APIError && e.code === "invalid_request");
+    assert.equal(seen.length, before, "refused builds were sent");
+  });
+
+  test("a failed step rejects with the step; a refused build with the refusal", async () => {
+    const err = { code: "invalid_request", message: "step 2 (run false) exited with code 1" };
+    answerBuild({ state: "failed", step: 2, error: err }, ndjson(
+      { type: "step", step: 1, steps: 3, message: "run true" },
+      { type: "step", step: 2, steps: 3, message: "run false" },
+      { type: "end", state: "failed", error: err },
+    ));
+    const lines: string[] = [];
+    await assert.rejects(new Template().run("true").run("false").run("true").build("myteam/app", { ...opts, onLog: (l) => lines.push(l) }),
+      (e: unknown) => e instanceof APIError && e.code === "invalid_request" && e.status === 400 &&
+        e.message.includes("failed at step 2 of 3") && e.message.includes("exited with code 1"));
+    assert.equal(lines.at(-1), "build failed: step 2 (run false) exited with code 1");
+    // What onLog throws ends the wait and is thrown as it was.
+    const boom = new Error("boom");
+    await assert.rejects(new Template().run("true").build("myteam/app", { ...opts, onLog: () => { throw boom; } }), (e) => e === boom);
+    routes["POST /v1/templates"] = [429, { error: { code: "concurrency_limit_reached", message: "8 builds in flight" } }];
+    await assert.rejects(new Template().run("true").build("myteam/app", opts),
+      (e: unknown) => e instanceof APIError && e.code === "concurrency_limit_reached");
+  });
+});
+
 describe("templates: on the server", () => {
   test("a snapshot of a sandbox starts a new sandbox with its files; removed, it is not_found", async () => {
     const name = `sdk-ts-${process.pid}-${Date.now().toString(36)}:v1`;
@@ -193,7 +340,59 @@ describe("templates: on the server", () => {
     await assert.rejects(Template.importArchive(`${name}-bad`, tarOf({ "notes.txt": "no manifest\n" })),
       (e: unknown) => e instanceof APIError && e.code === "invalid_request");
   });
+
+  test("a builder's template (a run, a copied file, an env) starts a sandbox that has them", async () => {
+    const name = `sdk-built-ts-${process.pid}-${Date.now().toString(36)}`;
+    const ctx = tempDir();
+    writeFileSync(join(ctx, "small.txt"), "copied from the context\n");
+    const lines: string[] = [];
+    const made = await new Template().fromTemplate("default")
+      .run("echo built > /workspace/b.txt")
+      .copy("small.txt", "/workspace/small.txt")
+      .env({ X: "1" })
+      .build(name, { onLog: (l) => lines.push(l), context: ctx });
+    try {
+      assert.equal(made.ref, `${name}:latest`);
+      assert.equal(made.source, "build");
+      assert.equal(made.defaults.env.X, "1");
+      assert.ok(lines.some((l) => l.startsWith("step 1/3: ")), `got ${JSON.stringify(lines)}`);
+      assert.ok(lines.some((l) => l.startsWith("step 2/3: ")), `got ${JSON.stringify(lines)}`);
+      {
+        await using sbx = await Sandbox.create({ ...SMALL, template: name });
+        const r = await sbx.exec("cat /workspace/b.txt /workspace/small.txt; echo X=$X", { check: true });
+        assert.equal(r.stdout, "built\ncopied from the context\nX=1\n");
+      }
+      // A step that fails fails the build, naming the step.
+      await assert.rejects(new Template().fromTemplate(name).run("exit 3").build(`${name}-bad`),
+        (e: unknown) => e instanceof APIError && e.code === "invalid_request" && e.message.includes("step 1 of 1"));
+    } finally {
+      await Template.delete(name);
+    }
+  });
 });
+
+/** The entries of a tar (ustar and PAX path/linkpath records). */
+function untar(buf: Buffer): { name: string; type: string; linkname: string; data: Buffer }[] {
+  const out: { name: string; type: string; linkname: string; data: Buffer }[] = [];
+  let off = 0;
+  let pax: Record<string, string> = {};
+  const str = (b: Buffer): string => b.toString("utf8").replace(/\0.*$/s, "");
+  while (off + 512 <= buf.length) {
+    const h = buf.subarray(off, off + 512);
+    if (h.every((b) => b === 0)) break;
+    const size = parseInt(str(h.subarray(124, 136)).trim() || "0", 8);
+    const type = String.fromCharCode(h[156]);
+    const data = buf.subarray(off + 512, off + 512 + size);
+    off += 512 + Math.ceil(size / 512) * 512;
+    if (type === "x") {
+      for (const m of data.toString("utf8").matchAll(/\d+ ([^=]+)=([^\n]*)\n/g)) pax[m[1]] = m[2];
+      continue;
+    }
+    out.push({ name: pax.path ?? str(h.subarray(0, 100)), type, linkname: pax.linkpath ?? str(h.subarray(157, 257)), data: Buffer.from(data) });
+    pax = {};
+  }
+  return out;
+}
 
 /** A tar stream of regular files (ustar headers; names under 100 bytes). */
 function tarOf(files: Record<string, string | Buffer>): Buffer {
