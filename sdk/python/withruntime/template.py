@@ -196,8 +196,10 @@ class Template:
         return self
 
     def from_image(self, ref: str) -> Template:
-        """Build on the OCI image ``ref`` (``python:3.12-slim``), which the
-        server pulls."""
+        """Build on the OCI image ``ref`` (``python:3.12-slim``). A server
+        that does not build from images yet fails the build with
+        ``not_supported``: import the image (import_archive), then
+        from_template it."""
         if not isinstance(ref, str) or not ref:
             raise _bad_build("from_image: the image reference is empty")
         self._from = {"image": ref}

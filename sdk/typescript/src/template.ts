@@ -192,7 +192,9 @@ export class Template {
     return this;
   }
 
-  /** Build on the OCI image `ref` (`python:3.12-slim`), which the server pulls. */
+  /** Build on the OCI image `ref` (`python:3.12-slim`). A server that does
+   * not build from images yet fails the build with `not_supported`: import
+   * the image (importArchive), then fromTemplate it. */
   fromImage(ref: string): this {
     if (typeof ref !== "string" || !ref) throw badBuild("fromImage: the image reference is empty");
     this.#from = { image: ref };
