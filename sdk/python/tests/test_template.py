@@ -362,6 +362,13 @@ def test_builder_failed_build_raises(canned: CannedServer) -> None:
     assert "failed at step 2 of 3" in e.value.message and "exited with code 1" in e.value.message, f"got {e.value}"
     assert lines[-1] == "build failed: step 2 (run false) exited with code 1", f"got {lines}"
 
+    # What on_log raises ends the wait and is raised as it was, an OSError too.
+    def boom(line: str) -> None:
+        raise OSError("on_log failed")
+
+    with pytest.raises(OSError, match="on_log failed"):
+        Template().run("true").build("myteam/app", on_log=boom)
+
     canned.error("POST", "/v1/templates", 429, "concurrency_limit_reached", "8 builds in flight")
     with pytest.raises(APIError) as e:
         Template().run("true").build("myteam/app")

@@ -381,10 +381,8 @@ class Template:
         if b.get("state") != "succeeded" or not b.get("result"):
             err = b.get("error") if isinstance(b.get("error"), dict) else {}
             e = api_error_from_detail(err or {"code": "internal", "message": "the build ended without a template"})
-            e.message = f"build {bid} of {b.get('template') or name} failed at step {b.get('step', 0)} of {b.get('steps', 0)}: {e.message}"
-            e.args = (e.code, e.status, e.message)
-            e.build = b  # type: ignore[attr-defined]
-            raise e
+            where = f"build {bid} of {b.get('template') or name} failed at step {b.get('step', 0)} of {b.get('steps', 0)}"
+            raise APIError(e.code, e.status, f"{where}: {e.message}")
         return TemplateInfo.from_json(b["result"])
 
     # -- the templates -------------------------------------------------------
@@ -572,27 +570,34 @@ def _follow_logs(t: Transport, bid: str, on_log: Optional[Callable[[str], Any]])
     event's line; False when the stream broke or ended before it (the
     caller then waits on the build's state)."""
     path = "/templates/builds/" + urllib.parse.quote(bid, safe="") + "/logs"
-    try:
-        with t.stream("GET", path, headers={"Accept": "application/x-ndjson"}, body_timeout=None) as resp:
-            while True:
+    with t.stream("GET", path, headers={"Accept": "application/x-ndjson"}, body_timeout=None) as resp:
+        while True:
+            try:
                 line = resp.readline(_MAX_LOG_LINE + 1)
-                if not line or len(line) > _MAX_LOG_LINE:
-                    return False
-                line = line.strip()
-                if not line:
-                    continue
+            except (OSError, http.client.HTTPException):
+                # What on_log raises is not caught here: only the stream's
+                # own failures end the reading quietly. A response left
+                # unread is not closed here: Transport.stream then closes
+                # its connection rather than reusing it.
+                return False
+            if not line or len(line) > _MAX_LOG_LINE:
+                return False
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(ev, dict):
+                continue
+            if on_log is not None:
+                text = log_line(ev)
+                if text is not None:
+                    on_log(text)
+            if ev.get("type") == "end":
                 try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue
-                if not isinstance(ev, dict):
-                    continue
-                if on_log is not None:
-                    text = log_line(ev)
-                    if text is not None:
-                        on_log(text)
-                if ev.get("type") == "end":
                     resp.read(64 * 1024)
-                    return True
-    except (OSError, http.client.HTTPException, TransportError):
-        return False
+                except (OSError, http.client.HTTPException):
+                    pass
+                return True
