@@ -333,6 +333,20 @@ def test_builder_sends_only_what_copy_names(canned: CannedServer, tmp_path: Path
         {"copy": {"src": "conf/a.ini", "dest": "/tmp/again/"}},
     ], f"got {spec['steps']}"
 
+    # A Dockerfile's build sends the whole context (its COPYs are not read
+    # here); the file's path or its text are both taken.
+    (ctx / "Dockerfile").write_text("FROM default\nCOPY app/ /opt/app/\n")
+    Template().from_dockerfile(ctx / "Dockerfile").build("myteam/df", context=ctx)
+    with tarfile.open(fileobj=io.BytesIO(canned.sent[-3].body)) as tf:
+        members = tf.getmembers()
+        spec = json.loads(tf.extractfile(members[0]).read())  # type: ignore[union-attr]
+        got = sorted(m.name.rstrip("/") for m in members[1:])
+    assert spec == {"name": "myteam/df", "dockerfile": "FROM default\nCOPY app/ /opt/app/\n"}, f"got {spec}"
+    assert got == ["Dockerfile", "app", "app/link", "app/main.py", "app/sub", "app/sub/data.bin", "conf", "conf/a.ini",
+                   "not-copied.txt"], f"got {got}"
+    Template().from_dockerfile("FROM default\nRUN true\n").build("myteam/df")
+    assert canned.sent[-3].headers["content-type"] == "application/json", "no context given: the spec alone"
+
     # Paths out of the context are refused before anything is sent.
     os.symlink(tmp_path / "secret.txt", ctx / "escape")
     os.symlink(tmp_path, ctx / "up")

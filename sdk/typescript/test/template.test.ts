@@ -263,6 +263,17 @@ describe("template builds: the spec each builder sends", () => {
     assert.equal(byName.get("app/link")!.linkname, "main.py");
     assert.deepEqual(byName.get("app/sub/data.bin")!.data, data);
 
+    // A Dockerfile's build sends the whole context given (its COPYs are not
+    // read here); without a context, the spec alone.
+    writeFileSync(join(ctx, "Dockerfile"), "FROM default\nCOPY app/ /opt/app/\n");
+    await new Template().fromDockerfile("FROM default\nCOPY app/ /opt/app/\n").build("myteam/df", { ...opts, context: ctx });
+    const df = untar(seen.at(-3)!.body);
+    assert.deepEqual(JSON.parse(df[0].data.toString()), { name: "myteam/df", dockerfile: "FROM default\nCOPY app/ /opt/app/\n" });
+    assert.deepEqual(df.slice(1).map((e) => e.name.replace(/\/$/, "")).sort(),
+      ["Dockerfile", "app", "app/link", "app/main.py", "app/sub", "app/sub/data.bin", "conf", "conf/a.ini", "not-copied.txt"]);
+    await new Template().fromDockerfile("FROM default\nRUN true\n").build("myteam/df", opts);
+    assert.equal(seen.at(-3)!.headers["content-type"], "application/json");
+
     symlinkSync(join(top, "secret.txt"), join(ctx, "escape"));
     symlinkSync(top, join(ctx, "up"));
     const before = seen.length;
