@@ -62,6 +62,10 @@ func TestServePoolFlags(t *testing.T) {
 		{"words", []string{"--pool", "big=2"}, nil, 2, `pool "big=2"`},
 		{"empty", []string{"--pool", ""}, nil, 2, `pool "": want VCPUSxMEMORY_MIB=N`},
 		{"no value", []string{"--pool"}, nil, 2, `flag needs an argument: --pool`},
+		{"a template's", []string{"--pool", "myteam/app:v1:2x4096=4", "--pool", "2x4096=8"}, []manager.Pool{{Template: "myteam/app:v1", VCPUs: 2, MemoryMiB: 4096, Size: 4}, pool(2, 4096, 8)}, 0, ""},
+		{"a template's, tag latest", []string{"--pool", "app:1x1024=1"}, []manager.Pool{{Template: "app:latest", VCPUs: 1, MemoryMiB: 1024, Size: 1}}, 0, ""},
+		{"a template's twice", []string{"--pool", "app:1x1024=1", "--pool", "app:latest:1x1024=2"}, nil, 2, `size 1x1024 has a pool already (app:latest:1x1024=1)`},
+		{"a bad template name", []string{"--pool", "App:1x1024=1"}, nil, 2, `bad template name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,7 +133,7 @@ func TestServePoolsBesideOtherFlags(t *testing.T) {
 	}
 	var stdout, errb bytes.Buffer
 	app().Main([]string{"serve", "--help"}, strings.NewReader(""), &stdout, &errb)
-	for _, w := range []string{"--pool SIZE=N", "default 2x4096=2", "--pool-max-age DURATION", "(default 30m0s)"} {
+	for _, w := range []string{"--pool [TEMPLATE:]SIZE=N", "default 2x4096=2", "--pool-max-age DURATION", "(default 30m0s)"} {
 		if !strings.Contains(stdout.String(), w) {
 			t.Errorf("serve --help: got %q, want %q in it", stdout.String(), w)
 		}
