@@ -28,7 +28,7 @@ const (
 	MaxPathBytes        = 4096
 	MaxBuildArgs        = 128
 	MaxAllow            = 64
-	MaxReadyTimeoutSecs = 3600
+	MaxReadyTimeoutSecs = 600 // a create waits at most this for a template's ready command (manager)
 )
 
 // Spec is the body of POST /v1/templates: what to build and the defaults
