@@ -93,6 +93,13 @@ type localError struct{ err error }
 
 func (e *localError) Error() string { return e.err.Error() }
 
+// WriteTar writes the tree under root to w as the uploads send it, with
+// names relative to root: files, directories and symbolic links (as links,
+// never followed), with their permission bits and times; sockets, devices
+// and pipes are left out. A file that changes size while it is read fails
+// the archive. The CLI's template build sends its context this way.
+func WriteTar(w io.Writer, root string) error { return writeTar(w, root) }
+
 // writeTar writes the tree under root to w, with names relative to root.
 func writeTar(w io.Writer, root string) error {
 	tw := tar.NewWriter(w)

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,7 +133,7 @@ func (a *App) templateBuild(cmd *command, s streams) runFunc {
 				return exitFailure
 			}
 			pr, pw := io.Pipe()
-			go func() { pw.CloseWithError(tarContext(pw, contextDir)) }()
+			go func() { pw.CloseWithError(client.WriteTar(pw, contextDir)) }()
 			defer pr.Close()
 			buildContext = pr
 		}
@@ -203,64 +201,4 @@ func printBuildEvent(w io.Writer, ev api.BuildLogEvent) {
 			fmt.Fprintf(w, "%s\n", ev.Message)
 		}
 	}
-}
-
-// tarContext writes the build context dir as a tar: its files, directories
-// and symbolic links (as links, never followed), named relative to dir;
-// anything else (sockets, devices) is refused.
-func tarContext(w io.Writer, dir string) error {
-	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == dir {
-			return nil
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		link := ""
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		case fi.IsDir(), fi.Mode().IsRegular():
-		default:
-			return fmt.Errorf("the build context holds %s, which is neither a file, a directory nor a symbolic link", p)
-		}
-		hdr, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = filepath.ToSlash(rel)
-		if fi.IsDir() {
-			hdr.Name += "/"
-		}
-		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-		hdr.Format = tar.FormatPAX
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.CopyN(tw, f, fi.Size())
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
 }
