@@ -304,25 +304,13 @@ func (b *Bolt) updateTemplate(ctx context.Context, id string, fn func(t *templat
 
 // DeleteTemplate marks the template with id removed at at.
 func (b *Bolt) DeleteTemplate(ctx context.Context, id string, at time.Time) error {
-	return b.updateTemplate(ctx, id, func(t *template.Template) error {
-		if t.DeletedAt == nil {
-			at := at.UTC()
-			t.DeletedAt = &at
-		}
-		return nil
-	})
+	return b.updateTemplate(ctx, id, markDeleted(at))
 }
 
 // SetTemplatePublic publishes the live template with id, or takes that
 // back.
 func (b *Bolt) SetTemplatePublic(ctx context.Context, id string, public bool) error {
-	return b.updateTemplate(ctx, id, func(t *template.Template) error {
-		if t.DeletedAt != nil {
-			return sandbox.Errorf(sandbox.KindNotFound, "template %s not found: it was removed", id)
-		}
-		t.Public = public
-		return nil
-	})
+	return b.updateTemplate(ctx, id, setPublic(id, public))
 }
 
 // PurgeTemplate removes the record of the removed template with id.

@@ -250,25 +250,13 @@ func (p *Postgres) updateTemplate(ctx context.Context, id string, fn func(t *tem
 
 // DeleteTemplate marks the template with id removed at at.
 func (p *Postgres) DeleteTemplate(ctx context.Context, id string, at time.Time) error {
-	return p.updateTemplate(ctx, id, func(t *template.Template) error {
-		if t.DeletedAt == nil {
-			at := at.UTC()
-			t.DeletedAt = &at
-		}
-		return nil
-	})
+	return p.updateTemplate(ctx, id, markDeleted(at))
 }
 
 // SetTemplatePublic publishes the live template with id, or takes that
 // back.
 func (p *Postgres) SetTemplatePublic(ctx context.Context, id string, public bool) error {
-	return p.updateTemplate(ctx, id, func(t *template.Template) error {
-		if t.DeletedAt != nil {
-			return sandbox.Errorf(sandbox.KindNotFound, "template %s not found: it was removed", id)
-		}
-		t.Public = public
-		return nil
-	})
+	return p.updateTemplate(ctx, id, setPublic(id, public))
 }
 
 // PurgeTemplate removes the record of the removed template with id.

@@ -170,3 +170,27 @@ func oldestTemplate(ts []*template.Template) *template.Template {
 	}
 	return best
 }
+
+// markDeleted is DeleteTemplate's change of a record: removed at at, or
+// left at the time it was first removed.
+func markDeleted(at time.Time) func(*template.Template) error {
+	return func(t *template.Template) error {
+		if t.DeletedAt == nil {
+			at := at.UTC()
+			t.DeletedAt = &at
+		}
+		return nil
+	}
+}
+
+// setPublic is SetTemplatePublic's change of the record with id: a removed
+// template is not found.
+func setPublic(id string, public bool) func(*template.Template) error {
+	return func(t *template.Template) error {
+		if t.DeletedAt != nil {
+			return sandbox.Errorf(sandbox.KindNotFound, "template %s not found: it was removed", id)
+		}
+		t.Public = public
+		return nil
+	}
+}
