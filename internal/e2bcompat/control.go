@@ -52,18 +52,21 @@ func init() {
 	})
 }
 
+// templateAPIPart is the template routes withruntime does not serve.
+const templateAPIPart = "this part of E2B's template API (withruntime serves the builder's calls and the alias check)"
+
 // unsupportedRoutes are E2B features withruntime does not offer, by route.
 var unsupportedRoutes = map[string]string{
 	"POST /sandboxes/{id}/fork":      "forking a sandbox",
 	"/sandboxes/{id}/snapshots":      "snapshots",
 	"/snapshots":                     "snapshots",
 	"/snapshots/":                    "snapshots",
-	"/templates":                     "templates (their build API and their listing)",
-	"/templates/":                    "templates (their build API and their listing)",
-	"/v2/templates":                  "templates (their build API and their listing)",
-	"/v2/templates/":                 "templates (their build API and their listing)",
-	"/v3/templates":                  "templates (their build API and their listing)",
-	"/v3/templates/":                 "templates (their build API and their listing)",
+	"/templates":                     templateAPIPart,
+	"/templates/":                    templateAPIPart,
+	"/v2/templates":                  templateAPIPart,
+	"/v2/templates/":                 templateAPIPart,
+	"/v3/templates":                  templateAPIPart,
+	"/v3/templates/":                 templateAPIPart,
 	"/volumes":                       "volumes",
 	"/volumes/":                      "volumes",
 	"/secrets":                       "E2B's secrets API (use withruntime's: withruntime secret set)",
@@ -118,7 +121,12 @@ func checkKey(ctx context.Context, c *client.Client) error {
 // Unknown fields are ignored: newer clients send more, and what they send
 // that withruntime cannot honour is refused by name where it is read.
 func decodeBody(r *http.Request, v any) error {
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxControlBody))
+	return decodeBodyMax(r, v, maxControlBody)
+}
+
+// decodeBodyMax is decodeBody with a bound of max bytes.
+func decodeBodyMax(r *http.Request, v any, max int64) error {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, max))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

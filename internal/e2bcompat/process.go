@@ -58,6 +58,11 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[pb.Star
 	if err != nil {
 		return err
 	}
+	if req.Msg.GetProcess().GetCwd() == "" {
+		if wd := templateWorkdir(ctx, sb); wd != "" {
+			er.Cwd = wd
+		}
+	}
 	proc, err := sb.C.StartProcess(ctx, sb.ID, er)
 	if err != nil {
 		return connectError(err)
@@ -101,6 +106,20 @@ func execRequest(user string, cfg *pb.ProcessConfig, stdin bool) (api.ExecReques
 		User:       user,
 		KeepStdin:  stdin,
 	}, nil
+}
+
+// templateWorkdir is the working directory of sb's template, where E2B
+// runs a command that names none ("" for the built-in image, whose
+// commands run in the user's home, or a template that sets none).
+func templateWorkdir(ctx context.Context, sb *Sandbox) string {
+	if templates[sb.Template] || sb.Template == "default" {
+		return ""
+	}
+	t, err := sb.C.GetTemplate(ctx, sb.Template)
+	if err != nil {
+		return "" // deleted since: the home, as for any sandbox
+	}
+	return t.Defaults.Workdir
 }
 
 // selectedPid is the pid a selector names; withruntime keeps no tags.

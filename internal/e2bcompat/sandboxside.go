@@ -32,6 +32,9 @@ type Sandbox struct {
 	C *client.Client
 	// User is who the request acts as: "user" (the default) or "root".
 	User string
+	// Template is the template the sandbox started from ("default": the
+	// built-in image).
+	Template string
 	// acct is the account the key acts for (Config.Accounts), which the
 	// layer's bounds per account (watches, listings, memory) count under,
 	// whichever of the account's keys a request holds.
@@ -88,7 +91,7 @@ func (s *Server) sandbox(r *http.Request) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sandbox{ID: id, C: c, User: user, acct: acct, key: keyDigest(key)}, nil
+	return &Sandbox{ID: id, C: c, User: user, Template: info.Template, acct: acct, key: keyDigest(key)}, nil
 }
 
 // account is the account key acts for, by Config.Accounts; without it,

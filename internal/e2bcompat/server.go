@@ -51,6 +51,10 @@ type Config struct {
 	// under; nil: each key counts as an account of its own, which a test
 	// of one key may use, but no server.
 	Accounts func(ctx context.Context, key string) (string, error)
+	// UploadDir is where the files of template builds wait for their
+	// build (templateuploads.go), emptied when the server starts; "" is a
+	// new directory in the system's temporary one.
+	UploadDir string
 }
 
 // Server serves the E2B API.
@@ -62,6 +66,8 @@ type Server struct {
 	envd        *http.ServeMux
 	interpreter *http.ServeMux
 	log         *slog.Logger
+	builds      e2bBuilds
+	uploads     *uploads
 }
 
 // Each feature file appends its registrar in init(), so that no file
@@ -81,8 +87,13 @@ func New(cfg Config) (*Server, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Domain = strings.TrimSuffix(strings.ToLower(cfg.Domain), ".")
+	up, err := newUploads(cfg.UploadDir)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
-		cfg: cfg, tokens: t, log: cfg.Log,
+		uploads: up,
+		cfg:     cfg, tokens: t, log: cfg.Log,
 		hc:      &http.Client{Transport: selfcall.Transport{Handler: cfg.API}},
 		control: http.NewServeMux(), envd: http.NewServeMux(), interpreter: http.NewServeMux(),
 	}

@@ -98,7 +98,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 		if err != nil {
 			return nil, err
 		}
-		e2b, el, err := listenE2BWith(cfg, secret, st, apiHandler, idle.wrap)
+		e2b, el, err := listenE2BWith(cfg, secret, "", st, apiHandler, idle.wrap)
 		if err != nil {
 			return nil, err
 		}

@@ -116,20 +116,21 @@ func listenE2B(cfg Config, dataDir string, st store.Store, api http.Handler, wra
 	if err != nil {
 		return nil, nil, err
 	}
-	return listenE2BWith(cfg, secret, st, api, wrap)
+	return listenE2BWith(cfg, secret, filepath.Join(dataDir, "e2b-uploads"), st, api, wrap)
 }
 
 // listenE2BWith is listenE2B with the tokens' secret given (a many-host
-// installation keeps it in the store). The layer's bounds per account
+// installation keeps it in the store), and the directory where template
+// builds' uploads wait ("" a temporary one). The layer's bounds per account
 // count under the account of each request's key, as st says.
-func listenE2BWith(cfg Config, secret []byte, st store.Store, api http.Handler, wrap func(http.Handler) http.Handler) (*http.Server, net.Listener, error) {
+func listenE2BWith(cfg Config, secret []byte, uploadDir string, st store.Store, api http.Handler, wrap func(http.Handler) http.Handler) (*http.Server, net.Listener, error) {
 	limit, err := listenLimit(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	e2b, err := e2bcompat.New(e2bcompat.Config{
 		API: admission.OnBehalf(api), Secret: secret, Domain: cfg.E2BDomain, Log: cfg.Logger,
-		Memory: cfg.agentBudget(), Accounts: httpapi.KeyAccounts(st),
+		Memory: cfg.agentBudget(), Accounts: httpapi.KeyAccounts(st), UploadDir: uploadDir,
 	})
 	if err != nil {
 		return nil, nil, err

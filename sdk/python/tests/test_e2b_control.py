@@ -285,7 +285,7 @@ def test_read_only_key(e2b_env: dict[str, str], read_only_key: str, ours: Any) -
 def test_out_of_scope_routes_say_what_is_unsupported(e2b_env: dict[str, str]) -> None:
     url = e2b_env["E2B_API_URL"]
     for method, path, feature in (("POST", "/sandboxes/sbx1/fork", "forking"), ("GET", "/volumes", "volumes"),
-                                  ("POST", "/v3/templates", "templates"), ("GET", "/snapshots", "snapshots")):
+                                  ("GET", "/templates", "template API"), ("GET", "/snapshots", "snapshots")):
         req = urllib.request.Request(url + path, method=method, data=b"{}" if method == "POST" else None,
                                      headers={"X-API-KEY": e2b_env["E2B_API_KEY"], "Content-Type": "application/json"})
         with pytest.raises(urllib.error.HTTPError) as exc:
