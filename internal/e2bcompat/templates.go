@@ -213,8 +213,8 @@ func (s *Server) requestBuild(w http.ResponseWriter, r *http.Request, c *client.
 	return nil
 }
 
-// uploadToken is the token of an upload URL: it holds the caller's key,
-// for this template's files of this hash only.
+// uploadScope is what an upload URL's token is sealed for: it holds the
+// caller's key, for this template's files of this hash only.
 func uploadScope(template, hash string) string { return "upload " + template + " " + hash }
 
 // fileUpload is GET /templates/{template}/files/{hash}: whether the

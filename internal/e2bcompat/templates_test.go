@@ -26,9 +26,10 @@ import (
 // Name" refused as the API refuses them, and each build's specification
 // and context kept as received.
 type buildAPI struct {
-	mu     sync.Mutex
-	builds map[string]*received
-	n      int
+	mu      sync.Mutex
+	builds  map[string]*received
+	n       int
+	revoked map[string]bool
 }
 
 type received struct {
@@ -50,7 +51,7 @@ func (f *buildAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer(status, api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: code}})
 	}
 	key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if key != "wr_a" && key != "wr_b" {
+	if key != "wr_a" && key != "wr_b" || f.revoked[key] {
 		fail(401, "unauthorized")
 		return
 	}
@@ -197,7 +198,7 @@ func archive(t *testing.T, zip bool, files [][2]string) []byte {
 }
 
 func newBuildServer(t *testing.T) (*buildAPI, e2bCaller, *Server) {
-	fake := &buildAPI{builds: map[string]*received{}}
+	fake := &buildAPI{builds: map[string]*received{}, revoked: map[string]bool{}}
 	s, err := New(Config{API: fake, Secret: bytes.Repeat([]byte{9}, SecretSize), UploadDir: t.TempDir() + "/uploads",
 		Accounts: func(_ context.Context, key string) (string, error) { return "acct-" + key, nil }})
 	if err != nil {
@@ -326,6 +327,18 @@ func TestTemplateBuildFlow(t *testing.T) {
 	}
 	if _, body = c.call("GET", "/templates/"+tid+"/builds/"+bid+"/status?logsOffset=-1", "wr_a", nil); body["code"] != float64(400) {
 		t.Errorf("a negative offset: %v", body)
+	}
+
+	// An upload URL is worth nothing once its key is removed.
+	_, link = c.call("GET", "/templates/"+tid+"/files/"+hashApp, "wr_a", nil)
+	fake.mu.Lock()
+	fake.revoked["wr_a"] = true
+	fake.mu.Unlock()
+	if got := c.put(link["url"].(string), app); got != 401 {
+		t.Errorf("an upload with a removed key's token: %d, want 401", got)
+	}
+	if h := s.uploads.hashesOf("acct-wr_a"); len(h) != 0 {
+		t.Errorf("a refused upload is held: %v", h)
 	}
 }
 

@@ -1,7 +1,6 @@
 package e2bcompat
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -194,6 +193,3 @@ func (u *uploads) hashesOf(account string) []string {
 	sort.Strings(hs)
 	return hs
 }
-
-// errNoUpload is a copy step whose files were never uploaded.
-var errNoUpload = errors.New("not uploaded")
