@@ -22,18 +22,25 @@ type controlAPI struct {
 	n     int
 }
 
-func (f *controlAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, r.Method+" "+r.URL.Path)
-	answer := func(status int, v any) {
+// answering gives a fake API's two ways to answer on w: a JSON value, or
+// an error of a code (the code as its message too).
+func answering(w http.ResponseWriter) (answer func(int, any), fail func(int, string)) {
+	answer = func(status int, v any) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		json.NewEncoder(w).Encode(v)
 	}
-	fail := func(status int, code string) {
+	fail = func(status int, code string) {
 		answer(status, api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: code}})
 	}
+	return answer, fail
+}
+
+func (f *controlAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, r.Method+" "+r.URL.Path)
+	answer, fail := answering(w)
 	if r.Header.Get("Authorization") != "Bearer wr_good" {
 		fail(401, "unauthorized")
 		return

@@ -268,15 +268,21 @@ func (s *Server) putFiles(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// buildOf is the key's account and the build the path names.
+func (s *Server) buildOf(r *http.Request, key string) (string, e2bBuild, error) {
+	acct, err := s.account(r.Context(), key)
+	if err != nil {
+		return "", e2bBuild{}, err
+	}
+	b, err := s.builds.get(acct, r.PathValue("template"), r.PathValue("build"))
+	return acct, b, err
+}
+
 // startBuild is POST /v2/templates/{template}/builds/{build}: withruntime's
 // build of the steps, with the uploaded files as its context, which the
 // build takes (they are dropped once it has them).
 func (s *Server) startBuild(w http.ResponseWriter, r *http.Request, c *client.Client, key string) error {
-	acct, err := s.account(r.Context(), key)
-	if err != nil {
-		return err
-	}
-	b, err := s.builds.get(acct, r.PathValue("template"), r.PathValue("build"))
+	acct, b, err := s.buildOf(r, key)
 	if err != nil {
 		return err
 	}
@@ -344,11 +350,7 @@ var levels = map[string]int{"debug": 0, "info": 1, "warn": 2, "error": 3}
 // state of the build (waiting until started, building, ready or error)
 // and its log from logsOffset, a page at a time.
 func (s *Server) buildStatus(w http.ResponseWriter, r *http.Request, c *client.Client, key string) error {
-	acct, err := s.account(r.Context(), key)
-	if err != nil {
-		return err
-	}
-	b, err := s.builds.get(acct, r.PathValue("template"), r.PathValue("build"))
+	_, b, err := s.buildOf(r, key)
 	if err != nil {
 		return err
 	}

@@ -42,14 +42,7 @@ type received struct {
 func (f *buildAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	answer := func(status int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		json.NewEncoder(w).Encode(v)
-	}
-	fail := func(status int, code string) {
-		answer(status, api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: code}})
-	}
+	answer, fail := answering(w)
 	key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if key != "wr_a" && key != "wr_b" || f.revoked[key] {
 		fail(401, "unauthorized")
