@@ -94,6 +94,20 @@ func (c *Client) Snapshot(ctx context.Context, id, name string) (*api.Template, 
 	return &t, nil
 }
 
+// PublishTemplate shows the admin account's template name to every
+// account (public true), or takes that back (false). Admin key only.
+func (c *Client) PublishTemplate(ctx context.Context, name string, public bool) (*api.Template, error) {
+	p, err := templatePath(name)
+	if err != nil {
+		return nil, err
+	}
+	var t api.Template
+	if err := c.doJSON(ctx, http.MethodPost, p+"/publish", nil, api.PublishRequest{Public: public}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
 func (c *Client) templateCall(ctx context.Context, method, name string) (*api.Template, error) {
 	p, err := templatePath(name)
 	if err != nil {

@@ -30,6 +30,44 @@ func (a *App) templateVerbs() []leaf {
 			about: "Shows one template: its source, layers, size and the defaults of its sandboxes. NAME alone is NAME:latest.", define: a.templateGet},
 		{use: "rm [--json] NAME[:TAG]...", short: "remove templates", aliases: []string{"delete"},
 			about: templateRemoveAbout, define: a.templateRemove},
+		{use: "publish [--private] [--json] NAME[:TAG]", short: "show an admin template to every account (admin key)",
+			about: templatePublishAbout, define: a.templatePublish},
+	}
+}
+
+const templatePublishAbout = `Makes template NAME[:TAG] of the admin account public: every account sees it
+in "template ls" and can start sandboxes from it by name (an account's own
+template of the same name goes first). --private takes that back; sandboxes
+already started from it keep it. Needs the admin key. Prints NAME:TAG and
+whether it is now public.`
+
+func (a *App) templatePublish(cmd *command, s streams) runFunc {
+	private := cmd.fs.Bool("private", false, "take the template back from the other accounts")
+	asJSON := cmd.fs.Bool("json", false, "print the template as JSON")
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) != 1 {
+			return cmd.usageError(s, "want one template NAME[:TAG], got %d arguments", len(pos))
+		}
+		c, done, err := a.connect(ctx)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		defer done()
+		t, err := c.PublishTemplate(ctx, pos[0], !*private)
+		if err != nil {
+			report(s.stderr, err)
+			return exitFailure
+		}
+		if *asJSON {
+			return printJSON(s, t)
+		}
+		state := "public"
+		if !t.Public {
+			state = "private"
+		}
+		fmt.Fprintln(s.stdout, t.Name+":"+t.Tag+" "+state)
+		return exitOK
 	}
 }
 

@@ -81,6 +81,36 @@ func TestTemplateCLI(t *testing.T) {
 			t.Fatalf("a sandbox of the template: got %q %q exit %d, want the source's file", out, errs, code)
 		}
 
+		// The admin publishes it: another account sees it and starts from
+		// it, cannot publish it, and loses it when the admin takes it back.
+		if out, errs, code := cli(t, env, "accounts", "create", "e2e-cli-other"); code != 0 {
+			t.Fatalf("accounts create: got %q %q exit %d", out, errs, code)
+		}
+		out, errs, code = cli(t, env, "keys", "create", "--account", "e2e-cli-other", "--json")
+		var otherKey api.Key
+		if code != 0 || json.Unmarshal([]byte(out), &otherKey) != nil {
+			t.Fatalf("keys create: got %q %q exit %d", out, errs, code)
+		}
+		other := append(os.Environ(), "WITHRUNTIME_BASE_URL="+s.URL, "WITHRUNTIME_API_KEY="+otherKey.Secret)
+		if _, errs, code := cli(t, other, "template", "get", name); code != 1 || !strings.HasPrefix(errs, "error: not_found: ") {
+			t.Fatalf("another account before the publish: got %q exit %d, want not_found", errs, code)
+		}
+		if out, errs, code := cli(t, env, "template", "publish", name); code != 0 || out != name+" public\n" {
+			t.Fatalf("publish: got %q %q exit %d", out, errs, code)
+		}
+		if out, errs, code := cli(t, other, "sandbox", "run", "--template", name, "--", "cat", "/workspace/tpl/mark"); code != 0 || out != "made-in-the-source\n" {
+			t.Fatalf("another account's sandbox of the published template: got %q %q exit %d", out, errs, code)
+		}
+		if _, errs, code := cli(t, other, "template", "publish", "--private", name); code != 1 || !strings.HasPrefix(errs, "error: forbidden: ") {
+			t.Errorf("publish with another account's key: got %q exit %d, want forbidden", errs, code)
+		}
+		if out, errs, code := cli(t, env, "template", "publish", "--private", name); code != 0 || out != name+" private\n" {
+			t.Fatalf("publish --private: got %q %q exit %d", out, errs, code)
+		}
+		if _, errs, code := cli(t, other, "template", "get", name); code != 1 || !strings.HasPrefix(errs, "error: not_found: ") {
+			t.Errorf("another account after --private: got %q exit %d, want not_found", errs, code)
+		}
+
 		out, errs, code = cli(t, env, "template", "rm", name)
 		if code != 0 || out != name+"\n" {
 			t.Fatalf("rm: got %q %q exit %d", out, errs, code)
