@@ -66,7 +66,7 @@ func (c *Client) UploadDir(ctx context.Context, id, localDir, remoteDir string) 
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := writeTar(pw, localDir)
+		err := writeTar(pw, localDir, nil)
 		pw.CloseWithError(err)
 		done <- err
 	}()
@@ -98,10 +98,28 @@ func (e *localError) Error() string { return e.err.Error() }
 // never followed), with their permission bits and times; sockets, devices
 // and pipes are left out. A file that changes size while it is read fails
 // the archive. The CLI's template build sends its context this way.
-func WriteTar(w io.Writer, root string) error { return writeTar(w, root) }
+func WriteTar(w io.Writer, root string) error { return writeTar(w, root, nil) }
 
-// writeTar writes the tree under root to w, with names relative to root.
-func writeTar(w io.Writer, root string) error {
+// Skip is what WriteTarSkipping's function answers of a path: Keep it,
+// Leave it out (a directory's contents are still walked), or Prune it (a
+// directory with everything below it).
+type Skip int
+
+const (
+	Keep Skip = iota
+	Leave
+	Prune
+)
+
+// WriteTarSkipping is WriteTar leaving out what skip says of each path
+// (relative to root, "/"-separated), e.g. what a .dockerignore names.
+func WriteTarSkipping(w io.Writer, root string, skip func(rel string, dir bool) (Skip, error)) error {
+	return writeTar(w, root, skip)
+}
+
+// writeTar writes the tree under root to w, with names relative to root,
+// without what skip (when not nil) leaves out.
+func writeTar(w io.Writer, root string, skip func(rel string, dir bool) (Skip, error)) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -113,6 +131,17 @@ func writeTar(w io.Writer, root string) error {
 		}
 		if rel == "." {
 			return nil
+		}
+		if skip != nil {
+			s, err := skip(filepath.ToSlash(rel), d.IsDir())
+			switch {
+			case err != nil:
+				return &localError{err}
+			case s == Prune && d.IsDir():
+				return filepath.SkipDir
+			case s != Keep:
+				return nil
+			}
 		}
 		info, err := d.Info()
 		if err != nil {

@@ -147,6 +147,7 @@ Templates (what sandboxes start from: sandbox run|create --template NAME):
   template ls                              list templates
   template get NAME[:TAG]                  show one template
   template rm NAME[:TAG]...                remove templates
+  template publish NAME[:TAG]              show an admin template to every account (admin key)
 
 Secrets:
   secrets set NAME --host HOST             store a secret (typed, or on stdin), sent only to HOST

@@ -21,7 +21,8 @@ a rebuild runs only the steps from the first one that changed.
 
 The Dockerfile is CONTEXT/Dockerfile unless -f names another; CONTEXT
 (default .) is the directory whose files COPY and ADD take, sent with the
-build as a tar (symbolic links as links, never followed). With --spec
+build as a tar (symbolic links as links, never followed), without what
+CONTEXT/.dockerignore names (Docker's rules). With --spec
 FILE.json the build is that JSON specification (steps such as apt_install,
 pip_install, run, copy, env, workdir, user; see the API's POST
 /v1/templates); CONTEXT is sent only when given, and -t, when given,
@@ -132,8 +133,13 @@ func (a *App) templateBuild(cmd *command, s streams) runFunc {
 				report(s.stderr, &cliError{client.CodeInvalidRequest, fmt.Sprintf("the build context %s is not a directory", contextDir)})
 				return exitFailure
 			}
+			skip, err := contextSkip(contextDir)
+			if err != nil {
+				report(s.stderr, &cliError{client.CodeInvalidRequest, err.Error()})
+				return exitFailure
+			}
 			pr, pw := io.Pipe()
-			go func() { pw.CloseWithError(client.WriteTar(pw, contextDir)) }()
+			go func() { pw.CloseWithError(client.WriteTarSkipping(pw, contextDir, skip)) }()
 			defer pr.Close()
 			buildContext = pr
 		}
