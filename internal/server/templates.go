@@ -8,6 +8,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/layer"
+	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/store"
 	"github.com/withruntime/withruntime/internal/templates"
 )
@@ -37,6 +38,10 @@ func openTemplates(cfg Config, dataDir string, st store.Store) (*layer.Store, *t
 	lib := templates.New(templates.Config{
 		Store: st, Layers: layers, Quota: q, Logger: cfg.Logger,
 		TempDir: incoming, PrivateRegistries: cfg.PrivateRegistries,
+		// Layers and imports' archives are written here: checked against
+		// its free space less the disk promised to sandboxes (the
+		// manager's, told with SetSandboxes).
+		DiskDir:  filepath.Join(dataDir, "templates"),
 		BuildDir: filepath.Join(dataDir, "templates", "builds"),
 		// The built-in image's recipe names what builds on it stand on.
 		DefaultImageKey: image.Default.Key(),
@@ -44,6 +49,9 @@ func openTemplates(cfg Config, dataDir string, st store.Store) (*layer.Store, *t
 	})
 	return layers, lib, nil
 }
+
+// The manager tells the library the disk its sandboxes were promised.
+var _ templates.DiskPromiser = (*manager.Manager)(nil)
 
 // collectTemplates frees removed templates' layers until stop closes.
 func collectTemplates(lib *templates.Library, stop <-chan struct{}) {

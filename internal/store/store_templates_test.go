@@ -24,6 +24,9 @@ func tpl(id, account, ref string, age time.Duration, size int64) *template.Templ
 	return &template.Template{
 		ID: id, Account: account, Name: r.Name, Tag: r.Tag,
 		Source: template.SourceBuild, Base: template.DefaultBase,
+		// Every store keeps the base image's key with the record (in its
+		// JSON, which PostgreSQL's row holds whole: no column of its own).
+		BaseKey:   "debian-bookworm-test-key",
 		Layers:    []string{"sha256:" + strings.Repeat("ab", 32)},
 		SizeBytes: size,
 		Defaults:  template.Defaults{Env: map[string]string{"A": "b"}, Workdir: "/workspace", StartCmd: "serve"},

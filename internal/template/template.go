@@ -85,6 +85,13 @@ type Template struct {
 	// Base is DefaultBase, or "" when the layers are a whole file system
 	// of their own (an OCI image).
 	Base string `json:"base,omitempty"`
+	// BaseKey is the key of the built-in image's recipe (image.Recipe.Key)
+	// the layers were made over, when Base is DefaultBase: an upgrade that
+	// changes that image would stack them on files they were not made on,
+	// so a server whose image has another key refuses to start from the
+	// template (templates.Library.Resolve). Empty for templates made
+	// before it was recorded, which start as before.
+	BaseKey string `json:"base_key,omitempty"`
 	// Layers are the digests ("sha256:" and hex) of the layers over the
 	// base, lowest first.
 	Layers    []string  `json:"layers"`

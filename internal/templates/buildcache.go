@@ -90,7 +90,11 @@ func (l *Library) cacheTake(account, key, id string) (cacheEntry, bool) {
 // layer went missing, a disk restored from an old copy, is not used).
 func (l *Library) layersThere(layers []string) bool {
 	type direr interface{ Dir(string) (string, error) }
-	d, ok := l.cfg.Layers.(direr)
+	store := l.cfg.Layers
+	if c, ok := store.(*checkedLayers); ok {
+		store = c.Layers
+	}
+	d, ok := store.(direr)
 	if !ok {
 		return true
 	}

@@ -19,10 +19,19 @@ import (
 // the platform layer (what a sandbox needs that the image may lack,
 // internal/ociimage), with the image's config as the defaults. The
 // archive is kept in Config.TempDir while it is read (the image formats
-// need to seek), bounded by the account's quota, and removed after.
+// need to seek), bounded by the account's quota and the free disk
+// (disk.go), and removed after: at its peak an import holds the archive
+// and the layers made of it, two copies.
 func (l *Library) Import(ctx context.Context, account, name string, archive io.Reader) (*template.Template, error) {
 	ref, err := parse(name)
 	if err != nil {
+		return nil, err
+	}
+	lim, byQuota, err := l.writeLimits(ctx, account, ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.checkDisk(diskCheckEvery); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(l.cfg.TempDir, 0o700); err != nil {
@@ -34,13 +43,18 @@ func (l *Library) Import(ctx context.Context, account, name string, archive io.R
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	limit := l.cfg.Limits.MaxBytes
-	n, err := io.Copy(f, io.LimitReader(archive, limit+1))
+	// An archive is never smaller than what its layers unpack to by much
+	// (they are in it, compressed or not), so the layers' bound is its.
+	limit := lim.MaxBytes
+	n, err := io.Copy(f, l.diskChecked(io.LimitReader(archive, limit+1)))
+	if sandbox.KindOf(err) == sandbox.KindCapacityExhausted {
+		return nil, err
+	}
 	if err != nil {
 		return nil, sandbox.Wrap(sandbox.KindInvalid, err, "reading the image archive")
 	}
 	if limit > 0 && n > limit {
-		return nil, sandbox.Errorf(sandbox.KindPayloadTooLarge, "the image archive is over %d bytes", limit)
+		return nil, quotaError(sandbox.Errorf(sandbox.KindPayloadTooLarge, "the image archive is over %d bytes", limit), byQuota, account, lim)
 	}
 
 	return l.importImage(ctx, account, ref, func(ctx context.Context, imp ociimage.ImportFunc) (*ociimage.Result, error) {
@@ -66,6 +80,10 @@ func (l *Library) ImportRef(ctx context.Context, account, name, imageRef string)
 func (l *Library) importImage(ctx context.Context, account string, ref template.Ref, read func(context.Context, ociimage.ImportFunc) (*ociimage.Result, error)) (*template.Template, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	limits, byQuota, err := l.writeLimits(ctx, account, ref)
+	if err != nil {
+		return nil, err
+	}
 	var imported []string
 	var total int64
 	drop := func() {
@@ -74,16 +92,16 @@ func (l *Library) importImage(ctx context.Context, account string, ref template.
 		}
 	}
 	importOne := func(ctx context.Context, r io.Reader) (string, error) {
-		lim := l.cfg.Limits
+		lim := limits
 		if lim.MaxBytes > 0 {
 			lim.MaxBytes -= total
 			if lim.MaxBytes <= 0 {
-				return "", sandbox.Errorf(sandbox.KindPayloadTooLarge, "the image's layers are over %d bytes", l.cfg.Limits.MaxBytes)
+				return "", quotaError(sandbox.Errorf(sandbox.KindPayloadTooLarge, "the image's layers are over %d bytes", limits.MaxBytes), byQuota, account, limits)
 			}
 		}
 		info, err := l.cfg.Layers.Import(ctx, r, layer.OCI, lim)
 		if err != nil {
-			return "", layerError(err)
+			return "", quotaError(layerError(err), byQuota, account, limits)
 		}
 		imported = append(imported, info.Digest)
 		total += info.SizeBytes

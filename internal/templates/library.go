@@ -67,6 +67,15 @@ type Config struct {
 	Limits layer.Limits
 	// TempDir holds image archives while they are imported.
 	TempDir string
+	// DiskDir is a directory on the file system that holds the layers and
+	// TempDir (serve: <data-dir>/templates). What an import, a snapshot
+	// or a build step writes there is checked against its free space as it
+	// goes, less what admission promised to live sandboxes (disk.go).
+	// Empty: not checked.
+	DiskDir string
+	// DiskReserve is what template writes leave free on top of that
+	// (DefaultDiskReserve when 0).
+	DiskReserve int64
 	// CARoots is the PEM bundle an imported image without CA roots gets.
 	CARoots []byte
 	// PrivateRegistries lets an import reach a registry at a loopback,
@@ -116,11 +125,20 @@ func New(cfg Config) *Library {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.DiskReserve == 0 {
+		cfg.DiskReserve = DefaultDiskReserve
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Library{cfg: cfg, log: log}
+	l := &Library{cfg: cfg, log: log}
+	// Every layer written goes through the disk check: an import's, a
+	// snapshot's and a build step's alike.
+	if cfg.Layers != nil && cfg.DiskDir != "" {
+		l.cfg.Layers = &checkedLayers{Layers: cfg.Layers, l: l}
+	}
+	return l
 }
 
 // SetSandboxes gives the library the sandboxes it snapshots (the
@@ -128,8 +146,25 @@ func New(cfg Config) *Library {
 func (l *Library) SetSandboxes(s Sandboxes) { l.cfg.Sandboxes = s }
 
 // Resolve returns the template account's create names: its own of that
-// name and tag, else a public one (manager.Templates).
+// name and tag, else a public one (manager.Templates). A template made
+// over another built-in image than this server's is refused (conflict):
+// what is started or built from it must stand on the files it was made on.
 func (l *Library) Resolve(ctx context.Context, account string, ref template.Ref) (*template.Template, error) {
+	t, err := l.lookup(ctx, account, ref)
+	if err != nil {
+		return nil, err
+	}
+	if t.Base == template.DefaultBase && t.BaseKey != "" && l.cfg.DefaultImageKey != "" && t.BaseKey != l.cfg.DefaultImageKey {
+		return nil, sandbox.Errorf(sandbox.KindConflict,
+			"template %s was made over the built-in image %s, and this server's is now %s (an upgrade changed it): rebuild or re-import the template",
+			t.Ref(), t.BaseKey, l.cfg.DefaultImageKey)
+	}
+	return t, nil
+}
+
+// lookup is Resolve without the base's check: a template made over an old
+// built-in image is still shown, removed and published.
+func (l *Library) lookup(ctx context.Context, account string, ref template.Ref) (*template.Template, error) {
 	if isBuildRef(ref) {
 		return l.resolveBuildRef(account, ref)
 	}
@@ -146,7 +181,7 @@ func (l *Library) Get(ctx context.Context, account, name string) (*template.Temp
 	if err != nil {
 		return nil, err
 	}
-	return l.Resolve(ctx, account, ref)
+	return l.lookup(ctx, account, ref)
 }
 
 // List returns account's templates and the public ones.
@@ -207,6 +242,10 @@ func parse(name string) (template.Ref, error) {
 func (l *Library) record(ctx context.Context, t *template.Template) error {
 	if len(t.Layers) > template.MaxLayers {
 		return sandbox.Errorf(sandbox.KindInvalid, "template %s would have %d layers, at most %d: make it from an image or a build instead", t.Ref(), len(t.Layers), template.MaxLayers)
+	}
+	if t.Base == template.DefaultBase && t.BaseKey == "" {
+		// Layers made now stand on this server's built-in image.
+		t.BaseKey = l.cfg.DefaultImageKey
 	}
 	t.ID = template.NewID()
 	t.CreatedAt = l.cfg.Now()
@@ -310,6 +349,9 @@ func (l *Library) withParent(ctx context.Context, account string, ref template.R
 	parent, err := l.cfg.Store.GetTemplate(ctx, root.Template)
 	if err == nil {
 		t.Defaults = parent.Defaults
+		// A sandbox keeps the image it started on (one of a parent
+		// recorded before an upgrade still runs on the old one).
+		t.BaseKey = parent.BaseKey
 	} else if !errors.Is(err, sandbox.ErrNotFound) {
 		return nil, err
 	}

@@ -14,8 +14,9 @@ import (
 // template's layers (or the built-in image) and, over them, what the
 // sandbox wrote in its root file system, as one new layer. The sandbox
 // keeps running. The layer is read from the backend's stream as it comes,
-// bounded by Config.Limits: a sandbox that wrote more is refused, and
-// nothing of it stays.
+// bounded by Config.Limits, the account's quota and the free disk
+// (disk.go): a sandbox that wrote more is refused, and nothing of it
+// stays. It is the only copy the snapshot writes.
 func (l *Library) Snapshot(ctx context.Context, account, id, name string) (*template.Template, error) {
 	ref, err := parse(name)
 	if err != nil {
@@ -23,6 +24,10 @@ func (l *Library) Snapshot(ctx context.Context, account, id, name string) (*temp
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	lim, byQuota, err := l.writeLimits(ctx, account, ref)
+	if err != nil {
+		return nil, err
+	}
 	pr, pw := io.Pipe()
 	type exported struct {
 		rec *sandbox.Record
@@ -34,7 +39,7 @@ func (l *Library) Snapshot(ctx context.Context, account, id, name string) (*temp
 		pw.CloseWithError(err)
 		done <- exported{rec, err}
 	}()
-	info, err := l.cfg.Layers.Import(ctx, pr, layer.Overlay, l.cfg.Limits)
+	info, err := l.cfg.Layers.Import(ctx, pr, layer.Overlay, lim)
 	// A refused stream ends the export: its writer fails from now on.
 	pr.CloseWithError(io.ErrClosedPipe)
 	ex := <-done
@@ -45,7 +50,7 @@ func (l *Library) Snapshot(ctx context.Context, account, id, name string) (*temp
 	if err != nil {
 		// The import refused the stream: that is why the export was cut
 		// short, if it was.
-		return nil, layerError(err)
+		return nil, quotaError(layerError(err), byQuota, account, lim)
 	}
 	if ex.err != nil {
 		l.dropUnrecorded(info.Digest)
