@@ -43,8 +43,9 @@ func (l *Library) Import(ctx context.Context, account, name string, archive io.R
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	// An archive is never smaller than what its layers unpack to by much
-	// (they are in it, compressed or not), so the layers' bound is its.
+	// An archive holds its layers, compressed or not, so it is hardly
+	// larger than what they unpack to: one past the layers' bound would
+	// make layers past it too, and it is cut there.
 	limit := lim.MaxBytes
 	n, err := io.Copy(f, l.diskChecked(io.LimitReader(archive, limit+1)))
 	if sandbox.KindOf(err) == sandbox.KindCapacityExhausted {
