@@ -56,7 +56,7 @@ require (
 	github.com/cilium/ebpf v0.16.0 // indirect
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.6.0 // indirect
-	github.com/creack/pty v1.1.24 // indirect
+	github.com/creack/pty v1.1.24
 	github.com/docker/go-units v0.5.0 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/godbus/dbus/v5 v5.1.0 // indirect

@@ -62,6 +62,9 @@ type ExecRequest struct {
 	Background bool              `json:"background,omitempty"`
 	User       string            `json:"user,omitempty"`
 	KeepStdin  bool              `json:"keep_stdin,omitempty"`
+	// Pty runs a background command on a pseudo-terminal of that size
+	// (pty.go): its stdin stays open and its output is one stream.
+	Pty *PtySize `json:"pty,omitempty"`
 }
 
 // The users a command runs as and files are made by: the sandbox user
@@ -144,6 +147,7 @@ type Process struct {
 	Cwd             string     `json:"cwd,omitempty"`
 	User            string     `json:"user,omitempty"`
 	StdinOpen       bool       `json:"stdin_open,omitempty"`
+	Pty             bool       `json:"pty,omitempty"`
 	Running         bool       `json:"running"`
 	ExitCode        *int       `json:"exit_code,omitempty"`
 	TimedOut        bool       `json:"timed_out,omitempty"`

@@ -21,6 +21,7 @@ package api
 //	GET    /v1/sandboxes/{id}/processes/{pid}    ?wait=true&timeout_ms=N -> Process
 //	POST   /v1/sandboxes/{id}/processes/{pid}/kill -> Process
 //	POST   /v1/sandboxes/{id}/processes/{pid}/stdin ?close=true body bytes -> 204 (keep_stdin processes; at most MaxStdinBody bytes)
+//	POST   /v1/sandboxes/{id}/processes/{pid}/resize PtySize -> 204 (processes started with pty)
 //	GET    /v1/sandboxes/{id}/processes/{pid}/stream ?stdout_offset=&stderr_offset= -> 200 ndjson ExecEvent stream (start, output from the offsets, exit)
 //	GET    /v1/sandboxes/{id}/files              ?path=&user=root -> file bytes (application/octet-stream)
 //	PUT    /v1/sandboxes/{id}/files              ?path=&mode=0644&user=root body bytes -> FileInfo (parents are made; user=root: owned by root)

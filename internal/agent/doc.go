@@ -5,7 +5,8 @@
 // also reaps the orphans re-parented to it (ReapOrphans).
 //
 // It ships into every sandbox as a static binary, so it imports only the
-// standard library, golang.org/x/sys/unix, the module's api package,
+// standard library, golang.org/x/sys/unix, github.com/creack/pty (its
+// terminals, pty.go), the module's api package,
 // internal/tarx (the tar extractor it shares with the client) and
 // internal/lines (the capped-line reader), both standard library only:
 // never internal/sandbox, the manager, the backends or the server.

@@ -55,9 +55,19 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
+	var login bool
+	if req.Pty != nil {
+		var err error
+		if login, err = s.preparePty(&req); err != nil {
+			return err
+		}
+	}
 	l, err := s.prepare(req)
 	if err != nil {
 		return err
+	}
+	if req.Pty != nil {
+		return s.startPty(w, l, *req.Pty, login)
 	}
 	if req.Background {
 		return s.startBackground(w, l)

@@ -57,7 +57,13 @@ func (t *tail) snapshot() (string, bool) {
 func (t *tail) from(off int64, max int) ([]byte, int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	first := t.total - int64(len(t.buf))
+	// The kept bytes are the last max of buf, as snapshot has them: buf
+	// may hold more until its next trim.
+	kept := t.buf
+	if len(kept) > t.max {
+		kept = kept[len(kept)-t.max:]
+	}
+	first := t.total - int64(len(kept))
 	if off < first {
 		off = first
 	}
@@ -66,7 +72,7 @@ func (t *tail) from(off int64, max int) ([]byte, int64) {
 		// it: they are skipped when they come, as the reader asked.
 		return nil, off
 	}
-	b := t.buf[off-first:]
+	b := kept[off-first:]
 	if len(b) > max {
 		b = b[:max]
 		if cut := completeUTF8(b); cut > 0 {

@@ -37,6 +37,12 @@ type proc struct {
 	stdinMu sync.Mutex // guards stdin, never held across a write
 	stdin   *os.File   // the write end of a keep_stdin pipe; nil once closed
 
+	// pty is a terminal's primary side, nil for other processes; ptyMu
+	// guards its closing against a resize.
+	pty       *os.File
+	ptyMu     sync.Mutex
+	ptyClosed bool
+
 	mu       sync.Mutex // guards exitCode and ended
 	exitCode *int
 	ended    time.Time
@@ -263,6 +269,7 @@ func (p *proc) infoWith(output bool) api.Process {
 		Cwd:       p.cwd,
 		User:      p.user,
 		StdinOpen: p.stdinOpen(),
+		Pty:       p.pty != nil,
 	}
 	if p.exitCode != nil {
 		code := *p.exitCode

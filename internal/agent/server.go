@@ -95,6 +95,7 @@ func (s *Server) routes() {
 	s.handle("POST /processes/{pid}/kill", s.handleProcessKill)
 	s.handle("POST /processes/{pid}/stdin", s.handleProcessStdin)
 	s.handle("GET /processes/{pid}/stream", s.handleProcessStream)
+	s.handle("POST /processes/{pid}/resize", s.handleProcessResize)
 	s.handle("GET /files", s.handleRead)
 	s.handle("PUT /files", s.handleWrite)
 	s.handle("DELETE /files", s.handleRemove)

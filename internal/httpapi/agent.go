@@ -43,6 +43,17 @@ func (s *server) exec(w http.ResponseWriter, r *http.Request, c caller) error {
 	if req.KeepStdin && req.Stdin != "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "stdin and keep_stdin exclude each other: send the data with POST .../processes/{pid}/stdin")
 	}
+	if req.Pty != nil {
+		if err := req.Pty.Check(); err != nil {
+			return sandbox.Errorf(sandbox.KindInvalid, "pty: %v", err)
+		}
+		if !req.Background {
+			return sandbox.Errorf(sandbox.KindInvalid, "pty needs background: a terminal is attached to with GET .../processes/{pid}/stream and .../stdin, or use GET .../pty")
+		}
+		if req.Stdin != "" {
+			return sandbox.Errorf(sandbox.KindInvalid, "stdin and pty exclude each other: send input with POST .../processes/{pid}/stdin")
+		}
+	}
 	env, err := s.addPlaceholders(r.Context(), c.account, req.Env)
 	if err != nil {
 		return err

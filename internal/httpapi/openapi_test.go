@@ -241,6 +241,7 @@ var schemaTypes = map[string]any{
 	"SandboxList":          api.SandboxList{},
 	"ExtendRequest":        api.ExtendRequest{},
 	"ExecRequest":          api.ExecRequest{},
+	"PtySize":              api.PtySize{},
 	"ExecEvent":            api.ExecEvent{},
 	"Process":              api.Process{},
 	"ProcessList":          api.ProcessList{},

@@ -52,6 +52,7 @@ func Routes() []Route {
 		agentRoute(http.MethodGet, "/processes/{pid}", bodyJSON),
 		agentRoute(http.MethodPost, "/processes/{pid}/kill", bodyJSON),
 		agentRoute(http.MethodPost, "/processes/{pid}/stdin", bodyStdin),
+		agentRoute(http.MethodPost, "/processes/{pid}/resize", bodyJSON),
 		agentRoute(http.MethodGet, "/processes/{pid}/stream", bodyJSON),
 		agentRoute(http.MethodGet, "/files", bodyJSON),
 		agentRoute(http.MethodPut, "/files", bodyFile),

@@ -253,6 +253,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/processes/{pid}/resize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change the size of a background process's terminal.
+         * @description For a process started with pty: the terminal takes the new size and
+         *     its foreground process gets SIGWINCH. Conflict for a process without
+         *     a terminal or one that has ended.
+         */
+        post: operations["resizeProcessPty"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/processes/{pid}/stream": {
         parameters: {
             query?: never;
@@ -1184,6 +1206,22 @@ export interface components {
              *     the process ends.
              */
             keep_stdin?: boolean;
+            /**
+             * @description Background only, and not with stdin: the command runs on a new
+             *     pseudo-terminal of this size, as the leader of a session whose
+             *     controlling terminal it is (so ^C written to it interrupts what
+             *     runs in its foreground). Its stdin stays open (as keep_stdin);
+             *     its output, raw terminal bytes, is one stream, "stdout", of
+             *     which the last 64 KiB are kept; POST .../processes/{pid}/resize
+             *     changes its size. TERM is xterm-256color unless env sets it. At
+             *     most 32 terminals run at once in a sandbox (conflict). GET
+             *     /v1/sandboxes/{id}/pty is the same over a WebSocket.
+             */
+            pty?: components["schemas"]["PtySize"];
+        };
+        PtySize: {
+            cols: number;
+            rows: number;
         };
         /**
          * @description One line of an exec stream. Output is bytes and a JSON string cannot
@@ -1217,6 +1255,8 @@ export interface components {
             user?: "user" | "root";
             /** @description Started with keep_stdin and its stdin not closed yet. */
             stdin_open?: boolean;
+            /** @description Runs on a terminal (started with pty); its output is all in stdout, the last 64 KiB of it. */
+            pty?: boolean;
             running: boolean;
             exit_code?: number;
             timed_out?: boolean;
@@ -2017,6 +2057,38 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            default: components["responses"]["Error"];
+        };
+    };
+    resizeProcessPty: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A process id inside the sandbox. */
+                pid: components["parameters"]["Pid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PtySize"];
+            };
+        };
+        responses: {
+            /** @description Resized. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             default: components["responses"]["Error"];
         };
     };
