@@ -106,8 +106,19 @@ func (s *Server) start(l *launch, onStart func(pid int), onOut, onErr func([]byt
 		}
 		return nil, startFailure(l.argv[0], err)
 	}
+	p := newProc(c.Process.Pid, l, inW)
+	if onStart != nil {
+		onStart(p.pid)
+	}
+	go p.wait(c, outR, errR, p.ringing(onOut), p.ringing(onErr), s.reaper)
+	return p, nil
+}
+
+// newProc is the record of l, started as pid with stdin (nil unless kept
+// open), its timeout running.
+func newProc(pid int, l *launch, stdin *os.File) *proc {
 	p := &proc{
-		pid:     c.Process.Pid,
+		pid:     pid,
 		cmd:     l.cmd,
 		tag:     l.tag,
 		started: time.Now().UTC(),
@@ -115,16 +126,12 @@ func (s *Server) start(l *launch, onStart func(pid int), onOut, onErr func([]byt
 		done:    make(chan struct{}),
 		cwd:     l.dir,
 		user:    l.user.name,
-		stdin:   inW,
+		stdin:   stdin,
 	}
 	if l.timeout > 0 {
 		p.timer = time.AfterFunc(l.timeout, p.expire)
 	}
-	if onStart != nil {
-		onStart(p.pid)
-	}
-	go p.wait(c, outR, errR, p.ringing(onOut), p.ringing(onErr), s.reaper)
-	return p, nil
+	return p
 }
 
 // ringing is emit, then a ring of p's bell for those following p's output.
@@ -171,6 +178,11 @@ func (p *proc) wait(c *exec.Cmd, outR, errR *os.File, onOut, onErr func([]byte),
 	outR.Close()
 	errR.Close()
 	p.closeStdin()
+	p.finish(c)
+}
+
+// finish records the end of p's command c, once its output is all kept.
+func (p *proc) finish(c *exec.Cmd) {
 	code := exitCode(c.ProcessState)
 	p.mu.Lock()
 	p.exitCode = &code

@@ -162,23 +162,8 @@ func (s *Server) spawnPty(l *launch, size api.PtySize) (*proc, error) {
 		in.Close()
 		return nil, startFailure(l.argv[0], err)
 	}
-	p := &proc{
-		pid:     c.Process.Pid,
-		cmd:     l.cmd,
-		tag:     l.tag,
-		started: time.Now().UTC(),
-		exited:  make(chan struct{}),
-		done:    make(chan struct{}),
-		cwd:     l.dir,
-		user:    l.user.name,
-		stdin:   in,
-		stdout:  newTail(api.PtyOutputKept),
-		stderr:  newTail(0),
-		pty:     primary,
-	}
-	if l.timeout > 0 {
-		p.timer = time.AfterFunc(l.timeout, p.expire)
-	}
+	p := newProc(c.Process.Pid, l, in)
+	p.stdout, p.stderr, p.pty = newTail(api.PtyOutputKept), newTail(0), primary
 	go p.waitPty(c, s.reaper)
 	return p, nil
 }
@@ -221,13 +206,7 @@ func (p *proc) waitPty(c *exec.Cmd, reaper *orphanReaper) {
 	p.pty.Close()
 	p.ptyClosed = true
 	p.ptyMu.Unlock()
-	code := exitCode(c.ProcessState)
-	p.mu.Lock()
-	p.exitCode = &code
-	p.ended = time.Now().UTC()
-	p.mu.Unlock()
-	close(p.done)
-	p.bell.ring()
+	p.finish(c)
 }
 
 // handleProcessResize sets a terminal's size; its foreground process gets
