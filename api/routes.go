@@ -22,6 +22,7 @@ package api
 //	POST   /v1/sandboxes/{id}/processes/{pid}/kill -> Process
 //	POST   /v1/sandboxes/{id}/processes/{pid}/stdin ?close=true body bytes -> 204 (keep_stdin processes; at most MaxStdinBody bytes)
 //	POST   /v1/sandboxes/{id}/processes/{pid}/resize PtySize -> 204 (processes started with pty)
+//	GET    /v1/sandboxes/{id}/pty                ?cols=&rows=&cmd=&cmd=&user=&cwd=&env=K=V or ?pty_id= -> 101 WebSocket: binary frames the terminal's bytes, text frames PtyMessage
 //	GET    /v1/sandboxes/{id}/processes/{pid}/stream ?stdout_offset=&stderr_offset= -> 200 ndjson ExecEvent stream (start, output from the offsets, exit)
 //	GET    /v1/sandboxes/{id}/files              ?path=&user=root -> file bytes (application/octet-stream)
 //	PUT    /v1/sandboxes/{id}/files              ?path=&mode=0644&user=root body bytes -> FileInfo (parents are made; user=root: owned by root)

@@ -242,6 +242,7 @@ var schemaTypes = map[string]any{
 	"ExtendRequest":        api.ExtendRequest{},
 	"ExecRequest":          api.ExecRequest{},
 	"PtySize":              api.PtySize{},
+	"PtyMessage":           api.PtyMessage{},
 	"ExecEvent":            api.ExecEvent{},
 	"Process":              api.Process{},
 	"ProcessList":          api.ProcessList{},

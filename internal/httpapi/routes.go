@@ -53,6 +53,9 @@ func Routes() []Route {
 		agentRoute(http.MethodPost, "/processes/{pid}/kill", bodyJSON),
 		agentRoute(http.MethodPost, "/processes/{pid}/stdin", bodyStdin),
 		agentRoute(http.MethodPost, "/processes/{pid}/resize", bodyJSON),
+		// A WebSocket: a GET that writes (keystrokes), so read-only keys
+		// are refused it.
+		{Method: http.MethodGet, Pattern: sandboxPrefix + "/pty", Mutating: true, handler: (*server).pty},
 		agentRoute(http.MethodGet, "/processes/{pid}/stream", bodyJSON),
 		agentRoute(http.MethodGet, "/files", bodyJSON),
 		agentRoute(http.MethodPut, "/files", bodyFile),

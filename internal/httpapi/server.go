@@ -95,6 +95,9 @@ type server struct {
 	// mcp serves /v1/mcp (mcp.go), made on first use.
 	mcpOnce sync.Once
 	mcp     http.Handler
+
+	// ptys counts the WebSockets attached to terminals (pty.go).
+	ptys ptyAttachments
 }
 
 // NewServer returns the HTTP handler of the API. It panics when cfg does

@@ -46,7 +46,8 @@ func TestRouteTableShape(t *testing.T) {
 		}
 		seen[key] = true
 		// /v1/mcp's tools go through the routes of the table, which check.
-		if got, want := rt.Mutating, rt.Method != http.MethodGet && rt.Pattern != MCPPattern; got != want {
+		// A terminal's WebSocket is a GET that writes.
+		if got, want := rt.Mutating, (rt.Method != http.MethodGet && rt.Pattern != MCPPattern) || rt.Pattern == sandboxPrefix+"/pty"; got != want {
 			t.Errorf("%s: Mutating got %v, want %v (only GET routes only read)", key, got, want)
 		}
 		if got, want := rt.Public, key == "GET /v1/health" || key == "POST /v1/trial"; got != want {
@@ -132,6 +133,14 @@ func TestKeyKinds(t *testing.T) {
 					}
 					if after := len(e.fake.callLog()); after != before {
 						t.Errorf("the manager was called for a read-only key: %v", e.fake.callLog()[before:])
+					}
+					return
+				}
+				if rt.Pattern == sandboxPrefix+"/pty" {
+					// A plain GET is no WebSocket handshake (pty_test.go
+					// opens them): refused past the key's check.
+					if got := errorOf(t, resp).Code; resp.StatusCode != http.StatusBadRequest || got != "invalid_request" {
+						t.Errorf("got %d %q, want 400 invalid_request", resp.StatusCode, got)
 					}
 					return
 				}

@@ -302,6 +302,55 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/pty": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An interactive terminal over a WebSocket.
+         * @description A WebSocket (RFC 6455; the request is a WebSocket handshake, the
+         *     answer 101 Switching Protocols) to a command on a pseudo-terminal:
+         *     a new one (cmd, by default the user's login shell, as a background
+         *     process started with pty), or a running one again with pty_id.
+         *     What can be refused (a bad parameter, the sandbox not running, the
+         *     32 terminals a sandbox may run, the 64 connections attached to a
+         *     sandbox's terminals at once) is refused before the handshake, with
+         *     the API's JSON error; a read-only key is refused (a terminal
+         *     writes).
+         *
+         *     Frames, after the handshake:
+         *     - binary, both ways: the terminal's raw bytes. From the client:
+         *       keystrokes (^C is byte 3, which the terminal turns into SIGINT),
+         *       at most 64 KiB a frame. From the server: output, in order.
+         *     - text, both ways: JSON control messages (PtyMessage). From the
+         *       client: {"type":"resize","cols":N,"rows":N}. From the server,
+         *       first: {"type":"start","pty_id":PID} (the process's pid, for
+         *       pty_id and the processes routes); last, when the process has
+         *       ended: {"type":"exit","exit_code":N} (128+n for a death by
+         *       signal n), then the close (1000); or {"type":"error","code":..,
+         *       "message":..} then the close (1011).
+         *
+         *     A command that cannot start (not found: 127, not executable: 126)
+         *     gets its reason as output, then its exit. Leaving, or a dropped
+         *     connection, never ends the terminal: pty_id attaches again and
+         *     replays the output kept meanwhile (its last 64 KiB) before what
+         *     follows. The process ends when it exits, is killed (POST
+         *     .../processes/{pid}/kill) or the sandbox ends. The server pings
+         *     every 30 seconds and closes a connection whose client does not
+         *     answer within 30 more, or reads none of a frame for 30 seconds.
+         */
+        get: operations["openPty"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/files": {
         parameters: {
             query?: never;
@@ -1219,6 +1268,23 @@ export interface components {
              */
             pty?: components["schemas"]["PtySize"];
         };
+        /** @description A control message of a terminal's WebSocket (GET /v1/sandboxes/{id}/pty), JSON in a text frame. */
+        PtyMessage: {
+            /** @enum {string} */
+            type: "resize" | "start" | "exit" | "error";
+            /** @description resize */
+            cols?: number;
+            /** @description resize */
+            rows?: number;
+            /** @description start */
+            pty_id?: number;
+            /** @description exit */
+            exit_code?: number;
+            /** @description error */
+            code?: string;
+            /** @description error */
+            message?: string;
+        };
         PtySize: {
             cols: number;
             rows: number;
@@ -2119,6 +2185,46 @@ export interface operations {
             };
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            default: components["responses"]["Error"];
+        };
+    };
+    openPty: {
+        parameters: {
+            query?: {
+                /** @description The terminal's width, default 80. */
+                cols?: number;
+                /** @description The terminal's height, default 24. */
+                rows?: number;
+                /** @description The command's argv, one parameter an argument, in order (cmd=python3&cmd=-q); none is the user's login shell. */
+                cmd?: string[];
+                user?: "user" | "root";
+                /** @description Default /workspace; relative paths are under it. */
+                cwd?: string;
+                /** @description NAME=VALUE, one parameter a variable; TERM is xterm-256color unless set here. */
+                env?: string[];
+                /** @description Attach to this running terminal (a pid from its start message) instead of starting one; excludes cmd, user, cwd and env. cols and rows are not applied to it: send a resize. */
+                pty_id?: number;
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The WebSocket is open. */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             default: components["responses"]["Error"];
