@@ -1,12 +1,14 @@
 #!/bin/sh
 # Runs every fuzz target for a few seconds each (FUZZTIME, default 5s):
 # the parsers of what a sandbox sends (TLS ClientHello, HTTP Host, DNS
-# queries), the agent's tar extraction, and what a client sends to build a
-# template (its build specification and Dockerfile), and the images an
-# import reads (their archives, and the accounts files of the platform layer). The committed corpora under
-# testdata/fuzz/ also run as plain tests in `go test`. Fails if a target
-# finds a failing input; it is written to testdata/fuzz/<Target>/ and
-# printed here, so that it can be committed as a regression seed.
+# queries), the agent's tar extraction, the template layers' extraction
+# (an image's layers, a sandbox's upper layer), what a client sends to
+# build a template (its build specification and Dockerfile), and the
+# images an import reads (their archives, and the accounts files of the
+# platform layer). The committed corpora under testdata/fuzz/ also run as
+# plain tests in `go test`. Fails if a target finds a failing input; it is
+# written to testdata/fuzz/<Target>/ and printed here, so that it can be
+# committed as a regression seed.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -19,6 +21,7 @@ for target in \
   ./internal/egress:FuzzHTTPHost \
   ./internal/egress:FuzzDNSQuery \
   ./internal/agent:FuzzExtract \
+  ./internal/layer:FuzzImport \
   ./internal/tarx:FuzzName \
   ./internal/template/build:FuzzParseDockerfile \
   ./internal/template/build:FuzzDecode \
