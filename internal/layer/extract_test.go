@@ -701,3 +701,89 @@ func TestFileCapabilities(t *testing.T) {
 		})
 	}
 }
+
+// TestNoPrivilegeGained: a setuid or setgid bit is only ever the archive's
+// for that entry. A setgid directory would hand its bit to a directory
+// made in it (as mkdir does), and a hard link's header carries a mode of
+// its own: neither gives anything.
+func TestNoPrivilegeGained(t *testing.T) {
+	for _, f := range []Format{Overlay, OCI} {
+		data := newArchive().
+			add(t, &tar.Header{Typeflag: tar.TypeDir, Name: "g/", Mode: 0o2775, Gid: 50}, "").
+			add(t, &tar.Header{Typeflag: tar.TypeDir, Name: "g/sub/", Mode: 0o755}, "").
+			file(t, "g/implied/f", "x").
+			file(t, "g/f", "x").
+			add(t, &tar.Header{Typeflag: tar.TypeReg, Name: "plain", Mode: 0o755}, "x").
+			add(t, &tar.Header{Typeflag: tar.TypeLink, Name: "suid", Linkname: "plain", Mode: 0o6755}, "").
+			add(t, &tar.Header{Typeflag: tar.TypeReg, Name: "was-suid", Mode: 0o4755}, "x").
+			add(t, &tar.Header{Typeflag: tar.TypeReg, Name: "was-suid", Mode: 0o755}, "y").
+			bytes(t)
+		_, dir := mustImport(t, openStore(t), data, f)
+		for name, want := range map[string]uint32{"g": 0o2775, "g/sub": 0o755, "g/implied": 0o755, "g/implied/f": 0o644, "g/f": 0o644, "plain": 0o755, "suid": 0o755, "was-suid": 0o755} {
+			if st := lstatT(t, filepath.Join(dir, name)); st.Mode&0o7777 != want {
+				t.Errorf("%v: %s: mode %o, want %o", f, name, st.Mode&0o7777, want)
+			}
+		}
+		// The group a setgid directory gives what is made in it is
+		// replaced by the entry's own.
+		if st := lstatT(t, filepath.Join(dir, "g/f")); st.Gid != 0 {
+			t.Errorf("%v: g/f: group %d, want the entry's 0", f, st.Gid)
+		}
+	}
+}
+
+// sparseBomb is a GNU sparse entry all hole: one header block announcing
+// a file of size bytes that reads as zeros, and the archive's end.
+func sparseBomb(t *testing.T, size int64) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "sparse", Mode: 0o644, Format: tar.FormatGNU}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := b.Bytes()
+	hdr := data[:512]
+	hdr[156] = tar.TypeGNUSparse
+	// The real size, in base-256 (GNU's form for what octal cannot hold).
+	real := hdr[483:495]
+	clear(real)
+	binary.BigEndian.PutUint64(real[4:], uint64(size))
+	real[0] = 0x80
+	copy(hdr[148:156], "        ")
+	sum := 0
+	for _, c := range hdr {
+		sum += int(c)
+	}
+	copy(hdr[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	h, err := tar.NewReader(bytes.NewReader(data)).Next()
+	if err != nil || h.Size != size || h.Typeflag != tar.TypeGNUSparse {
+		t.Fatalf("the sparse header reads as %+v, %v", h, err)
+	}
+	return data
+}
+
+// TestSparseBomb: a few blocks can announce a terabyte of zeros, which a
+// file system would store densely: the import stops at MaxBytes, on the
+// header's word and, were that not counted, on the bytes written.
+func TestSparseBomb(t *testing.T) {
+	const max = 1 << 20
+	data := sparseBomb(t, 1<<40)
+	refused(t, openStore(t), data, OCI, Limits{MaxBytes: max}, tarx.ErrTooLarge)
+
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	e := newExtractor(context.Background(), root, bytes.NewReader(data), OCI, Limits{MaxBytes: max})
+	e.x = tarx.NewReader(bytes.NewReader(data), tarx.Options{}) // the announced count off
+	if err := e.run(); !errors.Is(err, tarx.ErrTooLarge) {
+		t.Fatalf("run: %v", err)
+	}
+	if fi, err := root.Stat("sparse"); err != nil || e.written > max || fi.Size() > max {
+		t.Fatalf("wrote %d bytes (the file: %v, %v)", e.written, fi, err)
+	}
+}
