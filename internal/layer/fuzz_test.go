@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -94,36 +94,30 @@ func FuzzImport(f *testing.F) {
 	})
 }
 
-// describe lists everything under dir: names, kinds, modes, owners, link
+// describe lists everything under dir: names, modes, owners, link
 // counts, xattrs and contents.
 func describe(t *testing.T, dir string) string {
 	t.Helper()
-	var b strings.Builder
+	var out strings.Builder
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		st := lstatT(t, p)
-		b.WriteString(p + " " + fs.FileMode(st.Mode).String())
-		b.WriteString(" " + strings.Join([]string{itoa(st.Mode), itoa(st.Uid), itoa(st.Gid), itoa(uint32(st.Nlink))}, ":"))
-		b.WriteString(" " + strings.Join(xattrs(t, p), ","))
+		var content []byte
 		if d.Type().IsRegular() {
-			content, err := os.ReadFile(p)
-			if err != nil {
+			if content, err = os.ReadFile(p); err != nil {
 				return err
 			}
-			b.WriteString(" " + string(content))
 		}
-		b.WriteString("\n")
+		st := lstatT(t, p)
+		fmt.Fprintf(&out, "%s %o %d:%d links %d xattrs %v %q\n", p, st.Mode, st.Uid, st.Gid, st.Nlink, xattrs(t, p), content)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.String()
+	return out.String()
 }
-
-func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
 
 // assertOnly checks that dir holds exactly names.
 func assertOnly(t *testing.T, dir string, names ...string) {
