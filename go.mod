@@ -4,7 +4,9 @@ go 1.26.3
 
 require (
 	connectrpc.com/connect v1.21.1
+	github.com/coder/websocket v1.8.15
 	github.com/containerd/cgroups/v3 v3.0.5
+	github.com/creack/pty v1.1.24
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/jackc/pgx/v5 v5.12.0
@@ -23,6 +25,7 @@ require (
 	golang.org/x/net v0.59.0
 	golang.org/x/sync v0.23.0
 	golang.org/x/sys v0.50.0
+	golang.org/x/term v0.48.0
 	golang.org/x/time v0.15.0
 	google.golang.org/protobuf v1.36.12
 	gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237
@@ -31,7 +34,6 @@ require (
 require (
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/coder/websocket v1.8.15 // indirect
 	github.com/docker/cli v29.7.2+incompatible // indirect
 	github.com/docker/docker-credential-helpers v0.9.3 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -57,7 +59,6 @@ require (
 	github.com/cilium/ebpf v0.16.0 // indirect
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.6.0 // indirect
-	github.com/creack/pty v1.1.24
 	github.com/docker/go-units v0.5.0 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/godbus/dbus/v5 v5.1.0 // indirect

@@ -20,6 +20,12 @@ trap './scripts/postgres.sh stop' EXIT
 WITHRUNTIME_TEST_POSTGRES="$(./scripts/postgres.sh url)"
 export WITHRUNTIME_TEST_POSTGRES
 
+echo "==> tmux (test/e2e's TestShellUnderTmux types into the CLI's terminal through it)"
+if ! command -v tmux >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
+fi
+
 echo "==> go vet"
 go vet ./...
 

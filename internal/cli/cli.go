@@ -127,6 +127,7 @@ Sandboxes:
   sandbox run [flags] -- CMD [ARG...]      create a sandbox, run CMD in it, stop it
   sandbox create [flags]                   create a sandbox and print its id
   sandbox exec ID [flags] -- CMD [ARG...]  run CMD in a running sandbox
+  sandbox shell ID                         an interactive shell in a running sandbox (exec -it: a terminal)
   sandbox ls                               list live sandboxes (-a: also those ended in the last 24 hours)
   sandbox get ID                           show one sandbox
   sandbox stop ID...                       stop sandboxes (removes paused ones; also: rm)

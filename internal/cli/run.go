@@ -119,12 +119,16 @@ stderr), and 125 when the platform fails.
 
 ` + detachAbout + `
 
+` + ttyAbout + `
+
 ` + commandAbout
 
 func (a *App) sandboxExec(cmd *command, s streams) runFunc {
 	var ef execFlags
 	ef.register(cmd.fs, true)
 	trial := trialFlag(cmd.fs)
+	tty := cmd.fs.BoolP("tty", "t", false, "run CMD on a terminal (see below)")
+	interactive := cmd.fs.BoolP("interactive", "i", false, "send what is typed to CMD (with -t), or standard input (alone: as --stdin)")
 	return func(ctx context.Context, args []string) int {
 		if ok, code := cmd.parse(s, args); !ok {
 			return code
@@ -136,6 +140,23 @@ func (a *App) sandboxExec(cmd *command, s streams) runFunc {
 		id := rest[0]
 		if ok, code := cmd.parse(s, rest[1:]); !ok {
 			return code
+		}
+		if *tty {
+			if len(cmd.fs.Args()) == 0 {
+				return cmd.usageError(s, "no command given")
+			}
+			if ef.detach || ef.json || ef.stdin {
+				return cmd.usageError(s, "-t is interactive: -d, --json and --stdin do not go with it")
+			}
+			c, done, _, err := a.connectTrial(ctx, s, *trial, false)
+			if err != nil {
+				return failRun(ctx, s, err)
+			}
+			defer done()
+			return a.runTerminal(ctx, cmd, s, c, id, cmd.fs.Args(), &ef, *interactive)
+		}
+		if *interactive {
+			ef.stdin = true
 		}
 		req, code, ok := ef.commandRequest(cmd, s)
 		if !ok {

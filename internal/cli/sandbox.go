@@ -27,6 +27,7 @@ func (a *App) sandboxVerbs() []leaf {
 		{use: "create [flags]", short: "create a sandbox and print its id",
 			about: "Creates a sandbox and prints its id. It runs until its lease ends or \"withruntime sandbox stop ID\".", define: a.sandboxCreate},
 		{use: "exec ID [flags] -- CMD [ARG...]", short: "run CMD in a running sandbox", about: execAbout, raw: true, define: a.sandboxExec},
+		{use: "shell ID [flags]", short: "an interactive shell in a running sandbox, like docker exec -it ID sh", about: shellAbout, define: a.sandboxShell},
 		{use: "ls [-a] [--state S,...] [--metadata KEY=VALUE]... [--json]", short: "list live sandboxes (-a: also those ended in the last 24 hours)", aliases: []string{"list"},
 			about: lsAbout, define: a.sandboxList},
 		one("get", "show one sandbox", "Shows one sandbox.",

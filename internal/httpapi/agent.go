@@ -28,7 +28,8 @@ func (s *server) exec(w http.ResponseWriter, r *http.Request, c caller) error {
 	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, false, &req); err != nil {
 		return err
 	}
-	if req.Cmd.Empty() {
+	if req.Cmd.Empty() && req.Pty == nil {
+		// A terminal's empty cmd is the user's login shell.
 		return sandbox.Errorf(sandbox.KindInvalid, "cmd is required: a string or a non-empty array of strings")
 	}
 	if req.TimeoutMs < 0 {

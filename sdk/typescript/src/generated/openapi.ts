@@ -1262,7 +1262,8 @@ export interface components {
              *     runs in its foreground). Its stdin stays open (as keep_stdin);
              *     its output, raw terminal bytes, is one stream, "stdout", of
              *     which the last 64 KiB are kept; POST .../processes/{pid}/resize
-             *     changes its size. TERM is xterm-256color unless env sets it. At
+             *     changes its size. An empty cmd ("" or []) is the user's login
+             *     shell. TERM is xterm-256color unless env sets it. At
              *     most 32 terminals run at once in a sandbox (conflict). GET
              *     /v1/sandboxes/{id}/pty is the same over a WebSocket.
              */

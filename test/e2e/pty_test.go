@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/testenv"
+)
+
+// tmuxPane is one tmux window on a server of its own, running a command.
+type tmuxPane struct {
+	t      *testing.T
+	socket string
+	env    []string
+}
+
+func (p *tmuxPane) tmux(args ...string) string {
+	p.t.Helper()
+	cmd := exec.Command("tmux", append([]string{"-L", p.socket, "-f", "/dev/null"}, args...)...)
+	cmd.Env = p.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("tmux %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
+func (p *tmuxPane) keys(keys ...string) {
+	p.t.Helper()
+	p.tmux(append([]string{"send-keys", "-t", "pty"}, keys...)...)
+}
+
+// wait waits until the pane's text matches re, and returns the match.
+func (p *tmuxPane) wait(re *regexp.Regexp, d time.Duration) []string {
+	p.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		screen := p.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "pty")
+		if m := re.FindStringSubmatch(screen); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the pane never showed %s; it shows:\n%s", re, screen)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// size is the pane's size as tmux gives it to the program in it.
+func (p *tmuxPane) size() string {
+	return strings.TrimSpace(p.tmux("display-message", "-p", "-t", "pty", "#{pane_height} #{pane_width}"))
+}
+
+// TestShellUnderTmux drives "withruntime sandbox shell" in a real
+// terminal: tmux runs it, types into it and reads its screen.
+func TestShellUnderTmux(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is not installed (scripts/test.sh installs it)")
+	}
+	s := testenv.StartServer(t)
+	env := s.Env()
+	out, errs, code := cli(t, env, "sandbox", "create", "--vcpus", "1", "--memory", "1024", "--timeout", "15m")
+	if code != 0 {
+		t.Fatalf("create: exit %d: %s", code, errs)
+	}
+	id := strings.TrimSpace(out)
+	t.Cleanup(func() { cli(t, env, "sandbox", "stop", id) })
+
+	codeFile := filepath.Join(t.TempDir(), "code")
+	p := &tmuxPane{t: t, socket: fmt.Sprintf("wr-pty-%d", os.Getpid()), env: append(env, "TERM=xterm-256color")}
+	// The pane outlives the CLI (sleep), so that its screen can still be
+	// read; the CLI's exit code goes to a file.
+	line := fmt.Sprintf("%s sandbox shell %s; echo $? > %s; sleep 600", testenv.CLI(t), id, codeFile)
+	p.tmux("new-session", "-d", "-s", "pty", "-x", "100", "-y", "30", "sh", "-c", line)
+	t.Cleanup(func() { exec.Command("tmux", "-L", p.socket, "kill-server").Run() })
+	p.tmux("set-option", "-g", "status", "off")
+	// The prompt (capture-pane drops a line's trailing blanks).
+	p.wait(regexp.MustCompile(`(?m)[$#] ?$`), time.Minute)
+
+	t.Run("stty size", func(t *testing.T) {
+		p.t = t
+		want := p.size()
+		p.keys("stty size; echo size-$((20+1))", "Enter")
+		m := p.wait(regexp.MustCompile(`(?m)^(\d+ \d+)\nsize-21$`), 20*time.Second)
+		if m[1] != want {
+			t.Fatalf("stty size says %q, the pane is %q", m[1], want)
+		}
+	})
+
+	t.Run("the window resized", func(t *testing.T) {
+		p.t = t
+		p.tmux("resize-window", "-t", "pty", "-x", "132", "-y", "43")
+		want := p.size()
+		if want != "43 132" {
+			t.Fatalf("tmux made the pane %q, want 43 132", want)
+		}
+		// SIGWINCH reaches the CLI, which resizes the sandbox's terminal.
+		deadline := time.Now().Add(20 * time.Second)
+		for i := 0; ; i++ {
+			p.keys(fmt.Sprintf("clear; stty size; echo resized-%d", i%10), "Enter")
+			m := p.wait(regexp.MustCompile(fmt.Sprintf(`(?m)^(\d+ \d+)\nresized-%d$`, i%10)), 20*time.Second)
+			if m[1] == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("stty size says %q after the resize, want %q", m[1], want)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
+	t.Run("python3 interactively", func(t *testing.T) {
+		p.t = t
+		p.keys("clear; python3 -q", "Enter")
+		p.wait(regexp.MustCompile(`(?m)^>>> ?$`), 30*time.Second)
+		p.keys("print(6*7)", "Enter")
+		p.wait(regexp.MustCompile(`(?m)^>>> print\(6\*7\)\n42\n>>> ?$`), 20*time.Second)
+		p.keys("exit()", "Enter")
+		p.keys("clear; echo py-$((1+2))", "Enter")
+		p.wait(regexp.MustCompile(`(?m)^py-3$`), 20*time.Second)
+	})
+
+	t.Run("Ctrl-C interrupts sleep", func(t *testing.T) {
+		p.t = t
+		p.keys("clear; sleep 100; echo slept", "Enter")
+		time.Sleep(time.Second)
+		start := time.Now()
+		p.keys("C-c")
+		p.keys("echo back-$((4+5))", "Enter")
+		p.wait(regexp.MustCompile(`(?m)^back-9$`), 20*time.Second)
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("Ctrl-C took %s", time.Since(start))
+		}
+		all := p.tmux("capture-pane", "-p", "-J", "-t", "pty")
+		if strings.Contains(all, "\nslept") {
+			t.Fatalf("sleep was not interrupted:\n%s", all)
+		}
+	})
+
+	t.Run("exit 3 is the CLI's exit code", func(t *testing.T) {
+		p.t = t
+		p.keys("exit 3", "Enter")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			b, err := os.ReadFile(codeFile)
+			if err == nil && strings.TrimSpace(string(b)) != "" {
+				if got := strings.TrimSpace(string(b)); got != "3" {
+					t.Fatalf("the CLI exited %s, want 3", got)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the CLI did not exit; the pane shows:\n%s", p.tmux("capture-pane", "-p", "-t", "pty"))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+}
