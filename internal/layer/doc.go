@@ -62,16 +62,17 @@
 //   - Every other device node is refused (ErrUnsafe), in both formats;
 //     in the OCI format a char 0:0 is a device like any other. FIFOs are
 //     dropped (nothing a template needs; a sandbox may leave one).
-//   - Xattrs: trusted.overlay.opaque=y on a directory, only as the
-//     format says, and security.capability on a regular file, as the
-//     archive has it (an image's ping may need cap_net_raw) once checked
-//     to be exactly the kernel's revision 2 value with no capability past
-//     the last one Linux knows (anything else, revision 3 included, is
-//     ErrUnsafe); it is set after the owner, whose change would clear
-//     it. On the host it gains nothing, as setuid does not: root-only
-//     directories, and a nosuid mount ignores file capabilities. Every
-//     other xattr (user.*, other trusted.overlay.* such as redirect or
-//     metacopy, security.capability on anything but a file) is dropped.
+//   - Xattrs: only trusted.overlay.opaque=y on a directory, and only as
+//     the format says; every other (user.*, security.capability, other
+//     trusted.overlay.* such as redirect or metacopy) is dropped. File
+//     capabilities are dropped although they would gain nothing on the
+//     host: gVisor honours them at exec as Linux does, and a file whose
+//     capabilities have the effective bit but are not all in the
+//     sandbox's bounding set cannot be executed at all (EPERM). runsc
+//     takes CAP_NET_RAW out of that set (no --net-raw), so an image's
+//     ping, cap_net_raw+ep, would not start; without them it runs, as
+//     root (an image's default user) holds the sandbox's capabilities
+//     anyway. (e2e TestTemplateFileCapabilities.)
 //   - Duplicate entries: the last wins, except that nothing replaces a
 //     directory an earlier entry made (ErrDestination); a directory
 //     entry onto an earlier non-directory replaces it, and onto a

@@ -3,7 +3,6 @@ package layer
 import (
 	"archive/tar"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -24,7 +23,6 @@ import (
 // The names of the overlayfs and OCI conventions an extraction converts.
 const (
 	opaqueXattr = "trusted.overlay.opaque"
-	capXattr    = "security.capability"
 	paxXattr    = "SCHILY.xattr."
 	whPrefix    = ".wh."
 	whMeta      = ".wh..wh." // aufs's own bookkeeping (.wh..wh.plnk, .wh..wh.aufs)
@@ -368,83 +366,7 @@ func timespec(t, fallback time.Time) unix.Timespec {
 // 0700 directories and is mounted nosuid, so they gain nothing on the host.
 func perm(hdr *tar.Header) uint32 { return uint32(hdr.Mode) & 0o7777 }
 
-// The kernel's vfs_cap_data (linux/capability.h), the value of
-// security.capability: a little-endian magic_etc (the revision in its top
-// byte, the effective flag in its lowest bit), then a permitted and an
-// inheritable word for each 32 capabilities.
-const (
-	capRevisionMask = 0xff000000
-	capRevision1    = 0x01000000 // one word of each: 12 bytes
-	capRevision2    = 0x02000000 // two words of each
-	capRevision3    = 0x03000000 // revision 2 and a root uid: 24 bytes
-	capSize2        = 20
-	capEffective    = 0x000001
-	// capLast is the highest capability the kernel knows
-	// (CAP_CHECKPOINT_RESTORE): a bit past it means nothing today and
-	// could grant something tomorrow.
-	capLast = 40
-)
-
-// fileCaps returns the entry's security.capability, checked, or nil when
-// it has none. It is kept as the archive has it (an image's /bin/ping may
-// need cap_net_raw): the file is reachable on the host only by root, the
-// layers are mounted nosuid (which ignores file capabilities as it does
-// setuid bits), and only the sandbox's kernel, gVisor's, acts on it.
-// Only revision 2 is kept, checked byte for byte: revision 1 is refused
-// by Linux's setxattr, revision 3 names the uid of a user namespace's root
-// on the machine that built the image, which means nothing here, and
-// anything else is not the kernel's format; all are refused.
-func fileCaps(hdr *tar.Header) ([]byte, error) {
-	v, ok := hdr.PAXRecords[paxXattr+capXattr]
-	if !ok {
-		return nil, nil
-	}
-	b := []byte(v)
-	if err := checkCaps(b); err != nil {
-		return nil, refuse(tarx.ErrUnsafe, "archive entry %q has the file capabilities %x: %v", hdr.Name, b, err)
-	}
-	return b, nil
-}
-
-func checkCaps(b []byte) error {
-	if len(b) < 4 {
-		return errors.New("shorter than their header")
-	}
-	magic := binary.LittleEndian.Uint32(b)
-	if magic&^(capRevisionMask|capEffective) != 0 {
-		return fmt.Errorf("unknown flags %#x", magic&^capRevisionMask)
-	}
-	switch magic & capRevisionMask {
-	case capRevision2:
-	case capRevision1:
-		return errors.New("revision 1 (32 capabilities), which Linux no longer writes")
-	case capRevision3:
-		return errors.New("revision 3 (a user namespace's, naming a root uid of the machine that built the image)")
-	default:
-		return fmt.Errorf("unknown revision %#x", magic>>24)
-	}
-	if len(b) != capSize2 {
-		return fmt.Errorf("%d bytes for revision 2, want %d", len(b), capSize2)
-	}
-	for i := range 2 {
-		valid := uint32(math.MaxUint32)
-		if i == 1 {
-			valid = 1<<(capLast-31) - 1
-		}
-		perm := binary.LittleEndian.Uint32(b[4+8*i:])
-		inh := binary.LittleEndian.Uint32(b[8+8*i:])
-		if (perm|inh)&^valid != 0 {
-			return fmt.Errorf("a capability past %d", capLast)
-		}
-	}
-	return nil
-}
-
 func (e *extractor) file(hdr *tar.Header, name string) error {
-	caps, err := fileCaps(hdr)
-	if err != nil {
-		return err
-	}
 	dir, base, err := e.parent(name, true)
 	if err != nil {
 		return err
@@ -470,13 +392,6 @@ func (e *extractor) file(hdr *tar.Header, name string) error {
 	if err := unix.Fchmod(int(f.Fd()), perm(hdr)); err != nil {
 		f.Close()
 		return err
-	}
-	// Last: a write or a chown would remove the capabilities.
-	if caps != nil {
-		if err := unix.Fsetxattr(int(f.Fd()), capXattr, caps, 0); err != nil {
-			f.Close()
-			return fmt.Errorf("setting the file capabilities of %q: %w", hdr.Name, err)
-		}
 	}
 	if err := f.Close(); err != nil {
 		return err

@@ -273,12 +273,16 @@ func TestStoreDirsPrivate(t *testing.T) {
 	}
 }
 
+// capNetRaw is ping's security.capability: revision 2, effective,
+// permitted CAP_NET_RAW.
+var capNetRaw = string(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(make([]byte, 0, 20), 0x02000001), 1<<13)) + string(make([]byte, 12))
+
 // TestXattrsDropped: of the xattrs an archive carries, only overlayfs's
-// opaque mark (as the format says) and a file's capabilities
-// (TestFileCapabilities) are kept.
+// opaque mark is kept, as the format says.
 func TestXattrsDropped(t *testing.T) {
 	recs := map[string]string{
 		"SCHILY.xattr.user.foo":                 "bar",
+		"SCHILY.xattr.security.capability":      capNetRaw, // well-formed: dropped all the same
 		"SCHILY.xattr.trusted.overlay.redirect": "/etc",
 		"SCHILY.xattr.trusted.overlay.metacopy": "y",
 		"SCHILY.xattr.trusted.overlay.opaque":   "y",
@@ -634,72 +638,6 @@ func TestImportCancelled(t *testing.T) {
 		t.Fatalf("Import: %v", err)
 	}
 	assertEmpty(t, s)
-}
-
-// capsValue is a security.capability value: magic_etc, then permitted and
-// inheritable for each word given.
-func capsValue(magic uint32, words ...uint32) string {
-	b := binary.LittleEndian.AppendUint32(nil, magic)
-	for _, w := range words {
-		b = binary.LittleEndian.AppendUint32(b, w)
-	}
-	return string(b)
-}
-
-func TestFileCapabilities(t *testing.T) {
-	const netRaw = 1 << 13 // CAP_NET_RAW
-	ping := capsValue(0x02000001, netRaw, 0, 0, 0)
-	other := capsValue(0x02000000, 0, netRaw, 1<<8, 0) // inheritable, and CAP_CHECKPOINT_RESTORE (40)
-	rec := func(v string) map[string]string { return map[string]string{"SCHILY.xattr.security.capability": v} }
-	for _, f := range []Format{Overlay, OCI} {
-		data := newArchive().
-			// Owned by someone else than root: the chown must come before
-			// the capabilities, which a chown removes.
-			add(t, &tar.Header{Typeflag: tar.TypeReg, Name: "bin/ping", Mode: 0o755, Uid: 1000, Gid: 1000, PAXRecords: rec(ping)}, "ELF").
-			add(t, &tar.Header{Typeflag: tar.TypeReg, Name: "bin/old", Mode: 0o755, PAXRecords: rec(other)}, "ELF").
-			add(t, &tar.Header{Typeflag: tar.TypeDir, Name: "dir/", Mode: 0o755, PAXRecords: rec(ping)}, "").
-			add(t, &tar.Header{Typeflag: tar.TypeSymlink, Name: "link", Linkname: "bin/ping", PAXRecords: rec(ping)}, "").
-			add(t, &tar.Header{Typeflag: tar.TypeReg, Name: "plain", Mode: 0o755}, "x").
-			// A hard link is the inode it links to, its own record ignored.
-			add(t, &tar.Header{Typeflag: tar.TypeLink, Name: "plainlink", Linkname: "plain", PAXRecords: rec(ping)}, "").
-			add(t, &tar.Header{Typeflag: tar.TypeLink, Name: "pinglink", Linkname: "bin/ping"}, "").
-			bytes(t)
-		_, dir := mustImport(t, openStore(t), data, f)
-		for name, want := range map[string]string{"bin/ping": ping, "pinglink": ping, "bin/old": other, "dir": "", "link": "", "plain": "", "plainlink": ""} {
-			buf := make([]byte, 64)
-			n, err := unix.Lgetxattr(filepath.Join(dir, name), capXattr, buf)
-			got := ""
-			if err == nil {
-				got = string(buf[:n])
-			} else if !errors.Is(err, unix.ENODATA) {
-				t.Fatalf("%v: %s: %v", f, name, err)
-			}
-			if got != want {
-				t.Errorf("%v: %s has the capabilities %x, want %x", f, name, got, want)
-			}
-		}
-		if st := lstatT(t, filepath.Join(dir, "bin/ping")); st.Uid != 1000 || st.Mode&0o7777 != 0o755 {
-			t.Errorf("%v: bin/ping: owner %d mode %o", f, st.Uid, st.Mode&0o7777)
-		}
-	}
-	for name, v := range map[string]string{
-		"not the format":      "caps",
-		"empty":               "",
-		"short for rev 2":     ping[:19],
-		"long for rev 2":      ping + "\x00",
-		"rev 1":               capsValue(0x01000000, netRaw, netRaw),
-		"rev 1 sized as 2":    capsValue(0x01000000, netRaw, 0, 0, 0),
-		"namespaced (rev 3)":  capsValue(0x03000001, netRaw, 0, 0, 0, 1000),
-		"unknown revision":    capsValue(0x04000001, netRaw, 0, 0, 0),
-		"unknown flag":        capsValue(0x02000003, netRaw, 0, 0, 0),
-		"past the last cap":   capsValue(0x02000001, 0, 0, 1<<9, 0),
-		"inheritable past it": capsValue(0x02000001, 0, 0, 0, 1<<31),
-	} {
-		t.Run(name, func(t *testing.T) {
-			data := newArchive().add(t, &tar.Header{Typeflag: tar.TypeReg, Name: "f", Mode: 0o755, PAXRecords: rec(v)}, "x").bytes(t)
-			refused(t, openStore(t), data, OCI, Limits{}, tarx.ErrUnsafe)
-		})
-	}
 }
 
 // TestNoPrivilegeGained: a setuid or setgid bit is only ever the archive's

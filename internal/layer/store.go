@@ -32,8 +32,7 @@ const (
 	Overlay Format = iota + 1
 	// OCI is the image layers' convention: .wh.NAME removes NAME,
 	// .wh..wh..opq makes its directory opaque. Both are converted to
-	// overlayfs's form; device nodes are refused, xattrs dropped but a
-	// file's checked security.capability.
+	// overlayfs's form; device nodes are refused, xattrs all dropped.
 	OCI
 )
 
