@@ -23,6 +23,7 @@ from .errors import APIError, CommandError, Error, TransportError
 from .files import FileInfo, Files, TransferResult
 from .network import EgressEvent, Network
 from .process import ExecResult, Process
+from .pty import Pty, PtyHandle
 from .sandbox import Sandbox, SandboxInfo
 from .template import Template, TemplateDefaults, TemplateInfo
 
@@ -35,6 +36,8 @@ __all__ = [
     "TemplateDefaults",
     "ExecResult",
     "Process",
+    "Pty",
+    "PtyHandle",
     "Execution",
     "Result",
     "Logs",

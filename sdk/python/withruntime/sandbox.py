@@ -16,6 +16,7 @@ from .code import ContextArg, Contexts, Execution, Result, build_code_body, run_
 from .errors import APIError
 from .files import Files
 from .network import EgressEvent, Network, network_body
+from .pty import Pty
 from .process import BytesOutputCallback, Command, ExecResult, OutputCallback, Process, build_exec_body, run_stream
 from .template import TemplateInfo, check_template_name
 
@@ -123,6 +124,8 @@ class Sandbox:
         self.files = Files(self._t, id)
         """File operations: read, write, list, stat, mkdir, remove, upload, download."""
         self._contexts = Contexts(self._t, id)
+        self.pty = Pty(self._t, id)
+        """Terminals: ``create(cols=, rows=, on_data=)``, ``connect(pid)``."""
 
     # -- construction ------------------------------------------------------
 
