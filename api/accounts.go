@@ -45,12 +45,15 @@ type Key struct {
 // caller's; only the admin key names another. Kind is "full" (default) or
 // "read_only"; "admin" only by the admin key. A key made by a key with a
 // daily limit (its own or one it was made through) gets at most that
-// limit: none asked means that limit, more is forbidden.
+// limit: none asked means that limit, more is forbidden. Format is how the
+// secret is written: "withruntime" (default, "wr_...") or "e2b" ("e2b_" and
+// hex digits, for E2B's SDKs); the key is the same in every other respect.
 type CreateKeyRequest struct {
 	Account          string `json:"account,omitempty"`
 	Kind             string `json:"kind,omitempty"`
 	Name             string `json:"name,omitempty"`
 	DailyLimitMicros int64  `json:"daily_limit_micros,omitempty"`
+	Format           string `json:"format,omitempty"`
 }
 
 // KeyList is the body of GET /v1/keys.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -152,11 +153,24 @@ func trialKeysSpent(n int) error {
 const maxKeyName = 100
 
 // KeyRequest is a key as a caller asks for it: Kind "" is a full key,
-// Account "" the caller's.
+// Account "" the caller's, Format "" withruntime's (KeyFormatWithruntime).
 type KeyRequest struct {
-	Account, Kind, Name string
-	DailyLimitMicros    int64
+	Account, Kind, Name, Format string
+	DailyLimitMicros            int64
 }
+
+// The formats of a key's secret. A secret's format is only how it is
+// written: the key's kind, account, limits and parent are its record's,
+// found by the secret's hash whatever its format.
+const (
+	// KeyFormatWithruntime is "wr_" and 43 base64url characters.
+	KeyFormatWithruntime = "withruntime"
+	// KeyFormatE2B is "e2b_" and 64 lowercase hex digits, the shape E2B's
+	// keys have ("e2b_" then hex digits), which E2B's SDKs that check a
+	// key's format before sending it accept. It carries as many random
+	// bits (256) as a withruntime key.
+	KeyFormatE2B = "e2b"
+)
 
 // CreateKey makes and stores a key for c as req asks, and returns its
 // secret (which is kept nowhere) with it. A refusal past the day's keys
@@ -180,11 +194,16 @@ func (s *Service) CreateKey(ctx context.Context, c Caller, req KeyRequest) (secr
 	if len(req.Name) > maxKeyName {
 		return "", k, 0, sandbox.Errorf(sandbox.KindInvalid, "name must be at most %d bytes", maxKeyName)
 	}
+	switch req.Format {
+	case "", KeyFormatWithruntime, KeyFormatE2B:
+	default:
+		return "", k, 0, sandbox.Errorf(sandbox.KindInvalid, `format must be %q or %q, not %q`, KeyFormatWithruntime, KeyFormatE2B, req.Format)
+	}
 	account, err := s.TargetAccount(ctx, c, req.Account, true)
 	if err != nil {
 		return "", k, 0, err
 	}
-	secret, k = NewKey(account, kind)
+	secret, k = NewKeyFormat(account, kind, req.Format)
 	k.Name = req.Name
 	k.DailyLimitMicros = req.DailyLimitMicros
 	if c.Kind == store.KeyAdmin {
@@ -292,12 +311,21 @@ func mayDelete(c Caller, keys []store.Key, id string) error {
 	return mayRemove(c, store.NewKeyTree(keys), id)
 }
 
-// NewKey makes a key of account with a fresh secret, which it returns: the
-// key keeps only the secret's SHA-256.
+// NewKey makes a key of account with a fresh secret in withruntime's
+// format, which it returns: the key keeps only the secret's SHA-256.
 func NewKey(account string, kind store.KeyKind) (string, store.Key) {
+	return NewKeyFormat(account, kind, KeyFormatWithruntime)
+}
+
+// NewKeyFormat is NewKey with a secret in format (a KeyFormat; "" is
+// withruntime's).
+func NewKeyFormat(account string, kind store.KeyKind, format string) (string, store.Key) {
 	var b [32]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
 	secret := "wr_" + base64.RawURLEncoding.EncodeToString(b[:])
+	if format == KeyFormatE2B {
+		secret = "e2b_" + hex.EncodeToString(b[:])
+	}
 	sum := sha256.Sum256([]byte(secret))
 	return secret, store.Key{
 		ID:        "key_" + randHex(12),

@@ -75,7 +75,7 @@ func (a *App) accountsList(cmd *command, s streams) runFunc {
 // keysVerbs are the verbs of "withruntime keys".
 func (a *App) keysVerbs() []leaf {
 	return []leaf{
-		{use: "create [--account NAME] [--read-only] [--daily-limit-usd X] [--name N] [--json]",
+		{use: "create [--account NAME] [--read-only] [--daily-limit-usd X] [--name N] [--format F] [--json]",
 			short: "create an API key and print it", about: keysCreateAbout, define: a.keysCreate},
 		{use: "ls [--account NAME] [--json]", short: "list API keys (never their secrets)", aliases: []string{"list"},
 			about: "Lists API keys, never their secret part.", define: a.keysList},
@@ -96,7 +96,11 @@ const keysCreateAbout = `Creates an API key and prints it: the server shows it t
 only its hash. With --json, prints the key's record, its "key" field being
 the key itself. A key made with a key other than the admin key answers to
 it: its daily limit is at most the maker's (the maker's when none is given)
-and what it spends counts against the maker's limit too.`
+and what it spends counts against the maker's limit too.
+
+--format e2b writes the key the way E2B's keys are written, "e2b_" and hex
+digits, for programs written for E2B (their SDKs may refuse other keys);
+it is the same key as any other in every other respect.`
 
 func (a *App) keysCreate(cmd *command, s streams) runFunc {
 	account := cmd.fs.String("account", "", "the key's account, by `NAME` (admin key only; default the caller's)")
@@ -114,12 +118,20 @@ func (a *App) keysCreate(cmd *command, s streams) runFunc {
 		return nil
 	})
 	name := cmd.fs.String("name", "", "a `NAME` for the key, for people")
+	format := cmd.fs.String("format", "withruntime", "how the key is written: `F` is withruntime (wr_...) or e2b (e2b_ and hex digits, for E2B's SDKs)")
 	asJSON := cmd.fs.Bool("json", false, "print the key's record as JSON, the key in its \"key\" field")
 	return func(ctx context.Context, pos []string) int {
 		if len(pos) > 0 {
 			return cmd.usageError(s, "unexpected argument %q", pos[0])
 		}
+		if *format != "withruntime" && *format != "e2b" {
+			return cmd.usageError(s, "--format must be withruntime or e2b, not %q", *format)
+		}
 		req := api.CreateKeyRequest{Account: *account, Kind: "full", Name: *name, DailyLimitMicros: limit}
+		if *format == "e2b" {
+			// Only then: a server from before formats refuses the field.
+			req.Format = "e2b"
+		}
 		if *readOnly {
 			req.Kind = "read_only"
 		}

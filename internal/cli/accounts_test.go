@@ -130,12 +130,25 @@ func TestKeysCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &obj); err != nil || obj["key"] != "wr_secret_new" || obj["id"] != "key_new" {
 		t.Errorf("create --json: want an object whose \"key\" is the secret, got %q (%v)", stdout, err)
 	}
+	// --format e2b asks for it; --format withruntime (the default) asks
+	// for nothing, so that a server from before formats takes it.
+	for _, format := range []string{"e2b", "withruntime"} {
+		if code, _, stderr := run(t, nil, "keys", "create", "--read-only", "--format", format); code != 0 {
+			t.Fatalf("create --format %s: exit %d: %s", format, code, stderr)
+		}
+	}
+	code, _, stderr = run(t, nil, "keys", "create", "--format", "E2B")
+	if code != 2 || !strings.Contains(stderr, `--format must be withruntime or e2b, not "E2B"`) {
+		t.Errorf("create --format E2B: exit %d stderr %q, want a usage error", code, stderr)
+	}
 	f.mu.Lock()
 	got := f.keysCreated
 	f.mu.Unlock()
 	want := []api.CreateKeyRequest{
 		{Kind: "full"},
 		{Account: "team", Kind: "read_only", Name: "ci", DailyLimitMicros: 4_350_000},
+		{Kind: "read_only", Format: "e2b"},
+		{Kind: "read_only"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("requests:\ngot  %+v\nwant %+v", got, want)

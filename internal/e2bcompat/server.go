@@ -178,8 +178,15 @@ func (s *Server) client(key string) *client.Client {
 	return c
 }
 
-// apiKey is the withruntime key an E2B key names: E2B keys are prefixed
-// "e2b_", which some clients check for.
+// apiKey is the withruntime key an E2B key names. A key made in E2B's
+// format ("e2b_" and hex digits) is itself; a withruntime key may also be
+// given with "e2b_" in front ("e2b_wr_..."), for clients that check for the
+// prefix, and is then the key after it. The shape decides, so each string
+// names one key: hex digits never start with "wr_".
 func apiKey(k string) string {
-	return strings.TrimPrefix(strings.TrimSpace(k), "e2b_")
+	k = strings.TrimSpace(k)
+	if strings.HasPrefix(k, "e2b_wr_") {
+		return strings.TrimPrefix(k, "e2b_")
+	}
+	return k
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,10 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
 )
+
+// e2bKeyShape is the shape of a key in E2B's format as this server makes
+// it: E2B's SDKs that check keys want "e2b_" and lowercase hex digits.
+var e2bKeyShape = regexp.MustCompile(`^e2b_[0-9a-f]{64}$`)
 
 // decodeStrict reads a JSON body of v's type, refusing fields it lacks.
 func decodeStrict(t *testing.T, resp *http.Response, v any) {
@@ -135,6 +140,11 @@ func TestKeyLifecycle(t *testing.T) {
 		{``, "full"},
 		{`{"name":"ci","daily_limit_micros":500000}`, "full"},
 		{`{"kind":"read_only","account":"acct1"}`, "read_only"},
+		{`{"format":"withruntime"}`, "full"},
+		// Keys in E2B's format are keys like the others: kind, limit,
+		// listing, use and removal below hold for them too.
+		{`{"format":"e2b","name":"e2b","daily_limit_micros":250000}`, "full"},
+		{`{"kind":"read_only","format":"e2b"}`, "read_only"},
 	} {
 		resp := e.doJSON("POST", "/v1/keys", full, tt.body)
 		wantStatus(t, resp, 201, "")
@@ -143,8 +153,15 @@ func TestKeyLifecycle(t *testing.T) {
 		if k.Account != "acct1" || k.Kind != tt.wantKind || !strings.HasPrefix(k.ID, "key_") {
 			t.Errorf("%s: got %+v, want a %s key of acct1 with a key_ id", tt.body, k, tt.wantKind)
 		}
-		if !strings.HasPrefix(k.Secret, "wr_") || len(k.Secret) != 3+43 {
+		if strings.Contains(tt.body, `"e2b"`) {
+			if !e2bKeyShape.MatchString(k.Secret) {
+				t.Errorf("%s: secret %q: want e2b_ and 64 lowercase hex digits", tt.body, k.Secret)
+			}
+		} else if !strings.HasPrefix(k.Secret, "wr_") || len(k.Secret) != 3+43 {
 			t.Errorf("%s: secret %q: want wr_ and 43 base64url characters", tt.body, k.Secret)
+		}
+		if strings.Contains(tt.body, `"name":"e2b"`) && (k.Name != "e2b" || k.DailyLimitMicros != 250000) {
+			t.Errorf("%s: got name %q limit %d, want e2b and 250000", tt.body, k.Name, k.DailyLimitMicros)
 		}
 		if strings.Contains(tt.body, "ci") && (k.Name != "ci" || k.DailyLimitMicros != 500000) {
 			t.Errorf("%s: got name %q limit %d, want ci and 500000", tt.body, k.Name, k.DailyLimitMicros)
@@ -176,8 +193,8 @@ func TestKeyLifecycle(t *testing.T) {
 			t.Errorf("key %s not listed: %v", id, ids)
 		}
 	}
-	if len(ids) != 3+3 { // full, read_only and spare, and the three made
-		t.Errorf("listed %d keys, want 6: %v", len(ids), ids)
+	if len(ids) != 3+len(made) { // full, read_only and spare, and those made
+		t.Errorf("listed %d keys, want %d: %v", len(ids), 3+len(made), ids)
 	}
 	stored, _ := e.store.ListKeys(t.Context(), "acct1")
 	for _, k := range stored {
@@ -389,6 +406,7 @@ func TestAccountsAndKeysBadRequests(t *testing.T) {
 		{"key unknown field", full, "POST", "/v1/keys", `{"scope":"all"}`, `unknown field "scope"`},
 		{"key negative limit", full, "POST", "/v1/keys", `{"daily_limit_micros":-1}`, "daily_limit_micros must not be negative"},
 		{"key unknown kind", full, "POST", "/v1/keys", `{"kind":"owner"}`, `kind must be "full" or "read_only"`},
+		{"key unknown format", full, "POST", "/v1/keys", `{"format":"E2B"}`, `format must be "withruntime" or "e2b", not "E2B"`},
 		{"key long name", full, "POST", "/v1/keys", `{"name":"` + strings.Repeat("n", 101) + `"}`, "at most 100"},
 		{"keys unknown query", full, "GET", "/v1/keys?acount=acct1", ``, `unknown query parameter "acount"`},
 

@@ -19,7 +19,7 @@ func (s *server) createKey(w http.ResponseWriter, r *http.Request, c caller) err
 		return err
 	}
 	secret, k, wait, err := s.accounts.CreateKey(r.Context(), c.who(), accounts.KeyRequest{
-		Account: req.Account, Kind: req.Kind, Name: req.Name, DailyLimitMicros: req.DailyLimitMicros,
+		Account: req.Account, Kind: req.Kind, Name: req.Name, DailyLimitMicros: req.DailyLimitMicros, Format: req.Format,
 	})
 	if err != nil {
 		if wait > 0 {

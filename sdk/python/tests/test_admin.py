@@ -97,6 +97,9 @@ def test_keys_create_shapes(canned: CannedServer) -> None:
         ({"kind": "admin"}, {"kind": "admin"}),
         ({"kind": "full", "daily_limit_micros": 7}, {"kind": "full", "daily_limit_micros": 7}),
         ({"daily_limit_usd": "0.000001"}, {"daily_limit_micros": 1}),
+        ({"format": "e2b", "read_only": True}, {"format": "e2b", "kind": "read_only"}),
+        # The default format is not sent: servers from before formats refuse the field.
+        ({"format": "withruntime"}, {}),
     ]
     for kwargs, want in cases:
         got_key = c.keys.create(**kwargs)
@@ -113,6 +116,8 @@ def test_keys_create_shapes(canned: CannedServer) -> None:
     {"daily_limit_usd": 1, "daily_limit_micros": 1},
     {"kind": "root"},
     {"kind": "full", "read_only": True},
+    {"format": "E2B"},
+    {"format": "wr"},
 ])
 def test_keys_create_refuses_bad_options(canned: CannedServer, kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):

@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 KEY_KINDS = ("full", "read_only", "admin")
+KEY_FORMATS = ("withruntime", "e2b")
 
 
 @dataclass(frozen=True)
@@ -249,6 +250,7 @@ class Keys:
         name: str | None = None,
         daily_limit_usd: float | str | Decimal | None = None,
         daily_limit_micros: int | None = None,
+        format: str | None = None,
     ) -> Key:
         """Create an API key; the returned Key's ``secret`` is the key,
         shown this once.
@@ -259,7 +261,13 @@ class Keys:
         spending limit is ``daily_limit_usd`` (at most 6 decimals) or
         ``daily_limit_micros`` (USD millionths); a key made by a key with a
         limit gets at most that limit (none asked: that limit).
+        ``format="e2b"`` writes the secret as E2B's keys are written
+        (``e2b_`` and hex digits), for programs using E2B's SDKs; the key is
+        the same in every other respect. The default is ``withruntime``
+        (``wr_...``).
         """
+        if format is not None and format not in KEY_FORMATS:
+            raise ValueError(f"format must be one of {', '.join(KEY_FORMATS)}, got {format!r}")
         if read_only:
             if kind not in (None, "read_only"):
                 raise ValueError(f"read_only=True contradicts kind={kind!r}")
@@ -275,6 +283,9 @@ class Keys:
                      ("daily_limit_micros", daily_limit_micros)):
             if v:
                 body[k] = v
+        if format == "e2b":
+            # Only then: a server from before formats refuses the field.
+            body["format"] = format
         return Key.from_json(self._t.json("POST", "/keys", json_body=body) or {})
 
     def list(self, account: str | None = None) -> List[Key]:

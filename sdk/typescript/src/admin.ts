@@ -71,6 +71,7 @@ export interface Trial {
 }
 
 const KEY_KINDS = ["full", "read_only", "admin"] as const;
+const KEY_FORMATS = ["withruntime", "e2b"] as const;
 
 function namePath(collection: string, name: string, what: string): string {
   if (!name) throw new TypeError(`${what} is empty`);
@@ -152,6 +153,10 @@ export interface CreateKeyOptions {
   dailyLimitUsd?: number | string;
   /** ...in USD millionths. */
   dailyLimitMicros?: number;
+  /** How the secret is written: `withruntime` (`wr_...`, the default) or
+   * `e2b` (`e2b_` and hex digits, as E2B's keys are, for programs using
+   * E2B's SDKs). The key is the same in every other respect. */
+  format?: "withruntime" | "e2b";
 }
 
 /** API keys (`client.keys`). */
@@ -167,6 +172,9 @@ export class Keys {
     if (opts.kind !== undefined && !KEY_KINDS.includes(opts.kind)) {
       throw new RangeError(`kind must be one of ${KEY_KINDS.join(", ")}, got ${JSON.stringify(opts.kind)}`);
     }
+    if (opts.format !== undefined && !KEY_FORMATS.includes(opts.format)) {
+      throw new RangeError(`format must be one of ${KEY_FORMATS.join(", ")}, got ${JSON.stringify(opts.format)}`);
+    }
     let micros = opts.dailyLimitMicros;
     if (opts.dailyLimitUsd !== undefined) {
       if (micros !== undefined) throw new TypeError("give dailyLimitUsd or dailyLimitMicros, not both");
@@ -177,6 +185,8 @@ export class Keys {
     if (opts.kind) body.kind = opts.kind;
     if (opts.name) body.name = opts.name;
     if (micros) body.daily_limit_micros = micros;
+    // Only e2b: a server from before formats refuses the field.
+    if (opts.format === "e2b") body.format = opts.format;
     return keyOf(await this.#t.json<S["Key"]>("POST", "/keys", { json: body }));
   }
 

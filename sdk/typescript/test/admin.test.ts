@@ -50,6 +50,26 @@ describe("client", () => {
     await assert.rejects(Sandbox.list({ apiKey: ro.secret }), (e: unknown) => e instanceof APIError && e.code === "unauthorized");
   });
 
+  test("keys in E2B's format are keys like the others", async () => {
+    const acct = `ts-sdk-e2b-${process.pid}`;
+    await c.accounts.create(acct);
+    const full = await c.keys.create({ account: acct, format: "e2b", dailyLimitUsd: "2" });
+    // E2B's SDKs that check a key want "e2b_" and lowercase hex digits.
+    assert.match(full.secret!, /^e2b_[0-9a-f]{64}$/);
+    assert.equal(full.kind, "full");
+    assert.equal(full.dailyLimitMicros, 2_000_000);
+    const ro = await new Client({ apiKey: full.secret }).keys.create({ kind: "read_only", format: "e2b" });
+    assert.match(ro.secret!, /^e2b_[0-9a-f]{64}$/);
+    assert.equal(ro.parent, full.id);
+    assert.deepEqual(await Sandbox.list({ apiKey: ro.secret }), []);
+    await assert.rejects(Sandbox.create({ apiKey: ro.secret, vcpus: 1, memoryMib: 1024 }), (e: unknown) => e instanceof APIError && e.code === "forbidden");
+    assert.deepEqual((await c.keys.list({ account: acct })).map((k) => k.id).sort(), [full.id, ro.id].sort());
+    await c.keys.remove(full.id);
+    await assert.rejects(Sandbox.list({ apiKey: ro.secret }), (e: unknown) => e instanceof APIError && e.code === "unauthorized");
+    // A format the server does not know is refused before anything is sent.
+    await assert.rejects(c.keys.create({ format: "E2B" as "e2b" }), RangeError);
+  });
+
   test("usage answers rows and a total", async () => {
     const u = await c.usage({ from: new Date(Date.now() - 86_400_000), to: new Date() });
     assert.ok(Array.isArray(u.rows));

@@ -1509,6 +1509,14 @@ export interface components {
              *     when it asks for more.
              */
             daily_limit_micros?: number;
+            /**
+             * @description How the secret is written: withruntime ("wr_" and 43
+             *     characters; the default) or e2b ("e2b_" and 64 lowercase hex
+             *     digits, the shape E2B's SDKs check keys for). Only the
+             *     writing differs: the key is the same in every other respect.
+             * @enum {string}
+             */
+            format?: "withruntime" | "e2b";
         };
         Key: {
             id: string;
@@ -1526,7 +1534,7 @@ export interface components {
             parent?: string;
             /** Format: date-time */
             created_at: string;
-            /** @description The secret, "wr_" and 43 characters; only in the answer to the key's creation. */
+            /** @description The secret, "wr_" and 43 characters (or "e2b_" and 64 hex digits for format e2b); only in the answer to the key's creation. */
             key?: string;
         };
         KeyList: {
