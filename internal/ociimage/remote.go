@@ -27,16 +27,22 @@ func ReadRemote(ctx context.Context, ref string, opts Options, imp ImportFunc) (
 	if err != nil {
 		return nil, fmt.Errorf("%w: reference %q: %v", ErrInvalid, ref, err)
 	}
-	src := &remoteSource{ref: r, opts: []remote.Option{
-		remote.WithContext(ctx),
-		remote.WithTransport(transport(opts.AllowPrivateRegistry)),
-		remote.WithUserAgent("withruntime"),
-	}}
+	src := &remoteSource{ref: r, opts: remoteOptions(ctx, opts)}
 	img, err := src.resolve(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return run(ctx, img, opts, imp)
+}
+
+// remoteOptions are how this package talks to a registry: anonymously,
+// through transport's address check.
+func remoteOptions(ctx context.Context, opts Options) []remote.Option {
+	return []remote.Option{
+		remote.WithContext(ctx),
+		remote.WithTransport(transport(opts.AllowPrivateRegistry)),
+		remote.WithUserAgent("withruntime"),
+	}
 }
 
 type remoteSource struct {

@@ -219,7 +219,9 @@ func (l *Library) setActive(id string, layers []string) {
 // What can be checked before anything runs is checked here and refused
 // as invalid_request (or not_found for a base that is not there): the
 // spec, the Dockerfile against its base, the base, the number of layers
-// the template would have.
+// the template would have. A base that is an OCI image (a registry
+// reference, an archive in the context) is read when the build runs
+// (buildimage.go): what depends on it is checked then, and fails the build.
 func (l *Library) Build(ctx context.Context, account, keyID string, specJSON []byte, contextTar io.Reader, size template.BuildSize) (*template.Build, error) {
 	l.buildsInit()
 	if l.sandboxes() == nil || l.cfg.BuildDir == "" {
@@ -233,42 +235,24 @@ func (l *Library) Build(ctx context.Context, account, keyID string, specJSON []b
 	if err != nil {
 		return nil, err
 	}
-	base, err := l.buildBase(ctx, account, spec.Base())
+	// The base is what the Dockerfile's FROM names, known before the base
+	// is read (an image base is read when the build runs, and the
+	// Dockerfile resolved on its defaults then).
+	outline, err := spec.Outline()
+	if err != nil {
+		return nil, buildError(err)
+	}
+	base, err := l.buildBase(ctx, account, outline.Base())
 	if err != nil {
 		return nil, err
 	}
-	resolved, err := spec.Resolve(func(f build.From) (template.Defaults, error) {
-		b, err := l.buildBase(ctx, account, f)
-		if err != nil {
-			return template.Defaults{}, err
-		}
-		return b.Defaults, nil
-	})
-	if err != nil {
-		var be *build.Error
-		if errors.As(err, &be) {
-			return nil, buildError(err)
-		}
-		var se *sandbox.Error
-		if errors.As(err, &se) {
-			return nil, se
-		}
-		return nil, err
-	}
-	if resolved != spec {
-		// The Dockerfile's FROM is the base.
-		if base, err = l.buildBase(ctx, account, resolved.Base()); err != nil {
+	resolved := spec
+	steps := len(outline.Steps)
+	if !base.pending() {
+		if resolved, err = resolveOn(spec, base); err != nil {
 			return nil, err
 		}
-	}
-	n := len(base.Layers)
-	for _, st := range resolved.Steps {
-		if st.MakesLayer() {
-			n++
-		}
-	}
-	if n > template.MaxLayers {
-		return nil, sandbox.Errorf(sandbox.KindInvalid, "the template would have %d layers (its base's %d and one for each step that changes files), at most %d: join run steps with && or install packages in one step", n, len(base.Layers), template.MaxLayers)
+		steps = len(resolved.Steps)
 	}
 
 	// The count and this build's place in it are taken together, so
@@ -310,7 +294,7 @@ func (l *Library) Build(ctx context.Context, account, keyID string, specJSON []b
 	now := l.cfg.Now()
 	b := &buildRun{
 		account: account,
-		info:    template.Build{ID: id, Template: ref.String(), State: template.BuildQueued, Steps: len(resolved.Steps), CreatedAt: now},
+		info:    template.Build{ID: id, Template: ref.String(), State: template.BuildQueued, Steps: steps, CreatedAt: now},
 		changed: make(chan struct{}), done: make(chan struct{}),
 	}
 	l.b.mu.Lock()
@@ -318,12 +302,35 @@ func (l *Library) Build(ctx context.Context, account, keyID string, specJSON []b
 	l.b.runs[id] = b
 	unreserve()
 	l.b.mu.Unlock()
-	l.log.Info("template build queued", "build_id", id, "template", ref.String(), "account", account, "steps", len(resolved.Steps))
+	l.log.Info("template build queued", "build_id", id, "template", ref.String(), "account", account, "steps", steps, "base", base.Name)
 	// The build as it starts, queued: taken before it runs, which may
 	// change it at once.
 	info := b.snapshot()
 	go l.runBuild(b, keyID, ref, resolved, base, dir, size)
 	return &info, nil
+}
+
+// resolveOn resolves spec's Dockerfile on base's defaults, and refuses a
+// template that would have more than template.MaxLayers layers.
+func resolveOn(spec *build.Spec, base *baseOf) (*build.Spec, error) {
+	resolved, err := spec.Resolve(func(build.From) (template.Defaults, error) { return base.Defaults, nil })
+	if err != nil {
+		var se *sandbox.Error
+		if errors.As(err, &se) {
+			return nil, se
+		}
+		return nil, buildError(err)
+	}
+	n := len(base.Layers)
+	for _, st := range resolved.Steps {
+		if st.MakesLayer() {
+			n++
+		}
+	}
+	if n > template.MaxLayers {
+		return nil, sandbox.Errorf(sandbox.KindInvalid, "the template would have %d layers (its base's %d and one for each step that changes files), at most %d: join run steps with && or install packages in one step", n, len(base.Layers), template.MaxLayers)
+	}
+	return resolved, nil
 }
 
 // ContextSpecName is the name of the spec's entry in the API's tar form

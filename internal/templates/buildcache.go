@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/template"
 )
 
 // Bounds of the build cache: per account, the entries used last are kept,
@@ -35,6 +36,9 @@ type cacheEntry struct {
 	// bounded per account by its template quota's bytes.
 	LayerBytes int64     `json:"layer_bytes"`
 	Used       time.Time `json:"used"`
+	// Defaults are an image's, in the entry of a build's base image
+	// (imageKey): its layers then stand for the image.
+	Defaults *template.Defaults `json:"defaults,omitempty"`
 }
 
 // buildCache is the step cache of a server: account -> key -> entry,

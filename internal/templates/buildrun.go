@@ -2,7 +2,6 @@ package templates
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,25 +18,32 @@ import (
 )
 
 // baseOf is what a build starts from: the base's root and defaults, and
-// the key that names them exactly (the first step's cache parent).
+// the key that names them exactly (the first step's cache parent). An
+// image base (Image or Archive set) has them only once the build has read
+// the image (importBase); Bytes are then the image's, which count in the
+// template the build makes.
 type baseOf struct {
 	Base     string
 	Layers   []string
 	Defaults template.Defaults
 	Key      string
 	Name     string
+	Image    string
+	Archive  string
+	Bytes    int64
 }
 
 // buildBase looks up the base f names for account. The built-in image
 // is keyed by its name and Config.DefaultImageKey; a template by its base, layers and defaults (its
 // content: the same template remade with the same content keeps the
-// cache, a changed one does not).
+// cache, a changed one does not). An image is read when the build runs
+// (importBase).
 func (l *Library) buildBase(ctx context.Context, account string, f build.From) (*baseOf, error) {
 	switch {
 	case f.Image != "":
-		return nil, sandbox.Errorf(sandbox.KindNotSupported, "a build from an image reference (%s) is not supported yet: import the image with template import, then build FROM template://NAME", f.Image)
+		return &baseOf{Image: f.Image, Name: f.Image}, nil
 	case f.Archive != "":
-		return nil, sandbox.Errorf(sandbox.KindNotSupported, "a build from an image archive in the context (%s) is not supported yet: import it with template import, then build FROM template://NAME", f.Archive)
+		return &baseOf{Archive: f.Archive, Name: "archive://" + f.Archive}, nil
 	}
 	ref, err := parse(f.Template)
 	if err != nil {
@@ -50,10 +56,9 @@ func (l *Library) buildBase(ctx context.Context, account string, f build.From) (
 	if err != nil {
 		return nil, err
 	}
-	d, _ := json.Marshal(t.Defaults)
 	return &baseOf{
 		Base: t.Base, Layers: slices.Clone(t.Layers), Defaults: t.Defaults, Name: ref.String(),
-		Key: fmt.Sprintf("withruntime/build-base/v1 %q %q %s", t.Base, strings.Join(t.Layers, ","), d),
+		Key: contentKey(t.Base, t.Layers, t.Defaults),
 	}, nil
 }
 
@@ -89,6 +94,18 @@ func (l *Library) runBuild(b *buildRun, keyID string, ref template.Ref, spec *bu
 	started := l.cfg.Now()
 	b.set(func(i *template.Build) { i.State, i.StartedAt = template.BuildRunning, &started })
 
+	if base.pending() {
+		if err := l.importBase(ctx, b, ref, base, dir); err != nil {
+			fail(0, err)
+			return
+		}
+		resolved, err := resolveOn(spec, base)
+		if err != nil {
+			fail(0, err)
+			return
+		}
+		spec = resolved
+	}
 	cur := chain{layers: slices.Clone(base.Layers), key: base.Key}
 	l.mu.Lock()
 	l.setActive(id, cur.layers)
@@ -96,7 +113,7 @@ func (l *Library) runBuild(b *buildRun, keyID string, ref template.Ref, spec *bu
 	env := maps.Clone(base.Defaults.Env)
 	workdir, user := base.Defaults.Workdir, base.Defaults.User
 	noCache := spec.NoCache
-	var size int64
+	size := base.Bytes
 	for i, st := range spec.Steps {
 		n := i + 1
 		b.set(func(in *template.Build) { in.Step = n })

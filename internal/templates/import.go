@@ -81,53 +81,102 @@ func (l *Library) ImportRef(ctx context.Context, account, name, imageRef string)
 func (l *Library) importImage(ctx context.Context, account string, ref template.Ref, read func(context.Context, ociimage.ImportFunc) (*ociimage.Result, error)) (*template.Template, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	li, err := l.newLayerImporter(ctx, account, ref)
+	if err != nil {
+		return nil, err
+	}
+	res, err := read(ctx, li.importLayer)
+	if err != nil {
+		l.dropUnused(li.imported)
+		return nil, imageError(err)
+	}
+	top, err := li.platform(ctx, res)
+	if err != nil {
+		l.dropUnused(li.imported)
+		return nil, err
+	}
+	t := &template.Template{
+		Account: account, Name: ref.Name, Tag: ref.Tag, Source: template.SourceOCI,
+		Layers: append(res.Layers, top), SizeBytes: li.total, Defaults: res.Defaults,
+	}
+	if err := l.record(ctx, t); err != nil {
+		l.dropUnused(li.imported)
+		return nil, err
+	}
+	l.log.Info("template made", "template_id", t.ID, "template", t.Ref().String(), "account", account, "source", t.Source, "layers", len(t.Layers), "bytes", li.total)
+	return t, nil
+}
+
+// layerImporter imports an image's layers for a new template of account
+// (an import's, or a build's base), its bytes bounded all together by
+// Config.Limits and what the account's quota has left (writeLimits).
+type layerImporter struct {
+	l        *Library
+	account  string
+	limits   layer.Limits
+	byQuota  bool
+	imported []string // the layers imported, the platform's too
+	total    int64
+}
+
+func (l *Library) newLayerImporter(ctx context.Context, account string, ref template.Ref) (*layerImporter, error) {
 	limits, byQuota, err := l.writeLimits(ctx, account, ref)
 	if err != nil {
 		return nil, err
 	}
-	var imported []string
-	var total int64
-	drop := func() {
-		for _, d := range imported {
-			l.dropUnrecorded(d)
+	return &layerImporter{l: l, account: account, limits: limits, byQuota: byQuota}, nil
+}
+
+// importLayer is the ociimage.ImportFunc. Its caller holds l.mu.
+func (li *layerImporter) importLayer(ctx context.Context, r io.Reader) (string, error) {
+	lim := li.limits
+	if lim.MaxBytes > 0 {
+		lim.MaxBytes -= li.total
+		if lim.MaxBytes <= 0 {
+			return "", quotaError(sandbox.Errorf(sandbox.KindPayloadTooLarge, "the image's layers are over %d bytes", li.limits.MaxBytes), li.byQuota, li.account, li.limits)
 		}
 	}
-	importOne := func(ctx context.Context, r io.Reader) (string, error) {
-		lim := limits
-		if lim.MaxBytes > 0 {
-			lim.MaxBytes -= total
-			if lim.MaxBytes <= 0 {
-				return "", quotaError(sandbox.Errorf(sandbox.KindPayloadTooLarge, "the image's layers are over %d bytes", limits.MaxBytes), byQuota, account, limits)
-			}
-		}
-		info, err := l.cfg.Layers.Import(ctx, r, layer.OCI, lim)
-		if err != nil {
-			return "", quotaError(layerError(err), byQuota, account, limits)
-		}
-		imported = append(imported, info.Digest)
-		total += info.SizeBytes
-		return info.Digest, nil
-	}
-	res, err := read(ctx, importOne)
+	info, err := li.l.cfg.Layers.Import(ctx, r, layer.OCI, lim)
 	if err != nil {
-		drop()
-		return nil, imageError(err)
+		return "", quotaError(layerError(err), li.byQuota, li.account, li.limits)
 	}
-	top, err := importOne(ctx, bytes.NewReader(res.Platform))
+	li.imported = append(li.imported, info.Digest)
+	li.total += info.SizeBytes
+	return info.Digest, nil
+}
+
+// platform imports res's platform layer. Its caller holds l.mu.
+func (li *layerImporter) platform(ctx context.Context, res *ociimage.Result) (string, error) {
+	top, err := li.importLayer(ctx, bytes.NewReader(res.Platform))
 	if err != nil {
-		drop()
-		return nil, fmt.Errorf("the platform layer: %w", err)
+		return "", fmt.Errorf("the platform layer: %w", err)
 	}
-	t := &template.Template{
-		Account: account, Name: ref.Name, Tag: ref.Tag, Source: template.SourceOCI,
-		Layers: append(res.Layers, top), SizeBytes: total, Defaults: res.Defaults,
+	return top, nil
+}
+
+// dropUnused removes the layers of digests that no template, build cache
+// entry or running build names: what a failed import wrote, but not a
+// layer it found stored already for another's use. The caller holds l.mu.
+func (l *Library) dropUnused(digests []string) {
+	if len(digests) == 0 {
+		return
 	}
-	if err := l.record(ctx, t); err != nil {
-		drop()
-		return nil, err
+	ts, err := l.cfg.Store.ListTemplates(context.Background(), storeAll)
+	if err != nil {
+		return
 	}
-	l.log.Info("template made", "template_id", t.ID, "template", t.Ref().String(), "account", account, "source", t.Source, "layers", len(t.Layers), "bytes", total)
-	return t, nil
+	keep := map[string]bool{}
+	for _, t := range ts {
+		for _, d := range t.Layers {
+			keep[d] = true
+		}
+	}
+	l.buildKeep(keep)
+	for _, d := range digests {
+		if !keep[d] {
+			l.cfg.Layers.Remove(d)
+		}
+	}
 }
 
 // imageError is an image refused by internal/ociimage as the API answers

@@ -300,6 +300,26 @@ func (p *dfParser) lookup(name string) (string, bool) {
 	return "", false
 }
 
+// Outline is Resolve with the base not known yet (a build whose base is
+// an image knows its defaults only once the image is read, and resolves
+// then): the names the base's environment may set stand for placeholder
+// values, so its steps are never to be run; it tells the base (From) and
+// the number of steps before the base is read. A spec without a
+// Dockerfile is returned as is.
+func (s *Spec) Outline() (*Spec, error) {
+	if s.Dockerfile == "" {
+		return s, nil
+	}
+	d, err := ParseDockerfileWith(s.Dockerfile, DockerfileOptions{Args: s.BuildArgs, unknownBase: true})
+	if err != nil {
+		return nil, err
+	}
+	out := *s
+	out.Dockerfile, out.BuildArgs = "", nil
+	out.From, out.Steps = d.From, d.Steps
+	return &out, nil
+}
+
 // Resolve returns the spec with its Dockerfile parsed into From, Steps
 // and, unless the spec gives one, StartCmd; a spec without a Dockerfile is
 // returned as is. base is DockerfileOptions.Base (nil: an empty base).

@@ -75,9 +75,10 @@ func (p *dfParser) fromInstr(line int, rest string) error {
 		if d.Workdir != "" {
 			p.workdir = d.Workdir
 		}
-		// An image's USER is the user its build steps run as in Docker;
+		// An image's USER (a registry's or an archive's) is the user its
+		// build steps run as in Docker;
 		// a template's default user is its sandboxes', not a build's.
-		if from.Image != "" && d.User != "" {
+		if (from.Image != "" || from.Archive != "") && d.User != "" {
 			p.user, p.imageUser = d.User, true
 		}
 	}
