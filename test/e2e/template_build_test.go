@@ -363,6 +363,19 @@ func TestTemplateBuild(t *testing.T) {
 		}
 	})
 
+	t.Run("a registry the server may not reach fails the build", func(t *testing.T) {
+		// Without --allow-private-registries a loopback registry is
+		// refused when the build runs (the request is accepted).
+		body, _ := json.Marshal(map[string]any{"name": "team/unreachable", "from": map[string]any{"image": "127.0.0.1:9/team/app:v1"}, "steps": []any{map[string]any{"run": "true"}}})
+		got, evs, _ := b.run(body, "application/json")
+		if got.State != api.BuildFailed || got.Error == nil || got.Error.Code != "invalid_request" || !strings.Contains(got.Error.Message, "not a public address") {
+			t.Fatalf("the build ended %+v %+v\n%s", got, got.Error, logText(evs))
+		}
+		if !strings.Contains(logText(evs), "pulling 127.0.0.1:9/team/app:v1") || b.sandboxesOf(got.ID) != 0 {
+			t.Errorf("the failed pull: %d sandboxes\n%s", b.sandboxesOf(got.ID), logText(evs))
+		}
+	})
+
 	t.Run("a trial's build sandboxes are a trial's size", func(t *testing.T) {
 		st, data := call(t, s, "", "POST", "/v1/trial", nil)
 		var trial api.Trial

@@ -245,4 +245,103 @@ func TestTemplateFromRegistry(t *testing.T) {
 	if out, errs, code := cli(t, env, "template", "import", "-t", "nothing", host+"/team/absent:v1"); code == 0 {
 		t.Errorf("an absent image was imported: %s %s", out, errs)
 	}
+
+	// Builds FROM an image: one with a shell (the host's dash and the
+	// libc it needs), for the build's RUN step.
+	shell := shellImage(t)
+	// The image's shell has no cat: its read builtin reads the files.
+	cat := func(id, file string) string {
+		t.Helper()
+		return tpl{t, s, s.Key}.sh(id, `while IFS= read -r l; do echo "$l"; done < `+file)
+	}
+	t.Run("build FROM a registry reference", func(t *testing.T) {
+		shRef, _ := name.ParseReference(host+"/team/sh:v1", name.Insecure)
+		if err := remote.Write(shRef, shell); err != nil {
+			t.Fatal(err)
+		}
+		b := builder{t, s, s.Key}
+		spec := func(n string) []byte {
+			body, _ := json.Marshal(map[string]any{"name": n, "dockerfile": "FROM " + host + "/team/sh:v1\nRUN echo \"built on $FOO\" > /srv/built.txt\n"})
+			return body
+		}
+		cold, evs, _ := b.run(spec("team/on-image"), "application/json")
+		if cold.State != api.BuildSucceeded || cold.Result == nil || cold.Result.Layers != 4 || cold.Result.Base != "" || cold.Result.Defaults.Env["FOO"] != "from-image" {
+			t.Fatalf("the build ended %+v %+v\n%s", cold, cold.Error, logText(evs))
+		}
+		for _, want := range []string{"pulling " + host + "/team/sh:v1", "layer 2: reading", "imported " + host + "/team/sh:v1: 3 layers"} {
+			if !strings.Contains(logText(evs), want) {
+				t.Errorf("the log lacks %q:\n%s", want, logText(evs))
+			}
+		}
+		st, box, code := sbx{t, s, s.Key}.create(`{"template":"team/on-image","vcpus":1,"memory_mib":512}`)
+		if st != http.StatusCreated {
+			t.Fatalf("create: %d %s", st, code)
+		}
+		t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+box.ID, nil) })
+		if got := cat(box.ID, "/srv/built.txt") + cat(box.ID, "/srv/from-image.txt"); got != "built on from-image\nshell image\n" {
+			t.Errorf("a sandbox of the build reads %q", got)
+		}
+		// Again: the tag is checked, nothing is pulled nor run.
+		warm, evs, _ := b.run(spec("team/on-image2"), "application/json")
+		if warm.State != api.BuildSucceeded || warm.CachedSteps != 1 || b.sandboxesOf(warm.ID) != 0 || !strings.Contains(logText(evs), "stored already") {
+			t.Errorf("the rebuild: %+v\n%s", warm, logText(evs))
+		}
+	})
+	t.Run("build FROM an archive in the context", func(t *testing.T) {
+		dir := t.TempDir()
+		tag, _ := name.NewTag("example/sh:v1")
+		if err := tarball.WriteToFile(filepath.Join(dir, "img.tar"), tag, shell); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM archive://img.tar\nRUN echo \"from the archive, $FOO\" > /srv/archive.txt\n"), 0o644)
+		env := append(s.Env(), "WITHRUNTIME_API_KEY="+s.Key)
+		out, errs, code := cli(t, env, "template", "build", "-t", "team/on-archive", dir)
+		if code != 0 || !strings.HasPrefix(out, "team/on-archive:latest\ttpl_") || !strings.Contains(errs, "reading the image archive img.tar") {
+			t.Fatalf("template build: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+		}
+		st, box, code2 := sbx{t, s, s.Key}.create(`{"template":"team/on-archive","vcpus":1,"memory_mib":512}`)
+		if st != http.StatusCreated {
+			t.Fatalf("create: %d %s", st, code2)
+		}
+		t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+box.ID, nil) })
+		if got := cat(box.ID, "/srv/archive.txt") + cat(box.ID, "/srv/from-image.txt"); got != "from the archive, from-image\nshell image\n" {
+			t.Errorf("a sandbox of the build reads %q", got)
+		}
+		out, errs, code = cli(t, env, "template", "build", "-t", "team/on-archive", dir)
+		if code != 0 || !strings.Contains(errs, "stored already") || !strings.Contains(errs, "(cached)") {
+			t.Errorf("the rebuild: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+		}
+	})
+}
+
+// shellImage is an image with a shell and nothing else of note: the
+// host's dash as /bin/sh and the C library it loads, a file in /srv, and
+// FOO in its config's env.
+func shellImage(t *testing.T) v1.Image {
+	t.Helper()
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Skipf("no %s on this host for the shell image: %v", p, err)
+		}
+		return string(b)
+	}
+	img, err := mutate.AppendLayers(empty.Image,
+		layerOf(t,
+			tarEntry{name: "bin/", kind: tar.TypeDir, mode: 0o755},
+			tarEntry{name: "bin/sh", body: read("/bin/dash"), mode: 0o755},
+			tarEntry{name: "lib/", kind: tar.TypeDir, mode: 0o755},
+			tarEntry{name: "lib/x86_64-linux-gnu/", kind: tar.TypeDir, mode: 0o755},
+			tarEntry{name: "lib/x86_64-linux-gnu/libc.so.6", body: read("/lib/x86_64-linux-gnu/libc.so.6"), mode: 0o755},
+			tarEntry{name: "lib64/", kind: tar.TypeDir, mode: 0o755},
+			tarEntry{name: "lib64/ld-linux-x86-64.so.2", body: read("/lib64/ld-linux-x86-64.so.2"), mode: 0o755},
+		),
+		layerOf(t, tarEntry{name: "srv/", kind: tar.TypeDir, mode: 0o755}, tarEntry{name: "srv/from-image.txt", body: "shell image\n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img, err = mutate.Config(img, v1.Config{Env: []string{"FOO=from-image", "PATH=/bin"}}); err != nil {
+		t.Fatal(err)
+	}
+	return img
 }

@@ -296,6 +296,25 @@ def test_builder_sends_the_spec(canned: CannedServer) -> None:
         "name": "x", "dockerfile": df, "start_cmd": "sleep 1"}
 
 
+def test_builder_from_image_sends_the_reference(canned: CannedServer) -> None:
+    ref = "registry.example:5000/team/py:3.12"
+    _answer_build(canned, {"state": "succeeded", "step": 1, "result": tpl("myteam/app", source="build")}, _ndjson(
+        {"time": NOW, "type": "info", "message": f"pulling {ref}"},
+        {"time": NOW, "type": "info", "message": "layer 1: reading"},
+        {"time": NOW, "type": "step", "step": 1, "steps": 1, "message": "run make"},
+        {"time": NOW, "type": "end", "state": "succeeded", "message": "built myteam/app:latest"},
+    ))
+    lines: list[str] = []
+    got = Template().from_image(ref).run("make").build("myteam/app", on_log=lines.append)
+    assert got.ref == "myteam/app:latest", f"got {got}"
+    assert lines[:2] == [f"pulling {ref}", "layer 1: reading"], f"got {lines}"
+    assert canned.sent[0].json() == {"name": "myteam/app", "from": {"image": ref}, "steps": [{"run": "make"}]}, \
+        f"got {canned.sent[0].json()}"
+    with pytest.raises(APIError) as e:
+        Template().from_image("")
+    assert e.value.code == "invalid_request", f"got {e.value}"
+
+
 def test_builder_sends_only_what_copy_names(canned: CannedServer, tmp_path: Path) -> None:
     import json
     import os

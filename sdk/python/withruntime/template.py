@@ -196,10 +196,12 @@ class Template:
         return self
 
     def from_image(self, ref: str) -> Template:
-        """Build on the OCI image ``ref`` (``python:3.12-slim``). A server
-        that does not build from images yet fails the build with
-        ``not_supported``: import the image (import_archive), then
-        from_template it."""
+        """Build on the OCI image ``ref`` (``python:3.12-slim``,
+        ``registry:5000/team/app@sha256:...``). The server pulls it when
+        the build runs (the log shows its layers), anonymously, from a
+        registry at a public address unless the server allows private
+        ones; a rebuild from the same image digest is cached. A Dockerfile
+        names an image archive in the context with ``FROM archive://PATH``."""
         if not isinstance(ref, str) or not ref:
             raise _bad_build("from_image: the image reference is empty")
         self._from = {"image": ref}

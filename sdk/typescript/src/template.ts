@@ -192,9 +192,12 @@ export class Template {
     return this;
   }
 
-  /** Build on the OCI image `ref` (`python:3.12-slim`). A server that does
-   * not build from images yet fails the build with `not_supported`: import
-   * the image (importArchive), then fromTemplate it. */
+  /** Build on the OCI image `ref` (`python:3.12-slim`,
+   * `registry:5000/team/app@sha256:...`). The server pulls it when the
+   * build runs (the log shows its layers), anonymously, from a registry at
+   * a public address unless the server allows private ones; a rebuild from
+   * the same image digest is cached. A Dockerfile names an image archive in
+   * the context with `FROM archive://PATH`. */
   fromImage(ref: string): this {
     if (typeof ref !== "string" || !ref) throw badBuild("fromImage: the image reference is empty");
     this.#from = { image: ref };

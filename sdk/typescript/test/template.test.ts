@@ -232,6 +232,23 @@ describe("template builds: the spec each builder sends", () => {
     assert.deepEqual(new Template().fromDockerfile(df).startCmd("sleep 1").toSpec("x"), { name: "x", dockerfile: df, start_cmd: "sleep 1" });
   });
 
+  test("fromImage sends the reference as from.image; the pull's log lines reach onLog", async () => {
+    const ref = "registry.example:5000/team/py:3.12";
+    answerBuild({ state: "succeeded", step: 1, result: wire("myteam/app", "latest", { source: "build" }) }, ndjson(
+      { type: "info", message: `pulling ${ref}` },
+      { type: "info", message: "layer 1: reading" },
+      { type: "step", step: 1, steps: 1, message: "run make" },
+      { type: "end", state: "succeeded", message: "built myteam/app:latest" },
+    ));
+    seen.length = 0;
+    const lines: string[] = [];
+    const got = await new Template().fromImage(ref).run("make").build("myteam/app", { ...opts, onLog: (l) => lines.push(l) });
+    assert.equal(got.ref, "myteam/app:latest");
+    assert.deepEqual(lines.slice(0, 2), [`pulling ${ref}`, "layer 1: reading"]);
+    assert.deepEqual(JSON.parse(seen[0].body.toString()), { name: "myteam/app", from: { image: ref }, steps: [{ run: "make" }] });
+    assert.throws(() => new Template().fromImage(""), (e: unknown) => e instanceof APIError && e.code === "invalid_request");
+  });
+
   test("copy sends only what it names, links as links; paths out of the context are refused unsent", async () => {
     answerBuild({ state: "succeeded", result: wire("myteam/app", "latest", { source: "build" }) }, ndjson({ type: "end", state: "succeeded" }));
     const top = tempDir();
