@@ -12,11 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sys/unix"
 
 	"github.com/withruntime/withruntime/internal/layer"
@@ -64,22 +60,7 @@ func imageArchive(t *testing.T, size int64) string {
 	t.Helper()
 	body := make([]byte, size)
 	rand.Read(body)
-	lay := static.NewLayer(upper(t, map[string]string{"data/blob": string(body)}), types.OCIUncompressedLayer)
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	img, err := mutate.AppendLayers(img, lay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
+	img := testImage(t, map[string]string{"data/blob": string(body)})
 	p := filepath.Join(t.TempDir(), "image.tar")
 	tag, err := name.NewTag("example/app:v1")
 	if err != nil {

@@ -249,6 +249,16 @@ func TestTemplateFromRegistry(t *testing.T) {
 	// Builds FROM an image: one with a shell (the host's dash and the
 	// libc it needs), for the build's RUN step.
 	shell := shellImage(t)
+	// startFrom starts a sandbox of template name, removed with the test.
+	startFrom := func(t *testing.T, name string) string {
+		t.Helper()
+		st, box, code := sbx{t, s, s.Key}.create(`{"template":"` + name + `","vcpus":1,"memory_mib":512}`)
+		if st != http.StatusCreated {
+			t.Fatalf("create from %s: %d %s", name, st, code)
+		}
+		t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+box.ID, nil) })
+		return box.ID
+	}
 	// The image's shell has no cat: its read builtin reads the files.
 	cat := func(id, file string) string {
 		t.Helper()
@@ -273,12 +283,8 @@ func TestTemplateFromRegistry(t *testing.T) {
 				t.Errorf("the log lacks %q:\n%s", want, logText(evs))
 			}
 		}
-		st, box, code := sbx{t, s, s.Key}.create(`{"template":"team/on-image","vcpus":1,"memory_mib":512}`)
-		if st != http.StatusCreated {
-			t.Fatalf("create: %d %s", st, code)
-		}
-		t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+box.ID, nil) })
-		if got := cat(box.ID, "/srv/built.txt") + cat(box.ID, "/srv/from-image.txt"); got != "built on from-image\nshell image\n" {
+		id := startFrom(t, "team/on-image")
+		if got := cat(id, "/srv/built.txt") + cat(id, "/srv/from-image.txt"); got != "built on from-image\nshell image\n" {
 			t.Errorf("a sandbox of the build reads %q", got)
 		}
 		// Again: the tag is checked, nothing is pulled nor run.
@@ -299,12 +305,8 @@ func TestTemplateFromRegistry(t *testing.T) {
 		if code != 0 || !strings.HasPrefix(out, "team/on-archive:latest\ttpl_") || !strings.Contains(errs, "reading the image archive img.tar") {
 			t.Fatalf("template build: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 		}
-		st, box, code2 := sbx{t, s, s.Key}.create(`{"template":"team/on-archive","vcpus":1,"memory_mib":512}`)
-		if st != http.StatusCreated {
-			t.Fatalf("create: %d %s", st, code2)
-		}
-		t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+box.ID, nil) })
-		if got := cat(box.ID, "/srv/archive.txt") + cat(box.ID, "/srv/from-image.txt"); got != "from the archive, from-image\nshell image\n" {
+		id := startFrom(t, "team/on-archive")
+		if got := cat(id, "/srv/archive.txt") + cat(id, "/srv/from-image.txt"); got != "from the archive, from-image\nshell image\n" {
 			t.Errorf("a sandbox of the build reads %q", got)
 		}
 		out, errs, code = cli(t, env, "template", "build", "-t", "team/on-archive", dir)

@@ -307,27 +307,17 @@ func (p *dfParser) lookup(name string) (string, bool) {
 // the number of steps before the base is read. A spec without a
 // Dockerfile is returned as is.
 func (s *Spec) Outline() (*Spec, error) {
-	if s.Dockerfile == "" {
-		return s, nil
-	}
-	d, err := ParseDockerfileWith(s.Dockerfile, DockerfileOptions{Args: s.BuildArgs, unknownBase: true})
-	if err != nil {
-		return nil, err
-	}
-	out := *s
-	out.Dockerfile, out.BuildArgs = "", nil
-	out.From, out.Steps = d.From, d.Steps
-	return &out, nil
+	return s.parsed(DockerfileOptions{Args: s.BuildArgs, unknownBase: true})
 }
 
-// Resolve returns the spec with its Dockerfile parsed into From, Steps
-// and, unless the spec gives one, StartCmd; a spec without a Dockerfile is
-// returned as is. base is DockerfileOptions.Base (nil: an empty base).
-func (s *Spec) Resolve(base func(From) (template.Defaults, error)) (*Spec, error) {
+// parsed is the spec with its Dockerfile parsed with opts into From,
+// Steps and, unless the spec gives one, StartCmd; a spec without a
+// Dockerfile is returned as is.
+func (s *Spec) parsed(opts DockerfileOptions) (*Spec, error) {
 	if s.Dockerfile == "" {
 		return s, nil
 	}
-	d, err := ParseDockerfileWith(s.Dockerfile, DockerfileOptions{Args: s.BuildArgs, Base: base})
+	d, err := ParseDockerfileWith(s.Dockerfile, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -337,8 +327,19 @@ func (s *Spec) Resolve(base func(From) (template.Defaults, error)) (*Spec, error
 	if out.StartCmd == "" {
 		out.StartCmd = d.StartCmd
 	}
+	return &out, nil
+}
+
+// Resolve returns the spec with its Dockerfile parsed into From, Steps
+// and, unless the spec gives one, StartCmd; a spec without a Dockerfile is
+// returned as is. base is DockerfileOptions.Base (nil: an empty base).
+func (s *Spec) Resolve(base func(From) (template.Defaults, error)) (*Spec, error) {
+	out, err := s.parsed(DockerfileOptions{Args: s.BuildArgs, Base: base})
+	if err != nil || out == s {
+		return out, err
+	}
 	if err := out.Validate(); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return out, nil
 }
