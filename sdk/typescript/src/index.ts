@@ -15,6 +15,8 @@ export type { CreateOptions, EgressEvent, ListOptions, NetworkPolicy, SandboxInf
 export { Template, templateInfoOf } from "./template.js";
 export type { BuildNetwork, BuildOptions, TemplateDefaults, TemplateInfo } from "./template.js";
 export { Process, WaitTimeoutError, OUTPUT_LIMIT } from "./process.js";
+export { Pty, PtyHandle } from "./pty.js";
+export type { PtyCreateOptions } from "./pty.js";
 export type { Command, ExecOptions, ExecResult, OutputCallback, ProcessOutput } from "./process.js";
 export { Contexts, Execution, resultFormats } from "./code.js";
 export type { Context, ContextArg, ExecutionError, Logs, Result, RunCodeOptions } from "./code.js";

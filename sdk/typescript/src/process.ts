@@ -104,7 +104,7 @@ class Tail {
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
-function chunk(ev: ExecEvent, text: boolean, where: string): string | Uint8Array {
+export function chunk(ev: ExecEvent, text: boolean, where: string): string | Uint8Array {
   if (ev.data_b64 === undefined || ev.data_b64 === null) {
     const data = String(ev.data ?? "");
     return text ? data : encoder.encode(data);

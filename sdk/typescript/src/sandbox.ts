@@ -1,5 +1,6 @@
 /** Sandboxes: create, connect, list, lease, lifecycle, network and exec. */
 
+import { Pty } from "./pty.js";
 import { Contexts, type Execution, type RunCodeOptions, buildCodeBody, runCodeStream } from "./code.js";
 import { APIError } from "./errors.js";
 import { Files, parseTime } from "./files.js";
@@ -164,6 +165,8 @@ export class Sandbox {
   readonly files: Files;
   /** Code contexts (kernels of their own): create, list, restart, remove. */
   readonly contexts: Contexts;
+  /** Terminals: create({ cols, rows, onData }), connect(pid). */
+  readonly pty: Pty;
   readonly #t: Transport;
   #info: SandboxInfo | undefined;
   #stopped = false;
@@ -176,6 +179,7 @@ export class Sandbox {
     this.#info = opts.info;
     this.files = new Files(this.#t, id);
     this.contexts = new Contexts(this.#t, id);
+    this.pty = new Pty(this.#t, id);
   }
 
   /** Create a sandbox and wait until it runs. `apiKey` and `baseUrl` default

@@ -38,6 +38,8 @@ export interface StreamOptions {
   untimedHeaders?: boolean;
   /** The longest line taken, in bytes; default DEFAULT_MAX_LINE. */
   maxLine?: number;
+  /** GET the stream (a follow stream, with query) instead of POSTing body. */
+  get?: { query?: Array<[string, string]> };
 }
 
 /** The default bound of one event line: the server cuts an exec stream at
@@ -50,7 +52,7 @@ function timedOut(): Error {
 }
 
 /**
- * POST `body` to `path` and hand each event of the answer's stream to
+ * POST `body` to `path` (or GET it, opts.get) and hand each event of the answer's stream to
  * `onEvent`, in order, each awaited. Resolves to the terminal event (after
  * it the rest of the body is drained). An "error" event rejects with the
  * APIError it carries; a stream that breaks, a malformed line, or an end
@@ -68,7 +70,10 @@ export async function followStream<E extends { type?: string; error?: unknown }>
   const { where } = opts;
   const maxLine = opts.maxLine ?? DEFAULT_MAX_LINE;
   const untimed = opts.untimedHeaders === true;
-  const resp = await t.open("POST", path, { json: body, timeoutMs: untimed ? null : opts.timeoutMs });
+  const timeoutMs = untimed ? null : opts.timeoutMs;
+  const resp = opts.get
+    ? await t.open("GET", path, { query: opts.get.query, timeoutMs })
+    : await t.open("POST", path, { json: body, timeoutMs });
   if (resp.statusCode !== 200) {
     resp.destroy();
     throw new TransportError(`${where}: expected a 200 event stream, got status ${resp.statusCode}`);
