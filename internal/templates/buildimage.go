@@ -35,7 +35,8 @@ import (
 // build cache under imageKey (the registry's digest of the reference, or
 // the archive's sha256): a rebuild asks the registry for the reference's
 // digest (a HEAD) and reads no layer again while that entry's layers are
-// stored.
+// stored. A build with no_cache still takes it, as docker build --no-cache
+// does not pull again: the digest names the same bytes.
 
 // contentKey is the base key of a base of those layers and defaults.
 func contentKey(base string, layers []string, d template.Defaults) string {
