@@ -14,6 +14,7 @@ type coldRun struct {
 	rt, rtMissing       series
 	spawnTrue, spawnPy  series
 	codeFirst, codeWarm series
+	ptyKeys             series
 	idleMiB             float64
 	egress              *egressFigures
 	notes               []string
@@ -48,6 +49,9 @@ func coldFigures(ctx context.Context, c config, up *upstream, fresh *freshness) 
 	}
 	if r.codeFirst, r.codeWarm, err = b.codeFigures(ctx, c.codeStarts, c.cells); err != nil {
 		return nil, fmt.Errorf("code interpreter: %w", err)
+	}
+	if r.ptyKeys, err = b.ptyFigures(ctx, c.ptyKeys); err != nil {
+		return nil, fmt.Errorf("terminal: %w", err)
 	}
 	if r.idleMiB, err = b.idleMemory(ctx, c.idle, "withruntime"); err != nil {
 		return nil, err

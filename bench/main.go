@@ -48,6 +48,7 @@ import (
 type config struct {
 	n, burst, pool, bigBurst, execs, spawns, idle, requests, downloads int
 	codeStarts, cells                                                  int
+	ptyKeys                                                            int
 	vcpus, mem                                                         int
 	overcommit                                                         float64
 	stagger, settle, refill                                            time.Duration
@@ -73,6 +74,7 @@ func main() {
 	flag.IntVar(&c.spawns, "spawns", 100, "spawns per in-sandbox floor figure")
 	flag.IntVar(&c.codeStarts, "code-starts", 5, "new code contexts timed to their first cell (kernel start)")
 	flag.IntVar(&c.cells, "cells", 50, "cells timed on a warm kernel")
+	flag.IntVar(&c.ptyKeys, "pty-keys", 100, "keystrokes timed to their echo on a terminal")
 	flag.IntVar(&c.idle, "idle", 10, "idle sandboxes for the memory figure")
 	flag.StringVar(&c.cache, "cache-dir", "/var/cache/withruntime", "shared cache with runsc and the image")
 	flag.IntVar(&c.vcpus, "vcpus", 2, "sandbox size: vCPUs")
@@ -160,6 +162,7 @@ func run(ctx context.Context, c config) error {
 	cold.spawnPy.print("in-sandbox spawn python3 -c 'print(1)' (floor)")
 	cold.codeFirst.print("run_code `1 + 1` in a new context (kernel start)")
 	cold.codeWarm.print("run_code `1 + 1` on a warm kernel")
+	cold.ptyKeys.print("terminal keystroke round trip (typed to its echo)")
 	if pool.watch != nil {
 		pool.watch.report()
 	}

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
@@ -140,6 +145,63 @@ func TestShellUnderTmux(t *testing.T) {
 		all := p.tmux("capture-pane", "-p", "-J", "-t", "pty")
 		if strings.Contains(all, "\nslept") {
 			t.Fatalf("sleep was not interrupted:\n%s", all)
+		}
+	})
+
+	t.Run("the WebSocket, attached again", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		dial := func(query string) *websocket.Conn {
+			conn, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL, "http")+"/v1/sandboxes/"+id+"/pty?"+query, &websocket.DialOptions{
+				HTTPHeader: http.Header{"Authorization": {"Bearer " + s.Key}},
+			})
+			if err != nil {
+				t.Fatalf("dialing ?%s: %v (%+v)", query, err, resp)
+			}
+			return conn
+		}
+		// read reads until the output holds want; it returns the output and
+		// the control messages.
+		read := func(conn *websocket.Conn, want string) (string, []api.PtyMessage) {
+			var out strings.Builder
+			var msgs []api.PtyMessage
+			for want == "" || !strings.Contains(out.String(), want) {
+				typ, b, err := conn.Read(ctx)
+				if err != nil {
+					if want == "" {
+						break
+					}
+					t.Fatalf("waiting for %q: %v; got %q", want, err, out.String())
+				}
+				if typ == websocket.MessageBinary {
+					out.Write(b)
+					continue
+				}
+				var m api.PtyMessage
+				if err := json.Unmarshal(b, &m); err != nil {
+					t.Fatal(err)
+				}
+				msgs = append(msgs, m)
+			}
+			return out.String(), msgs
+		}
+		conn := dial("cmd=python3&cmd=-q&cols=90&rows=25")
+		_, msgs := read(conn, ">>> ")
+		if len(msgs) == 0 || msgs[0].Type != api.PtyMsgStart || msgs[0].PtyID == 0 {
+			t.Fatalf("got messages %+v, want start with a pty_id first", msgs)
+		}
+		conn.Write(ctx, websocket.MessageBinary, []byte("import shutil; print(shutil.get_terminal_size())\r"))
+		read(conn, "columns=90, lines=25")
+		conn.CloseNow() // dropped: python keeps running
+		conn = dial(fmt.Sprintf("pty_id=%d", msgs[0].PtyID))
+		read(conn, "columns=90, lines=25") // the kept output, again
+		conn.Write(ctx, websocket.MessageText, []byte(`{"type":"resize","cols":70,"rows":20}`))
+		conn.Write(ctx, websocket.MessageBinary, []byte("print(shutil.get_terminal_size())\r"))
+		read(conn, "columns=70, lines=20")
+		conn.Write(ctx, websocket.MessageBinary, []byte("raise SystemExit(6)\r"))
+		_, msgs = read(conn, "")
+		if last := msgs[len(msgs)-1]; last.Type != api.PtyMsgExit || last.ExitCode == nil || *last.ExitCode != 6 {
+			t.Fatalf("got messages %+v, want exit 6 last", msgs)
 		}
 	})
 
