@@ -148,6 +148,18 @@ func TestShellUnderTmux(t *testing.T) {
 		}
 	})
 
+	t.Run("exec -t without a terminal here", func(t *testing.T) {
+		// As docker exec -t: a terminal there (80x24, CRLF), nothing sent.
+		out, errs, code := cli(t, env, "sandbox", "exec", "-t", id, "--", "sh", "-c", "tty; stty size; exit 4")
+		if code != 4 || !strings.Contains(out, "/dev/pts/") || !strings.Contains(out, "24 80\r\n") {
+			t.Fatalf("got %q (stderr %q) exit %d, want a /dev/pts terminal, 24 80 with CRLF and exit 4", out, errs, code)
+		}
+		_, errs, code = cli(t, env, "sandbox", "exec", "-it", id, "--", "sh")
+		if code != 2 || !strings.Contains(errs, "not a terminal") {
+			t.Fatalf("-it without a terminal: got exit %d, stderr %q", code, errs)
+		}
+	})
+
 	t.Run("the WebSocket, attached again", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
