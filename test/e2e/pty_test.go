@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
@@ -235,4 +237,40 @@ func TestShellUnderTmux(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
+}
+
+// TestPtyMicroVM: the microVM tier's guest has terminals too (its init
+// mounts devpts): exec -t there has a /dev/pts terminal of 80x24 and the
+// command's exit code, and the terminal's size follows a resize.
+func TestPtyMicroVM(t *testing.T) {
+	testenv.RequiresMicroVM(t)
+	s := testenv.StartServer(t, "--isolation", "microvm", "--microvm-accel", "tcg", "--overcommit", "16")
+	env := s.Env()
+	out, errs, code := cli(t, env, "sandbox", "create", "--vcpus", "1", "--memory", "1024", "--timeout", "15m")
+	if code != 0 {
+		t.Fatalf("create: exit %d: %s", code, errs)
+	}
+	id := strings.TrimSpace(out)
+	t.Cleanup(func() { cli(t, env, "sandbox", "stop", id) })
+	out, errs, code = cli(t, env, "sandbox", "exec", "-t", id, "--", "sh", "-c", "tty; stty size; exit 4")
+	if code != 4 || !strings.Contains(out, "/dev/pts/") || !strings.Contains(out, "24 80\r\n") {
+		t.Fatalf("got %q (stderr %q) exit %d, want a /dev/pts terminal, 24 80 and exit 4", out, errs, code)
+	}
+	c, err := client.New(client.WithBaseURL(s.URL), client.WithAPIKey(s.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.OpenPTY(t.Context(), id, client.PTYOptions{Cmd: []string{"sh"}, Cols: 100, Rows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Resize(t.Context(), 120, 40); err != nil {
+		t.Fatal(err)
+	}
+	p.Write([]byte("stty size; exit 5\n"))
+	b, _ := io.ReadAll(p)
+	if code, err := p.Wait(t.Context()); err != nil || code != 5 || !strings.Contains(string(b), "40 120") {
+		t.Fatalf("got %q, exit %d, %v; want 40 120 and exit 5", b, code, err)
+	}
 }
