@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/withruntime/withruntime/api"
 )
 
@@ -42,9 +44,36 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, _ identity) error 
 	}
 	defer f.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
+	if synthetic(f, fi) {
+		// The kernel makes such a file's content as it is read: its size
+		// says nothing and it cannot seek to its end, which ServeContent
+		// needs, so it streams without a length or ranges.
+		io.Copy(w, f) // a read that breaks midway can only cut the body short
+		return nil
+	}
 	// ServeContent sets Content-Length and answers HEAD and Range requests.
 	http.ServeContent(w, r, "", fi.ModTime(), f)
 	return nil
+}
+
+// synthetic reports whether f, a regular file, is one the kernel generates
+// as it is read (procfs, sysfs): those report a size of 0 or a page, never
+// their content's.
+func synthetic(f *os.File, fi fs.FileInfo) bool {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err == nil && (st.Type == unix.PROC_SUPER_MAGIC || st.Type == unix.SYSFS_MAGIC) {
+		return true
+	}
+	if fi.Size() != 0 {
+		return false
+	}
+	// An empty regular file elsewhere may still be one that cannot seek.
+	_, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return true
+	}
+	_, err = f.Seek(0, io.SeekStart)
+	return err != nil
 }
 
 // handleWrite writes the body, as ?user= (the sandbox user by default, or

@@ -231,3 +231,23 @@ func TestWriteTooLarge(t *testing.T) {
 		t.Errorf("a refused upload made a file")
 	}
 }
+
+// TestReadProcfs reads files the kernel makes as they are read: procfs
+// reports size 0 and refuses to seek to the end, which a length-first
+// answer needs, yet the read must carry the content.
+func TestReadProcfs(t *testing.T) {
+	a := newTestAgent(t)
+	for _, p := range []string{"/proc/sys/kernel/random/boot_id", "/proc/self/status"} {
+		want, err := os.ReadFile(p)
+		if err != nil {
+			t.Skipf("cannot read %s here: %v", p, err)
+		}
+		resp, got := a.do("GET", "/files"+q(p), nil)
+		if resp.StatusCode != 200 || len(got) == 0 {
+			t.Fatalf("GET %s: got %d %q, want 200 and the content", p, resp.StatusCode, got)
+		}
+		if p == "/proc/sys/kernel/random/boot_id" && string(got) != string(want) {
+			t.Errorf("GET %s: got %q, want %q", p, got, want)
+		}
+	}
+}

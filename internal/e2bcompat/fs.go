@@ -64,7 +64,7 @@ func (f *fsService) Stat(ctx context.Context, req *connect.Request[fspb.StatRequ
 	if err != nil {
 		return nil, connectError(err)
 	}
-	return connect.NewResponse(&fspb.StatResponse{Entry: entryInfo(*fi, sb.User)}), nil
+	return connect.NewResponse(&fspb.StatResponse{Entry: entryInfo(followLink(ctx, sb, *fi), sb.User)}), nil
 }
 
 func (f *fsService) MakeDir(ctx context.Context, req *connect.Request[fspb.MakeDirRequest]) (*connect.Response[fspb.MakeDirResponse], error) {
@@ -130,9 +130,10 @@ func (f *fsService) ListDir(ctx context.Context, req *connect.Request[fspb.ListD
 	if err != nil {
 		return nil, connectError(err)
 	}
+	sortWalk(infos)
 	out := &fspb.ListDirResponse{Entries: make([]*fspb.EntryInfo, 0, len(infos))}
 	for _, fi := range infos {
-		out.Entries = append(out.Entries, entryInfo(fi, sb.User))
+		out.Entries = append(out.Entries, entryInfo(followLink(ctx, sb, fi), sb.User))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -186,7 +187,8 @@ func (f *fsService) Remove(ctx context.Context, req *connect.Request[fspb.Remove
 	if err != nil {
 		return nil, err
 	}
-	if err := removeAs(ctx, sb, resolvePath(sb.User, req.Msg.Path)); err != nil {
+	// E2B's remove of a path that is not there succeeds, as rm -f does.
+	if err := removeAs(ctx, sb, resolvePath(sb.User, req.Msg.Path)); err != nil && !isNotFound(err) {
 		return nil, connectError(err)
 	}
 	return connect.NewResponse(&fspb.RemoveResponse{}), nil

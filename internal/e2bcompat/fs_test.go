@@ -309,9 +309,10 @@ func TestFilesystemRPCs(t *testing.T) {
 	if _, still := ff.files["/home/user/d/e/f.txt"]; code != 200 || still {
 		t.Errorf("Remove d: got %d %v, want the tree gone", code, out)
 	}
+	// As E2B's daemon does, removing what is not there succeeds.
 	code, out = rpc(t, s, mk, "Remove", `{"path":"d"}`)
-	if code != 404 || out["code"] != "not_found" {
-		t.Errorf("Remove again: got %d %v, want 404 not_found", code, out)
+	if code != 200 {
+		t.Errorf("Remove again: got %d %v, want 200", code, out)
 	}
 
 	// The polled watcher sees what changed between two calls.
@@ -347,5 +348,32 @@ func TestFilesystemRPCs(t *testing.T) {
 	code, _ = rpc(t, s, mk, "Stat", `{"path":"/home/user/a.txt"}`)
 	if got := ff.users["/home/user/a.txt"]; code != 200 || got != "" {
 		t.Errorf("Stat as the default user: got %d, user=%q, want 200 and no user", code, got)
+	}
+}
+
+func TestSortWalk(t *testing.T) {
+	var in []api.FileInfo
+	for _, p := range []string{"/d/b", "/d/a-b", "/d/a", "/d/0.txt", "/d/a/y", "/d/a/x", "/d/b/z"} {
+		in = append(in, api.FileInfo{Path: p})
+	}
+	sortWalk(in)
+	var got []string
+	for _, fi := range in {
+		got = append(got, fi.Path)
+	}
+	if want := "/d/0.txt,/d/a,/d/a/x,/d/a/y,/d/a-b,/d/b,/d/b/z"; strings.Join(got, ",") != want {
+		t.Errorf("got %v, want %s", got, want)
+	}
+}
+
+func TestLinkTarget(t *testing.T) {
+	for _, c := range [][3]string{
+		{"/home/user/l", "a.txt", "/home/user/a.txt"},
+		{"/home/user/d/l", "../a", "/home/user/a"},
+		{"/home/user/l", "/etc//hosts", "/etc/hosts"},
+	} {
+		if got := linkTarget(c[0], c[1]); got != c[2] {
+			t.Errorf("linkTarget(%q, %q): got %q, want %q", c[0], c[1], got, c[2])
+		}
 	}
 }

@@ -29,7 +29,9 @@ func entryInfo(fi api.FileInfo, user string) *fspb.EntryInfo {
 	if fi.ModTime.IsZero() {
 		e.ModifiedTime = timestamppb.New(time.Unix(0, 0))
 	}
-	if fi.Type == api.FileTypeSymlink {
+	// A link followed to its target (followLink) keeps its target's type
+	// and is still a link.
+	if fi.Type == api.FileTypeSymlink || fi.Target != "" {
 		e.IsSymlink = true
 		t := fi.Target
 		e.SymlinkTarget = &t

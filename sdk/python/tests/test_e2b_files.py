@@ -131,9 +131,63 @@ def test_missing_paths(sbx: Any) -> None:
     with pytest.raises(FileNotFoundException):
         sbx.files.list("no/such/dir")
     with pytest.raises(FileNotFoundException):
-        sbx.files.remove("no/such/file.txt")
-    with pytest.raises(FileNotFoundException):
         sbx.files.rename("no/such/file.txt", "elsewhere.txt")
+
+
+def test_remove_missing_is_fine(sbx: Any) -> None:
+    # As on E2B (and rm -f): removing what is not there succeeds.
+    sbx.files.remove("no/such/file.txt")
+    sbx.files.remove("/tmp/never-made")
+
+
+def test_read_procfs(sbx: Any) -> None:
+    # The kernel makes these files as they are read; their size is 0.
+    boot = sbx.files.read("/proc/sys/kernel/random/boot_id").strip()
+    assert len(boot) == 36 and boot.count("-") == 4
+    assert sbx.files.read("/proc/self/status").startswith("Name:")
+
+
+def test_symlink_entries(sbx: Any) -> None:
+    # E2B describes a link by what it names: a link to a file is a file,
+    # with symlink_target the target's absolute path; one that names
+    # nothing stays a symlink.
+    sbx.files.write("links/target.txt", "t")
+    sbx.files.make_dir("links/dir")
+    sbx.commands.run("ln -s target.txt to-file && ln -s dir to-dir && ln -s nothing dangling", cwd="/home/user/links")
+    info = sbx.files.get_info("links/to-file")
+    assert (info.type, info.symlink_target) == (FileType.FILE, "/home/user/links/target.txt")
+    listed = {e.name: (e.type, e.symlink_target) for e in sbx.files.list("links")}
+    assert listed == {
+        "dangling": (FileType.SYMLINK, "/home/user/links/nothing"),
+        "dir": (FileType.DIR, None),
+        "target.txt": (FileType.FILE, None),
+        "to-dir": (FileType.DIR, "/home/user/links/dir"),
+        "to-file": (FileType.FILE, "/home/user/links/target.txt"),
+    }
+    # A listing does not descend through a link to a directory.
+    assert [e.name for e in sbx.files.list("links", depth=2)] == [
+        "dangling",
+        "dir",
+        "target.txt",
+        "to-dir",
+        "to-file",
+    ]
+
+
+def test_list_walk_order(sbx: Any) -> None:
+    # E2B lists depth first, each directory's entries by name, each
+    # directory followed at once by what is under it ("a/x" before "a-b").
+    for d in ("order/a/x", "order/a/y", "order/a-b", "order/b"):
+        sbx.files.make_dir(d)
+    sbx.files.write("order/0.txt", "0")
+    assert [e.path.removeprefix("/home/user/order/") for e in sbx.files.list("order", depth=3)] == [
+        "0.txt",
+        "a",
+        "a/x",
+        "a/y",
+        "a-b",
+        "b",
+    ]
 
 
 def test_watch_dir(sbx: Any) -> None:
