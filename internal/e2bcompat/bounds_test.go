@@ -143,9 +143,9 @@ func TestUploadPartsBounded(t *testing.T) {
 	}
 }
 
-// TestControlListFilters: order=desc (what the listing is) and the
-// templates every sandbox is are accepted; order=asc is refused; another
-// template lists nothing.
+// TestControlListFilters: order (asc or desc), startedAfter and the
+// templates every sandbox is are honoured; another order is refused;
+// another template lists nothing.
 func TestControlListFilters(t *testing.T) {
 	s, _ := newControl(t, "")
 	call(s, "wr_good", "POST", "/v2/sandboxes", `{"templateID":"base"}`)
@@ -158,8 +158,10 @@ func TestControlListFilters(t *testing.T) {
 		{"template=base", 200, 1},
 		{"template=code-interpreter-v1&order=DESC", 200, 1},
 		{"template=desktop", 200, 0},
-		{"order=asc", 400, 0},
-		{"startedAfter=2020-01-01T00:00:00Z", 400, 0},
+		{"order=asc", 200, 1},
+		{"startedAfter=2020-01-01T00:00:00Z", 200, 1},
+		{"startedAfter=2999-01-01T00:00:00Z", 200, 0},
+		{"order=sideways", 400, 0},
 	} {
 		status, _, body := call(s, "wr_good", "GET", "/v2/sandboxes?"+c.query, ``)
 		var l []map[string]any

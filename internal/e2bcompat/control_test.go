@@ -67,11 +67,12 @@ func (f *controlAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if path == "" && r.Method == http.MethodGet {
+		// Every sandbox on the first page, an empty second one.
 		var l api.SandboxList
-		for _, sb := range f.sbx {
-			l.Sandboxes = append(l.Sandboxes, *sb)
-		}
 		if r.URL.Query().Get("page_token") == "" {
+			for _, sb := range f.sbx {
+				l.Sandboxes = append(l.Sandboxes, *sb)
+			}
 			l.NextPageToken = "p2"
 		}
 		answer(200, l)

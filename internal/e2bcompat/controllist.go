@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/withruntime/withruntime/client"
 )
@@ -39,17 +40,29 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *client.Client, 
 		return err
 	}
 	o.Metadata = md
+	var after time.Time
 	if v := q.Get("startedAfter"); v != "" {
-		return &Error{Status: http.StatusBadRequest, Message: "listing by startedAfter is not supported by withruntime's E2B API"}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return &Error{Status: http.StatusBadRequest, Message: "startedAfter must be an RFC 3339 time, not " + v}
+		}
+		after = t
 	}
-	// Newest first is the only order withruntime lists in.
-	if v := q.Get("order"); v != "" && !strings.EqualFold(v, "desc") {
-		return &Error{Status: http.StatusBadRequest, Message: "order must be desc (newest first, the only order withruntime lists in), not " + v}
+	asc := false
+	switch v := q.Get("order"); strings.ToLower(v) {
+	case "", "desc":
+	case "asc":
+		asc = true
+	default:
+		return &Error{Status: http.StatusBadRequest, Message: "order must be asc or desc, not " + v}
 	}
 	if v := q.Get("template"); v != "" && !templates[v] {
 		// Every sandbox is of the one image the known templates name.
 		writeJSON(w, http.StatusOK, []sandboxDetail{})
 		return nil
+	}
+	if asc || !after.IsZero() {
+		return s.listOrdered(w, r, c, key, o, asc, after)
 	}
 	page, err := c.ListSandboxesPage(r.Context(), o)
 	if err != nil {

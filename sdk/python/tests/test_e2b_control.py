@@ -169,6 +169,37 @@ def test_list_filters_by_metadata_and_state(e2b_env: dict[str, str]) -> None:
     assert listed(e2b.SandboxQuery(metadata={"tag": tag})) == []
 
 
+def test_list_order_and_started_after(e2b_env: dict[str, str]) -> None:
+    # E2B lists newest first unless asked order="asc", and startedAfter keeps
+    # those started at or after the time, each page following the last.
+    tag = f"order-{time.time_ns()}"
+    made = []
+    try:
+        for i in range(3):
+            made.append(e2b.Sandbox.create(timeout=120, metadata={"test": "e2b-control", "tag": tag}))
+        query = e2b.SandboxQuery(metadata={"tag": tag})
+
+        def listed(query: Any, **kwargs: Any) -> list[str]:
+            pages = e2b.Sandbox.list(query=query, **kwargs)
+            out: list[str] = []
+            while pages.has_next:
+                out.extend(s.sandbox_id for s in pages.next_items())
+            return out
+
+        ids = [s.sandbox_id for s in made]
+        assert listed(query, order="asc", limit=2) == ids
+        assert listed(query, order="desc") == ids[::-1]
+        assert listed(query) == ids[::-1]
+        second = made[1].get_info().started_at
+        after = e2b.SandboxQuery(metadata={"tag": tag}, started_after=second)
+        assert listed(after, order="asc") == ids[1:]
+        later = e2b.SandboxQuery(metadata={"tag": tag}, started_after=made[2].get_info().started_at + timedelta(seconds=1))
+        assert listed(later) == []
+    finally:
+        for s in made:
+            s.kill()
+
+
 def test_set_timeout_extends_and_shortens(e2b_env: dict[str, str], ours: Any) -> None:
     sbx = e2b.Sandbox.create(timeout=600)
     try:
