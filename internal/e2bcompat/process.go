@@ -170,6 +170,7 @@ func notStarted(proc *api.Process, send func(*pb.ProcessEvent) error) error {
 // It returns when the process has ended, or when the client leaves; the
 // process runs on either way.
 func follow(ctx context.Context, sb *Sandbox, pid int, interval time.Duration, send func(*pb.ProcessEvent) error) error {
+	reqCtx := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -215,9 +216,26 @@ func follow(ctx context.Context, sb *Sandbox, pid int, interval time.Duration, s
 		return sendErr
 	}
 	if err != nil {
+		if reqCtx.Err() == nil && gone(reqCtx, sb) {
+			// E2B's daemon goes with its sandbox: the stream breaks, and
+			// E2B's clients then ask /health, hear the sandbox is not
+			// found and report it killed or at its end of life. The
+			// connection drops the same way here.
+			panic(http.ErrAbortHandler)
+		}
 		return connectError(err)
 	}
 	return send(endEvent(res.ExitCode))
+}
+
+// gone says whether sb no longer runs (ended, or paused), as the API
+// reports it once a call into it broke.
+func gone(ctx context.Context, sb *Sandbox) bool {
+	info, err := sb.C.GetSandbox(ctx, sb.ID)
+	if err != nil {
+		return isNotFound(err)
+	}
+	return info.State != "running" && info.State != "starting"
 }
 
 // outputWriter sends each write as a data event of stdout or stderr.

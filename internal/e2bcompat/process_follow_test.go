@@ -106,3 +106,37 @@ func TestDeadlineKeepsItsCode(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowSandboxGone: a process stream that breaks because its sandbox
+// no longer runs drops the connection (E2B's clients then ask /health and
+// report the sandbox killed); one that breaks while the sandbox runs
+// answers the error.
+func TestFollowSandboxGone(t *testing.T) {
+	mux := fakeAPI().(*http.ServeMux)
+	mux.HandleFunc("GET /v1/sandboxes/{id}/processes/{pid}/stream", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		w.Write([]byte(`{"error":{"code":"conflict","message":"sandbox ended under the process (stopped)"}}`))
+	})
+	s, err := New(Config{API: mux, Secret: make([]byte, SecretSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(*pb.ProcessEvent) error { return nil }
+	for _, c := range []struct {
+		id      string
+		aborted bool
+	}{{"run", false}, {"zzz", true}, {"ended", true}} {
+		func() {
+			defer func() {
+				if r := recover(); (r == http.ErrAbortHandler) != c.aborted || (r != nil && r != http.ErrAbortHandler) {
+					t.Errorf("%s: got panic %v, want an aborted stream %v", c.id, r, c.aborted)
+				}
+			}()
+			err := follow(t.Context(), &Sandbox{ID: c.id, C: s.client("wr_good"), User: UserDefault}, 7, time.Hour, send)
+			if err == nil {
+				t.Errorf("%s: got no error", c.id)
+			}
+		}()
+	}
+}

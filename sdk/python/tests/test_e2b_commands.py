@@ -127,3 +127,17 @@ def test_timeout_leaves_the_command_running(sbx: Any) -> None:
     assert sbx.commands.kill(procs[0].pid) is True
     # kill answers once the process has ended.
     assert procs[0].pid not in [p.pid for p in sbx.commands.list()]
+
+
+def test_sandbox_killed_under_a_command(e2b_env: Any) -> None:
+    # As on E2B, a command whose sandbox is killed under it ends with the
+    # error that says the sandbox is gone (a TimeoutException), not with
+    # an error about the command.
+    s = e2b.Sandbox.create(timeout=120, metadata={"test": "e2b-commands"})
+    try:
+        cmd = s.commands.run("sleep 60", background=True)
+    finally:
+        s.kill()
+    with pytest.raises(TimeoutException) as exc:
+        cmd.wait()
+    assert "killed or reached its end of life" in str(exc.value)
