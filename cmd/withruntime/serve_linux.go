@@ -52,6 +52,7 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.BoolVar(&cfg.PrivateRegistries, "allow-private-registries", false, "let template imports read images from registries at loopback, private and link-local addresses (an own registry on the internal network); without it only public addresses, so a reference cannot make the server call its own network")
 	fs.DurationVar(&cfg.IdleExit, "idle-exit", 0, "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)")
 	fs.StringVar(&cfg.E2BListen, "e2b-listen", "", "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY")
+	e2bInternet := fs.Bool("e2b-internet", true, "give a sandbox created through --e2b-listen without network options the internet, as E2B does (false: such a sandbox has none until its create allows it)")
 	fs.StringVar(&cfg.E2BDomain, "e2b-domain", "", "route Host <port>-<id>.`DOMAIN` on --e2b-listen to sandboxes (older E2B clients; needs wildcard DNS and a wildcard TLS certificate in front)")
 	fs.StringVar(&cfg.Store, "store", "", "serve as one API server of a many-host installation on the shared database at `URL` (postgres://...): sandboxes then run on the nodes (withruntime node) registered there, and this server runs none")
 	fs.DurationVar(&cfg.DetectInterval, "detect-interval", 0, fmt.Sprintf("with --store: how often to look for nodes whose lease ran out (0: %v)", cluster.DefaultDetectInterval))
@@ -62,6 +63,7 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 			return 2
 		}
 		cfg.TemplateQuota.MaxBytes = *templateGiB << 30
+		cfg.E2BNoInternet = !*e2bInternet
 		if *pidFile != "" {
 			f, err := holdPidFile(*pidFile)
 			if err != nil {

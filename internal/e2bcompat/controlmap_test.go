@@ -45,7 +45,7 @@ func TestNetworkOf(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got, err := networkOf(c.allow, n)
+		got, err := networkOf(c.allow, n, false)
 		if c.wantErr != "" {
 			if httpStatus(err) != http.StatusBadRequest || !strings.Contains(err.Error(), c.wantErr) {
 				t.Errorf("%s: got %v, want a 400 naming %q", c.name, err, c.wantErr)
@@ -54,6 +54,22 @@ func TestNetworkOf(t *testing.T) {
 		}
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: got %+v, %v, want %+v", c.name, got, err, c.want)
+		}
+	}
+	// Under serve --e2b-internet=false, saying nothing denies the
+	// internet; asking for it still gets it.
+	for _, c := range []struct {
+		name  string
+		allow *bool
+		n     *e2bNetwork
+		want  api.Network
+	}{
+		{"nothing", nil, nil, api.Network{}},
+		{"allow_internet_access true", &yes, nil, api.Network{Internet: true}},
+		{"allowOut alone", nil, &e2bNetwork{AllowOut: []string{"example.org"}}, api.Network{Internet: true, Allow: []string{"example.org"}}},
+	} {
+		if got, err := networkOf(c.allow, c.n, true); err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("no internet by default, %s: got %+v, %v, want %+v", c.name, got, err, c.want)
 		}
 	}
 }
@@ -88,7 +104,7 @@ func TestCreateRequest(t *testing.T) {
 		if err := json.Unmarshal([]byte(c.body), &n); err != nil {
 			t.Fatal(err)
 		}
-		req, err := n.createRequest()
+		req, err := n.createRequest(false)
 		switch {
 		case c.wantStatus != 0:
 			if httpStatus(err) != c.wantStatus || !strings.Contains(err.Error(), c.wantErr) {

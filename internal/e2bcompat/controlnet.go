@@ -24,12 +24,14 @@ type e2bNetwork struct {
 func denyAll(e string) bool { return e == "0.0.0.0/0" || e == "::/0" }
 
 // networkOf is withruntime's policy for E2B's options. E2B allows all
-// egress unless told otherwise; allow_internet_access false, or denyOut
-// 0.0.0.0/0, denies it; allowOut names are then the exceptions (allow
-// beats deny). withruntime's policy is names only, so allowOut IP and
+// egress unless told otherwise (here unless noInternet, the operator's
+// serve --e2b-internet=false, makes denying it the default);
+// allow_internet_access false, or denyOut 0.0.0.0/0, denies it;
+// allow_internet_access true allows it; allowOut names are the exceptions
+// to a denial (allow beats deny). withruntime's policy is names only, so allowOut IP and
 // CIDR entries and partial denyOut lists cannot be expressed and are
 // refused rather than widened or ignored.
-func networkOf(allowInternet *bool, n *e2bNetwork) (api.Network, error) {
+func networkOf(allowInternet *bool, n *e2bNetwork, noInternet bool) (api.Network, error) {
 	if n == nil {
 		n = &e2bNetwork{}
 	}
@@ -45,7 +47,10 @@ func networkOf(allowInternet *bool, n *e2bNetwork) (api.Network, error) {
 	case given(n.HTTPSPorts) && string(n.HTTPSPorts) != "[]":
 		return api.Network{}, unsupported("network.httpsPorts")
 	}
-	deny := allowInternet != nil && !*allowInternet
+	deny := noInternet
+	if allowInternet != nil {
+		deny = !*allowInternet
+	}
 	for _, e := range n.DenyOut {
 		if !denyAll(strings.TrimSpace(e)) {
 			return api.Network{}, unsupported("network.denyOut " + e + " (only 0.0.0.0/0: withruntime denies all or allows names)")

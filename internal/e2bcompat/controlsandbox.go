@@ -36,7 +36,7 @@ type newSandbox struct {
 func given(m json.RawMessage) bool { return len(m) > 0 && string(m) != "null" }
 
 // createRequest is withruntime's create for an E2B one.
-func (n *newSandbox) createRequest() (api.CreateSandboxRequest, error) {
+func (n *newSandbox) createRequest(noInternet bool) (api.CreateSandboxRequest, error) {
 	var req api.CreateSandboxRequest
 	switch {
 	case given(n.MCP):
@@ -63,7 +63,7 @@ func (n *newSandbox) createRequest() (api.CreateSandboxRequest, error) {
 		req.OnLeaseEnd = "pause"
 	}
 	req.Metadata, req.Env = n.Metadata, n.EnvVars
-	nw, err := networkOf(n.AllowInternetAccess, n.Network)
+	nw, err := networkOf(n.AllowInternetAccess, n.Network, noInternet)
 	if err != nil {
 		return req, err
 	}
@@ -77,7 +77,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *client.Client
 	if err := decodeBody(r, &n); err != nil {
 		return err
 	}
-	req, err := n.createRequest()
+	req, err := n.createRequest(s.cfg.NoInternetByDefault)
 	if err != nil {
 		return err
 	}
@@ -261,7 +261,7 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request, c *client
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
-	nw, err := networkOf(body.AllowInternetAccess, &body.e2bNetwork)
+	nw, err := networkOf(body.AllowInternetAccess, &body.e2bNetwork, s.cfg.NoInternetByDefault)
 	if err != nil {
 		return err
 	}

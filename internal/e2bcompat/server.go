@@ -55,6 +55,10 @@ type Config struct {
 	// build (templateuploads.go), emptied when the server starts; "" is a
 	// new directory in the system's temporary one.
 	UploadDir string
+	// NoInternetByDefault gives a sandbox whose create says nothing of
+	// the network none (serve --e2b-internet=false); by default it has the
+	// internet, as on E2B.
+	NoInternetByDefault bool
 }
 
 // Server serves the E2B API.

@@ -110,6 +110,10 @@ type Config struct {
 	// sandboxes there (serve --e2b-domain: needs wildcard DNS and, for
 	// TLS, a wildcard certificate in front).
 	E2BListen, E2BDomain string
+	// E2BNoInternet gives a sandbox whose E2B create says nothing of the
+	// network none (serve --e2b-internet=false); by default it has the
+	// internet, as on E2B.
+	E2BNoInternet bool
 	// Store, when set, is the URL of a shared store (serve --store
 	// postgres://...): the server is then an API server of a many-host
 	// installation, running no sandbox itself (cluster.go).

@@ -129,7 +129,7 @@ func listenE2BWith(cfg Config, secret []byte, uploadDir string, st store.Store, 
 		return nil, nil, err
 	}
 	e2b, err := e2bcompat.New(e2bcompat.Config{
-		API: admission.OnBehalf(api), Secret: secret, Domain: cfg.E2BDomain, Log: cfg.Logger,
+		API: admission.OnBehalf(api), Secret: secret, Domain: cfg.E2BDomain, Log: cfg.Logger, NoInternetByDefault: cfg.E2BNoInternet,
 		Memory: cfg.agentBudget(), Accounts: httpapi.KeyAccounts(st), UploadDir: uploadDir,
 	})
 	if err != nil {
