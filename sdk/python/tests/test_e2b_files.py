@@ -148,21 +148,22 @@ def test_read_procfs(sbx: Any) -> None:
 
 
 def test_symlink_entries(sbx: Any) -> None:
-    # E2B describes a link by what it names: a link to a file is a file,
-    # with symlink_target the target's absolute path; one that names
-    # nothing stays a symlink.
+    # E2B's daemon describes a link by what it names, marked as a link (this
+    # client then shows every link as a symlink), with symlink_target the
+    # absolute path the link resolves to; a dangling link's is the path it
+    # names.
     sbx.files.write("links/target.txt", "t")
     sbx.files.make_dir("links/dir")
     sbx.commands.run("ln -s target.txt to-file && ln -s dir to-dir && ln -s nothing dangling", cwd="/home/user/links")
     info = sbx.files.get_info("links/to-file")
-    assert (info.type, info.symlink_target) == (FileType.FILE, "/home/user/links/target.txt")
+    assert (info.type, info.symlink_target) == (FileType.SYMLINK, "/home/user/links/target.txt")
     listed = {e.name: (e.type, e.symlink_target) for e in sbx.files.list("links")}
     assert listed == {
         "dangling": (FileType.SYMLINK, "/home/user/links/nothing"),
         "dir": (FileType.DIR, None),
         "target.txt": (FileType.FILE, None),
-        "to-dir": (FileType.DIR, "/home/user/links/dir"),
-        "to-file": (FileType.FILE, "/home/user/links/target.txt"),
+        "to-dir": (FileType.SYMLINK, "/home/user/links/dir"),
+        "to-file": (FileType.SYMLINK, "/home/user/links/target.txt"),
     }
     # A listing does not descend through a link to a directory.
     assert [e.name for e in sbx.files.list("links", depth=2)] == [
