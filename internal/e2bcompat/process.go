@@ -216,12 +216,13 @@ func follow(ctx context.Context, sb *Sandbox, pid int, interval time.Duration, s
 		return sendErr
 	}
 	if err != nil {
-		if reqCtx.Err() == nil && gone(reqCtx, sb) {
-			// E2B's daemon goes with its sandbox: the stream breaks, and
-			// E2B's clients then ask /health, hear the sandbox is not
-			// found and report it killed or at its end of life. The
-			// connection drops the same way here.
-			panic(http.ErrAbortHandler)
+		if reqCtx.Err() == nil {
+			if state, ok := gone(reqCtx, sb); ok {
+				// E2B's daemon goes with its sandbox and the stream ends
+				// unavailable; E2B's clients then ask /health, hear the
+				// sandbox is not found, and report it killed.
+				return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the sandbox was killed or reached its end of life while process %d ran (sandbox %s is %s)", pid, sb.ID, state))
+			}
 		}
 		return connectError(err)
 	}
@@ -229,13 +230,13 @@ func follow(ctx context.Context, sb *Sandbox, pid int, interval time.Duration, s
 }
 
 // gone says whether sb no longer runs (ended, or paused), as the API
-// reports it once a call into it broke.
-func gone(ctx context.Context, sb *Sandbox) bool {
+// reports it once a call into it broke, and its state then.
+func gone(ctx context.Context, sb *Sandbox) (string, bool) {
 	info, err := sb.C.GetSandbox(ctx, sb.ID)
 	if err != nil {
-		return isNotFound(err)
+		return "gone", isNotFound(err)
 	}
-	return info.State != "running" && info.State != "starting"
+	return info.State, info.State != "running" && info.State != "starting"
 }
 
 // outputWriter sends each write as a data event of stdout or stderr.

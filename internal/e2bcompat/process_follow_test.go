@@ -10,6 +10,7 @@ import (
 	"github.com/withruntime/withruntime/client"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,9 +109,9 @@ func TestDeadlineKeepsItsCode(t *testing.T) {
 }
 
 // TestFollowSandboxGone: a process stream that breaks because its sandbox
-// no longer runs drops the connection (E2B's clients then ask /health and
-// report the sandbox killed); one that breaks while the sandbox runs
-// answers the error.
+// no longer runs ends unavailable, saying the sandbox was killed (E2B's
+// clients then ask /health and report the sandbox gone); one that breaks
+// while the sandbox runs answers the API's error.
 func TestFollowSandboxGone(t *testing.T) {
 	mux := fakeAPI().(*http.ServeMux)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/processes/{pid}/stream", func(w http.ResponseWriter, r *http.Request) {
@@ -124,19 +125,15 @@ func TestFollowSandboxGone(t *testing.T) {
 	}
 	send := func(*pb.ProcessEvent) error { return nil }
 	for _, c := range []struct {
-		id      string
-		aborted bool
-	}{{"run", false}, {"zzz", true}, {"ended", true}} {
-		func() {
-			defer func() {
-				if r := recover(); (r == http.ErrAbortHandler) != c.aborted || (r != nil && r != http.ErrAbortHandler) {
-					t.Errorf("%s: got panic %v, want an aborted stream %v", c.id, r, c.aborted)
-				}
-			}()
-			err := follow(t.Context(), &Sandbox{ID: c.id, C: s.client("wr_good"), User: UserDefault}, 7, time.Hour, send)
-			if err == nil {
-				t.Errorf("%s: got no error", c.id)
-			}
-		}()
+		id   string
+		want connect.Code
+	}{{"run", connect.CodeFailedPrecondition}, {"zzz", connect.CodeUnavailable}, {"ended", connect.CodeUnavailable}} {
+		err := follow(t.Context(), &Sandbox{ID: c.id, C: s.client("wr_good"), User: UserDefault}, 7, time.Hour, send)
+		if connect.CodeOf(err) != c.want {
+			t.Errorf("%s: got %v (%v), want %v", c.id, connect.CodeOf(err), err, c.want)
+		}
+		if c.want == connect.CodeUnavailable && !strings.Contains(err.Error(), "killed or reached its end of life") {
+			t.Errorf("%s: got %v, want it to say the sandbox was killed", c.id, err)
+		}
 	}
 }
