@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -116,8 +117,25 @@ func (s *Server) startPty(w http.ResponseWriter, l *launch, size api.PtySize, lo
 	return nil
 }
 
+// unignoreOnce makes sure terminals get ^C and ^\ (unignoreInterrupts).
+var unignoreOnce sync.Once
+
+// unignoreInterrupts undoes an ignored SIGINT or SIGQUIT the agent was
+// started with (as a program started in the background of a shell is):
+// an ignored signal stays ignored across exec, so a terminal's ^C would
+// reach no one. A handler of the Go runtime's instead (the signals are
+// dropped here, as before) is reset to the default in every child.
+func unignoreInterrupts() {
+	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGQUIT} {
+		if signal.Ignored(sig) {
+			signal.Notify(make(chan os.Signal, 1), sig)
+		}
+	}
+}
+
 // spawnPty starts l on a new terminal.
 func (s *Server) spawnPty(l *launch, size api.PtySize) (*proc, error) {
+	unignoreOnce.Do(unignoreInterrupts)
 	primary, replica, err := pty.Open()
 	if err != nil {
 		return nil, err

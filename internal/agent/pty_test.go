@@ -109,11 +109,14 @@ func TestPtyInterruptAndReattach(t *testing.T) {
 	// A second client attaching gets the kept output again.
 	a.waitOutput(p.Pid, "started")
 	// ^C is the terminal's: SIGINT to the foreground process group, once
-	// sleep is in it.
+	// sleep runs in it (a ^C between the shell's fork and the exec of
+	// sleep is the forked shell's, as on any terminal).
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.Pid, p.Pid))
-		if len(strings.TrimSpace(string(b))) > 0 {
-			break
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			if comm, _ := os.ReadFile("/proc/" + f[0] + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("sleep did not start")
