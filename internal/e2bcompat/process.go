@@ -230,14 +230,32 @@ func follow(ctx context.Context, sb *Sandbox, pid int, interval time.Duration, s
 }
 
 // gone says whether sb no longer runs (ended, or paused), as the API
-// reports it once a call into it broke, and its state then.
+// reports it once a call into it broke, and its state then. A sandbox
+// being stopped still reads running while its agent is already gone, so a
+// running one is asked again for up to settleWait.
 func gone(ctx context.Context, sb *Sandbox) (string, bool) {
-	info, err := sb.C.GetSandbox(ctx, sb.ID)
-	if err != nil {
-		return "gone", isNotFound(err)
+	deadline := time.Now().Add(settleWait)
+	for {
+		info, err := sb.C.GetSandbox(ctx, sb.ID)
+		switch {
+		case err != nil:
+			return "gone", isNotFound(err)
+		case info.State != "running" && info.State != "starting":
+			return info.State, true
+		case time.Now().After(deadline):
+			return info.State, false
+		}
+		select {
+		case <-ctx.Done():
+			return info.State, false
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	return info.State, info.State != "running" && info.State != "starting"
 }
+
+// settleWait is how long gone waits for a sandbox whose call broke to
+// leave the running state.
+const settleWait = 3 * time.Second
 
 // outputWriter sends each write as a data event of stdout or stderr.
 type outputWriter struct {

@@ -119,6 +119,17 @@ func TestFollowSandboxGone(t *testing.T) {
 		w.WriteHeader(http.StatusConflict)
 		w.Write([]byte(`{"error":{"code":"conflict","message":"sandbox ended under the process (stopped)"}}`))
 	})
+	// "stopping" reads running twice (its stop is under way) and then ended.
+	var asked int
+	mux.HandleFunc("GET /v1/sandboxes/stopping", func(w http.ResponseWriter, r *http.Request) {
+		asked++
+		state := "ended"
+		if asked <= 2 {
+			state = "running"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"id": "stopping", "state": state})
+	})
 	s, err := New(Config{API: mux, Secret: make([]byte, SecretSize)})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +138,7 @@ func TestFollowSandboxGone(t *testing.T) {
 	for _, c := range []struct {
 		id   string
 		want connect.Code
-	}{{"run", connect.CodeFailedPrecondition}, {"zzz", connect.CodeUnavailable}, {"ended", connect.CodeUnavailable}} {
+	}{{"run", connect.CodeFailedPrecondition}, {"zzz", connect.CodeUnavailable}, {"ended", connect.CodeUnavailable}, {"stopping", connect.CodeUnavailable}} {
 		err := follow(t.Context(), &Sandbox{ID: c.id, C: s.client("wr_good"), User: UserDefault}, 7, time.Hour, send)
 		if connect.CodeOf(err) != c.want {
 			t.Errorf("%s: got %v (%v), want %v", c.id, connect.CodeOf(err), err, c.want)
