@@ -10,7 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .errors import TransportError, api_error_from_detail
@@ -40,8 +40,10 @@ def events(
     read_timeout: float | None,
     max_line: int,
     header_timeout: float | None | _Same = _SAME,
+    query: Mapping[str, Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """POST body to path and yield each event of the answer's stream.
+    """POST body to path (GET path?query when body is None: a follow
+    stream) and yield each event of the answer's stream.
 
     An event whose type is in ``terminal`` is the last one yielded: after
     it the rest of the body is drained (so the connection can be reused) and
@@ -57,7 +59,8 @@ def events(
     same).
     """
     first = read_timeout if isinstance(header_timeout, _Same) else header_timeout
-    with transport.stream("POST", path, json_body=body, timeout=first, body_timeout=read_timeout) as resp:
+    method = "POST" if body is not None else "GET"
+    with transport.stream(method, path, json_body=body, query=query, timeout=first, body_timeout=read_timeout) as resp:
         if resp.status != 200:
             raise TransportError(f"{where}: expected a 200 event stream, got status {resp.status}")
         while True:

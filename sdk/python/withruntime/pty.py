@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import http.client
-import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import APIError, TransportError, api_error_from_detail
+from ._stream import events
+from .errors import APIError, TransportError
 from .process import _chunk
 
 if TYPE_CHECKING:
@@ -22,6 +21,9 @@ _MAX_LINE = 1024 * 1024
 
 # How often a broken output stream is resumed in a row.
 _RESUMES = 5
+
+# The event that ends a follow stream.
+_END = frozenset({"exit"})
 
 # One POST .../stdin carries at most this many bytes (the server's bound).
 _MAX_STDIN = 1 << 20
@@ -140,35 +142,22 @@ class PtyHandle:
         the exit code (None when the stream stopped before the end)."""
         where = f"terminal {self.pid} of sandbox {self._id}"
         query = {"stdout_offset": offset} if offset else None
-        with self._t.stream("GET", self._path + "/stream", query=query, timeout=None) as resp:
-            while not self._stop.is_set():
-                try:
-                    line = resp.readline(_MAX_LINE + 1)
-                except (OSError, http.client.HTTPException) as e:
-                    raise TransportError(f"{where}: the output stream broke: {type(e).__name__}: {e}") from e
-                if len(line) > _MAX_LINE:
-                    raise TransportError(f"{where}: an event line is longer than {_MAX_LINE} bytes")
-                if not line:
-                    raise TransportError(f"{where}: the output stream ended without an exit event")
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    ev = json.loads(line)
-                except ValueError as e:
-                    raise TransportError(f"{where}: malformed event {line[:200]!r}") from e
-                kind = ev.get("type") if isinstance(ev, dict) else None
-                if kind in ("stdout", "stderr"):
-                    data = _chunk(ev, False, where)
-                    assert isinstance(data, bytes)
-                    offset += len(data)
-                    if self._on_data is not None and data:
-                        self._on_data(data)
-                elif kind == "exit":
-                    code = ev.get("exit_code")
-                    return offset, -1 if code is None else int(code)
-                elif kind == "error":
-                    raise api_error_from_detail(ev.get("error"))
+        for ev in events(
+            self._t, self._path + "/stream", None, terminal=_END, where=where,
+            read_timeout=None, max_line=_MAX_LINE, query=query,
+        ):
+            if self._stop.is_set():
+                break
+            kind = ev.get("type")
+            if kind in ("stdout", "stderr"):
+                data = _chunk(ev, False, where)
+                assert isinstance(data, bytes)
+                offset += len(data)
+                if self._on_data is not None and data:
+                    self._on_data(data)
+            elif kind == "exit":
+                code = ev.get("exit_code")
+                return offset, -1 if code is None else int(code)
         return offset, None
 
     def send_input(self, data: str | bytes) -> None:
