@@ -286,7 +286,7 @@ func (l *Library) Build(ctx context.Context, account, keyID string, specJSON []b
 		return nil, err
 	}
 	if contextTar != nil {
-		if err := unpackContext(dir, contextTar); err != nil {
+		if err := unpackContext(dir, l.diskChecked(contextTar)); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}

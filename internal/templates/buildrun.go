@@ -114,6 +114,16 @@ func (l *Library) runBuild(b *buildRun, keyID string, ref template.Ref, spec *bu
 	workdir, user := base.Defaults.Workdir, base.Defaults.User
 	noCache := spec.NoCache
 	size := base.Bytes
+	// The context is removed once the last copy step has copied it into
+	// its sandbox, before that sandbox's layer is read: a large context is
+	// then on disk at most twice (in the sandbox and as the layer), not
+	// three times.
+	lastCopy := 0
+	for i, st := range spec.Steps {
+		if st.Kind() == build.KindCopy {
+			lastCopy = i + 1
+		}
+	}
 	for i, st := range spec.Steps {
 		n := i + 1
 		b.set(func(in *template.Build) { in.Step = n })
@@ -155,7 +165,7 @@ func (l *Library) runBuild(b *buildRun, keyID string, ref template.Ref, spec *bu
 			}
 		}
 		b.log(template.BuildEvent{Type: template.LogStep, Step: n, Steps: len(spec.Steps), Message: stepName(st)})
-		s := &stepRun{l: l, b: b, n: n, keyID: keyID, spec: spec, size: boxSize, base: base, env: env, workdir: workdir, user: user, dir: dir}
+		s := &stepRun{l: l, b: b, n: n, keyID: keyID, spec: spec, size: boxSize, base: base, env: env, workdir: workdir, user: user, dir: dir, lastCopy: n == lastCopy}
 		info, err := s.run(ctx, st, cur.layers)
 		if err != nil {
 			fail(n, err)
@@ -205,6 +215,9 @@ type stepRun struct {
 	workdir string
 	user    string
 	dir     string
+	// lastCopy: no later step reads the context, which goes once this
+	// step has copied it.
+	lastCopy bool
 }
 
 // run starts a sandbox on layers, runs st in it, and imports what it
@@ -259,6 +272,9 @@ func (s *stepRun) run(ctx context.Context, st build.Step, layers []string) (laye
 	case build.KindCopy:
 		if err := s.copy(ctx, ag, st.Copy); err != nil {
 			return layer.Info{}, err
+		}
+		if s.lastCopy {
+			l.removeContext(s.dir)
 		}
 	default:
 		cmd, u := st.Command()
