@@ -43,6 +43,20 @@ whether it is now public.`
 
 func (a *App) templatePublish(cmd *command, s streams) runFunc {
 	private := cmd.fs.Bool("private", false, "take the template back from the other accounts")
+	return a.oneTemplate(cmd, s, func(ctx context.Context, c *client.Client, name string) (*api.Template, error) {
+		return c.PublishTemplate(ctx, name, !*private)
+	}, func(w io.Writer, t *api.Template) {
+		state := "public"
+		if !t.Public {
+			state = "private"
+		}
+		fmt.Fprintln(w, t.Name+":"+t.Tag+" "+state)
+	})
+}
+
+// oneTemplate is a verb on one template NAME[:TAG]: call, then the
+// template printed by show, or as JSON with --json.
+func (a *App) oneTemplate(cmd *command, s streams, call func(context.Context, *client.Client, string) (*api.Template, error), show func(io.Writer, *api.Template)) runFunc {
 	asJSON := cmd.fs.Bool("json", false, "print the template as JSON")
 	return func(ctx context.Context, pos []string) int {
 		if len(pos) != 1 {
@@ -54,7 +68,7 @@ func (a *App) templatePublish(cmd *command, s streams) runFunc {
 			return exitFailure
 		}
 		defer done()
-		t, err := c.PublishTemplate(ctx, pos[0], !*private)
+		t, err := call(ctx, c, pos[0])
 		if err != nil {
 			report(s.stderr, err)
 			return exitFailure
@@ -62,11 +76,7 @@ func (a *App) templatePublish(cmd *command, s streams) runFunc {
 		if *asJSON {
 			return printJSON(s, t)
 		}
-		state := "public"
-		if !t.Public {
-			state = "private"
-		}
-		fmt.Fprintln(s.stdout, t.Name+":"+t.Tag+" "+state)
+		show(s.stdout, t)
 		return exitOK
 	}
 }
@@ -269,28 +279,9 @@ func (a *App) templateList(cmd *command, s streams) runFunc {
 }
 
 func (a *App) templateGet(cmd *command, s streams) runFunc {
-	asJSON := cmd.fs.Bool("json", false, "print the template as JSON")
-	return func(ctx context.Context, pos []string) int {
-		if len(pos) != 1 {
-			return cmd.usageError(s, "want one template NAME[:TAG], got %d arguments", len(pos))
-		}
-		c, done, err := a.connect(ctx)
-		if err != nil {
-			report(s.stderr, err)
-			return exitFailure
-		}
-		defer done()
-		t, err := c.GetTemplate(ctx, pos[0])
-		if err != nil {
-			report(s.stderr, err)
-			return exitFailure
-		}
-		if *asJSON {
-			return printJSON(s, t)
-		}
-		printTemplate(s.stdout, t)
-		return exitOK
-	}
+	return a.oneTemplate(cmd, s, func(ctx context.Context, c *client.Client, name string) (*api.Template, error) {
+		return c.GetTemplate(ctx, name)
+	}, printTemplate)
 }
 
 func (a *App) templateRemove(cmd *command, s streams) runFunc {
