@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -440,4 +441,16 @@ func TestAliasExists(t *testing.T) {
 	if st, _ := c.call("GET", "/templates/aliases/nothing", "wr_a", nil); st != 404 {
 		t.Errorf("an unknown template: %d", st)
 	}
+}
+
+// hashesOf lists account's uploads, for tests.
+func (u *uploads) hashesOf(account string) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var hs []string
+	for h := range u.held[account] {
+		hs = append(hs, h)
+	}
+	sort.Strings(hs)
+	return hs
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"sync"
 	"time"
 )
@@ -180,16 +179,4 @@ func (u *uploads) expireLocked(now time.Time) {
 			delete(u.held, account)
 		}
 	}
-}
-
-// hashesOf lists account's uploads, for tests.
-func (u *uploads) hashesOf(account string) []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	var hs []string
-	for h := range u.held[account] {
-		hs = append(hs, h)
-	}
-	sort.Strings(hs)
-	return hs
 }
