@@ -67,7 +67,10 @@ func TestTemplatePool(t *testing.T) {
 	lib.set(v1)
 	var mu sync.Mutex
 	starts := 0
-	r := poolRig(t, []Pool{{Template: "web:latest", VCPUs: 1, MemoryMiB: 1024, Size: 1}}, func(c *Config) {
+	// The fake agent is in place before Recover starts the filler, which
+	// boots the first member at once.
+	r := newRig(t, func(c *Config) {
+		c.Pools = []Pool{{Template: "web:latest", VCPUs: 1, MemoryMiB: 1024, Size: 1}}
 		c.Templates, c.AdminAccount = lib, "admin"
 	})
 	r.be.agent = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -80,6 +83,9 @@ func TestTemplatePool(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent) // PUT /env at a claim
 	})
+	if err := r.m.Recover(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	key := poolKey{template: "web:latest", vcpus: 1, memoryMiB: 1024}
 	r.waitPool(key, 1)
 	mu.Lock()
