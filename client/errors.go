@@ -29,6 +29,9 @@ const (
 	CodeRateLimited             = "rate_limited"
 	CodeCapacityExhausted       = "capacity_exhausted"
 	CodeInternal                = "internal"
+	// CodeBadGateway: nothing answers on a sandbox's port (a preview URL
+	// or a port forward).
+	CodeBadGateway = "bad_gateway"
 )
 
 // The client-side codes (SPEC.md): never in a server's answer, they name

@@ -21,15 +21,18 @@ const (
 	codeTooLarge = "payload_too_large"
 	codeDenied   = "forbidden"
 	codeInternal = "internal"
+	// codeBadGateway: nothing answers on a sandbox's port.
+	codeBadGateway = "bad_gateway"
 )
 
 var statusOf = map[string]int{
-	codeInvalid:  http.StatusBadRequest,
-	codeNotFound: http.StatusNotFound,
-	codeConflict: http.StatusConflict,
-	codeTooLarge: http.StatusRequestEntityTooLarge,
-	codeDenied:   http.StatusForbidden,
-	codeInternal: http.StatusInternalServerError,
+	codeInvalid:    http.StatusBadRequest,
+	codeNotFound:   http.StatusNotFound,
+	codeConflict:   http.StatusConflict,
+	codeTooLarge:   http.StatusRequestEntityTooLarge,
+	codeDenied:     http.StatusForbidden,
+	codeInternal:   http.StatusInternalServerError,
+	codeBadGateway: http.StatusBadGateway,
 }
 
 // reqError is an error with a stable code and a message fit for the client.

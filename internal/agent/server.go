@@ -105,6 +105,7 @@ func (s *Server) routes() {
 	s.handle("GET /archive", s.handleArchiveGet)
 	s.handle("PUT /archive", s.handleArchivePut)
 	s.handle("PUT /env", s.handleEnvPut)
+	s.handle("GET /ports/{port}/connect", s.handlePortConnect)
 	s.handle("POST /code", s.handleCode)
 	s.handle("POST /contexts", s.handleContextCreate)
 	s.handle("GET /contexts", s.handleContextList)

@@ -196,7 +196,10 @@ func (a *App) spawnDaemon(d daemon) (chan error, error) {
 	}
 	defer devnull.Close()
 	cmd := exec.Command(exe, "serve", "--listen", d.addr, "--data-dir", d.dir,
-		"--idle-exit", idle, "--pid-file", d.pid)
+		"--idle-exit", idle, "--pid-file", d.pid,
+		// http://<port>-<id>.localhost:<daemon's port>/ opens a sandbox's
+		// port with no DNS set up.
+		"--preview-domain", "localhost")
 	if e2b := os.Getenv(EnvDaemonE2BListen); e2b != "" {
 		cmd.Args = append(cmd.Args, "--e2b-listen", e2b)
 	}

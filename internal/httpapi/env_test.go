@@ -165,6 +165,7 @@ func concrete(pattern string) string {
 	p = strings.ReplaceAll(p, "{kid}", spareKeyID)
 	p = strings.ReplaceAll(p, "{name}", testSecretName)
 	p = strings.ReplaceAll(p, "{cid}", "default")
+	p = strings.ReplaceAll(p, "{port}", "8000")
 	if strings.Contains(p, "/files") || strings.Contains(p, "/archive") {
 		p += "?path=a.txt"
 	}
@@ -193,6 +194,8 @@ func bodyFor(rt Route) io.Reader {
 		return strings.NewReader(`{}`)
 	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/accounts":
 		return strings.NewReader(`{"name":"acct-` + randomHex()[:8] + `"}`)
+	case rt.Method == http.MethodPut && strings.HasSuffix(rt.Pattern, "/previews/{port}"):
+		return strings.NewReader(`{"public":true}`)
 	case rt.Method == http.MethodPut && strings.HasSuffix(rt.Pattern, "/network"):
 		return strings.NewReader(`{"internet":false}`)
 	case rt.Method == http.MethodPut && strings.HasPrefix(rt.Pattern, api.Version+"/secrets/"):

@@ -32,6 +32,8 @@ type fakeSandboxes struct {
 	// egress is each sandbox's egress log.
 	egress map[string][]egress.Event
 	next   int
+	// portAddrs are where DialPort dials, by port (fakeports_test.go).
+	portAddrs map[int]string
 }
 
 var _ service.Sandboxes = (*fakeSandboxes)(nil)

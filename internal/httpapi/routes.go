@@ -73,6 +73,12 @@ func Routes() []Route {
 		{Method: http.MethodGet, Pattern: sandboxPrefix + "/network", handler: (*server).getNetwork},
 		{Method: http.MethodPut, Pattern: sandboxPrefix + "/network", Mutating: true, handler: (*server).setNetwork},
 		{Method: http.MethodGet, Pattern: sandboxPrefix + "/egress", handler: (*server).egressLog},
+		{Method: http.MethodGet, Pattern: sandboxPrefix + "/previews", handler: (*server).listPreviews},
+		{Method: http.MethodPost, Pattern: sandboxPrefix + "/previews/revoke", Mutating: true, handler: (*server).revokePreviews},
+		{Method: http.MethodGet, Pattern: sandboxPrefix + "/previews/{port}", handler: (*server).getPreview},
+		{Method: http.MethodPut, Pattern: sandboxPrefix + "/previews/{port}", Mutating: true, handler: (*server).setPreview},
+		// A WebSocket carrying a TCP connection's bytes both ways.
+		{Method: http.MethodGet, Pattern: sandboxPrefix + "/port-forward/{port}", Mutating: true, handler: (*server).portForward},
 		{Method: http.MethodPost, Pattern: sandboxPrefix + "/snapshot", Mutating: true, handler: (*server).snapshot},
 		{Method: http.MethodGet, Pattern: api.Version + "/templates", handler: (*server).listTemplates},
 		{Method: http.MethodPost, Pattern: api.Version + "/templates", Mutating: true, handler: (*server).buildTemplate},

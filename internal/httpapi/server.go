@@ -63,6 +63,14 @@ type Config struct {
 	// AgentMemory bounds in sum what the server holds of agents' answers
 	// (agentmemory.go); nil bounds only each request.
 	AgentMemory *membudget.Budget
+	// PreviewSecret seals the preview tokens (PreviewSecretSize bytes);
+	// nil: a random one, so that tokens die with the process.
+	PreviewSecret []byte
+	// PreviewDomain, when set, is the domain of the preview URLs' host
+	// form ({port}-{id}.{domain}), served by PreviewHandler; PreviewPort
+	// is the port its URLs name (0: none, the scheme's own).
+	PreviewDomain string
+	PreviewPort   int
 }
 
 // Validate reports what is missing or wrong in c.
@@ -76,6 +84,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("httpapi: body limits must not be negative")
 	case c.DefaultConcurrency < 0 || c.DefaultConcurrency > accounts.MaxAccountConcurrency:
 		return fmt.Errorf("httpapi: DefaultConcurrency must be 0 to %d", accounts.MaxAccountConcurrency)
+	case c.PreviewSecret != nil && len(c.PreviewSecret) != PreviewSecretSize:
+		return fmt.Errorf("httpapi: PreviewSecret must be %d bytes", PreviewSecretSize)
+	case c.PreviewPort < 0 || c.PreviewPort > 65535:
+		return fmt.Errorf("httpapi: PreviewPort must be 0 to 65535")
 	case c.MaxKeysPerAccount < 0:
 		return fmt.Errorf("httpapi: MaxKeysPerAccount must not be negative")
 	case c.DefaultSize.VCPUs < 0 || c.DefaultSize.MemoryMiB < 0 || c.DefaultSize.DiskGiB < 0:
@@ -98,6 +110,13 @@ type server struct {
 
 	// ptys counts the WebSockets attached to terminals (pty.go).
 	ptys ptyAttachments
+
+	// previewTokens seals and opens preview tokens, and previews counts
+	// the proxied requests in flight (preview.go).
+	previewTokens *previewTokens
+	previews      previewCounts
+	// now is the clock of token expiries.
+	now func() time.Time
 }
 
 // NewServer returns the HTTP handler of the API. It panics when cfg does
@@ -128,10 +147,18 @@ func NewServer(cfg Config) http.Handler {
 		proxyLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		mux:      http.NewServeMux(),
 		accounts: rules,
+		now:      time.Now,
+	}
+	var err error
+	if s.previewTokens, err = newPreviewTokens(cfg.PreviewSecret); err != nil {
+		panic(err) // Validate checked the size
 	}
 	for _, rt := range Routes() {
 		s.mux.Handle(rt.Method+" "+rt.Pattern, s.route(rt))
 	}
+	// Any method: the app in the sandbox decides what it serves.
+	s.mux.HandleFunc(sandboxPrefix+"/ports/{port}", s.previewByPath)
+	s.mux.HandleFunc(sandboxPrefix+"/ports/{port}/{rest...}", s.previewByPath)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == MCPPattern {
 			mcpMethodNotAllowed(w, r)
@@ -162,6 +189,11 @@ func infoFrom(ctx context.Context) *reqInfo {
 
 // ServeHTTP gives the request an id, serves it, and logs one line about it.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.serveWith(w, r, s.mux.ServeHTTP)
+}
+
+// serveWith is ServeHTTP with serve in the mux's place.
+func (s *server) serveWith(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
 	start := time.Now()
 	r, done := admission.RequestStarted(r)
 	defer done()
@@ -189,7 +221,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(p)
 		}
 	}()
-	s.mux.ServeHTTP(sw, r)
+	serve(sw, r)
 }
 
 func (s *server) logRequest(r *http.Request, sw *statusWriter, info *reqInfo, d time.Duration, aborted bool) {

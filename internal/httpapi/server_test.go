@@ -37,6 +37,12 @@ func TestHealthNeedsNoKey(t *testing.T) {
 	}
 }
 
+// isWebSocketRoute says whether rt is a WebSocket: a GET that writes (a
+// terminal's keystrokes, a port forward's bytes).
+func isWebSocketRoute(rt Route) bool {
+	return rt.Pattern == sandboxPrefix+"/pty" || rt.Pattern == sandboxPrefix+"/port-forward/{port}"
+}
+
 func TestRouteTableShape(t *testing.T) {
 	seen := map[string]bool{}
 	for _, rt := range Routes() {
@@ -47,7 +53,7 @@ func TestRouteTableShape(t *testing.T) {
 		seen[key] = true
 		// /v1/mcp's tools go through the routes of the table, which check.
 		// A terminal's WebSocket is a GET that writes.
-		if got, want := rt.Mutating, (rt.Method != http.MethodGet && rt.Pattern != MCPPattern) || rt.Pattern == sandboxPrefix+"/pty"; got != want {
+		if got, want := rt.Mutating, (rt.Method != http.MethodGet && rt.Pattern != MCPPattern) || isWebSocketRoute(rt); got != want {
 			t.Errorf("%s: Mutating got %v, want %v (only GET routes only read)", key, got, want)
 		}
 		if got, want := rt.Public, key == "GET /v1/health" || key == "POST /v1/trial"; got != want {
@@ -136,7 +142,7 @@ func TestKeyKinds(t *testing.T) {
 					}
 					return
 				}
-				if rt.Pattern == sandboxPrefix+"/pty" {
+				if isWebSocketRoute(rt) {
 					// A plain GET is no WebSocket handshake (pty_test.go
 					// opens them): refused past the key's check.
 					if got := errorOf(t, resp).Code; resp.StatusCode != http.StatusBadRequest || got != "invalid_request" {

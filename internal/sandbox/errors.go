@@ -25,6 +25,9 @@ const (
 	KindRateLimited       Kind = "rate_limited"
 	KindCapacityExhausted Kind = "capacity_exhausted"
 	KindInternal          Kind = "internal"
+	// KindBadGateway: nothing answers on a sandbox's port (a preview URL
+	// or a port forward).
+	KindBadGateway Kind = "bad_gateway"
 )
 
 // Error is an error with a stable kind and a message fit for the client.

@@ -98,6 +98,18 @@ type Record struct {
 	// Checkpoint says where a paused sandbox's checkpoint is kept and what
 	// can restore it (nil when it is on its node's own disk).
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Preview is the sandbox's preview settings (nil: every port private,
+	// no token revoked).
+	Preview *Preview `json:"preview,omitempty"`
+}
+
+// Preview is what a sandbox's preview URLs let through.
+type Preview struct {
+	// PublicPorts are the ports served without a key or a token, sorted.
+	PublicPorts []int `json:"public_ports,omitempty"`
+	// Generation is in every preview token made for the sandbox: a revoke
+	// bumps it, and the tokens made before stop working.
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // Checkpoint is where a paused sandbox's saved state lives when it is in

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/egress"
@@ -114,6 +115,12 @@ type Config struct {
 	// network none (serve --e2b-internet=false); by default it has the
 	// internet, as on E2B.
 	E2BNoInternet bool
+	// PreviewDomain serves the preview URLs' host form, Host
+	// "<port>-<id>.<domain>" (serve --preview-domain): on the API's
+	// listener, and on PreviewListen when set (serve --preview-listen,
+	// which then serves nothing else; without a domain it takes
+	// "localhost", whose names resolve to loopback with no DNS set up).
+	PreviewListen, PreviewDomain string
 	// Store, when set, is the URL of a shared store (serve --store
 	// postgres://...): the server is then an API server of a many-host
 	// installation, running no sandbox itself (cluster.go).
@@ -149,6 +156,9 @@ func (c *Config) agentBudget() *membudget.Budget {
 }
 
 func (c *Config) setDefaults() {
+	if c.PreviewListen != "" && c.PreviewDomain == "" {
+		c.PreviewDomain = "localhost"
+	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
@@ -210,6 +220,27 @@ func (c *Config) Validate() error {
 		return errors.New("--e2b-domain needs --e2b-listen")
 	case c.IdleExit < 0:
 		return errors.New("--idle-exit must not be negative")
+	case c.PreviewDomain != "" && !validPreviewDomain(c.PreviewDomain):
+		return fmt.Errorf("--preview-domain %q: want a DNS name such as preview.example.com or localhost", c.PreviewDomain)
 	}
 	return nil
+}
+
+// validPreviewDomain says whether d is a DNS name: dot-separated labels
+// of letters, digits and hyphens.
+func validPreviewDomain(d string) bool {
+	if len(d) > 200 {
+		return false
+	}
+	for _, label := range strings.Split(d, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -24,7 +24,12 @@ import (
 // the old one. An e2b.key that is not a regular file of 32 bytes, or that
 // others may read or write, is refused: what they read forges tokens.
 func e2bSecret(dataDir string) ([]byte, error) {
-	path := filepath.Join(dataDir, "e2b.key")
+	return dataSecret(filepath.Join(dataDir, "e2b.key"))
+}
+
+// dataSecret reads the secret at path, making it first if there is none
+// (as e2bSecret says).
+func dataSecret(path string) ([]byte, error) {
 	b, err := readSecret(path)
 	if !errors.Is(err, os.ErrNotExist) {
 		return b, err
@@ -32,7 +37,7 @@ func e2bSecret(dataDir string) ([]byte, error) {
 	b = make([]byte, e2bcompat.SecretSize)
 	rand.Read(b)
 	if err := writeSecret(path, b); err != nil {
-		return nil, fmt.Errorf("writing the E2B key: %w", err)
+		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
 	return b, nil
 }

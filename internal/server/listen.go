@@ -22,12 +22,16 @@ func listenAPI(cfg Config) (*admission.Listener, error) {
 }
 
 // listeners is how many listeners take clients' connections: the API's,
-// and E2B's when it is served.
+// and E2B's and the previews' when they are served.
 func (c Config) listeners() int {
+	n := 1
 	if c.E2BListen != "" {
-		return 2
+		n++
 	}
-	return 1
+	if c.PreviewListen != "" {
+		n++
+	}
+	return n
 }
 
 // listenLimit is the connection limit of each of cfg's listeners. All of

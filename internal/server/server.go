@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,9 @@ type Server struct {
 	// E2BURL is where E2B's protocol is served ("" without
 	// Config.E2BListen).
 	E2BURL string
+	// PreviewURL is where the preview URLs' host form is served on a
+	// listener of its own ("" without Config.PreviewListen).
+	PreviewURL string
 
 	cfg     Config
 	store   store.Store
@@ -40,6 +44,7 @@ type Server struct {
 	tracing func(context.Context) error
 	http    *http.Server
 	e2b     *http.Server // nil without Config.E2BListen
+	preview *http.Server // nil without Config.PreviewListen
 	done    chan error
 	idle    *idleWatch
 	stop    chan struct{} // closed by Close
@@ -113,19 +118,29 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	}
 	u.Add(func() { l.Close() })
 	idle := newIdleWatch(cfg.IdleExit, st)
+	pv, err := openPreviews(cfg, dataDir, l)
+	if err != nil {
+		return nil, err
+	}
+	u.Add(pv.close)
 	apiHandler := httpapi.NewServer(httpapi.Config{
 		Sandboxes: mgr, Store: st, Logger: cfg.Logger, Secrets: vault, Templates: lib,
 		DefaultConcurrency: mgr.DefaultConcurrency(), Trial: cfg.Trial,
 		AgentMemory: cfg.agentBudget(),
 		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,
+		PreviewSecret: pv.secret, PreviewDomain: cfg.PreviewDomain, PreviewPort: pv.port,
 	})
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
-		cfg: cfg, store: st, manager: mgr, egress: egr, tracing: tracing, done: make(chan error, 2),
+		cfg: cfg, store: st, manager: mgr, egress: egr, tracing: tracing, done: make(chan error, 3),
 		idle: idle, stop: make(chan struct{}),
 		// Header and idle timeouts, header bound and connection limit:
 		// see admission.Listener.
-		http: l.HTTPServer(idle.wrap(sdkdist.Mount(cfg.SDKDir, apiHandler))),
+		http: l.HTTPServer(idle.wrap(pv.route(sdkdist.Mount(cfg.SDKDir, apiHandler), apiHandler))),
+	}
+	if pv.l != nil {
+		s.preview, s.PreviewURL = pv.l.HTTPServer(idle.wrap(httpapi.PreviewHandler(apiHandler))), "http://"+pv.l.Addr().String()
+		go func() { s.done <- s.preview.Serve(pv.l) }()
 	}
 	if cfg.E2BListen != "" {
 		e2b, el, err := listenE2B(cfg, dataDir, st, apiHandler, idle.wrap)
@@ -142,6 +157,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	cfg.Logger.Info("serving", "url", s.URL, "data_dir", dataDir, "backend", cfg.Backend)
 	if s.e2b != nil {
 		cfg.Logger.Info("serving E2B's API", "url", s.E2BURL, "domain", cfg.E2BDomain)
+	}
+	if cfg.PreviewDomain != "" {
+		cfg.Logger.Info("serving preview URLs", "domain", cfg.PreviewDomain, "url", cmp.Or(s.PreviewURL, s.URL))
 	}
 	return s, nil
 }
@@ -219,8 +237,10 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.http.Shutdown(ctx)
-	if s.e2b != nil && s.e2b.Shutdown(ctx) != nil {
-		s.e2b.Close() // its streams outlived the wait
+	for _, o := range []*http.Server{s.e2b, s.preview} {
+		if o != nil && o.Shutdown(ctx) != nil {
+			o.Close() // its streams outlived the wait
+		}
 	}
 	if s.manager != nil {
 		s.manager.Close()

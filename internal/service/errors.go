@@ -27,6 +27,7 @@ var statuses = map[sandbox.Kind]int{
 	sandbox.KindRateLimited:       http.StatusTooManyRequests,
 	sandbox.KindCapacityExhausted: http.StatusServiceUnavailable,
 	sandbox.KindInternal:          http.StatusInternalServerError,
+	sandbox.KindBadGateway:        http.StatusBadGateway,
 }
 
 // Status is the HTTP status of an error kind; unknown kinds are internal.

@@ -27,6 +27,7 @@ func TestStatus(t *testing.T) {
 		{sandbox.KindRateLimited, 429},
 		{sandbox.KindCapacityExhausted, 503},
 		{sandbox.KindInternal, 500},
+		{sandbox.KindBadGateway, 502},
 		{sandbox.Kind("made_up"), 500},
 	}
 	for _, tt := range tests {

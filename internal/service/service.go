@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"time"
 
@@ -78,4 +79,20 @@ type CreateRequest struct {
 	// (no internet), as an absent one is.
 	Network       sandbox.Network `json:"network,omitzero"`
 	MaxCostMicros *int64          `json:"max_cost_micros,omitempty"`
+}
+
+// Ports is what preview URLs and port forwards need of the sandboxes. A
+// Sandboxes without it (the many-host control plane, for now) answers
+// them not_supported.
+type Ports interface {
+	// DialPort returns a TCP connection to port on the sandbox's loopback.
+	DialPort(ctx context.Context, account, id string, port int) (net.Conn, error)
+	// SetPreview changes the sandbox's preview settings: change edits a
+	// copy.
+	SetPreview(ctx context.Context, account, id string, change func(*sandbox.Preview) error) (*sandbox.Record, error)
+	// Lookup returns the record of id whatever its account: what a request
+	// with no credential to a public port needs. Its caller must answer
+	// exactly as for a sandbox that does not exist unless the port is
+	// public.
+	Lookup(ctx context.Context, id string) (*sandbox.Record, error)
 }

@@ -36,6 +36,7 @@ STATUS_OF_CODE = {
     "concurrency_limit_reached": 429,
     "rate_limited": 429,
     "internal": 500,
+    "bad_gateway": 502,
     "capacity_exhausted": 503,
 }
 

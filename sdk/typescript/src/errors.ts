@@ -28,6 +28,7 @@ export const STATUS_OF_CODE: Readonly<Record<string, number>> = {
   concurrency_limit_reached: 429,
   rate_limited: 429,
   internal: 500,
+  bad_gateway: 502,
   capacity_exhausted: 503,
 };
 
@@ -47,6 +48,7 @@ export type ErrorCode =
   | "concurrency_limit_reached"
   | "rate_limited"
   | "internal"
+  | "bad_gateway"
   | "capacity_exhausted"
   | (string & {});
 
