@@ -34,6 +34,8 @@ type testEnv struct {
 	store *store.Bolt
 	vault *secrets.Vault
 	logs  *syncBuffer
+	// handler is the server's (NewServer's), under the spec's check.
+	handler http.Handler
 	// keys holds a secret of each kind: admin of account "admin", full and
 	// read_only of account "acct1". Account "acct1" also has a full key
 	// with id spareKeyID, there to be removed.
@@ -103,7 +105,8 @@ func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 	if mod != nil {
 		mod(&cfg)
 	}
-	srv := httptest.NewServer(checkedBySpec(t, NewServer(cfg)))
+	e.handler = NewServer(cfg)
+	srv := httptest.NewServer(checkedBySpec(t, e.handler))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	return e
