@@ -19,7 +19,9 @@
 // *TransportError. A call whose context ends returns the context's error.
 //
 // The package imports only the standard library, the module's api
-// package and internal/tarx (the tar extractor it shares with the sandbox
-// agent, itself standard library only): programs embed it, and the CLI is
-// a thin layer over it. It must import nothing else under internal/.
+// package, internal/tarx (the tar extractor it shares with the sandbox
+// agent, itself standard library only) and github.com/coder/websocket
+// (DialPort's WebSocket; it has no dependencies of its own): programs
+// embed it, and the CLI is a thin layer over it. It must import nothing
+// else under internal/.
 package client
