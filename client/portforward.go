@@ -54,5 +54,27 @@ func (c *Client) DialPort(ctx context.Context, id string, port int) (net.Conn, e
 		return nil, &TransportError{Op: op, Err: err}
 	}
 	// The connection outlives ctx (see above): only Close ends it.
-	return websocket.NetConn(context.WithoutCancel(ctx), ws, websocket.MessageBinary), nil
+	return portConn{websocket.NetConn(context.WithoutCancel(ctx), ws, websocket.MessageBinary)}, nil
+}
+
+// portFrame bounds one binary message DialPort sends: a WebSocket server
+// bounds what it reads in one message (32 KiB is coder/websocket's
+// default), so a large Write goes out as several messages, which the
+// byte stream does not tell apart.
+const portFrame = 32 << 10
+
+// portConn is a port-forward connection whose writes go out in messages
+// of at most portFrame bytes.
+type portConn struct{ net.Conn }
+
+func (c portConn) Write(p []byte) (int, error) {
+	sent := 0
+	for sent < len(p) {
+		n, err := c.Conn.Write(p[sent:min(len(p), sent+portFrame)])
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
 }

@@ -141,6 +141,10 @@ Sandboxes:
   sandbox logs [-f] ID PID                 print the output of a background process (-f: follow it)
   sandbox kill ID PID...                   kill background processes with their children
   sandbox snapshot ID -t NAME[:TAG]        make a template from a running sandbox's files
+  sandbox port-forward ID [LOCAL:]REMOTE   forward local TCP ports to ports of a sandbox, like kubectl port-forward
+  sandbox expose ID PORT [--private]       make a port's preview URL public (--private: private again)
+  sandbox preview-url ID PORT              print a URL that opens a port of a sandbox in a browser
+  sandbox preview-revoke ID                make every preview token of a sandbox stop working
 
 Templates (what sandboxes start from: sandbox run|create --template NAME):
   template build -t NAME[:TAG] [CONTEXT]  build a template from a Dockerfile or build steps, on the server

@@ -684,7 +684,7 @@ func TestUsage(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{"sandbox alone", []string{"sandbox"}, 2, "", "usage: withruntime sandbox COMMAND"},
 		{"sandbox help", []string{"sandbox", "--help"}, 0, "usage: withruntime sandbox COMMAND", ""},
-		{"unknown verb", []string{"sandbox", "explode"}, 2, "", `error: invalid_request: unknown command "sandbox explode"` + "\n"},
+		{"unknown verb", []string{"sandbox", "frobnicate"}, 2, "", `error: invalid_request: unknown command "sandbox frobnicate"` + "\n"},
 		{"misspelt verb", []string{"sandbox", "stopp"}, 2, "", `error: invalid_request: unknown command "sandbox stopp"; did you mean "sandbox stop"?` + "\n"},
 		{"misspelt verb with flags", []string{"sandbox", "stopp", "--json", "sbx_a"}, 2, "", `unknown command "sandbox stopp"; did you mean "sandbox stop"?`},
 		{"misspelt noun", []string{"sandbx", "ls"}, 2, "", `error: invalid_request: unknown command "sandbx"; did you mean "sandbox"?`},
