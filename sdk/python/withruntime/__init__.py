@@ -22,6 +22,7 @@ from .code import Context, Contexts, Execution, ExecutionError, Logs, Result
 from .errors import APIError, CommandError, Error, TransportError
 from .files import FileInfo, Files, TransferResult
 from .network import EgressEvent, Network
+from .preview import Preview
 from .process import ExecResult, Process
 from .pty import Pty, PtyHandle
 from .sandbox import Sandbox, SandboxInfo
@@ -36,6 +37,7 @@ __all__ = [
     "TemplateDefaults",
     "ExecResult",
     "Process",
+    "Preview",
     "Pty",
     "PtyHandle",
     "Execution",

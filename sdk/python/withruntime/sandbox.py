@@ -16,6 +16,7 @@ from .code import ContextArg, Contexts, Execution, Result, build_code_body, run_
 from .errors import APIError
 from .files import Files
 from .network import EgressEvent, Network, network_body
+from .preview import ExpiresIn, Preview, get_preview, host_of, revoke_previews, set_preview, url_of
 from .pty import Pty
 from .process import BytesOutputCallback, Command, ExecResult, OutputCallback, Process, build_exec_body, run_stream
 from .template import TemplateInfo, check_template_name
@@ -323,6 +324,41 @@ class Sandbox:
         and DNS queries, the newest last."""
         d = self._t.json("GET", f"/sandboxes/{self._id}/egress") or {}
         return [EgressEvent.from_json(e) for e in d.get("events") or []]
+
+    # -- preview URLs ------------------------------------------------------
+
+    def get_host(self, port: int) -> str:
+        """Where the sandbox's ``port`` is reached over HTTP, without a
+        scheme, as E2B's ``get_host`` gives it: ``{port}-{id}.{domain}``
+        where the server serves previews by host name, else
+        ``host:port/v1/sandboxes/{id}/ports/{port}`` on the API. A private
+        port needs the API key (``Authorization: Bearer``) or a preview
+        token (see :meth:`preview_url`); a public one nothing."""
+        return host_of(self._t, get_preview(self._t, self._id, port))
+
+    def preview_url(self, port: int, expires_in: ExpiresIn = None) -> str:
+        """A URL that opens the sandbox's ``port`` in a browser: unless the
+        port is public, it is signed with a new preview token for this
+        sandbox and port, valid ``expires_in`` (seconds or a timedelta;
+        default a day, 1 minute to 7 days). Its first visit trades the token
+        for a cookie and redirects to the URL without it."""
+        return url_of(self._t, get_preview(self._t, self._id, port, expires_in))
+
+    def preview(self, port: int, expires_in: ExpiresIn = None) -> Preview:
+        """The port's :class:`Preview`: path, host form, whether it is
+        public and (when it is not) a new token."""
+        return get_preview(self._t, self._id, port, expires_in)
+
+    def expose(self, port: int, public: bool = True) -> Preview:
+        """Make ``port`` public (anyone with its URL reaches it, no key or
+        token) or, with ``public=False``, private again."""
+        return set_preview(self._t, self._id, port, public)
+
+    def revoke_previews(self) -> None:
+        """Make every preview token made so far for this sandbox stop
+        working, signed URLs and their cookies included. Public ports stay
+        public (``expose(port, public=False)`` makes one private)."""
+        revoke_previews(self._t, self._id)
 
     # -- commands ----------------------------------------------------------
 

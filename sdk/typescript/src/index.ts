@@ -16,6 +16,8 @@ export { Template, templateInfoOf } from "./template.js";
 export type { BuildNetwork, BuildOptions, TemplateDefaults, TemplateInfo } from "./template.js";
 export { Process, WaitTimeoutError, OUTPUT_LIMIT } from "./process.js";
 export { Pty, PtyHandle } from "./pty.js";
+export { PREVIEW_TOKEN_HEADER, PREVIEW_TOKEN_PARAM } from "./preview.js";
+export type { Preview } from "./preview.js";
 export type { PtyCreateOptions } from "./pty.js";
 export type { Command, ExecOptions, ExecResult, OutputCallback, ProcessOutput } from "./process.js";
 export { Contexts, Execution, resultFormats } from "./code.js";

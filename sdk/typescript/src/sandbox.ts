@@ -1,5 +1,6 @@
 /** Sandboxes: create, connect, list, lease, lifecycle, network and exec. */
 
+import { type Preview, getPreview, hostOf, revokePreviews, setPreview, urlOf } from "./preview.js";
 import { Pty } from "./pty.js";
 import { Contexts, type Execution, type RunCodeOptions, buildCodeBody, runCodeStream } from "./code.js";
 import { APIError } from "./errors.js";
@@ -320,6 +321,42 @@ export class Sandbox {
       port: e.port ?? 0,
       reason: e.reason ?? "",
     }));
+  }
+
+  /** Where the sandbox's `port` is reached over HTTP, without a scheme, as
+   * E2B's `getHost` gives it: `{port}-{id}.{domain}` where the server serves
+   * previews by host name, else `host:port/v1/sandboxes/{id}/ports/{port}`
+   * on the API. A private port needs the API key (`Authorization: Bearer`)
+   * or a preview token (see `previewUrl`); a public one nothing. */
+  async getHost(port: number): Promise<string> {
+    return hostOf(this.#t.baseUrl, await getPreview(this.#t, this.id, port));
+  }
+
+  /** A URL that opens the sandbox's `port` in a browser: unless the port is
+   * public, signed with a new preview token for this sandbox and port, valid
+   * `expiresInSeconds` (default a day; 60 to 604800). Its first visit
+   * trades the token for a cookie and redirects to the URL without it. */
+  async previewUrl(port: number, opts: { expiresInSeconds?: number } = {}): Promise<string> {
+    return urlOf(this.#t.baseUrl, await getPreview(this.#t, this.id, port, opts.expiresInSeconds));
+  }
+
+  /** The port's Preview: path, host form, whether it is public and (when it
+   * is not) a new token. */
+  preview(port: number, opts: { expiresInSeconds?: number } = {}): Promise<Preview> {
+    return getPreview(this.#t, this.id, port, opts.expiresInSeconds);
+  }
+
+  /** Make `port` public (anyone with its URL reaches it, no key or token)
+   * or, with `{ public: false }`, private again. */
+  expose(port: number, opts: { public?: boolean } = {}): Promise<Preview> {
+    return setPreview(this.#t, this.id, port, opts.public ?? true);
+  }
+
+  /** Make every preview token made so far for this sandbox stop working,
+   * signed URLs and their cookies included. Public ports stay public
+   * (`expose(port, { public: false })` makes one private). */
+  revokePreviews(): Promise<void> {
+    return revokePreviews(this.#t, this.id);
   }
 
   /**
