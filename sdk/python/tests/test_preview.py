@@ -16,9 +16,10 @@ import pytest
 from conftest import wait_until
 
 from withruntime import APIError, Preview, Sandbox
-from withruntime.preview import PREVIEW_TOKEN_HEADER, PREVIEW_TOKEN_PARAM
+from withruntime._transport import Transport
+from withruntime.preview import PREVIEW_TOKEN_HEADER, PREVIEW_TOKEN_PARAM, host_of, url_of
 
-pytestmark = [pytest.mark.live, pytest.mark.usefixtures("live_server")]
+live = pytest.mark.live
 
 PAGE = "preview-page-42\n"
 
@@ -54,6 +55,7 @@ def served(live_sbx: Sandbox) -> Iterator[Sandbox]:
     server.kill()
 
 
+@live
 def test_public(served: Sandbox) -> None:
     p = served.expose(8000, public=True)
     try:
@@ -73,6 +75,7 @@ def test_public(served: Sandbox) -> None:
         served.expose(8000, public=False)
 
 
+@live
 def test_private(served: Sandbox) -> None:
     p = served.expose(8000, public=False)
     assert not p.public and p.token.startswith("wrpt_") and p.expires_at is not None
@@ -110,6 +113,7 @@ def test_private(served: Sandbox) -> None:
     assert (status, body) == (200, PAGE)
 
 
+@live
 def test_revoke(served: Sandbox) -> None:
     served.expose(8000, public=False)
     url = served.preview_url(8000)
@@ -132,6 +136,7 @@ def test_revoke(served: Sandbox) -> None:
     assert _get(served.preview_url(8000))[:2] == (200, PAGE)
 
 
+@live
 def test_refusals(served: Sandbox) -> None:
     with pytest.raises(ValueError):
         served.get_host(0)
@@ -154,3 +159,21 @@ def test_refusals(served: Sandbox) -> None:
     with pytest.raises(APIError) as e:
         Sandbox("sbx_nosuchsandbox", base_url=served._t.base_url, api_key=served._t._api_key).get_host(8000)
     assert e.value.code == "not_found"
+
+
+def test_host_and_url_forms() -> None:
+    """get_host and preview_url from a Preview, with and without the
+    server's host form, on a base URL with a path prefix."""
+    t = Transport("https://runtime.example.org:8443/prefix/", "k")
+    path = "/v1/sandboxes/sbx_a/ports/8000/"
+    private = Preview(port=8000, path=path, token="wrpt_a+b/c")
+    assert host_of(t, private) == "runtime.example.org:8443/prefix/v1/sandboxes/sbx_a/ports/8000"
+    assert url_of(t, private) == f"https://runtime.example.org:8443/prefix{path}?{PREVIEW_TOKEN_PARAM}=wrpt_a%2Bb%2Fc"
+    public = Preview(port=8000, public=True, path=path)
+    assert url_of(t, public) == f"https://runtime.example.org:8443/prefix{path}"
+    hosted = Preview(port=8000, path=path, host="8000-sbx_a.preview.test", url="https://8000-sbx_a.preview.test/", token="wrpt_x")
+    assert host_of(t, hosted) == "8000-sbx_a.preview.test"
+    assert url_of(t, hosted) == f"https://8000-sbx_a.preview.test/?{PREVIEW_TOKEN_PARAM}=wrpt_x"
+    p = Preview.from_json({"port": 3000, "public": False, "path": path, "host": "", "url": "", "token": "wrpt_y",
+                           "expires_at": "2026-12-05T20:00:00Z"})
+    assert p.port == 3000 and p.token == "wrpt_y" and p.expires_at is not None and p.expires_at.year == 2026
