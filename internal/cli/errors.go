@@ -25,7 +25,7 @@ var knownCodes = map[string]bool{
 	client.CodePayloadTooLarge: true, client.CodeNotSupported: true, client.CodeMaxCostExceeded: true,
 	client.CodeSpendingLimitReached: true, client.CodeTrialExhausted: true,
 	client.CodeConcurrencyLimitReached: true, client.CodeRateLimited: true,
-	client.CodeCapacityExhausted: true, client.CodeInternal: true,
+	client.CodeCapacityExhausted: true, client.CodeInternal: true, client.CodeBadGateway: true,
 	client.CodeUnavailable: true, client.CodeCanceled: true,
 }
 

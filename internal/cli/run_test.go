@@ -24,6 +24,7 @@ var specCodes = []string{
 	"invalid_request", "unauthorized", "forbidden", "not_found", "conflict", "lease_ended",
 	"payload_too_large", "not_supported", "max_cost_exceeded", "spending_limit_reached",
 	"trial_exhausted", "concurrency_limit_reached", "rate_limited", "capacity_exhausted", "internal",
+	"bad_gateway", // nothing answers on a sandbox's port (a preview URL or a port forward)
 	"unavailable", "canceled",
 }
 

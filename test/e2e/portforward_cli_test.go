@@ -251,7 +251,7 @@ func TestPortForwardCLI(t *testing.T) {
 		if n != 0 || (err != io.EOF && !errorIsReset(err)) {
 			t.Fatalf("reading from the refused forward: %d bytes, %v; want the connection closed", n, err)
 		}
-		wantErr := regexp.MustCompile(`error: unavailable: connection from 127\.0\.0\.1:\d+ to port 9 of ` + regexp.QuoteMeta(id) + `: .+`)
+		wantErr := regexp.MustCompile(`error: bad_gateway: connection from 127\.0\.0\.1:\d+ to port 9 of ` + regexp.QuoteMeta(id) + `: .+`)
 		for deadline := time.Now().Add(10 * time.Second); !wantErr.MatchString(pf.errors()); time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("port-forward's stderr %q does not match %s", pf.errors(), wantErr)

@@ -2,6 +2,7 @@
  * `sbx.previewUrl()`, `sbx.expose()`, `sbx.revokePreviews()`). */
 
 import { parseTime } from "./files.js";
+import type { components } from "./generated/openapi.js";
 import type { Transport } from "./transport.js";
 
 /** A preview token travels in this header, or as this query parameter of a
@@ -26,15 +27,7 @@ export interface Preview {
   expiresAt?: Date;
 }
 
-interface PreviewWire {
-  port?: number;
-  public?: boolean;
-  path?: string;
-  host?: string;
-  url?: string;
-  token?: string;
-  expires_at?: string;
-}
+type PreviewWire = components["schemas"]["Preview"];
 
 /** A Preview from the API's JSON. */
 export function previewOf(d: PreviewWire | null | undefined): Preview {
@@ -74,13 +67,13 @@ export async function getPreview(t: Transport, id: string, port: number, expires
 
 export async function setPreview(t: Transport, id: string, port: number, isPublic: boolean): Promise<Preview> {
   const d = await t.json<PreviewWire>("PUT", `/sandboxes/${id}/previews/${checkPort(port)}`, {
-    json: { public: Boolean(isPublic) },
+    json: { public: Boolean(isPublic) } satisfies components["schemas"]["SetPreviewRequest"],
   });
   return previewOf(d);
 }
 
 export async function revokePreviews(t: Transport, id: string): Promise<void> {
-  await t.json("POST", `/sandboxes/${id}/previews/revoke`);
+  await t.json<components["schemas"]["PreviewSettings"]>("POST", `/sandboxes/${id}/previews/revoke`);
 }
 
 /** E2B's shape: `{port}-{id}.{domain}[:port]` where the server has a

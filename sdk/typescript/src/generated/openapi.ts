@@ -562,6 +562,110 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/previews": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The sandbox's public ports.
+         * @description Preview URLs carry HTTP (streaming bodies, server-sent events and
+         *     WebSockets too) to a port the sandbox listens on, its loopback
+         *     included, through the sandbox's agent. Two forms: the path
+         *     /v1/sandboxes/{id}/ports/{port}/... on the API's address (any
+         *     method; the app sees the path after the port, Host
+         *     127.0.0.1:{port}, X-Forwarded-Prefix; its pages are served
+         *     with a sandboxing Content-Security-Policy), and the host
+         *     {port}-{id}.{domain} (serve --preview-domain, on the API's address
+         *     and on --preview-listen; the path and Host as they are).
+         *
+         *     A request to a preview needs one of: an API key of the sandbox's
+         *     account (Authorization: Bearer; read-only keys too), a preview
+         *     token for the sandbox and port (header X-Withruntime-Preview-Token,
+         *     or a signed URL's withruntime_preview_token parameter, which is
+         *     answered 303 to the same URL without it and a cookie for that
+         *     preview), or the port being public. Otherwise 401, whether or not
+         *     the sandbox exists. None of them reaches the sandbox. A paused
+         *     sandbox answers 409 conflict, an ended one 404 not_found, a port
+         *     with nothing listening 502 bad_gateway; past 256 requests in flight
+         *     per sandbox or 1024 per account, 429 rate_limited. A redirect to
+         *     another host is answered 502; cookies are kept to the preview's
+         *     own host (and path); Strict-Transport-Security, Alt-Svc and
+         *     Clear-Site-Data are dropped.
+         */
+        get: operations["listPreviews"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/previews/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Void every preview token made so far for the sandbox.
+         * @description Public ports stay public (make them private with PUT .../previews/{port}).
+         */
+        post: operations["revokePreviews"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/previews/{port}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** How to reach a port, with a token while it is private. */
+        get: operations["getPreview"];
+        /** Make a port public (served with no key or token) or private again. */
+        put: operations["setPreview"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/port-forward/{port}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One TCP connection to a port of the sandbox, over a WebSocket.
+         * @description A WebSocket whose binary messages carry the TCP stream's bytes both
+         *     ways (at most 1 MiB a message from the client); it closes when
+         *     either side does. The port is dialed (on the sandbox's loopback)
+         *     before the handshake, so that nothing listening is the API's JSON
+         *     error, 502 bad_gateway. Read-only keys are refused.
+         */
+        get: operations["portForward"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/egress": {
         parameters: {
             query?: never;
@@ -978,9 +1082,29 @@ export interface components {
         };
         ErrorDetail: {
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "lease_ended" | "payload_too_large" | "not_supported" | "max_cost_exceeded" | "spending_limit_reached" | "trial_exhausted" | "concurrency_limit_reached" | "rate_limited" | "capacity_exhausted" | "internal";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "lease_ended" | "payload_too_large" | "not_supported" | "max_cost_exceeded" | "spending_limit_reached" | "trial_exhausted" | "concurrency_limit_reached" | "rate_limited" | "capacity_exhausted" | "internal" | "bad_gateway";
             /** @description For people; may change. */
             message: string;
+        };
+        PreviewSettings: {
+            public_ports: number[];
+        };
+        SetPreviewRequest: {
+            public: boolean;
+        };
+        Preview: {
+            port: number;
+            public: boolean;
+            /** @description The path form, to join with the API's base URL. */
+            path: string;
+            /** @description The host form's host ("" when the server has no preview domain). */
+            host: string;
+            /** @description The host form's URL ("" when the server has no preview domain). */
+            url: string;
+            /** @description Opens the port while it is private, for this sandbox and port only, until expires_at or a revoke (absent when public). */
+            token?: string;
+            /** Format: date-time */
+            expires_at?: string;
         };
         /**
          * @description Egress policy. internet false: nothing outside is reachable.
@@ -1677,6 +1801,8 @@ export interface components {
     };
     parameters: {
         SandboxID: string;
+        /** @description A TCP port, 1 to 65535. */
+        Port: number;
         /** @description A process id inside the sandbox. */
         Pid: number;
         /**
@@ -2761,6 +2887,154 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listPreviews: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreviewSettings"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    revokePreviews: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreviewSettings"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getPreview: {
+        parameters: {
+            query?: {
+                /** @description Seconds the token is good for, 60 to 604800 (default 86400). */
+                expires_in?: number;
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A TCP port, 1 to 65535. */
+                port: components["parameters"]["Port"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The preview. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Preview"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    setPreview: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A TCP port, 1 to 65535. */
+                port: components["parameters"]["Port"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetPreviewRequest"];
+            };
+        };
+        responses: {
+            /** @description The preview. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Preview"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    portForward: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A TCP port, 1 to 65535. */
+                port: components["parameters"]["Port"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The WebSocket. */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             422: components["responses"]["NotSupported"];
             default: components["responses"]["Error"];
         };
