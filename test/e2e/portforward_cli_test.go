@@ -157,8 +157,8 @@ func echo(addr string, size int) error {
 // TestPortForwardCLI forwards local ports to a TCP echo and to python's
 // http.server in a real sandbox with "withruntime sandbox port-forward",
 // and talks to them with real TCP and HTTP clients: several connections at
-// once, a refused remote port that ends only its own connection, Ctrl-C,
-// and a sandbox that ends.
+// once, a refused remote port that ends only its own connection, a paused
+// sandbox, Ctrl-C, and a sandbox that ends.
 func TestPortForwardCLI(t *testing.T) {
 	s := testenv.StartServer(t)
 	env := s.Env()
@@ -265,6 +265,29 @@ func TestPortForwardCLI(t *testing.T) {
 		case <-pf.done:
 			t.Fatalf("port-forward exited after a refused connection: %s", pf.errors())
 		default:
+		}
+	})
+
+	t.Run("a paused sandbox", func(t *testing.T) {
+		if _, errs, code := cli(t, env, "sandbox", "pause", id); code != 0 {
+			t.Fatalf("pause: exit %d: %s", code, errs)
+		}
+		// Refused (conflict) connection by connection; the forwarding goes
+		// on, and works again once the sandbox is resumed.
+		if err := echo(echoAddr, 100); err == nil {
+			t.Fatal("the echo answered through the forward of a paused sandbox")
+		}
+		wantErr := regexp.MustCompile(`error: conflict: connection from 127\.0\.0\.1:\d+ to port 7000 of ` + regexp.QuoteMeta(id) + `: .+`)
+		for deadline := time.Now().Add(10 * time.Second); !wantErr.MatchString(pf.errors()); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("port-forward's stderr %q does not match %s", pf.errors(), wantErr)
+			}
+		}
+		if _, errs, code := cli(t, env, "sandbox", "resume", id); code != 0 {
+			t.Fatalf("resume: exit %d: %s", code, errs)
+		}
+		if err := echo(echoAddr, 64<<10); err != nil {
+			t.Fatalf("after the resume: %v; port-forward said: %s", err, pf.errors())
 		}
 	})
 
