@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/cli/localtrusttest"
 )
 
 // The preview calls send what the API's contract says (method, path,
@@ -203,5 +204,24 @@ func TestDialPort(t *testing.T) {
 	down, _ := New(WithBaseURL(closedURL(t)), WithAPIKey(testKey))
 	if _, err := down.DialPort(t.Context(), "sbx_a", 7000); !errors.As(err, &te) {
 		t.Errorf("DialPort to a server that is down: got %v, want a TransportError", err)
+	}
+}
+
+// DialPort's WebSocket handshake carries the key: with the local daemon's
+// admin key it goes, like every other call, only to a listener of the key
+// file's owner; another user's listener gets nothing.
+func TestDialPortKeepsTheLocalKeyToItsOwner(t *testing.T) {
+	l := localtrusttest.Start(t, localtrusttest.Nobody)
+	writeLocalKey(t, "wr_local", 0)
+	useLocalAddress(t, l.URL)
+	c, err := New(WithBaseURL(l.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DialPort(t.Context(), "sbx_a", 7000); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("DialPort to another user's listener: got %v, want forbidden", err)
+	}
+	if got := l.Keyed(); len(got) != 0 {
+		t.Fatalf("the listener saw keys %q", got)
 	}
 }
