@@ -109,9 +109,15 @@ func (a *App) sandboxPortForward(cmd *command, s streams) runFunc {
 			return exitFailure
 		}
 		defer done()
-		// Said at once rather than at the first connection: a wrong id.
-		if _, err := c.GetSandbox(ctx, id); err != nil {
+		// Said at once rather than at the first connection: a wrong id,
+		// or a sandbox that has ended.
+		sbx, err := c.GetSandbox(ctx, id)
+		if err != nil {
 			report(s.stderr, err)
+			return exitFailure
+		}
+		if sbx.State == "ended" {
+			report(s.stderr, &cliError{code: client.CodeNotFound, msg: fmt.Sprintf("sandbox %s has ended (%s)", id, sbx.EndReason)})
 			return exitFailure
 		}
 		pf := &portForwarder{c: c, id: id, stderr: s.stderr, conns: map[net.Conn]struct{}{}}

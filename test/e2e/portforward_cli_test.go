@@ -316,6 +316,11 @@ func TestPortForwardCLI(t *testing.T) {
 		if code := pf.wait(t, 20*time.Second); code != 1 || !strings.Contains(pf.errors(), "error: not_found: ") {
 			t.Fatalf("port-forward exited %d with %q after its sandbox ended, want 1 and not_found", code, pf.errors())
 		}
+		// And it does not start for an ended sandbox.
+		out, errs, code := cli(t, env, "sandbox", "port-forward", id, ":7000")
+		if code != 1 || out != "" || !strings.HasPrefix(errs, "error: not_found: sandbox "+id+" has ended (stopped)") {
+			t.Fatalf("port-forward of an ended sandbox: exit %d stdout %q stderr %q", code, out, errs)
+		}
 	})
 }
 
