@@ -42,6 +42,14 @@ type Preview struct {
 // (GET /v1/sandboxes/{id}/previews, POST .../previews/revoke).
 type PreviewSettings struct {
 	PublicPorts []int `json:"public_ports"`
+	// AllPublic serves every port with no key or token, as E2B's
+	// sandboxes with public traffic are (PUT .../previews).
+	AllPublic bool `json:"all_public"`
+}
+
+// SetPreviewsRequest is PUT /v1/sandboxes/{id}/previews's body.
+type SetPreviewsRequest struct {
+	AllPublic bool `json:"all_public"`
 }
 
 // SetPreviewRequest is PUT /v1/sandboxes/{id}/previews/{port}'s body.

@@ -20,6 +20,8 @@ type controlAPI struct {
 	sbx   map[string]*api.Sandbox
 	calls []string
 	n     int
+	// allPublic is what PUT .../previews made of each sandbox.
+	allPublic map[string]bool
 }
 
 // answering gives a fake API's two ways to answer on w: a JSON value, or
@@ -92,6 +94,15 @@ func (f *controlAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sb.State = "paused"
 	case "POST resume":
 		sb.State = "running"
+	case "PUT previews":
+		var req api.SetPreviewsRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		if f.allPublic == nil {
+			f.allPublic = map[string]bool{}
+		}
+		f.allPublic[id] = req.AllPublic
+		answer(200, api.PreviewSettings{PublicPorts: []int{}, AllPublic: req.AllPublic})
+		return
 	case "POST extend":
 		var req api.ExtendRequest
 		json.NewDecoder(r.Body).Decode(&req)

@@ -92,8 +92,21 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *client.Client
 	if err != nil {
 		return err
 	}
+	if n.publicTraffic() {
+		// E2B's sandbox URLs are public unless the create said otherwise;
+		// a server without preview URLs has nothing to make public.
+		if _, err := c.SetAllPortsPublic(r.Context(), sb.ID, true); err != nil && !errors.Is(err, client.ErrNotSupported) {
+			return err
+		}
+	}
 	writeJSON(w, http.StatusCreated, s.answerOf(sb, n.TemplateID, key))
 	return nil
+}
+
+// publicTraffic says whether the sandbox's ports are served with no token
+// (network.allowPublicTraffic, true unless given false).
+func (n *newSandbox) publicTraffic() bool {
+	return n.Network == nil || n.Network.AllowPublicTraffic == nil || *n.Network.AllowPublicTraffic
 }
 
 // connectRequest is the body of POST /v2/sandboxes/{id}/connect.

@@ -51,6 +51,11 @@ type Config struct {
 	// under; nil: each key counts as an account of its own, which a test
 	// of one key may use, but no server.
 	Accounts func(ctx context.Context, key string) (string, error)
+	// Preview serves a request to port of sandbox id as the API's preview
+	// URL's host form (the server's is httpapi.ServePreview over the API's
+	// handler); nil: ports other than envd's and the interpreter's are
+	// not served.
+	Preview func(w http.ResponseWriter, r *http.Request, id string, port int)
 	// UploadDir is where the files of template builds wait for their
 	// build (templateuploads.go), emptied when the server starts; "" is a
 	// new directory in the system's temporary one.
@@ -130,7 +135,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case InterpreterPort:
 		mux = s.interpreter
 	default:
-		writeE2BError(w, http.StatusBadGateway, "The sandbox "+id+": port is not open ("+port+"; withruntime serves "+EnvdPort+" and "+InterpreterPort+")")
+		s.servePort(w, r, id, port)
 		return
 	}
 	r.Header.Set(headerSandboxID, id) // the host form carries it in the name

@@ -75,7 +75,7 @@ func TestRouting(t *testing.T) {
 		{"unknown user", "localhost", "/whoami?username=bob", map[string]string{headerSandboxID: "run", headerAccessToken: good}, 400, "bob", true},
 		{"by host", "49983-run.sbx.example.org:443", "/whoami", map[string]string{headerAccessToken: good}, 200, "envd run user", false},
 		{"interpreter by host", "49999-run.SBX.example.org", "/whoami", map[string]string{headerAccessToken: good}, 200, "interpreter run user", false},
-		{"closed port", "localhost", "/whoami", map[string]string{headerSandboxID: "run", headerSandboxPort: "8080", headerAccessToken: good}, 502, "port is not open", true},
+		{"another port, no preview URLs", "localhost", "/whoami", map[string]string{headerSandboxID: "run", headerSandboxPort: "8080", headerAccessToken: good}, 502, "is not served", true},
 		{"no token", "localhost", "/whoami", map[string]string{headerSandboxID: "run"}, 401, "access token", true},
 		{"token of another sandbox", "localhost", "/whoami", map[string]string{headerSandboxID: "other", headerAccessToken: good}, 401, "access token", true},
 		{"key as token", "localhost", "/whoami", map[string]string{headerSandboxID: "run", headerAccessToken: "wr_good"}, 401, "access token", true},

@@ -197,6 +197,8 @@ func bodyFor(rt Route) io.Reader {
 		return strings.NewReader(`{}`)
 	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/accounts":
 		return strings.NewReader(`{"name":"acct-` + randomHex()[:8] + `"}`)
+	case rt.Method == http.MethodPut && strings.HasSuffix(rt.Pattern, "/previews"):
+		return strings.NewReader(`{"all_public":true}`)
 	case rt.Method == http.MethodPut && strings.HasSuffix(rt.Pattern, "/previews/{port}"):
 		return strings.NewReader(`{"public":true}`)
 	case rt.Method == http.MethodPut && strings.HasSuffix(rt.Pattern, "/network"):

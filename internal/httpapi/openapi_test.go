@@ -232,6 +232,7 @@ var schemaTypes = map[string]any{
 	"Preview":              api.Preview{},
 	"PreviewSettings":      api.PreviewSettings{},
 	"SetPreviewRequest":    api.SetPreviewRequest{},
+	"SetPreviewsRequest":   api.SetPreviewsRequest{},
 	"Template":             api.Template{},
 	"Defaults":             api.Defaults{},
 	"TemplateList":         api.TemplateList{},

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -228,7 +227,7 @@ func (s *server) previewCaller(r *http.Request, ports service.Ports, t previewTa
 		return rec, nil
 	}
 	rec, err := ports.Lookup(r.Context(), t.id)
-	if err != nil || rec.Preview == nil || !slices.Contains(rec.Preview.PublicPorts, t.port) {
+	if err != nil || !rec.Preview.IsPublic(t.port) {
 		return nil, denied
 	}
 	return rec, nil

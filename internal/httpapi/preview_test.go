@@ -297,6 +297,17 @@ func TestPreviewPublicAndStates(t *testing.T) {
 	wantPreviewStatus(t, "private again", e.doJSON("PUT", "/v1/sandboxes/sbx-1/previews/8000", e.keys[store.KeyFull], `{"public":false}`), 200, "")
 	wantPreviewStatus(t, "private, no credential", e.get(path, nil), 401, "unauthorized")
 
+	// Every port public (E2B's public traffic), then not.
+	wantPreviewStatus(t, "all public, read-only key", e.doJSON("PUT", "/v1/sandboxes/sbx-1/previews", e.keys[store.KeyReadOnly], `{"all_public":true}`), 403, "forbidden")
+	wantPreviewStatus(t, "all public", e.doJSON("PUT", "/v1/sandboxes/sbx-1/previews", e.keys[store.KeyFull], `{"all_public":true}`), 200, "")
+	wantPreviewStatus(t, "all public, no credential", e.get(path, nil), 200, "")
+	if p := e.preview("sbx-1", "8000"); !p.Public || p.Token != "" {
+		t.Errorf("a port of an all-public sandbox: %+v", p)
+	}
+	wantPreviewStatus(t, "all public: another sandbox stays private", e.get("/v1/sandboxes/sbx-2/ports/8000/echo/", nil), 401, "unauthorized")
+	wantPreviewStatus(t, "all public off", e.doJSON("PUT", "/v1/sandboxes/sbx-1/previews", e.keys[store.KeyFull], `{"all_public":false}`), 200, "")
+	wantPreviewStatus(t, "all public off, no credential", e.get(path, nil), 401, "unauthorized")
+
 	key := map[string]string{"Authorization": "Bearer " + e.keys[store.KeyFull]}
 	wantPreviewStatus(t, "nothing listening", e.get("/v1/sandboxes/sbx-1/ports/8001/", key), 502, "bad_gateway")
 	e.fake.mu.Lock()

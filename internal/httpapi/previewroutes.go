@@ -28,7 +28,7 @@ func (s *server) previewView(rec *sandbox.Record, port int, expiresIn time.Durat
 	}
 	var gen int64
 	if rec.Preview != nil {
-		p.Public = slices.Contains(rec.Preview.PublicPorts, port)
+		p.Public = rec.Preview.IsPublic(port)
 		gen = rec.Preview.Generation
 	}
 	if !p.Public {
@@ -52,6 +52,7 @@ func settingsView(rec *sandbox.Record) api.PreviewSettings {
 	v := api.PreviewSettings{PublicPorts: []int{}}
 	if rec.Preview != nil {
 		v.PublicPorts = append(v.PublicPorts, rec.Preview.PublicPorts...)
+		v.AllPublic = rec.Preview.AllPublic
 	}
 	return v
 }
@@ -124,6 +125,28 @@ func (s *server) setPreview(w http.ResponseWriter, r *http.Request, c caller) er
 // maxPublicPorts bounds a sandbox's public ports (its record stays small).
 const maxPublicPorts = 64
 
+// setPreviews is PUT .../previews: every port public, or only those
+// made so one by one.
+func (s *server) setPreviews(w http.ResponseWriter, r *http.Request, c caller) error {
+	var req api.SetPreviewsRequest
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, false, &req); err != nil {
+		return err
+	}
+	ports, err := s.ports()
+	if err != nil {
+		return err
+	}
+	rec, err := ports.SetPreview(r.Context(), c.account, r.PathValue("id"), func(p *sandbox.Preview) error {
+		p.AllPublic = req.AllPublic
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, settingsView(rec))
+	return nil
+}
+
 func (s *server) revokePreviews(w http.ResponseWriter, r *http.Request, c caller) error {
 	ports, err := s.ports()
 	if err != nil {
@@ -181,4 +204,16 @@ func previewTargetOf(host, domain string) (previewTarget, bool) {
 		return previewTarget{}, false
 	}
 	return previewTarget{id: id, port: port}, true
+}
+
+// ServePreview serves r as a request to port of sandbox id in the host
+// form (the path and Host as they are), for the API handler h
+// (NewServer's): the E2B layer's sandbox hosts other than envd's. It
+// panics if h is not NewServer's: a wiring mistake.
+func ServePreview(h http.Handler, w http.ResponseWriter, r *http.Request, id string, port int) {
+	s := h.(*server)
+	s.serveWith(w, r, func(w http.ResponseWriter, r *http.Request) {
+		infoFrom(r.Context()).sandboxID = id
+		s.servePreview(w, r, previewTarget{id: id, port: port})
+	})
 }

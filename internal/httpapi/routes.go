@@ -74,6 +74,7 @@ func Routes() []Route {
 		{Method: http.MethodPut, Pattern: sandboxPrefix + "/network", Mutating: true, handler: (*server).setNetwork},
 		{Method: http.MethodGet, Pattern: sandboxPrefix + "/egress", handler: (*server).egressLog},
 		{Method: http.MethodGet, Pattern: sandboxPrefix + "/previews", handler: (*server).listPreviews},
+		{Method: http.MethodPut, Pattern: sandboxPrefix + "/previews", Mutating: true, handler: (*server).setPreviews},
 		{Method: http.MethodPost, Pattern: sandboxPrefix + "/previews/revoke", Mutating: true, handler: (*server).revokePreviews},
 		{Method: http.MethodGet, Pattern: sandboxPrefix + "/previews/{port}", handler: (*server).getPreview},
 		{Method: http.MethodPut, Pattern: sandboxPrefix + "/previews/{port}", Mutating: true, handler: (*server).setPreview},

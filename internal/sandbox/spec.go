@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"slices"
 	"time"
 )
 
@@ -105,8 +106,10 @@ type Record struct {
 
 // Preview is what a sandbox's preview URLs let through.
 type Preview struct {
-	// PublicPorts are the ports served without a key or a token, sorted.
+	// PublicPorts are the ports served without a key or a token, sorted;
+	// AllPublic serves every port so (E2B's public traffic).
 	PublicPorts []int `json:"public_ports,omitempty"`
+	AllPublic   bool  `json:"all_public,omitempty"`
 	// Generation is in every preview token made for the sandbox: a revoke
 	// bumps it, and the tokens made before stop working.
 	Generation int64 `json:"generation,omitempty"`
@@ -154,4 +157,10 @@ type Usage struct {
 // Live reports whether the sandbox holds resources on the host.
 func (r *Record) Live() bool {
 	return r.State == StateStarting || r.State == StateRunning
+}
+
+// IsPublic says whether port is served with no key or token (p may be
+// nil: nothing is).
+func (p *Preview) IsPublic(port int) bool {
+	return p != nil && (p.AllPublic || slices.Contains(p.PublicPorts, port))
 }

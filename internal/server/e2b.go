@@ -136,6 +136,9 @@ func listenE2BWith(cfg Config, secret []byte, uploadDir string, st store.Store, 
 	e2b, err := e2bcompat.New(e2bcompat.Config{
 		API: admission.OnBehalf(api), Secret: secret, Domain: cfg.E2BDomain, Log: cfg.Logger, NoInternetByDefault: cfg.E2BNoInternet,
 		Memory: cfg.agentBudget(), Accounts: httpapi.KeyAccounts(st), UploadDir: uploadDir,
+		Preview: func(w http.ResponseWriter, r *http.Request, id string, port int) {
+			httpapi.ServePreview(api, w, r, id, port)
+		},
 	})
 	if err != nil {
 		return nil, nil, err
