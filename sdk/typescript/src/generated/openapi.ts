@@ -596,7 +596,11 @@ export interface paths {
          *     Clear-Site-Data are dropped.
          */
         get: operations["listPreviews"];
-        put?: never;
+        /**
+         * Serve every port with no key or token (all_public), or only the public ports.
+         * @description E2B's sandboxes with public traffic (the default of E2B's create) are all_public.
+         */
+        put: operations["setPreviews"];
         post?: never;
         delete?: never;
         options?: never;
@@ -1088,6 +1092,11 @@ export interface components {
         };
         PreviewSettings: {
             public_ports: number[];
+            /** @description Every port is served with no key or token. */
+            all_public: boolean;
+        };
+        SetPreviewsRequest: {
+            all_public: boolean;
         };
         SetPreviewRequest: {
             public: boolean;
@@ -2913,6 +2922,39 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    setPreviews: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetPreviewsRequest"];
+            };
+        };
+        responses: {
+            /** @description The settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreviewSettings"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["NotSupported"];
             default: components["responses"]["Error"];
         };
     };
