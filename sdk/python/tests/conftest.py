@@ -128,6 +128,8 @@ def _live_missing() -> list[str]:
 # Where the live server serves E2B's API (serve --e2b-listen): the session
 # server sets it; with a server of your own, set it beside LIVE_VARS.
 E2B_URL_VAR = "WITHRUNTIME_E2B_URL"
+# The live server's --e2b-domain.
+E2B_TEST_DOMAIN = "e2b.test"
 
 
 def _free_port() -> int:
@@ -164,7 +166,9 @@ class _SessionServer:
         # (the E2B ones then skip, which fails a CI run).
         e2b = "--e2b-listen" in subprocess.run([binary, "serve", "--help"], capture_output=True, text=True).stdout
         if e2b:
-            args += ["--e2b-listen", f"127.0.0.1:{e2b_port}"]
+            # E2B's getHost(port) names "<port>-<id>.<domain>": the domain
+            # is a name the tests send as Host (test_e2b_preview.py).
+            args += ["--e2b-listen", f"127.0.0.1:{e2b_port}", "--e2b-domain", E2B_TEST_DOMAIN]
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
