@@ -149,9 +149,11 @@ func (s *server) proxyPreview(w http.ResponseWriter, r *http.Request, t previewT
 	// without it, so that the token leaves the address bar and the
 	// sandbox never sees it.
 	if tok := r.URL.Query().Get(api.PreviewTokenParam); tok != "" {
-		c, err := s.previewTokens.open(t.id, tok, s.now())
-		if err != nil || (c.port != 0 && c.port != t.port) {
-			return sandbox.Errorf(sandbox.KindUnauthorized, "%v", errPreviewToken)
+		// A revoked token sets no cookie: the URL is dead, and says so
+		// here rather than after a redirect.
+		c, _, err := s.tokenRecord(r.Context(), t, tok, sandbox.Errorf(sandbox.KindUnauthorized, "%v", errPreviewToken))
+		if err != nil {
+			return err
 		}
 		path := "/"
 		if t.prefix != "" {
@@ -210,27 +212,35 @@ func (s *server) previewCaller(r *http.Request, ports service.Ports, t previewTa
 		}
 	}
 	if tok != "" && !(fromCookie && crossSite(r)) {
-		c, err := s.previewTokens.open(t.id, tok, s.now())
-		if err != nil || (c.port != 0 && c.port != t.port) {
-			return nil, denied
-		}
-		rec, err := s.cfg.Sandboxes.Get(r.Context(), c.account, t.id)
-		if sandbox.KindOf(err) == sandbox.KindNotFound {
-			return nil, denied
-		}
-		if err != nil {
-			return nil, err
-		}
-		if rec.Preview != nil && rec.Preview.Generation != c.generation || rec.Preview == nil && c.generation != 0 {
-			return nil, denied
-		}
-		return rec, nil
+		_, rec, err := s.tokenRecord(r.Context(), t, tok, denied)
+		return rec, err
 	}
 	rec, err := ports.Lookup(r.Context(), t.id)
 	if err != nil || !rec.Preview.IsPublic(t.port) {
 		return nil, denied
 	}
 	return rec, nil
+}
+
+// tokenRecord opens tok, a preview token for t, and returns its claims
+// and the sandbox's record; denied when the token is not for t's sandbox
+// and port, has expired, or was made before the sandbox's last revoke.
+func (s *server) tokenRecord(ctx context.Context, t previewTarget, tok string, denied error) (previewClaims, *sandbox.Record, error) {
+	c, err := s.previewTokens.open(t.id, tok, s.now())
+	if err != nil || (c.port != 0 && c.port != t.port) {
+		return previewClaims{}, nil, denied
+	}
+	rec, err := s.cfg.Sandboxes.Get(ctx, c.account, t.id)
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		return previewClaims{}, nil, denied
+	}
+	if err != nil {
+		return previewClaims{}, nil, err
+	}
+	if rec.Preview != nil && rec.Preview.Generation != c.generation || rec.Preview == nil && c.generation != 0 {
+		return previewClaims{}, nil, denied
+	}
+	return c, rec, nil
 }
 
 // crossSite says whether a request came from another site's page (or
