@@ -26,6 +26,12 @@ if ! command -v tmux >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
 fi
 
+echo "==> chromium (test/e2e's TestPreview drives Debian's headless chromium to a sandbox's preview; never a downloaded build)"
+if [ ! -x /usr/bin/chromium ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+
 echo "==> go vet"
 go vet ./...
 
