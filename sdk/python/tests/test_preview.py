@@ -128,7 +128,10 @@ def test_revoke(served: Sandbox) -> None:
 
     served.revoke_previews()
 
-    # The old signed URL, followed as a new browser would: refused.
+    # The old signed URL: refused at once, no redirect and no cookie.
+    status, _, headers = _get(url, opener=urllib.request.build_opener(_NoRedirect))
+    assert status == 401 and "Set-Cookie" not in headers, (status, headers)
+    # Followed as a new browser would: refused.
     fresh = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
     status, body, _ = _get(url, opener=fresh)
     assert status in (401, 403), (status, body)

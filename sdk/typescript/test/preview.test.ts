@@ -108,6 +108,10 @@ describe("preview URLs", () => {
 
     await sbx.revokePreviews();
 
+    // The old signed URL: refused at once, no redirect and no cookie.
+    const direct = await get(url);
+    assert.equal(direct.status, 401);
+    assert.equal(direct.headers.get("set-cookie"), null);
     // The old signed URL followed as a new browser would, the token as a
     // header, the cookie it set: all refused.
     for (const r of [await visit(url, new Map()), await get(page, { [PREVIEW_TOKEN_HEADER]: token }), await visit(page, jar)]) {
