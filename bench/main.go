@@ -31,6 +31,11 @@
 // command from a template against the default image, cold and pool hit;
 // the disk of N templates sharing the default base.
 //
+// With -preview N it measures the preview URLs instead (see preview.go):
+// request latency, requests per second and 100 MB downloads through the
+// path-form proxy, against the same in-sandbox server reached directly
+// from inside the sandbox, by the same client code.
+//
 // With -ab DIR,DIR,... it compares caches (another agent or runsc) instead,
 // samples interleaved: first python3 on a pool hit, exec of `true` and of
 // a command not found, the spawn floor, and idle pool member memory.
@@ -59,6 +64,7 @@ type config struct {
 	microvm                                                            int
 	microvmAccel                                                       string
 	templates                                                          int
+	preview                                                            int
 }
 
 func main() {
@@ -88,12 +94,20 @@ func main() {
 	flag.IntVar(&c.microvm, "microvm", 0, "instead of the main run: compare the microVM tier (N creates, pauses and raw boots) with raw QEMU and gVisor, measured in the same run")
 	flag.StringVar(&c.microvmAccel, "microvm-accel", "auto", "with -microvm: kvm, tcg, or auto (kvm when it boots the guest here)")
 	flag.IntVar(&c.templates, "templates", 0, "instead of the main run: templates (snapshot, builds cold, cached and with a changed step, N creates from a template against N of the default image, cold and pool hit, and the disk of N templates sharing the base), measured in the same run")
+	flag.IntVar(&c.preview, "preview", 0, "instead of the main run: preview URLs (N requests per latency series, -downloads 100 MB downloads), the path-form proxy against a direct connection to the same server in the sandbox, measured in the same run")
 	flag.Parse()
 	if c.bigBurst == 0 {
 		c.bigBurst = 2 * c.pool
 	}
 	if c.microvm > 0 {
 		if err := microvmRun(context.Background(), c); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if c.preview > 0 {
+		if err := previewRun(context.Background(), c); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
