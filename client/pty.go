@@ -202,11 +202,17 @@ func (t *PTY) Write(p []byte) (int, error) {
 
 // Resize sets the terminal's size; its foreground process gets SIGWINCH.
 func (t *PTY) Resize(ctx context.Context, cols, rows int) error {
-	p, err := sandboxPath(t.id, "/processes/"+strconv.Itoa(t.pid)+"/resize")
+	return t.c.ResizeProcess(ctx, t.id, t.pid, cols, rows)
+}
+
+// ResizeProcess sets the terminal size of process pid of sandbox id, a
+// process started with a terminal (api.ExecRequest.Pty).
+func (c *Client) ResizeProcess(ctx context.Context, id string, pid, cols, rows int) error {
+	p, err := sandboxPath(id, "/processes/"+strconv.Itoa(pid)+"/resize")
 	if err != nil {
 		return err
 	}
-	return t.c.doJSON(ctx, http.MethodPost, p, nil, api.PtySize{Cols: cols, Rows: rows}, nil)
+	return c.doJSON(ctx, http.MethodPost, p, nil, api.PtySize{Cols: cols, Rows: rows}, nil)
 }
 
 // Wait waits until the process has ended and its output was all passed to

@@ -44,19 +44,26 @@ type processService struct {
 
 var _ processconnect.ProcessHandler = (*processService)(nil)
 
-var errPTY = connect.NewError(connect.CodeUnimplemented, errors.New("withruntime's E2B API has no PTY: run the command without pty"))
-
 func (p *processService) Start(ctx context.Context, req *connect.Request[pb.StartRequest], stream *connect.ServerStream[pb.StartResponse]) error {
 	sb, err := sandboxOf(ctx)
 	if err != nil {
 		return err
 	}
-	if req.Msg.Pty != nil {
-		return errPTY
-	}
 	er, err := execRequest(sb.User, req.Msg.GetProcess(), req.Msg.GetStdin())
 	if err != nil {
 		return err
+	}
+	if pty := req.Msg.GetPty(); pty != nil {
+		// A terminal: its output comes as pty data, its input through
+		// SendInput's pty, its size through Update.
+		size := pty.GetSize()
+		er.Pty = &api.PtySize{Cols: int(size.GetCols()), Rows: int(size.GetRows())}
+		if size == nil {
+			er.Pty = &api.PtySize{Cols: 80, Rows: 24}
+		}
+		if err := er.Pty.Check(); err != nil {
+			return connect.NewError(connect.CodeInvalidArgument, err)
+		}
 	}
 	if req.Msg.GetProcess().GetCwd() == "" {
 		if wd := templateWorkdir(ctx, sb); wd != "" {
@@ -73,7 +80,7 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[pb.Star
 		// an ended process with the reason on stderr.
 		return notStarted(proc, send)
 	}
-	return follow(ctx, sb, proc.Pid, procKeepaliveOf(req.Header()), send)
+	return follow(ctx, sb, proc.Pid, er.Pty != nil, procKeepaliveOf(req.Header()), send)
 }
 
 func (p *processService) Connect(ctx context.Context, req *connect.Request[pb.ConnectRequest], stream *connect.ServerStream[pb.ConnectResponse]) error {
@@ -85,11 +92,12 @@ func (p *processService) Connect(ctx context.Context, req *connect.Request[pb.Co
 	if err != nil {
 		return err
 	}
-	if _, err := sb.C.GetProcess(ctx, sb.ID, pid); err != nil {
+	proc, err := sb.C.GetProcess(ctx, sb.ID, pid)
+	if err != nil {
 		return connectError(err)
 	}
 	send := func(ev *pb.ProcessEvent) error { return stream.Send(&pb.ConnectResponse{Event: ev}) }
-	return follow(ctx, sb, pid, procKeepaliveOf(req.Header()), send)
+	return follow(ctx, sb, pid, proc.Pty, procKeepaliveOf(req.Header()), send)
 }
 
 // execRequest is the background exec a ProcessConfig asks for, as user:
@@ -166,10 +174,10 @@ func notStarted(proc *api.Process, send func(*pb.ProcessEvent) error) error {
 }
 
 // follow streams process pid's events through send: start, its output
-// (what is kept, then live), keepalives every interval, and one end.
-// It returns when the process has ended, or when the client leaves; the
-// process runs on either way.
-func follow(ctx context.Context, sb *Sandbox, pid int, interval time.Duration, send func(*pb.ProcessEvent) error) error {
+// (what is kept, then live; a terminal's as pty data), keepalives every
+// interval, and one end. It returns when the process has ended, or when
+// the client leaves; the process runs on either way.
+func follow(ctx context.Context, sb *Sandbox, pid int, pty bool, interval time.Duration, send func(*pb.ProcessEvent) error) error {
 	reqCtx := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -203,8 +211,8 @@ func follow(ctx context.Context, sb *Sandbox, pid int, interval time.Duration, s
 		}
 	}()
 	res, err := sb.C.FollowProcess(ctx, sb.ID, pid, client.FollowOptions{}, client.ExecOptions{
-		Stdout: outputWriter{emit: emit},
-		Stderr: outputWriter{emit: emit, stderr: true},
+		Stdout: outputWriter{emit: emit, kind: outStdout(pty)},
+		Stderr: outputWriter{emit: emit, kind: outStderr},
 	})
 	// The keepalives stop, and their goroutine is gone, before the end
 	// event: none follows it, nor the handler's return.
@@ -257,15 +265,37 @@ func gone(ctx context.Context, sb *Sandbox) (string, bool) {
 // leave the running state.
 const settleWait = 3 * time.Second
 
-// outputWriter sends each write as a data event of stdout or stderr.
+// outKind is the stream a data event carries.
+type outKind int
+
+const (
+	outStdoutKind outKind = iota
+	outStderr
+	outPty
+)
+
+// outStdout is the kind of a process's stdout: a terminal's when pty.
+func outStdout(pty bool) outKind {
+	if pty {
+		return outPty
+	}
+	return outStdoutKind
+}
+
+// outputWriter sends each write as a data event of its kind.
 type outputWriter struct {
-	emit   func(*pb.ProcessEvent)
-	stderr bool
+	emit func(*pb.ProcessEvent)
+	kind outKind
 }
 
 func (w outputWriter) Write(b []byte) (int, error) {
 	// A copy: a writer must not keep what it is passed.
-	w.emit(dataEvent(append([]byte(nil), b...), w.stderr))
+	b = append([]byte(nil), b...)
+	if w.kind == outPty {
+		w.emit(&pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: &pb.ProcessEvent_DataEvent{Output: &pb.ProcessEvent_DataEvent_Pty{Pty: b}}}})
+	} else {
+		w.emit(dataEvent(b, w.kind == outStderr))
+	}
 	return len(b), nil
 }
 

@@ -57,7 +57,7 @@ func TestFollowEndIsLast(t *testing.T) {
 			kinds = append(kinds, k)
 			return nil
 		}
-		if err := follow(t.Context(), sbx, 7, 20*time.Microsecond, send); err != nil {
+		if err := follow(t.Context(), sbx, 7, false, 20*time.Microsecond, send); err != nil {
 			t.Fatal(err)
 		}
 		mu.Lock()
@@ -139,7 +139,7 @@ func TestFollowSandboxGone(t *testing.T) {
 		id   string
 		want connect.Code
 	}{{"run", connect.CodeFailedPrecondition}, {"zzz", connect.CodeUnavailable}, {"ended", connect.CodeUnavailable}, {"stopping", connect.CodeUnavailable}} {
-		err := follow(t.Context(), &Sandbox{ID: c.id, C: s.client("wr_good"), User: UserDefault}, 7, time.Hour, send)
+		err := follow(t.Context(), &Sandbox{ID: c.id, C: s.client("wr_good"), User: UserDefault}, 7, false, time.Hour, send)
 		if connect.CodeOf(err) != c.want {
 			t.Errorf("%s: got %v (%v), want %v", c.id, connect.CodeOf(err), err, c.want)
 		}

@@ -91,10 +91,12 @@ func (p *processService) input(ctx context.Context, sel *pb.ProcessSelector, in 
 	if err != nil {
 		return err
 	}
-	if _, ok := in.GetInput().(*pb.ProcessInput_Pty); ok {
-		return errPTY
+	// A terminal's input is its stdin.
+	data := in.GetStdin()
+	if pty, ok := in.GetInput().(*pb.ProcessInput_Pty); ok {
+		data = pty.Pty
 	}
-	if err := sb.C.WriteProcessStdin(ctx, sb.ID, pid, in.GetStdin(), false); err != nil {
+	if err := sb.C.WriteProcessStdin(ctx, sb.ID, pid, data, false); err != nil {
 		return connectError(err)
 	}
 	return nil
@@ -155,6 +157,20 @@ func (p *processService) SendSignal(ctx context.Context, req *connect.Request[pb
 	return connect.NewResponse(&pb.SendSignalResponse{}), nil
 }
 
+// Update sets the terminal size of a process started with a pty.
 func (p *processService) Update(ctx context.Context, req *connect.Request[pb.UpdateRequest]) (*connect.Response[pb.UpdateResponse], error) {
-	return nil, errPTY
+	sb, err := sandboxOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pid, err := selectedPid(req.Msg.GetProcess())
+	if err != nil {
+		return nil, err
+	}
+	if size := req.Msg.GetPty().GetSize(); size != nil {
+		if err := sb.C.ResizeProcess(ctx, sb.ID, pid, int(size.GetCols()), int(size.GetRows())); err != nil {
+			return nil, connectError(err)
+		}
+	}
+	return connect.NewResponse(&pb.UpdateResponse{}), nil
 }

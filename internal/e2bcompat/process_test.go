@@ -185,14 +185,33 @@ func TestProcessStart(t *testing.T) {
 		t.Errorf("got exec user %q cwd %q, want user in /home/user/project", got.User, got.Cwd)
 	}
 
+	// A terminal: its size goes to the exec (80x24 when none is given);
+	// one out of bounds is refused.
+	for _, tc := range []struct {
+		pty  *pb.PTY
+		want api.PtySize
+	}{
+		{&pb.PTY{}, api.PtySize{Cols: 80, Rows: 24}},
+		{&pb.PTY{Size: &pb.PTY_Size{Cols: 120, Rows: 40}}, api.PtySize{Cols: 120, Rows: 40}},
+	} {
+		st, err = c.Start(t.Context(), connect.NewRequest(&pb.StartRequest{Process: bashConfig("true"), Pty: tc.pty}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for st.Receive() {
+		}
+		if got := pa.lastExec(); got.Pty == nil || *got.Pty != tc.want {
+			t.Errorf("Start with pty %v: exec pty %v, want %v", tc.pty, got.Pty, tc.want)
+		}
+	}
 	var ce *connect.Error
-	st, err = c.Start(t.Context(), connect.NewRequest(&pb.StartRequest{Process: bashConfig("true"), Pty: &pb.PTY{}}))
+	st, err = c.Start(t.Context(), connect.NewRequest(&pb.StartRequest{Process: bashConfig("true"), Pty: &pb.PTY{Size: &pb.PTY_Size{Cols: 5000, Rows: 1}}}))
 	if err == nil {
 		st.Receive()
 		err = st.Err()
 	}
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeUnimplemented {
-		t.Errorf("Start with a pty: got %v, want unimplemented", err)
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
+		t.Errorf("Start with a pty of 5000 columns: got %v, want invalid_argument", err)
 	}
 }
 
@@ -264,9 +283,8 @@ func TestProcessReattach(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code() != connect.CodeNotFound {
 		t.Errorf("CloseStdin of an unknown pid: got %v, want not_found", err)
 	}
-	_, err = c.Update(t.Context(), connect.NewRequest(&pb.UpdateRequest{Process: sel}))
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeUnimplemented {
-		t.Errorf("Update: got %v, want unimplemented", err)
+	if _, err = c.Update(t.Context(), connect.NewRequest(&pb.UpdateRequest{Process: sel})); err != nil {
+		t.Errorf("Update without a size: %v, want nothing done", err)
 	}
 }
 
