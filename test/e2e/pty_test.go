@@ -243,6 +243,8 @@ func TestShellUnderTmux(t *testing.T) {
 // mounts devpts): exec -t there has a /dev/pts terminal of 80x24 and the
 // command's exit code, and the terminal's size follows a resize.
 func TestPtyMicroVM(t *testing.T) {
+	// One guest for both of the microVM tier's ways in: a terminal, and a
+	// preview URL (further down).
 	testenv.RequiresMicroVM(t)
 	s := testenv.StartServer(t, "--isolation", "microvm", "--microvm-accel", "tcg", "--overcommit", "16")
 	env := s.Env()
@@ -272,5 +274,38 @@ func TestPtyMicroVM(t *testing.T) {
 	b, _ := io.ReadAll(p)
 	if code, err := p.Wait(t.Context()); err != nil || code != 5 || !strings.Contains(string(b), "40 120") {
 		t.Fatalf("got %q, exit %d, %v; want 40 120 and exit 5", b, code, err)
+	}
+
+	// A preview URL in the same guest: a server bound to the guest's
+	// loopback, reached through the agent's link (yamux over
+	// virtio-serial), and a closed port's 502.
+	if _, err := c.StartProcess(t.Context(), id, api.ExecRequest{
+		Cmd:        api.Command{Shell: "mkdir -p /tmp/site && echo microvm-preview > /tmp/site/index.html && cd /tmp/site && exec python3 -m http.server 8000 --bind 127.0.0.1"},
+		Background: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(port string) (int, string) {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", s.URL+"/v1/sandboxes/"+id+"/ports/"+port+"/index.html", nil)
+		req.Header.Set("Authorization", "Bearer "+s.Key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	status, body := get("8000")
+	for status != http.StatusOK && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		status, body = get("8000")
+	}
+	if status != http.StatusOK || !strings.Contains(body, "microvm-preview") {
+		t.Fatalf("preview of port 8000: %d %q", status, body)
+	}
+	if status, body := get("8001"); status != http.StatusBadGateway || !strings.Contains(body, "bad_gateway") {
+		t.Errorf("preview of a closed port: %d %q, want 502 bad_gateway", status, body)
 	}
 }
