@@ -176,7 +176,7 @@ func TestDialPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	cancel() // ends the dial's context only
+	cancel()                                            // ends the dial's context only
 	payload := bytes.Repeat([]byte("abcdefgh"), 64<<10) // 512 KiB, many messages
 	go func() { conn.Write(payload) }()
 	got := make([]byte, len(payload))
