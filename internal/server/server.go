@@ -140,6 +140,12 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	}
 	if pv.l != nil {
 		s.preview, s.PreviewURL = pv.l.HTTPServer(idle.wrap(httpapi.PreviewHandler(apiHandler))), "http://"+pv.l.Addr().String()
+		// HTTP/2 without TLS too (prior knowledge, as gRPC and curl
+		// --http2-prior-knowledge speak it); with TLS a proxy in front
+		// offers it.
+		s.preview.Protocols = new(http.Protocols)
+		s.preview.Protocols.SetHTTP1(true)
+		s.preview.Protocols.SetUnencryptedHTTP2(true)
 		go func() { s.done <- s.preview.Serve(pv.l) }()
 	}
 	if cfg.E2BListen != "" {
