@@ -248,12 +248,30 @@ func (s *server) tokenRecord(ctx context.Context, t previewTarget, tok string, d
 // it, except for a top-level navigation that cannot change anything.
 // Browsers too old to say are taken at their word.
 func crossSite(r *http.Request) bool {
+	// A WebSocket's handshake carries no Sec-Fetch-Site (Chromium sends
+	// none), but always an Origin. Under a preview domain that is not a
+	// public suffix, another preview's page (another account's, made
+	// public) is the same site, so the browser sends this preview's
+	// SameSite=Lax cookie with its handshake: only the preview's own
+	// origin gets the cookie's authority. (An opaque origin, a sandboxed
+	// page's, sends "null".)
+	if o := r.Header.Get("Origin"); o != "" && !originIsHost(o, r.Host) {
+		return true
+	}
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none":
 		return false
 	}
 	safe := r.Method == http.MethodGet || r.Method == http.MethodHead
 	return !(safe && r.Header.Get("Sec-Fetch-Mode") == "navigate")
+}
+
+// originIsHost says whether origin, an Origin header's scheme://host[:port],
+// names host (a request's Host).
+func originIsHost(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.Path == "" && u.User == nil && strings.EqualFold(u.Host, host)
 }
 
 // reverseProxy is the proxy of one request, over conn (already joined to
