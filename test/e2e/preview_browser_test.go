@@ -121,6 +121,14 @@ func browserPreview(t *testing.T, r *previewRig) {
 		if c := eval(`document.cookie`); strings.Contains(c, "withruntime_preview") || strings.Contains(c, tok) {
 			t.Fatalf("the page reads the preview cookie: %q", c)
 		}
+		// The page's own script came with the cookie, and the page is of
+		// the preview's origin.
+		if got := eval(`document.getElementById("script").textContent`); got != "loaded" {
+			t.Fatalf("the page's app.js: %q", got)
+		}
+		if got := eval(`self.origin`); got != "http://"+r.host(r.a, appPort) {
+			t.Fatalf("the page's origin is %q, want http://%s", got, r.host(r.a, appPort))
+		}
 		// Another port of the same sandbox is another origin the cookie
 		// does not open.
 		resp = open(fmt.Sprintf("http://%s/", r.host(r.a, silentPort)))
@@ -129,16 +137,72 @@ func browserPreview(t *testing.T, r *previewRig) {
 		}
 	})
 
+	t.Run("another preview's page cannot ride on the cookie", func(t *testing.T) {
+		// A's cookie is in the browser (above). B's page, public, opens a
+		// WebSocket to A. Under localhost each preview host is a site of
+		// its own to Chromium, which withholds A's SameSite=Lax cookie
+		// itself; under a real preview domain they are one site and the
+		// browser sends it: the server's refusal of the handshake's
+		// foreign Origin is checked in "a signed URL sets a cookie".
+		setPublic(t, r, r.b, true)
+		defer setPublic(t, r, r.b, false)
+		target := "ws://" + r.host(r.a, appPort) + "/ws"
+		evil := "http://" + r.host(r.b, appPort) + "/?msg=steal&ws=" + url.QueryEscape(target)
+		if resp := open(evil); resp.Status != http.StatusOK {
+			t.Fatalf("B's public page answered %d", resp.Status)
+		}
+		if got := echo(); got != "closed" {
+			t.Fatalf("B's page reached A's WebSocket with A's cookie: %q", got)
+		}
+		// The same page reaches A once A is public: what stopped it was
+		// the cookie refused, not the browser.
+		setPublic(t, r, r.a, true)
+		defer setPublic(t, r, r.a, false)
+		open(evil)
+		if got := echo(); got != "echo:"+reverse("steal") {
+			t.Fatalf("B's page and A public: %q, want the echo", got)
+		}
+	})
+
+	t.Run("the path form: an opaque origin", func(t *testing.T) {
+		tok := r.preview(t, r.a, appPort).Token
+		pathURL := fmt.Sprintf("%s/v1/sandboxes/%s/ports/%d/", r.s.URL, r.a, appPort)
+		if resp := open(pathURL + "?msg=path&" + api.PreviewTokenParam + "=" + url.QueryEscape(tok)); resp.Status != http.StatusOK {
+			t.Fatalf("the path form's signed URL ended in %d", resp.Status)
+		}
+		if got := eval(`self.origin`); got != "null" {
+			t.Fatalf("a page of the path form has the origin %q, want an opaque one (null): it could script the API's origin", got)
+		}
+		// What an opaque origin asks for is cross-site: the browser sends
+		// no Lax cookie with it, and a cookie would not open the preview
+		// for it anyway. So a private port's page in the path form is its
+		// document only (the host form is the browser's form); this holds
+		// as long as the page is sandboxed.
+		if got, echoed := eval(`document.getElementById("script").textContent`), echo(); got != "not loaded" || echoed != "closed" {
+			t.Fatalf("the sandboxed page's own requests went through on the cookie: app.js %q, WebSocket %q", got, echoed)
+		}
+		// A public port needs no cookie: the whole app works in the path
+		// form, still in its opaque origin.
+		setPublic(t, r, r.a, true)
+		defer setPublic(t, r, r.a, false)
+		if resp := open(pathURL + "?msg=path"); resp.Status != http.StatusOK {
+			t.Fatalf("the public path form answered %d", resp.Status)
+		}
+		if got := echo(); got != "echo:"+reverse("path") {
+			t.Fatalf("the public path form's WebSocket: %q", got)
+		}
+		if got, origin := eval(`document.getElementById("script").textContent`), eval(`self.origin`); got != "loaded" || origin != "null" {
+			t.Fatalf("the public path form: app.js %q, origin %q; want loaded, null", got, origin)
+		}
+	})
+
 	t.Run("public: the bare URL opens", func(t *testing.T) {
 		step(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := cdp.Call(ctx, tg, network.ClearBrowserCookies, cdp.Empty{})
 			return err
 		}))
-		status, body := call(t, r.s, r.s.Key, http.MethodPut, fmt.Sprintf("/v1/sandboxes/%s/previews/%d", r.a, appPort), strings.NewReader(`{"public":true}`))
-		if status != http.StatusOK {
-			t.Fatalf("PUT public: %d %s", status, body)
-		}
-		defer call(t, r.s, r.s.Key, http.MethodPut, fmt.Sprintf("/v1/sandboxes/%s/previews/%d", r.a, appPort), strings.NewReader(`{"public":false}`))
+		setPublic(t, r, r.a, true)
+		defer setPublic(t, r, r.a, false)
 		if resp := open(base + "?msg=public"); resp.Status != http.StatusOK {
 			t.Fatalf("the public bare URL answered %d, want 200", resp.Status)
 		}
@@ -154,4 +218,13 @@ func reverse(s string) string {
 		b[i], b[j] = b[j], b[i]
 	}
 	return string(b)
+}
+
+// setPublic makes port appPort of id public or private.
+func setPublic(t *testing.T, r *previewRig, id string, public bool) {
+	t.Helper()
+	status, body := call(t, r.s, r.s.Key, http.MethodPut, fmt.Sprintf("/v1/sandboxes/%s/previews/%d", id, appPort), strings.NewReader(fmt.Sprintf(`{"public":%v}`, public)))
+	if status != http.StatusOK {
+		t.Fatalf("PUT public=%v: %d %s", public, status, body)
+	}
 }

@@ -327,6 +327,71 @@ func TestPreview(t *testing.T) {
 		}
 	})
 
+	t.Run("the app's answer stays on its own preview", func(t *testing.T) {
+		answer := func(form string, q url.Values) *http.Request {
+			return r.req(form, a, appPort, "/answer?"+q.Encode(), "key")
+		}
+		for _, form := range previewForms {
+			// Cookies for every host of the domain, a forged preview
+			// cookie, and headers that would act on the whole host.
+			q := url.Values{
+				"Set-Cookie":                {"app=1; Domain=localhost; Path=/", "withruntime_preview=forged; Path=/"},
+				"Strict-Transport-Security": {"max-age=31536000; includeSubDomains"},
+				"Alt-Svc":                   {`h3=":443"`},
+				"Clear-Site-Data":           {`"*"`},
+			}
+			resp, body := r.do(t, answer(form, q))
+			if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+				t.Fatalf("%s form: %d %s", form, resp.StatusCode, trim(body))
+			}
+			for _, h := range []string{"Strict-Transport-Security", "Alt-Svc", "Clear-Site-Data"} {
+				if v := resp.Header.Get(h); v != "" {
+					t.Errorf("%s form: the app's %s reached the client: %q", form, h, v)
+				}
+			}
+			wantPath := "/"
+			if form == "path" {
+				wantPath = fmt.Sprintf("/v1/sandboxes/%s/ports/%d/", a, appPort)
+			}
+			cookies := resp.Cookies()
+			if len(cookies) != 1 || cookies[0].Name != "app" || cookies[0].Domain != "" || cookies[0].Path != wantPath {
+				t.Errorf("%s form: the app's cookies arrived as %q, want only app=1 with no Domain and Path %s", form, resp.Header.Values("Set-Cookie"), wantPath)
+			}
+			// The path form serves the app from the API's origin: the page
+			// is sandboxed into an opaque origin of its own.
+			csp := resp.Header.Get("Content-Security-Policy")
+			if form == "path" && !strings.HasPrefix(csp, "sandbox ") || form == "host" && csp != "" {
+				t.Errorf("%s form: Content-Security-Policy %q", form, csp)
+			}
+			// A redirect elsewhere is the sandbox's error, not a way out.
+			r.expect(t, answer(form, url.Values{"status": {"302"}, "Location": {"http://elsewhere.example/"}}), http.StatusBadGateway, "bad_gateway")
+			// One within the preview stays within it.
+			resp, body = r.do(t, answer(form, url.Values{"status": {"302"}, "Location": {"/next?x=1"}}))
+			want := "/next?x=1"
+			if form == "path" {
+				want = fmt.Sprintf("/v1/sandboxes/%s/ports/%d/next?x=1", a, appPort)
+			}
+			if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != want {
+				t.Errorf("%s form: a redirect to /next?x=1 came as %d to %q, want 302 to %q (%s)", form, resp.StatusCode, resp.Header.Get("Location"), want, trim(body))
+			}
+			// Headers past 64 KiB are the sandbox's error too.
+			r.expect(t, answer(form, url.Values{"fill": {"70000"}}), http.StatusBadGateway, "bad_gateway")
+		}
+		// The host form's own host is the preview's: a redirect to it stays.
+		self := "http://" + r.host(a, appPort) + "/again"
+		resp, _ := r.do(t, answer("host", url.Values{"status": {"302"}, "Location": {self}}))
+		if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != self {
+			t.Errorf("a redirect to the preview's own host came as %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+		}
+		// A host that merely ends like the domain is not a preview.
+		req := r.hostReq(a, appPort, "/", "key")
+		req.Host = fmt.Sprintf("%d-%s.localhost.elsewhere.example:%s", appPort, a, r.port)
+		resp, body := r.do(t, req)
+		if resp.StatusCode == http.StatusOK && strings.Contains(string(body), "preview app") {
+			t.Errorf("Host %s reached the app", req.Host)
+		}
+	})
+
 	t.Run("tokens open their sandbox and port only", func(t *testing.T) {
 		tokA, tokA2, tokB := r.preview(t, a, appPort).Token, r.preview(t, a, silentPort).Token, r.preview(t, r.b, appPort).Token
 		if !strings.HasPrefix(tokA, "wrpt_") || strings.Contains(tokA, r.s.Key) {
@@ -396,6 +461,45 @@ func TestPreview(t *testing.T) {
 			req.Header.Set("Sec-Fetch-Mode", "cors")
 			r.expect(t, req, http.StatusUnauthorized, "unauthorized")
 		}
+		// A WebSocket handshake with the cookie, as a browser sends it
+		// from a page of another preview of the same site (under a real
+		// preview domain, every preview is one site; Chromium sends no
+		// Sec-Fetch-Site on a handshake, only the Origin): refused. From
+		// the preview's own origin: the echo.
+		cookie := signed(t, "host", tok)
+		wsDial := func(origin string) (*websocket.Conn, *http.Response, error) {
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, r.target)
+			}}}
+			return websocket.Dial(ctx, "ws://"+r.host(a, appPort)+"/ws", &websocket.DialOptions{
+				HTTPClient: hc, HTTPHeader: http.Header{"Cookie": {cookie}, "Origin": {origin}},
+			})
+		}
+		for _, origin := range []string{"http://" + r.host(r.b, appPort), "null", "http://elsewhere.example"} {
+			ws, resp, err := wsDial(origin)
+			if err == nil {
+				ws.CloseNow()
+				t.Fatalf("a WebSocket from Origin %s opened with the cookie", origin)
+			}
+			if resp == nil || resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("a WebSocket from Origin %s: %v %v, want 401", origin, resp, err)
+			}
+		}
+		ws, _, err := wsDial("http://" + r.host(a, appPort))
+		if err != nil {
+			t.Fatalf("a WebSocket from the preview's own origin: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		if err := ws.Write(ctx, websocket.MessageText, []byte("own")); err != nil {
+			t.Fatal(err)
+		}
+		if _, got, err := ws.Read(ctx); err != nil || string(got) != "echo:nwo" {
+			t.Fatalf("echo from the own origin: %q %v", got, err)
+		}
+		ws.Close(websocket.StatusNormalClosure, "")
 		// Another sandbox's token in a signed URL sets nothing.
 		req := r.req("host", a, appPort, "/?"+api.PreviewTokenParam+"="+url.QueryEscape(r.preview(t, r.b, appPort).Token), "")
 		resp, body := r.do(t, req)
@@ -453,6 +557,27 @@ func TestPreview(t *testing.T) {
 		put(false)
 		for _, form := range previewForms {
 			r.expect(t, r.req(form, a, appPort, "/", ""), http.StatusUnauthorized, "unauthorized")
+		}
+		// Every port at once (E2B's public traffic): a port with nothing
+		// listening is then the 502, not the 401; another sandbox stays
+		// shut.
+		all := func(on bool) {
+			t.Helper()
+			status, body := call(t, r.s, r.s.Key, http.MethodPut, "/v1/sandboxes/"+a+"/previews", strings.NewReader(fmt.Sprintf(`{"all_public":%v}`, on)))
+			if status != http.StatusOK || !strings.Contains(string(body), fmt.Sprintf(`"all_public":%v`, on)) {
+				t.Fatalf("PUT previews all_public=%v: %d %s", on, status, body)
+			}
+		}
+		all(true)
+		for _, form := range previewForms {
+			r.expect(t, r.req(form, a, appPort, "/", ""), http.StatusOK, "")
+			r.expect(t, r.req(form, a, deadPort, "/", ""), http.StatusBadGateway, "bad_gateway")
+			r.expect(t, r.req(form, r.b, appPort, "/", ""), http.StatusUnauthorized, "unauthorized")
+		}
+		all(false)
+		for _, form := range previewForms {
+			r.expect(t, r.req(form, a, appPort, "/", ""), http.StatusUnauthorized, "unauthorized")
+			r.expect(t, r.req(form, a, deadPort, "/", ""), http.StatusUnauthorized, "unauthorized")
 		}
 	})
 

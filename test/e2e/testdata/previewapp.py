@@ -1,22 +1,28 @@
 # The app that test/e2e's preview tests run inside a sandbox (stdlib only).
 # Port argv[1] serves HTTP on 127.0.0.1 only, so that only the agent's
-# loopback dial reaches it: / (a page that talks to /ws), /headers (the
-# request as the app saw it, as JSON), /sse (two events two seconds
+# loopback dial reaches it: / (a page that loads /app.js and talks to
+# /ws), /headers (the request as the app saw it, as JSON), /answer (the
+# headers the query asks for: a hostile app's answer), /sse (two events two seconds
 # apart), /big?n=BYTES (that many bytes) and /ws (a WebSocket that answers
 # a text with "echo:" and the text reversed, so an echo cannot be made up
-# by the page). Port argv[2] accepts connections and never answers.
+# by the page; the page's ?ws= names another WebSocket to open, and it
+# shows "closed" when its WebSocket closed with no echo). Port argv[2]
+# accepts connections and never answers.
 import base64, hashlib, json, socket, struct, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-PAGE = b"""<!doctype html><title>preview app</title><div id="status">loading</div><div id="echo"></div>
+PAGE = b"""<!doctype html><title>preview app</title><div id="status">loading</div><div id="origin"></div><div id="script">not loaded</div><div id="echo"></div>
+<script src="app.js"></script>
 <script>
 const msg = new URLSearchParams(location.search).get("msg") || "hello";
-const u = new URL("ws", location.href); u.protocol = u.protocol.replace("http", "ws");
+const u = new URL(new URLSearchParams(location.search).get("ws") || "ws", location.href);
+u.protocol = u.protocol.replace("http", "ws");
+document.getElementById("origin").textContent = self.origin;
 const ws = new WebSocket(u);
 ws.onopen = () => { document.getElementById("status").textContent = "open"; ws.send(msg); };
 ws.onmessage = (e) => { document.getElementById("echo").textContent = e.data; };
-ws.onerror = () => { document.getElementById("status").textContent = "error"; };
+ws.onclose = () => { if (!document.getElementById("echo").textContent) document.getElementById("echo").textContent = "closed"; };
 </script>"""
 
 
@@ -38,9 +44,27 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         if url.path == "/":
             self.reply(200, "text/html; charset=utf-8", PAGE)
+        elif url.path == "/app.js":
+            self.reply(200, "text/javascript", b'document.getElementById("script").textContent = "loaded";')
         elif url.path == "/headers":
             seen = {"path": self.path, "headers": [[k, v] for k, v in self.headers.items()]}
             self.reply(200, "application/json", json.dumps(seen).encode())
+        elif url.path == "/answer":
+            # A hostile answer: each query parameter but status and fill
+            # (an X-Fill header of that many bytes) is a header of the
+            # answer, as the test asks.
+            q = parse_qs(url.query)
+            self.send_response(int(q.pop("status", ["200"])[0]))
+            fill = int(q.pop("fill", ["0"])[0])
+            if fill:
+                self.send_header("X-Fill", "x" * fill)
+            for k, vs in q.items():
+                for v in vs:
+                    self.send_header(k, v)
+            self.send_header("Content-Length", "2")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b"ok")
         elif url.path == "/sse":
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
