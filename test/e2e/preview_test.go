@@ -33,29 +33,36 @@ const (
 	deadPort = 8009
 )
 
-// previewRig is one real server with the preview URLs' host form on its
-// API address (--preview-domain localhost, as the local daemon serves
-// it), and two sandboxes running the preview app: a, the one attacked,
-// and b, its neighbour, whose preview and exec must keep answering
-// whatever a's app does.
+// previewRig is one real server serving the preview URLs' host form,
+// and sandboxes running the preview app. TestPreview's serves it on its
+// API address (--preview-domain localhost, as the local daemon does) and
+// runs two: a, the one attacked, and b, its neighbour, whose preview and
+// exec must keep answering whatever a's app does.
 type previewRig struct {
 	s      *testenv.Server
 	c      *client.Client
 	a, b   string
-	port   string // the API's port, which the host form's URLs name
+	domain string
+	port   string // the port the host form's URLs name
 	hc     *http.Client
-	target string // the test's own target of requests: the API's address
+	target string // where the test sends the host form's requests
+	app    []byte
 }
 
-func startPreviewRig(t *testing.T) *previewRig {
+// startPreviewRig starts a server with --preview-domain domain and extra
+// flags; target is the host form's address ("": the API's).
+func startPreviewRig(t *testing.T, domain, target string, extra ...string) *previewRig {
 	t.Helper()
-	s := testenv.StartServer(t, "--preview-domain", "localhost")
+	s := testenv.StartServer(t, append([]string{"--preview-domain", domain}, extra...)...)
 	c, err := client.New(client.WithBaseURL(s.URL), client.WithAPIKey(s.Key))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, port, _ := net.SplitHostPort(s.Addr)
-	r := &previewRig{s: s, c: c, port: port, target: s.Addr,
+	if target == "" {
+		target = s.Addr
+	}
+	_, port, _ := net.SplitHostPort(target)
+	r := &previewRig{s: s, c: c, domain: domain, port: port, target: target,
 		// Redirects are the tests' to see; a connection per request, so
 		// that no test's request waits behind another's.
 		hc: &http.Client{
@@ -63,16 +70,22 @@ func startPreviewRig(t *testing.T) *previewRig {
 			Transport:     &http.Transport{DisableKeepAlives: true},
 		},
 	}
-	app, err := os.ReadFile(filepath.Join("testdata", "previewapp.py"))
-	if err != nil {
+	if r.app, err = os.ReadFile(filepath.Join("testdata", "previewapp.py")); err != nil {
 		t.Fatal(err)
 	}
-	ids := make([]string, 2)
-	errs := make([]error, 2)
+	return r
+}
+
+// startApps starts a sandbox running the preview app for each key (the
+// key of its account), in parallel, and returns their ids.
+func (r *previewRig) startApps(t *testing.T, keys ...string) []string {
+	t.Helper()
+	ids := make([]string, len(keys))
+	errs := make([]error, len(keys))
 	var wg sync.WaitGroup
-	for i := range ids {
+	for i, key := range keys {
 		wg.Go(func() {
-			ids[i], errs[i] = r.startApp(t.Context(), app)
+			ids[i], errs[i] = r.startApp(t.Context(), key)
 		})
 	}
 	wg.Wait()
@@ -81,27 +94,30 @@ func startPreviewRig(t *testing.T) *previewRig {
 			t.Fatal(err)
 		}
 	}
-	r.a, r.b = ids[0], ids[1]
-	return r
+	return ids
 }
 
-// startApp creates a sandbox running the preview app and waits until its
-// page answers through the preview.
-func (r *previewRig) startApp(ctx context.Context, app []byte) (string, error) {
-	sb, err := r.c.CreateSandbox(ctx, api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 1024, TimeoutSeconds: 1200})
+// startApp creates a sandbox of key's account running the preview app and
+// waits until its page answers through the preview.
+func (r *previewRig) startApp(ctx context.Context, key string) (string, error) {
+	c, err := client.New(client.WithBaseURL(r.s.URL), client.WithAPIKey(key))
 	if err != nil {
 		return "", err
 	}
-	if _, err := r.c.WriteFile(ctx, sb.ID, "/tmp/app.py", strings.NewReader(string(app)), 0o644); err != nil {
+	sb, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 1024, TimeoutSeconds: 1200})
+	if err != nil {
+		return "", err
+	}
+	if _, err := c.WriteFile(ctx, sb.ID, "/tmp/app.py", strings.NewReader(string(r.app)), 0o644); err != nil {
 		return sb.ID, err
 	}
 	cmd := api.Command{Argv: []string{"python3", "/tmp/app.py", strconv.Itoa(appPort), strconv.Itoa(silentPort)}}
-	if _, err := r.c.StartProcess(ctx, sb.ID, api.ExecRequest{Cmd: cmd, Background: true}); err != nil {
+	if _, err := c.StartProcess(ctx, sb.ID, api.ExecRequest{Cmd: cmd, Background: true}); err != nil {
 		return sb.ID, err
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		req := r.pathReq(sb.ID, appPort, "/", "key")
+		req := r.pathReq(sb.ID, appPort, "/", key)
 		resp, err := r.hc.Do(req.WithContext(ctx))
 		if err == nil {
 			resp.Body.Close()
@@ -117,36 +133,41 @@ func (r *previewRig) startApp(ctx context.Context, app []byte) (string, error) {
 }
 
 // pathReq is a GET of the path form of id's port; auth "key" sends the
-// API key, "" nothing.
+// admin key, "" nothing, anything else is sent as the key.
 func (r *previewRig) pathReq(id string, port int, path, auth string) *http.Request {
 	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/v1/sandboxes/%s/ports/%d%s", r.s.URL, id, port, path), nil)
 	if err != nil {
 		panic(err)
 	}
-	if auth == "key" {
-		req.Header.Set("Authorization", "Bearer "+r.s.Key)
-	}
+	setAuth(req, r.s.Key, auth)
 	return req
 }
 
-// hostReq is the same GET in the host form: {port}-{id}.localhost on the
-// API's address. The request goes to the API's address with that Host,
-// as a browser resolving *.localhost to loopback sends it (Go's resolver
-// need not resolve those names).
+// hostReq is the same GET in the host form, {port}-{id}.{domain}: sent to
+// the rig's target with that Host, as a browser resolving the name to
+// loopback sends it (Go's resolver need not resolve *.localhost).
 func (r *previewRig) hostReq(id string, port int, path, auth string) *http.Request {
 	req, err := http.NewRequest(http.MethodGet, "http://"+r.target+path, nil)
 	if err != nil {
 		panic(err)
 	}
 	req.Host = r.host(id, port)
-	if auth == "key" {
-		req.Header.Set("Authorization", "Bearer "+r.s.Key)
-	}
+	setAuth(req, r.s.Key, auth)
 	return req
 }
 
 func (r *previewRig) host(id string, port int) string {
-	return fmt.Sprintf("%d-%s.localhost:%s", port, id, r.port)
+	return fmt.Sprintf("%d-%s.%s:%s", port, id, r.domain, r.port)
+}
+
+func setAuth(req *http.Request, admin, auth string) {
+	switch auth {
+	case "":
+	case "key":
+		req.Header.Set("Authorization", "Bearer "+admin)
+	default:
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
 }
 
 // forms are the two ways to name a preview.
@@ -255,7 +276,9 @@ func serverRSS(t *testing.T, pid int) int64 {
 // share one server and two sandboxes, and run in order: the last ones
 // pause and end them.
 func TestPreview(t *testing.T) {
-	r := startPreviewRig(t)
+	r := startPreviewRig(t, "localhost", "")
+	ids := r.startApps(t, r.s.Key, r.s.Key)
+	r.a, r.b = ids[0], ids[1]
 	a := r.a
 
 	t.Run("no credential is 401", func(t *testing.T) {
