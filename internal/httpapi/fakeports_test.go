@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net"
+	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
@@ -76,4 +77,23 @@ func (f *fakeSandboxes) Lookup(ctx context.Context, id string) (*sandbox.Record,
 	}
 	c := *r
 	return &c, nil
+}
+
+var _ service.Metrics = (*fakeSandboxes)(nil)
+
+// Metrics answers two made-up samples of the caller's sandbox.
+func (f *fakeSandboxes) Metrics(ctx context.Context, account, id string, start, end time.Time) ([]sandbox.Metric, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.lookup("Metrics", account, id); err != nil {
+		return nil, err
+	}
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var out []sandbox.Metric
+	for _, m := range []sandbox.Metric{{Timestamp: t0, CPUCount: 2}, {Timestamp: t0.Add(5 * time.Second), CPUCount: 2, CPUUsedPct: 50}} {
+		if (start.IsZero() || !m.Timestamp.Before(start)) && (end.IsZero() || !m.Timestamp.After(end)) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }

@@ -230,6 +230,8 @@ var schemaTypes = map[string]any{
 	"ErrorDetail":          api.ErrorDetail{},
 	"Network":              api.Network{},
 	"Preview":              api.Preview{},
+	"SandboxMetric":        api.SandboxMetric{},
+	"SandboxMetrics":       api.SandboxMetrics{},
 	"PreviewSettings":      api.PreviewSettings{},
 	"SetPreviewRequest":    api.SetPreviewRequest{},
 	"SetPreviewsRequest":   api.SetPreviewsRequest{},

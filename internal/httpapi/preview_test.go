@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -447,4 +448,33 @@ func TestPreviewBounds(t *testing.T) {
 	wantPreviewStatus(t, "one too many", e.get("/v1/sandboxes/sbx-1/ports/8000/echo/", h), 429, "rate_limited")
 	wantPreviewStatus(t, "the neighbour", e.get("/v1/sandboxes/sbx-2/ports/8000/echo/", h), 200, "")
 	_ = app
+}
+
+// TestSandboxMetricsRoute: the window's bounds in either form, and bad
+// ones refused.
+func TestSandboxMetricsRoute(t *testing.T) {
+	e := newEnv(t, nil)
+	get := func(q string) (int, api.SandboxMetrics) {
+		resp := e.do("GET", "/v1/sandboxes/sbx-1/metrics"+q, e.keys[store.KeyReadOnly], nil)
+		var m api.SandboxMetrics
+		if resp.StatusCode == 200 {
+			json.NewDecoder(resp.Body).Decode(&m)
+		}
+		return resp.StatusCode, m
+	}
+	if code, m := get(""); code != 200 || len(m.Metrics) != 2 {
+		t.Errorf("all: %d %+v", code, m)
+	}
+	if code, m := get("?start=2026-03-01T12:00:01Z"); code != 200 || len(m.Metrics) != 1 {
+		t.Errorf("from RFC 3339: %d %+v", code, m)
+	}
+	if code, m := get("?end=" + strconv.FormatInt(time.Date(2026, 3, 1, 12, 0, 1, 0, time.UTC).Unix(), 10)); code != 200 || len(m.Metrics) != 1 {
+		t.Errorf("to Unix seconds: %d %+v", code, m)
+	}
+	for _, q := range []string{"?start=yesterday", "?start=2026-03-02T00:00:00Z&end=2026-03-01T00:00:00Z"} {
+		if code, _ := get(q); code != 400 {
+			t.Errorf("%s: %d, want 400", q, code)
+		}
+	}
+	wantPreviewStatus(t, "another account's sandbox", e.do("GET", "/v1/sandboxes/sbx-admin/metrics", e.keys[store.KeyFull], nil), 404, "not_found")
 }

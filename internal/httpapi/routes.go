@@ -73,6 +73,7 @@ func Routes() []Route {
 		{Method: http.MethodGet, Pattern: sandboxPrefix + "/network", handler: (*server).getNetwork},
 		{Method: http.MethodPut, Pattern: sandboxPrefix + "/network", Mutating: true, handler: (*server).setNetwork},
 		{Method: http.MethodGet, Pattern: sandboxPrefix + "/egress", handler: (*server).egressLog},
+		{Method: http.MethodGet, Pattern: sandboxPrefix + "/metrics", handler: (*server).sandboxMetrics},
 		{Method: http.MethodGet, Pattern: sandboxPrefix + "/previews", handler: (*server).listPreviews},
 		{Method: http.MethodPut, Pattern: sandboxPrefix + "/previews", Mutating: true, handler: (*server).setPreviews},
 		{Method: http.MethodPost, Pattern: sandboxPrefix + "/previews/revoke", Mutating: true, handler: (*server).revokePreviews},

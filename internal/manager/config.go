@@ -84,6 +84,9 @@ type Config struct {
 	// MeterInterval is how often live sandboxes are metered and limits
 	// checked.
 	MeterInterval time.Duration
+	// StatsInterval is how often running sandboxes' metrics are sampled
+	// (sandbox.MetricsInterval when 0).
+	StatsInterval time.Duration
 	// DefaultConcurrency is how many sandboxes an account runs at once
 	// unless its own setting says otherwise.
 	DefaultConcurrency int
@@ -156,6 +159,9 @@ func (c *Config) setDefaults() {
 	if c.Prices == nil {
 		p := billing.Default
 		c.Prices = &p
+	}
+	if c.StatsInterval == 0 {
+		c.StatsInterval = sandbox.MetricsInterval
 	}
 	if c.MeterInterval == 0 {
 		c.MeterInterval = time.Second

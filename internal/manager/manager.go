@@ -28,6 +28,8 @@ type Manager struct {
 	mu      sync.Mutex
 	entries map[string]*entry // every id live or being operated on
 	live    map[string]*entry // the admitted ones: what admission counts
+	// stats are the running sandboxes' metrics (stats.go).
+	stats   statsStore
 	byAddr  map[netip.Addr]*entry
 	waiting map[string]bool // ids a background pass waits to lock (runLockedOrLater)
 	pools   *pools
@@ -186,6 +188,7 @@ func (m *Manager) finish(ctx context.Context, e *entry, reason sandbox.EndReason
 	if m.cfg.EgressState != nil {
 		m.cfg.EgressState.Release(e.id)
 	}
+	m.stats.drop(e.id)
 	if getErr != nil {
 		// No record: a pool member died, and its room is free for the
 		// filler to replace it.
@@ -242,6 +245,7 @@ func (m *Manager) finishShared(ctx context.Context, e *entry, rec *sandbox.Recor
 	if m.cfg.EgressState != nil {
 		m.cfg.EgressState.Release(e.id)
 	}
+	m.stats.drop(e.id)
 	m.log.info(e.id, "sandbox ended", "reason", string(reason), "cost_nanos", ended.Usage.CostNanos)
 	return &ended, nil
 }

@@ -86,6 +86,7 @@ func (m *Manager) teardown(ctx context.Context, e *entry) {
 	if m.cfg.EgressState != nil {
 		m.cfg.EgressState.Release(e.id)
 	}
+	m.stats.drop(e.id)
 	m.pools.unblockAll()
 	m.pools.kick()
 }

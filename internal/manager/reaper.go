@@ -54,6 +54,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	m.every(m.cfg.ReapInterval, m.Reap)
 	m.every(m.cfg.MeterInterval, m.Meter)
+	m.every(m.cfg.StatsInterval, m.sampleStats)
 	m.startFilling()
 	return nil
 }

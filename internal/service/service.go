@@ -96,3 +96,11 @@ type Ports interface {
 	// public.
 	Lookup(ctx context.Context, id string) (*sandbox.Record, error)
 }
+
+// Metrics is what GET /v1/sandboxes/{id}/metrics needs of the sandboxes; a
+// Sandboxes without it answers not_supported.
+type Metrics interface {
+	// Metrics returns a sandbox's samples from start to end (zero times:
+	// open), oldest first.
+	Metrics(ctx context.Context, account, id string, start, end time.Time) ([]sandbox.Metric, error)
+}

@@ -562,6 +562,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The sandbox's CPU, memory, disk and network use over its life.
+         * @description Sampled every 5 s while the sandbox runs and kept, in the server's
+         *     memory, for the sandbox's life (its older samples thinned past
+         *     8640), oldest first; none once it has ended. CPU is what the host
+         *     measured where the backend meters it; memory, disk and network are
+         *     what the sandbox's own kernel reports, so they are for watching,
+         *     not billing.
+         */
+        get: operations["getSandboxMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/previews": {
         parameters: {
             query?: never;
@@ -1089,6 +1114,37 @@ export interface components {
             code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "lease_ended" | "payload_too_large" | "not_supported" | "max_cost_exceeded" | "spending_limit_reached" | "trial_exhausted" | "concurrency_limit_reached" | "rate_limited" | "capacity_exhausted" | "internal" | "bad_gateway";
             /** @description For people; may change. */
             message: string;
+        };
+        SandboxMetrics: {
+            metrics: components["schemas"]["SandboxMetric"][];
+        };
+        SandboxMetric: {
+            /** Format: date-time */
+            timestamp: string;
+            cpu_count: number;
+            /**
+             * Format: double
+             * @description Of all its CPUs, since the previous sample (0 for the first).
+             */
+            cpu_used_pct: number;
+            /** Format: int64 */
+            mem_used_bytes: number;
+            /** Format: int64 */
+            mem_total_bytes: number;
+            /** Format: int64 */
+            disk_used_bytes: number;
+            /** Format: int64 */
+            disk_total_bytes: number;
+            /**
+             * Format: int64
+             * @description Received by its interfaces (loopback left out) since it started.
+             */
+            net_rx_bytes: number;
+            /**
+             * Format: int64
+             * @description Sent by its interfaces (loopback left out) since it started.
+             */
+            net_tx_bytes: number;
         };
         PreviewSettings: {
             public_ports: number[];
@@ -2896,6 +2952,38 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getSandboxMetrics: {
+        parameters: {
+            query?: {
+                /** @description The first sample's earliest time, RFC 3339 or Unix seconds. */
+                start?: string;
+                /** @description The last sample's latest time, RFC 3339 or Unix seconds. */
+                end?: string;
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The samples. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxMetrics"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
             422: components["responses"]["NotSupported"];
             default: components["responses"]["Error"];
         };
