@@ -17,8 +17,18 @@ const MaxLogs = 4096
 // newest last. It holds names, addresses and verdicts, never payloads or
 // secrets.
 type Log struct {
-	mu    sync.Mutex // guards rings
+	mu    sync.Mutex // guards rings and observe
 	rings map[string]*ring
+	// observe hears every event added (Observe).
+	observe func(Event)
+}
+
+// Observe makes f hear every event added from now on, with no sandbox id:
+// what the server's metrics count. f must not block.
+func (l *Log) Observe(f func(Event)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.observe = f
 }
 
 type ring struct {
@@ -37,6 +47,9 @@ func (l *Log) Add(id string, e Event) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.observe != nil {
+		l.observe(e)
+	}
 	r := l.rings[id]
 	if r == nil {
 		if len(l.rings) >= MaxLogs {

@@ -135,6 +135,7 @@ const sandboxesPath = api.Version + "/sandboxes"
 
 // servePreview authorizes a request to a preview and proxies it.
 func (s *server) servePreview(w http.ResponseWriter, r *http.Request, t previewTarget) {
+	infoFrom(r.Context()).route = "preview"
 	if err := s.proxyPreview(w, r, t); err != nil {
 		writeError(w, r, err)
 	}

@@ -71,6 +71,11 @@ type Config struct {
 	// is the port its URLs name (0: none, the scheme's own).
 	PreviewDomain string
 	PreviewPort   int
+	// Observe, when set, hears of every request once it is answered: its
+	// route (the table's "METHOD PATTERN", "preview" for a preview URL,
+	// "none" for no route), status and duration. No id, key or account:
+	// what the server's metrics count.
+	Observe func(route string, status int, d time.Duration)
 }
 
 // Validate reports what is missing or wrong in c.
@@ -178,6 +183,8 @@ type reqInfo struct {
 	err       error
 	// path, when set, is logged instead of the request's path.
 	path string
+	// route is the route that served the request (Config.Observe).
+	route string
 }
 
 type infoKey struct{}
@@ -232,6 +239,9 @@ func (s *server) logRequest(r *http.Request, sw *statusWriter, info *reqInfo, d 
 			status = 499 // the client went away before an answer
 		}
 	}
+	if s.cfg.Observe != nil {
+		s.cfg.Observe(cmp.Or(info.route, "none"), status, d)
+	}
 	level := slog.LevelInfo
 	if status >= 500 || aborted {
 		level = slog.LevelError
@@ -263,6 +273,7 @@ func (s *server) logRequest(r *http.Request, sw *statusWriter, info *reqInfo, d 
 func (s *server) route(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoFrom(r.Context())
+		info.route = rt.Method + " " + rt.Pattern
 		info.sandboxID = r.PathValue("id")
 		if name := r.PathValue("name"); name != "" && !(api.EnvName(name) && len(name) <= 128) {
 			// Not a secret's name: perhaps its value, given in the wrong place.

@@ -84,6 +84,9 @@ type Config struct {
 	// MeterInterval is how often live sandboxes are metered and limits
 	// checked.
 	MeterInterval time.Duration
+	// Observer hears what the server's metrics count (census.go); nil:
+	// nobody.
+	Observer Observer
 	// StatsInterval is how often running sandboxes' metrics are sampled
 	// (sandbox.MetricsInterval when 0).
 	StatsInterval time.Duration

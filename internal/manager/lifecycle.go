@@ -18,6 +18,8 @@ var _ service.Sandboxes = (*Manager)(nil)
 func (m *Manager) Create(ctx context.Context, account, keyID string, req service.CreateRequest) (out *sandbox.Record, err error) {
 	ctx, span := m.startOp(ctx, "create", account, "")
 	defer span.end(&out, &err)
+	start, isolation, pooled := time.Now(), req.Isolation, false
+	defer func() { m.observeCreate(start, isolation, pooled, err) }()
 	if err := m.serving(); err != nil {
 		return nil, err
 	}
@@ -25,6 +27,7 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req service
 	if err != nil {
 		return nil, err
 	}
+	isolation = spec.Isolation
 	acct, err := m.checkMoney(ctx, account, keyID, spec, 0)
 	if err != nil {
 		return nil, err
@@ -35,6 +38,7 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req service
 	defer m.pools.creating.Add(-1)
 	t := tenant{account: account, trial: acct.TrialSeconds > 0}
 	if rec, ok, err := m.claimPool(ctx, t, keyID, acct.Concurrency, spec); ok {
+		pooled = true
 		return rec, err
 	}
 	id := newID()

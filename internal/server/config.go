@@ -121,6 +121,9 @@ type Config struct {
 	// which then serves nothing else; without a domain it takes
 	// "localhost", whose names resolve to loopback with no DNS set up).
 	PreviewListen, PreviewDomain string
+	// MetricsListen, when set, serves Prometheus' GET /metrics there
+	// (serve --metrics-listen; package promexport).
+	MetricsListen string
 	// Store, when set, is the URL of a shared store (serve --store
 	// postgres://...): the server is then an API server of a many-host
 	// installation, running no sandbox itself (cluster.go).

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/withruntime/withruntime/internal/cluster"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
+	"github.com/withruntime/withruntime/internal/promexport"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/sdkdist"
 	"github.com/withruntime/withruntime/internal/secrets"
@@ -34,6 +36,9 @@ type Server struct {
 	// PreviewURL is where the preview URLs' host form is served on a
 	// listener of its own ("" without Config.PreviewListen).
 	PreviewURL string
+	// MetricsURL is where GET /metrics is served ("" without
+	// Config.MetricsListen).
+	MetricsURL string
 
 	cfg     Config
 	store   store.Store
@@ -45,6 +50,7 @@ type Server struct {
 	http    *http.Server
 	e2b     *http.Server // nil without Config.E2BListen
 	preview *http.Server // nil without Config.PreviewListen
+	metrics *http.Server // nil without Config.MetricsListen
 	done    chan error
 	idle    *idleWatch
 	stop    chan struct{} // closed by Close
@@ -98,6 +104,11 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		return nil, err
 	}
 	cfg.Manager.Templates = lib
+	var metrics *promexport.Exporter
+	if cfg.MetricsListen != "" {
+		metrics = promexport.New()
+		cfg.Manager.Observer = metrics
+	}
 	mgr, egr, err := startHost(ctx, cfg, dataDir, st, vault, sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir, Layers: layers})
 	if err != nil {
 		return nil, err
@@ -116,6 +127,14 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	var observe func(string, int, time.Duration)
+	if metrics != nil {
+		metrics.WatchManager(mgr.Census)
+		if egr != nil {
+			egr.log.Observe(metrics.Egress)
+		}
+		observe = metrics.Request
+	}
 	u.Add(func() { l.Close() })
 	idle := newIdleWatch(cfg.IdleExit, st)
 	pv, err := openPreviews(cfg, dataDir, l)
@@ -129,10 +148,11 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		AgentMemory: cfg.agentBudget(),
 		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,
 		PreviewSecret: pv.secret, PreviewDomain: cfg.PreviewDomain, PreviewPort: pv.port,
+		Observe: observe,
 	})
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
-		cfg: cfg, store: st, manager: mgr, egress: egr, tracing: tracing, done: make(chan error, 3),
+		cfg: cfg, store: st, manager: mgr, egress: egr, tracing: tracing, done: make(chan error, 4),
 		idle: idle, stop: make(chan struct{}),
 		// Header and idle timeouts, header bound and connection limit:
 		// see admission.Listener.
@@ -155,6 +175,14 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		}
 		s.e2b, s.E2BURL = e2b, "http://"+el.Addr().String()
 		go func() { s.done <- e2b.Serve(el) }()
+	}
+	if metrics != nil {
+		ml, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s: %w", cfg.MetricsListen, err)
+		}
+		s.metrics, s.MetricsURL = &http.Server{Handler: metrics.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}, "http://"+ml.Addr().String()
+		go func() { s.done <- s.metrics.Serve(ml) }()
 	}
 	go func() { s.done <- s.http.Serve(l) }()
 	go idle.run(s.stop)
@@ -243,7 +271,7 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.http.Shutdown(ctx)
-	for _, o := range []*http.Server{s.e2b, s.preview} {
+	for _, o := range []*http.Server{s.e2b, s.preview, s.metrics} {
 		if o != nil && o.Shutdown(ctx) != nil {
 			o.Close() // its streams outlived the wait
 		}

@@ -1,0 +1,13 @@
+package promexport
+
+import (
+	"testing"
+
+	"github.com/withruntime/withruntime/internal/testenv"
+)
+
+// TestImports fences the package: of this module only what it counts
+// (the manager's census and observer, the egress events).
+func TestImports(t *testing.T) {
+	testenv.CheckImports(t, testenv.OwnPackages("internal/manager", "internal/egress"))
+}
