@@ -3,10 +3,14 @@ package promexport
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/manager"
+	"github.com/withruntime/withruntime/internal/testenv"
 )
 
 // scrape reads the exporter's GET /metrics as Prometheus would, with its
@@ -157,5 +162,52 @@ func TestCensusDown(t *testing.T) {
 	}
 	if fams["withruntime_sandboxes"] != nil {
 		t.Error("sandboxes reported though the census failed")
+	}
+}
+
+// TestGrafanaDashboard: every metric the dashboard in deploy/ queries is
+// one the exporter serves.
+func TestGrafanaDashboard(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testenv.Root(), "deploy", "grafana", "withruntime.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	e := New()
+	e.Request("GET /v1/health", 200, time.Millisecond)
+	e.Created("gvisor", "cold", time.Second)
+	e.Egress(egress.Event{Kind: "tcp", Verdict: "refused", Reason: "x"})
+	e.WatchManager(func(context.Context) (manager.Census, error) {
+		return manager.Census{Sandboxes: map[[2]string]int{{"gvisor", "running"}: 1}, PoolReady: map[string]int{"1x512": 1}}, nil
+	})
+	served := map[string]bool{}
+	for name, f := range scrape(t, e) {
+		served[name] = true
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			served[name+"_bucket"] = true
+		}
+	}
+	re := regexp.MustCompile(`withruntime_[a-z_]+`)
+	n := 0
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, name := range re.FindAllString(tg.Expr, -1) {
+				n++
+				if !served[name] {
+					t.Errorf("panel %q queries %s, which the exporter does not serve", p.Title, name)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("the dashboard queries no metric")
 	}
 }
