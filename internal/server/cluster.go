@@ -13,6 +13,7 @@ import (
 	"github.com/withruntime/withruntime/internal/cluster"
 	"github.com/withruntime/withruntime/internal/e2bcompat"
 	"github.com/withruntime/withruntime/internal/httpapi"
+	"github.com/withruntime/withruntime/internal/promexport"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/sdkdist"
 	"github.com/withruntime/withruntime/internal/secrets"
@@ -81,15 +82,20 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	}
 	u.Add(func() { l.Close() })
 	idle := newIdleWatch(cfg.IdleExit, st)
+	// The API's metrics only: the sandboxes are the nodes'.
+	var metrics *promexport.Exporter
+	if cfg.MetricsListen != "" {
+		metrics = promexport.New()
+	}
 	apiHandler := httpapi.NewServer(httpapi.Config{
-		Sandboxes: ctl, Store: st, Logger: cfg.Logger, Secrets: vault,
+		Sandboxes: ctl, Store: st, Logger: cfg.Logger, Secrets: vault, Observe: apiObserver(metrics),
 		DefaultConcurrency: ctl.DefaultConcurrency(), Trial: cfg.Trial,
 		AgentMemory: cfg.agentBudget(),
 		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,
 	})
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
-		cfg: cfg, store: st, control: ctl, done: make(chan error, 2),
+		cfg: cfg, store: st, control: ctl, done: make(chan error, 3),
 		idle: idle, stop: make(chan struct{}),
 		http: l.HTTPServer(idle.wrap(sdkdist.Mount(cfg.SDKDir, apiHandler))),
 	}
@@ -104,6 +110,11 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 		}
 		s.e2b, s.E2BURL = e2b, "http://"+el.Addr().String()
 		go func() { s.done <- e2b.Serve(el) }()
+	}
+	if metrics != nil {
+		if err := s.serveMetrics(cfg.MetricsListen, metrics); err != nil {
+			return nil, err
+		}
 	}
 	detectCtx, cancel := context.WithCancel(context.Background())
 	go func() { <-s.stop; cancel() }()

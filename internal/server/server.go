@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -127,13 +126,11 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	var observe func(string, int, time.Duration)
 	if metrics != nil {
 		metrics.WatchManager(mgr.Census)
 		if egr != nil {
 			egr.log.Observe(metrics.Egress)
 		}
-		observe = metrics.Request
 	}
 	u.Add(func() { l.Close() })
 	idle := newIdleWatch(cfg.IdleExit, st)
@@ -148,7 +145,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		AgentMemory: cfg.agentBudget(),
 		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,
 		PreviewSecret: pv.secret, PreviewDomain: cfg.PreviewDomain, PreviewPort: pv.port,
-		Observe: observe,
+		Observe: apiObserver(metrics),
 	})
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
@@ -177,12 +174,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		go func() { s.done <- e2b.Serve(el) }()
 	}
 	if metrics != nil {
-		ml, err := net.Listen("tcp", cfg.MetricsListen)
-		if err != nil {
-			return nil, fmt.Errorf("listening on %s: %w", cfg.MetricsListen, err)
+		if err := s.serveMetrics(cfg.MetricsListen, metrics); err != nil {
+			return nil, err
 		}
-		s.metrics, s.MetricsURL = &http.Server{Handler: metrics.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}, "http://"+ml.Addr().String()
-		go func() { s.done <- s.metrics.Serve(ml) }()
 	}
 	go func() { s.done <- s.http.Serve(l) }()
 	go idle.run(s.stop)
