@@ -135,6 +135,7 @@ Sandboxes:
   sandbox resume ID                        bring a paused sandbox back
   sandbox extend ID --timeout D            make a running sandbox's lease last at least D
   sandbox egress ID                        allowed and refused connections of a sandbox
+  sandbox top ID                           CPU, memory, disk and network use of a sandbox, refreshing like top
   sandbox network ID [--internet|--off]    show or change the network of a live sandbox
   sandbox cp SRC DST                       copy files and directories to or from ID:PATH, like docker cp
   sandbox ps ID                            list the background processes of a sandbox (exec -d starts them)

@@ -59,7 +59,7 @@ func codeError(code int) error {
 // nouns is the tree below the program.
 func (a *App) nouns() []noun {
 	return []noun{
-		{name: "sandbox", aliases: []string{"sandboxes"}, short: "run commands in sandboxes and manage them", verbs: append(append(append(a.sandboxVerbs(), a.processVerbs()...), a.sandboxSnapshotLeaf()), a.previewVerbs()...)},
+		{name: "sandbox", aliases: []string{"sandboxes"}, short: "run commands in sandboxes and manage them", verbs: append(append(append(append(a.sandboxVerbs(), a.processVerbs()...), a.sandboxSnapshotLeaf()), a.previewVerbs()...), a.topVerbs()...)},
 		{name: "template", aliases: []string{"templates"}, short: "templates: the file systems sandboxes start from", verbs: a.templateVerbs()},
 		{name: "secrets", aliases: []string{"secret"}, short: "secrets sent only to the hosts they are for", verbs: a.secretsVerbs()},
 		{name: "accounts", aliases: []string{"account"}, short: "accounts (admin key)", verbs: a.accountsVerbs()},
