@@ -21,6 +21,7 @@ from .admin import Account, Client, Key, SecretInfo, Trial, Usage, UsageRow
 from .code import Context, Contexts, Execution, ExecutionError, Logs, Result
 from .errors import APIError, CommandError, Error, TransportError
 from .files import FileInfo, Files, TransferResult
+from .metrics import SandboxMetric
 from .network import EgressEvent, Network
 from .preview import Preview
 from .process import ExecResult, Process
@@ -51,6 +52,7 @@ __all__ = [
     "TransferResult",
     "Network",
     "EgressEvent",
+    "SandboxMetric",
     "Client",
     "SecretInfo",
     "Key",

@@ -15,6 +15,7 @@ from ._transport import Transport
 from .code import ContextArg, Contexts, Execution, Result, build_code_body, run_code
 from .errors import APIError
 from .files import Files
+from .metrics import SandboxMetric, TimeBound, time_param
 from .network import EgressEvent, Network, network_body
 from .preview import ExpiresIn, Preview, get_preview, host_of, revoke_previews, set_preview, url_of
 from .pty import Pty
@@ -324,6 +325,18 @@ class Sandbox:
         and DNS queries, the newest last."""
         d = self._t.json("GET", f"/sandboxes/{self._id}/egress") or {}
         return [EgressEvent.from_json(e) for e in d.get("events") or []]
+
+    # -- metrics -----------------------------------------------------------
+
+    def get_metrics(self, start: TimeBound = None, end: TimeBound = None) -> List[SandboxMetric]:
+        """The sandbox's resource samples (CPU, memory, disk, network),
+        taken every 5 seconds while it runs, oldest first; ``start`` and
+        ``end`` (datetimes, naive ones UTC, or Unix seconds) bound them, None
+        leaves that side open. An ended sandbox has none. As E2B's
+        ``get_metrics``."""
+        query = {k: v for k, v in (("start", time_param(start, "start")), ("end", time_param(end, "end"))) if v}
+        d = self._t.json("GET", f"/sandboxes/{self._id}/metrics", query=query or None) or {}
+        return [SandboxMetric.from_json(m) for m in d.get("metrics") or []]
 
     # -- preview URLs ------------------------------------------------------
 
