@@ -44,6 +44,9 @@ type Store interface {
 	Locks
 	// Templates keeps the templates' records (templates.go).
 	Templates
+	// Events keeps the event log, the webhooks and the audit log
+	// (events.go).
+	Events
 
 	Close() error
 }
