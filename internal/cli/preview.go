@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/client"
 )
 
@@ -288,16 +289,22 @@ func (a *App) sandboxExpose(cmd *command, s streams) runFunc {
 		}
 		defer done()
 		p, err := c.SetPreviewPublic(ctx, pos[0], port, !*private)
-		if err != nil {
-			report(s.stderr, err)
-			return exitFailure
-		}
-		if *asJSON {
-			return printJSON(s, p)
-		}
-		fmt.Fprintln(s.stdout, c.PreviewURL(p))
-		return exitOK
+		return showPreview(s, c, p, err, *asJSON)
 	}
+}
+
+// showPreview prints a preview that a call answered with err: the URL to
+// open, or with asJSON the whole preview.
+func showPreview(s streams, c *client.Client, p *api.Preview, err error, asJSON bool) int {
+	if err != nil {
+		report(s.stderr, err)
+		return exitFailure
+	}
+	if asJSON {
+		return printJSON(s, p)
+	}
+	fmt.Fprintln(s.stdout, c.PreviewURL(p))
+	return exitOK
 }
 
 func (a *App) sandboxPreviewURL(cmd *command, s streams) runFunc {
@@ -320,15 +327,7 @@ func (a *App) sandboxPreviewURL(cmd *command, s streams) runFunc {
 		}
 		defer done()
 		p, err := c.Preview(ctx, pos[0], port, expires.d)
-		if err != nil {
-			report(s.stderr, err)
-			return exitFailure
-		}
-		if *asJSON {
-			return printJSON(s, p)
-		}
-		fmt.Fprintln(s.stdout, c.PreviewURL(p))
-		return exitOK
+		return showPreview(s, c, p, err, *asJSON)
 	}
 }
 
