@@ -2,7 +2,6 @@ package e2bcompat
 
 import (
 	"encoding/json"
-	"net/netip"
 	"strings"
 
 	"github.com/withruntime/withruntime/api"
@@ -27,10 +26,12 @@ func denyAll(e string) bool { return e == "0.0.0.0/0" || e == "::/0" }
 // egress unless told otherwise (here unless noInternet, the operator's
 // serve --e2b-internet=false, makes denying it the default);
 // allow_internet_access false, or denyOut 0.0.0.0/0, denies it;
-// allow_internet_access true allows it; allowOut names are the exceptions
-// to a denial (allow beats deny). withruntime's policy is names only, so allowOut IP and
-// CIDR entries and partial denyOut lists cannot be expressed and are
-// refused rather than widened or ignored.
+// allow_internet_access true allows it; allowOut entries (names, "*."
+// wildcards, addresses and CIDR prefixes, as withruntime's allow list
+// takes them) are the exceptions to a denial (allow beats deny), and
+// restrict nothing without one. withruntime's policy has no deny list, so
+// a partial denyOut (some addresses denied, the rest allowed) is refused
+// rather than widened or ignored.
 func networkOf(allowInternet *bool, n *e2bNetwork, noInternet bool) (api.Network, error) {
 	if n == nil {
 		n = &e2bNetwork{}
@@ -53,14 +54,9 @@ func networkOf(allowInternet *bool, n *e2bNetwork, noInternet bool) (api.Network
 	}
 	for _, e := range n.DenyOut {
 		if !denyAll(strings.TrimSpace(e)) {
-			return api.Network{}, unsupported("network.denyOut " + e + " (only 0.0.0.0/0: withruntime denies all or allows names)")
+			return api.Network{}, unsupported("network.denyOut " + e + " (only 0.0.0.0/0: withruntime denies all but an allow list, it keeps no list of denied addresses)")
 		}
 		deny = true
-	}
-	for _, e := range n.AllowOut {
-		if _, err := netip.ParsePrefix(e); err == nil || isAddr(e) {
-			return api.Network{}, unsupported("network.allowOut " + e + " (IP and CIDR entries; withruntime allows host names)")
-		}
 	}
 	if !deny {
 		return api.Network{Internet: true}, nil // allowOut alone restricts nothing
@@ -69,9 +65,4 @@ func networkOf(allowInternet *bool, n *e2bNetwork, noInternet bool) (api.Network
 		return api.Network{}, nil
 	}
 	return api.Network{Internet: true, Allow: n.AllowOut}, nil
-}
-
-func isAddr(s string) bool {
-	_, err := netip.ParseAddr(s)
-	return err == nil
 }

@@ -7,8 +7,10 @@ import (
 
 // Policy is a sandbox's network policy. Internet false: nothing is
 // reachable. Internet true with an empty Allow: every public address.
-// Otherwise only the names in Allow: exact names, or "*.example.org" for
-// every name under example.org (not example.org itself).
+// Otherwise only what Allow names: exact names, "*.example.org" for every
+// name under example.org (not example.org itself), addresses ("1.1.1.1")
+// and CIDR prefixes ("10.1.0.0/16") for connections to those addresses
+// (never to the never-reachable ones, see Blocklist).
 type Policy struct {
 	Internet bool
 	Allow    []string

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -223,7 +224,8 @@ func (p *Proxy) answer(ctx context.Context, src netip.Addr, query []byte) []byte
 		// As the proxy says of a connection: the policy, not the name.
 		return refuse(&q, name, "internet off")
 	}
-	if !sb.Policy.Allows(name) {
+	byName := sb.Policy.Allows(name)
+	if !byName && !sb.Policy.hasAddrs() {
 		return refuse(&q, name, "name not allowed")
 	}
 	if q.Type != dnsmessage.TypeA && q.Type != dnsmessage.TypeAAAA {
@@ -248,6 +250,14 @@ func (p *Proxy) answer(ctx context.Context, src netip.Addr, query []byte) []byte
 		return reply(h, &q, dnsmessage.RCodeNameError, nil)
 	case err != nil:
 		return reply(h, &q, dnsmessage.RCodeServerFailure, nil)
+	}
+	if !byName {
+		// A name the list does not name is answered with only the
+		// addresses its address entries cover, as the proxy connects.
+		addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool { return !sb.Policy.AllowsAddr(a) })
+		if len(addrs) == 0 {
+			return refuse(&q, name, "name not allowed")
+		}
 	}
 	return reply(h, &q, dnsmessage.RCodeSuccess, addrs)
 }

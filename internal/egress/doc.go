@@ -79,13 +79,23 @@
 //     resolved to an address of its choosing gets nowhere.
 //   - An IP literal as server name or Host (also decimal, octal or hex
 //     forms, IPv6, IPv4-mapped) is refused when the policy has an allow
-//     list; with internet and no allow list it is allowed unless blocked.
+//     list, unless an address entry of the list covers it (only netip's
+//     own forms ever are); with internet and no allow list it is allowed
+//     unless blocked.
 //   - A TLS connection without a server name, or HTTP without a Host, is
-//     refused when the policy has an allow list.
-//   - Opaque TCP goes to its original destination only if the resolver
-//     handed that address to this sandbox, in the last five minutes, for a
-//     name the policy still allows (with no allow list: any address not
-//     blocked).
+//     refused when the policy has an allow list, unless an address entry
+//     covers its original destination.
+//   - Opaque TCP goes to its original destination only if an address
+//     entry covers it, or the resolver handed that address to this
+//     sandbox, in the last five minutes, for a name the policy still
+//     allows (with no allow list: any address not blocked).
+//   - A name the allow list does not name, where the list has address
+//     entries (an address or a CIDR prefix), is resolved and reaches only
+//     its addresses those entries cover, and the resolver answers it with
+//     only those; a plain HTTP connection so opened is relayed only while
+//     its upstream's address stays covered.
+//
+// No address entry opens a never-reachable address.
 //
 // Every decision is an Event in the sandbox's Log. A policy change applies
 // to new connections and DNS queries, and to the next request on an HTTP

@@ -14,7 +14,8 @@ var ErrInvalidAllow = errors.New("invalid allow entry")
 // Allows reports whether the policy lets the sandbox reach name. The name
 // is compared in lower case without a trailing dot. A wildcard
 // "*.example.org" matches every name under example.org, not example.org
-// itself.
+// itself. Address entries of the list match no name: they are checked
+// against the addresses a connection goes to (AllowsAddr).
 func (p Policy) Allows(name string) bool {
 	if !p.Internet {
 		return false
@@ -27,11 +28,54 @@ func (p Policy) Allows(name string) bool {
 		return true
 	}
 	for _, pattern := range p.Allow {
-		if matchHost(pattern, name) {
+		if _, isAddr := allowPrefix(pattern); !isAddr && matchHost(pattern, name) {
 			return true
 		}
 	}
 	return false
+}
+
+// AllowsAddr reports whether an address entry of the allow list (an
+// address or a CIDR prefix) covers addr. With no allow list every address
+// is allowed; the addresses that are never reachable (Blocklist) are
+// refused before the policy is asked, whatever it says.
+func (p Policy) AllowsAddr(addr netip.Addr) bool {
+	if !p.Internet {
+		return false
+	}
+	if len(p.Allow) == 0 {
+		return true
+	}
+	addr = addr.Unmap()
+	for _, e := range p.Allow {
+		if pfx, ok := allowPrefix(e); ok && pfx.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasAddrs reports whether the allow list has address entries.
+func (p Policy) hasAddrs() bool {
+	for _, e := range p.Allow {
+		if _, ok := allowPrefix(e); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// allowPrefix is an address entry of an allow list as a prefix: "1.2.3.4"
+// as 1.2.3.4/32, "10.1.0.0/16" as itself (host bits cleared). A name is
+// not an address entry.
+func allowPrefix(entry string) (netip.Prefix, bool) {
+	if pfx, err := netip.ParsePrefix(entry); err == nil {
+		return pfx.Masked(), true
+	}
+	if a, err := netip.ParseAddr(entry); err == nil && a.Zone() == "" {
+		return netip.PrefixFrom(a, a.BitLen()), true
+	}
+	return netip.Prefix{}, false
 }
 
 // restricted reports whether the policy names its hosts, so that IP
@@ -53,9 +97,11 @@ func normalize(name string) string {
 	return strings.TrimSuffix(strings.ToLower(name), ".")
 }
 
-// ValidateAllow checks an allow list: host names only, a wildcard only as
-// a leading "*.", no IP literals (in any form, dotted, decimal or IPv6), no
-// ports.
+// ValidateAllow checks an allow list: host names, a wildcard only as a
+// leading "*.", no ports; or addresses and CIDR prefixes, written as
+// netip writes them (dotted IPv4, IPv6 but not IPv4-mapped), so that every
+// other numeric form (decimal, octal, hex, "127.1") stays refused rather
+// than read two ways.
 func ValidateAllow(allow []string) error {
 	for _, entry := range allow {
 		if err := validateAllowEntry(entry); err != nil {
@@ -66,6 +112,12 @@ func ValidateAllow(allow []string) error {
 }
 
 func validateAllowEntry(entry string) error {
+	if pfx, ok := allowPrefix(entry); ok {
+		if pfx.Addr().Is4In6() {
+			return errors.New("write an IPv4-mapped address in its IPv4 form")
+		}
+		return nil
+	}
 	name := normalize(entry)
 	if rest, ok := strings.CutPrefix(name, "*."); ok {
 		name = rest
@@ -76,7 +128,7 @@ func validateAllowEntry(entry string) error {
 	case strings.Contains(name, "*"):
 		return errors.New("a wildcard is allowed only as a leading \"*.\"")
 	case isIPLiteral(name):
-		return errors.New("IP literals are not allowed, only host names")
+		return errors.New("an address is written in dotted IPv4 or IPv6 form, a prefix as address/bits")
 	case strings.Contains(name, ":"):
 		return errors.New("no ports: the entry covers every port")
 	}

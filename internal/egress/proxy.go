@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 )
 
@@ -299,7 +300,7 @@ func (p *Proxy) decide(ctx context.Context, sb Sandbox, s sniffed, dst netip.Add
 		switch {
 		case p.blocked.Blocked(dst.Addr()):
 			return nil, "", "blocked address"
-		case !pol.restricted():
+		case !pol.restricted(), pol.AllowsAddr(dst.Addr()):
 			return []netip.Addr{dst.Addr().Unmap()}, "", ""
 		case s.proto == tlsProto:
 			return nil, "", "no server name"
@@ -314,14 +315,15 @@ func (p *Proxy) decide(ctx context.Context, sb Sandbox, s sniffed, dst netip.Add
 		return nil, "", "address not resolved for an allowed name"
 	}
 	if isIPLiteral(name) {
-		if pol.restricted() {
-			return nil, name, "IP literal with an allow list"
-		}
 		lit, err := netip.ParseAddr(name)
-		if err != nil {
+		switch {
+		case err != nil && pol.restricted():
+			return nil, name, "IP literal with an allow list"
+		case err != nil:
 			return nil, name, "numeric host name"
-		}
-		if p.blocked.Blocked(lit) {
+		case pol.restricted() && !pol.AllowsAddr(lit):
+			return nil, name, "IP literal not in the allow list"
+		case p.blocked.Blocked(lit):
 			return nil, name, "blocked address"
 		}
 		return []netip.Addr{lit.Unmap()}, name, ""
@@ -329,7 +331,8 @@ func (p *Proxy) decide(ctx context.Context, sb Sandbox, s sniffed, dst netip.Add
 	if err := checkHostname(name); err != nil {
 		return nil, name, "bad name: " + err.Error()
 	}
-	if !pol.Allows(name) {
+	byName := pol.Allows(name)
+	if !byName && !pol.hasAddrs() {
 		return nil, name, "name not allowed"
 	}
 	addrs, err := p.resolver.Lookup(ctx, name)
@@ -338,6 +341,14 @@ func (p *Proxy) decide(ctx context.Context, sb Sandbox, s sniffed, dst netip.Add
 			return nil, name, "no usable address"
 		}
 		return nil, name, "not resolved"
+	}
+	if !byName {
+		// A name the list does not name reaches only the addresses of
+		// it that an address entry covers.
+		addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool { return !pol.AllowsAddr(a) })
+		if len(addrs) == 0 {
+			return nil, name, "name not allowed"
+		}
 	}
 	return addrs, name, ""
 }

@@ -130,9 +130,9 @@ func (r *relay) check(hosts []string, req *http.Request) (string, []Secret, stri
 		return host, nil, "Host differs from the connection's first request"
 	case sb.Policy.restricted() && host == "":
 		return host, nil, "no Host"
-	case sb.Policy.restricted() && isIPLiteral(host):
-		return host, nil, "IP literal with an allow list"
-	case host != "" && !isIPLiteral(host) && !sb.Policy.Allows(host):
+	case sb.Policy.restricted() && isIPLiteral(host) && !literalAllowed(sb.Policy, host):
+		return host, nil, "IP literal not in the allow list"
+	case host != "" && !isIPLiteral(host) && !sb.Policy.Allows(host) && !r.upstreamAllowed(sb.Policy):
 		return host, nil, "name not allowed"
 	}
 	if !r.terminated {
@@ -143,6 +143,29 @@ func (r *relay) check(hosts []string, req *http.Request) (string, []Secret, stri
 		return host, nil, "secrets unavailable"
 	}
 	return host, bound, ""
+}
+
+// literalAllowed reports whether an IP literal host is an address the
+// policy's address entries cover (numeric forms other than netip's never
+// are).
+func literalAllowed(pol Policy, host string) bool {
+	a, err := netip.ParseAddr(host)
+	return err == nil && pol.AllowsAddr(a)
+}
+
+// upstreamAllowed reports whether the connection's upstream is an address
+// the policy's address entries cover: a name the list does not name is
+// relayed only while the address it reached stays allowed. Before the
+// upstream is dialed (TLS termination dials at the first request) the
+// decision that routed the connection stands: it kept only such addresses.
+func (r *relay) upstreamAllowed(pol Policy) bool {
+	if !pol.hasAddrs() {
+		return false
+	}
+	if r.up == nil {
+		return true
+	}
+	return pol.AllowsAddr(addrOf(r.up.RemoteAddr()))
 }
 
 // roundTrip forwards one request and relays its responses. On a

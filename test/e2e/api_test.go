@@ -46,7 +46,7 @@ func TestAPIErrors(t *testing.T) {
 		{"a template name of the wrong shape", s.Key, "POST", "/v1/sandboxes", `{"template":"Ubuntu Latest"}`, 400, "invalid_request"},
 		{"NUL in env", s.Key, "POST", "/v1/sandboxes", `{"env":{"A":"x\u0000y"}}`, 400, "invalid_request"},
 		{"an allow list without internet", s.Key, "POST", "/v1/sandboxes", `{"network":{"allow":["a.example.test"]}}`, 400, "invalid_request"},
-		{"an IP literal in the allow list", s.Key, "POST", "/v1/sandboxes", `{"network":{"internet":true,"allow":["198.18.0.1"]}}`, 400, "invalid_request"},
+		{"an address with a port in the allow list", s.Key, "POST", "/v1/sandboxes", `{"network":{"internet":true,"allow":["198.18.0.1:80"]}}`, 400, "invalid_request"},
 		{"lease could cost more than max_cost_micros", s.Key, "POST", "/v1/sandboxes", `{"max_cost_micros":5}`, 402, "max_cost_exceeded"},
 		{"negative max_cost_micros", s.Key, "POST", "/v1/sandboxes", `{"max_cost_micros":-1}`, 400, "invalid_request"},
 		{"oversize body", s.Key, "POST", "/v1/sandboxes", big, 413, "payload_too_large"},

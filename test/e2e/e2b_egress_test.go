@@ -95,6 +95,23 @@ func e2bSandbox(t *testing.T, py string, s *testenv.Server, e2bURL string, u *up
 	return a
 }
 
+// expectReached checks that the first commands got the answers that
+// start with want, in order, and that none of the others up to command
+// upTo (excluded) reached an upstream.
+func (a e2bAnswer) expectReached(t *testing.T, upTo int, want ...string) {
+	t.Helper()
+	for i, w := range want {
+		if got := a.Runs[i]; got.Exit != 0 || !strings.HasPrefix(got.Stdout, w) {
+			t.Errorf("command %d in the E2B sandbox: %+v, want %q", i, got, w)
+		}
+	}
+	for i := len(want); i < upTo; i++ {
+		if a.Runs[i].Exit == 0 && strings.Contains(a.Runs[i].Stdout, "hello from") {
+			t.Errorf("command %d reached what allow_out does not allow: %+v", i, a.Runs[i])
+		}
+	}
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -139,16 +156,7 @@ func TestE2BEgressAndSecrets(t *testing.T) {
 			e2bCurl+`-D - -H "Authorization: Bearer $OPENAI_API_KEY" https://api.openai.test/echo`,
 			e2bCurl+`-H "Authorization: Bearer $OPENAI_API_KEY" http://api.openai.test/echo`,
 		)
-		for i, want := range []string{"hello from allowed.example.test over https", "hello from allowed.example.test over http"} {
-			if got := a.Runs[i]; got.Exit != 0 || !strings.HasPrefix(got.Stdout, want) {
-				t.Errorf("command %d in the E2B sandbox: %+v, want %q", i, got, want)
-			}
-		}
-		for i := 2; i <= 4; i++ {
-			if a.Runs[i].Exit == 0 && strings.Contains(a.Runs[i].Stdout, "hello from") {
-				t.Errorf("command %d reached a name outside allow_out: %+v", i, a.Runs[i])
-			}
-		}
+		a.expectReached(t, 5, "hello from allowed.example.test over https", "hello from allowed.example.test over http")
 		settle()
 		if got := u.requestsSince(m, at(upAllowed)); len(got) != 2 {
 			t.Errorf("allowed.example.test got %d requests, want 2: %+v", len(got), got)
@@ -198,6 +206,28 @@ func TestE2BEgressAndSecrets(t *testing.T) {
 			t.Errorf("the sandbox through withruntime's API: %d %s", st, data)
 		}
 		(&box{r: r, ID: a.ID}).expectEvent(t, 0, "denied.example.test", "refused", "name not allowed")
+	})
+
+	t.Run("allow_out an address and a CIDR with deny_out 0.0.0.0/0: the addresses they cover, by literal or by name", func(t *testing.T) {
+		m := u.mark()
+		// 198.18.77.0/30 covers upAllowed (.2) and upWild (.3), not upDenied.
+		a := e2bSandbox(t, py, s, e2bURL, u, map[string]any{
+			"network": map[string]any{"allow_out": []string{upAllowed, "198.18.77.0/30"}, "deny_out": []string{"0.0.0.0/0"}},
+		},
+			e2bCurl+"http://"+upAllowed+"/",
+			e2bCurl+"http://a.wild.example.test/",
+			e2bCurl+"http://"+upDenied+"/",
+			e2bCurl+"http://denied.example.test/",
+		)
+		a.expectReached(t, 4, "hello from "+upAllowed+" over http", "hello from a.wild.example.test over http")
+		settle()
+		if got := u.arrivalsSince(m, "", upDenied); len(got) != 0 {
+			t.Errorf("upDenied was reached: %+v", got)
+		}
+		st, data := r.call(t, "GET", "/v1/sandboxes/"+a.ID, nil)
+		if st != 200 || !bytes.Contains(data, []byte(`"allow":["`+upAllowed+`","198.18.77.0/30"]`)) {
+			t.Errorf("the sandbox through withruntime's API: %d %s", st, data)
+		}
 	})
 
 	t.Run("allow_internet_access=False: nothing at all", func(t *testing.T) {

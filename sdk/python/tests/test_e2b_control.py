@@ -108,7 +108,7 @@ def test_unsupported_options_are_refused_by_name(e2b_env: dict[str, str], live_s
     before = {s.id for s in withruntime.Sandbox.list(**live_server)}
     for kwargs, name in (
         ({"network": {"deny_out": ["10.0.0.0/8"]}}, "denyOut"),
-        ({"network": {"allow_out": ["1.2.3.4"], "deny_out": ["0.0.0.0/0"]}}, "allowOut"),
+        ({"network": {"allow_out": ["1.2.3.4"], "deny_out": ["0.0.0.0/0", "8.8.8.8"]}}, "denyOut"),
         ({"lifecycle": {"on_timeout": "pause", "auto_resume": True}}, "autoResume"),
         ({"mcp": {"github": {}}}, "mcp"),
     ):
@@ -124,6 +124,8 @@ def test_network_options_map_onto_the_policy(e2b_env: dict[str, str], ours: Any)
         ({"network": {"deny_out": ["0.0.0.0/0"]}}, {"internet": False}),
         ({"network": {"allow_out": ["example.org", "*.example.com"], "deny_out": ["0.0.0.0/0"]}},
          {"internet": True, "allow": ["example.org", "*.example.com"]}),
+        ({"network": {"allow_out": ["1.1.1.1", "8.8.8.0/24", "example.org"], "deny_out": ["0.0.0.0/0"]}},
+         {"internet": True, "allow": ["1.1.1.1", "8.8.8.0/24", "example.org"]}),
         ({"allow_internet_access": True}, {"internet": True}),
     ):
         sbx = e2b.Sandbox.create(timeout=60, **kwargs)
@@ -323,3 +325,24 @@ def test_out_of_scope_routes_say_what_is_unsupported(e2b_env: dict[str, str]) ->
             urllib.request.urlopen(req, timeout=10)
         body = json.loads(exc.value.read())
         assert exc.value.code == 501 and body["code"] == 501 and feature in body["message"], (path, body)
+
+
+def test_update_network_replaces_the_policy_of_a_live_sandbox(e2b_env: dict[str, str], ours: Any) -> None:
+    # E2B: update_network replaces the egress rules; fields left out are
+    # cleared, so an empty update opens the internet again.
+    sbx = e2b.Sandbox.create(timeout=60)
+    try:
+        sbx.update_network({"allow_out": ["1.1.1.1", "10.1.0.0/16"], "deny_out": ["0.0.0.0/0"]})
+        net = ours(sbx.sandbox_id).info().network
+        assert net["internet"] is True and net["allow"] == ["1.1.1.1", "10.1.0.0/16"]
+        sbx.update_network({"deny_out": ["0.0.0.0/0"]})
+        assert ours(sbx.sandbox_id).info().network["internet"] is False
+        sbx.update_network({})
+        net = ours(sbx.sandbox_id).info().network
+        assert net["internet"] is True and not net.get("allow")
+        with pytest.raises(e2b.SandboxException) as exc:
+            sbx.update_network({"deny_out": ["8.8.8.8"]})
+        assert "400" in str(exc.value) and "denyOut" in str(exc.value)
+        assert ours(sbx.sandbox_id).info().network["internet"] is True, "a refused update changed the policy"
+    finally:
+        sbx.kill()

@@ -411,7 +411,7 @@ def test_api_error_codes() -> None:
     assert (e.code, e.status) == ("invalid_request", 400)
     e = expect_create_error(network={"allow": ["api.openai.com"]}, **SMALL)
     assert (e.code, e.status) == ("invalid_request", 400) and "internet" in e.message
-    e = expect_create_error(network={"internet": True, "allow": ["10.0.0.1"]}, **SMALL)
+    e = expect_create_error(network={"internet": True, "allow": ["2130706433"]}, **SMALL)
     assert (e.code, e.status) == ("invalid_request", 400)
     # A first lease that could cost more than 1 micro-dollar at full CPU.
     e = expect_create_error(max_cost_micros=1, **SMALL)

@@ -1174,11 +1174,12 @@ export interface components {
         /**
          * @description Egress policy. internet false: nothing outside is reachable.
          *     internet true and no allow: every public address. internet true
-         *     and allow: only the names listed, on any port.
+         *     and allow: only what the list names, on any port (never the
+         *     addresses that are never reachable: loopback, private, link-local).
          */
         Network: {
             internet: boolean;
-            /** @description Exact names, and "*.example.org" for every name under example.org (not example.org itself). */
+            /** @description Exact names, "*.example.org" for every name under example.org (not example.org itself), addresses ("1.1.1.1", "2001:db8::1") and CIDR prefixes ("10.1.0.0/16") for connections to the addresses they cover, whatever name they use. */
             allow?: string[];
         };
         /** @description One connection or DNS query of a sandbox, allowed or refused. */
