@@ -11,7 +11,7 @@
  */
 
 export { Sandbox, sandboxInfoOf } from "./sandbox.js";
-export type { CreateOptions, EgressEvent, ListOptions, NetworkPolicy, SandboxInfo } from "./sandbox.js";
+export type { CreateOptions, EgressEvent, ListOptions, MetricsOptions, NetworkPolicy, SandboxInfo, SandboxMetric } from "./sandbox.js";
 export { Template, templateInfoOf } from "./template.js";
 export type { BuildNetwork, BuildOptions, TemplateDefaults, TemplateInfo } from "./template.js";
 export { Process, WaitTimeoutError, OUTPUT_LIMIT } from "./process.js";

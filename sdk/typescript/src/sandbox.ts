@@ -20,6 +20,7 @@ import { type ClientOptions, Transport } from "./transport.js";
 
 type SandboxWire = components["schemas"]["Sandbox"];
 type EgressWire = components["schemas"]["EgressEvent"];
+type MetricWire = components["schemas"]["SandboxMetric"];
 
 // Stopping a sandbox that already ended is not a failure of the stop.
 const ALREADY_GONE = new Set(["not_found", "conflict", "lease_ended"]);
@@ -83,6 +84,53 @@ export interface EgressEvent {
   address: string;
   port: number;
   reason: string;
+}
+
+/** One sample of a sandbox's resource use (the API's SandboxMetric), taken
+ * every 5 seconds while it runs. `cpuUsedPct` is the share of its `cpuCount`
+ * CPUs used since the sample before (0 to 100); memory and disk are used and
+ * total bytes; `netRxBytes` and `netTxBytes` count every byte received and
+ * sent since it started. Memory, disk and network are what the sandbox's
+ * own kernel reports: for watching, never for billing. */
+export interface SandboxMetric {
+  timestamp?: Date;
+  cpuCount: number;
+  cpuUsedPct: number;
+  memUsedBytes: number;
+  memTotalBytes: number;
+  diskUsedBytes: number;
+  diskTotalBytes: number;
+  netRxBytes: number;
+  netTxBytes: number;
+}
+
+/** The bounds of `getMetrics`: Dates, or Unix seconds; absent: open. */
+export interface MetricsOptions {
+  start?: Date | number;
+  end?: Date | number;
+}
+
+function metricsBound(v: Date | number | undefined, name: string): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  const d = typeof v === "number" ? new Date(v * 1000) : v;
+  if (!(d instanceof Date) || Number.isNaN(d.getTime())) {
+    throw new TypeError(`${name}: want a Date or Unix seconds, not ${String(v)}`);
+  }
+  return d.toISOString();
+}
+
+function sandboxMetricOf(m: MetricWire): SandboxMetric {
+  return {
+    timestamp: parseTime(m?.timestamp),
+    cpuCount: m?.cpu_count ?? 0,
+    cpuUsedPct: m?.cpu_used_pct ?? 0,
+    memUsedBytes: m?.mem_used_bytes ?? 0,
+    memTotalBytes: m?.mem_total_bytes ?? 0,
+    diskUsedBytes: m?.disk_used_bytes ?? 0,
+    diskTotalBytes: m?.disk_total_bytes ?? 0,
+    netRxBytes: m?.net_rx_bytes ?? 0,
+    netTxBytes: m?.net_tx_bytes ?? 0,
+  };
 }
 
 export function sandboxInfoOf(d: SandboxWire): SandboxInfo {
@@ -321,6 +369,16 @@ export class Sandbox {
       port: e.port ?? 0,
       reason: e.reason ?? "",
     }));
+  }
+
+  /** The sandbox's resource samples (CPU, memory, disk, network), taken
+   * every 5 seconds while it runs, oldest first; `start` and `end` (Dates or
+   * Unix seconds) bound them, absent ones leave that side open. An ended
+   * sandbox has none. As E2B's `getMetrics`. */
+  async getMetrics(opts: MetricsOptions = {}): Promise<SandboxMetric[]> {
+    const query = { start: metricsBound(opts.start, "start"), end: metricsBound(opts.end, "end") };
+    const d = await this.#t.json<components["schemas"]["SandboxMetrics"]>("GET", `/sandboxes/${this.id}/metrics`, { query });
+    return (d?.metrics ?? []).map(sandboxMetricOf);
   }
 
   /** Where the sandbox's `port` is reached over HTTP, without a scheme, as
