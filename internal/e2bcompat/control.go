@@ -43,7 +43,7 @@ func init() {
 		mux.HandleFunc("POST /sandboxes/{id}/refreshes", s.withKey(s.refresh))
 		mux.HandleFunc("POST /sandboxes/{id}/pause", s.withKey(s.pause))
 		mux.HandleFunc("PUT /sandboxes/{id}/network", s.withKey(s.updateNetwork))
-		mux.HandleFunc("GET /sandboxes/{id}/metrics", s.withKey(s.metrics))
+		mux.HandleFunc("GET /sandboxes/{id}/metrics", s.withKey(s.sandboxMetrics))
 		for pattern, feature := range unsupportedRoutes {
 			mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 				writeE2BError(w, http.StatusNotImplemented, feature+" is not supported by withruntime's E2B API")

@@ -182,7 +182,6 @@ func TestControlLifecycle(t *testing.T) {
 		{"GET", "/sandboxes/sbx0", ``, 200, `"state":"paused"`},
 		{"POST", "/sandboxes/sbx0/pause", `{}`, 409, `already paused`},
 		{"POST", "/v2/sandboxes/sbx0/connect", `{"timeout":60}`, 201, `"sandboxID":"sbx0"`},
-		{"GET", "/sandboxes/sbx0/metrics", ``, 501, `metrics`},
 		{"DELETE", "/sandboxes/sbx0", ``, 204, ``},
 		{"DELETE", "/sandboxes/sbx0", ``, 404, `ended`},
 		{"GET", "/sandboxes/sbx0", ``, 404, `"code":404`},

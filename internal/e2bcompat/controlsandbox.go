@@ -288,14 +288,3 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request, c *client
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
-
-// metrics is GET /sandboxes/{id}/metrics. withruntime measures CPU time
-// and memory size over a sandbox's life, not the samples of use E2B
-// answers (CPU percent, memory and disk used): it says so rather than
-// make them up.
-func (s *Server) metrics(w http.ResponseWriter, r *http.Request, c *client.Client, _ string) error {
-	if _, err := s.live(r, c, r.PathValue("id")); err != nil {
-		return err
-	}
-	return &Error{Status: http.StatusNotImplemented, Message: "sandbox metrics are not supported by withruntime's E2B API: its own API reports each sandbox's usage (GET /v1/sandboxes/{id}: usage)"}
-}
