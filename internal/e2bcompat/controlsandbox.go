@@ -194,20 +194,34 @@ type timeoutRequest struct {
 }
 
 // setTimeout is POST /sandboxes/{id}/timeout: the lease ends timeout from
-// now, sooner or later than it did.
+// now, sooner or later than it did. E2B's timeout 0 expires the sandbox
+// now: what its lease's end does (a pause under on_timeout "pause", else
+// the end) happens at once, as E2B's clients use it to force an
+// auto-pause.
 func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, c *client.Client, _ string) error {
 	var tr timeoutRequest
 	if err := decodeBody(r, &tr); err != nil {
 		return err
 	}
-	if tr.Timeout == nil || *tr.Timeout <= 0 {
-		return &Error{Status: http.StatusBadRequest, Message: "timeout must be a positive number of seconds"}
+	if tr.Timeout == nil || *tr.Timeout < 0 {
+		return &Error{Status: http.StatusBadRequest, Message: "timeout must be a number of seconds, 0 or more"}
 	}
 	id := r.PathValue("id")
-	if _, err := s.live(r, c, id); err != nil {
+	sb, err := s.live(r, c, id)
+	if err != nil {
 		return err
 	}
-	if _, err := c.SetSandboxTimeout(r.Context(), id, *tr.Timeout); err != nil {
+	switch {
+	case *tr.Timeout > 0:
+		_, err = c.SetSandboxTimeout(r.Context(), id, *tr.Timeout)
+	case sb.State == "paused":
+		// Expired already: its lease's end has happened.
+	case sb.OnLeaseEnd == "pause":
+		_, err = c.PauseSandbox(r.Context(), id)
+	default:
+		_, err = c.StopSandbox(r.Context(), id)
+	}
+	if err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -217,6 +217,34 @@ def test_set_timeout_extends_and_shortens(e2b_env: dict[str, str], ours: Any) ->
         e2b.Sandbox.set_timeout(sbx.sandbox_id, 60)
 
 
+def test_set_timeout_zero_expires_now(e2b_env: dict[str, str], ours: Any) -> None:
+    # E2B: the timeout counts from now, so 0 expires the sandbox at once and
+    # its on_timeout action happens: a pause (memory kept, connect resumes)
+    # or the end.
+    sbx = e2b.Sandbox.create(timeout=300, lifecycle={"on_timeout": "pause"})
+    try:
+        sbx.commands.run("echo kept > /tmp/mark")
+        sbx.set_timeout(0)
+        assert not sbx.is_running()
+        assert ours(sbx.sandbox_id).info().state == "paused"
+        back = e2b.Sandbox.connect(sbx.sandbox_id, timeout=60)
+        assert back.commands.run("cat /tmp/mark").stdout == "kept\n"
+    finally:
+        sbx.kill()
+    gone = e2b.Sandbox.create(timeout=300)
+    gone.set_timeout(0)
+    assert ours(gone.sandbox_id).info().state == "ended"
+    with pytest.raises(e2b.SandboxNotFoundException):
+        gone.get_info()
+    neg = e2b.Sandbox.create(timeout=60)
+    try:
+        with pytest.raises(e2b.SandboxException) as exc:
+            neg.set_timeout(-1)
+        assert "400" in str(exc.value) and neg.is_running()
+    finally:
+        neg.kill()
+
+
 def test_connect_running_keeps_the_longer_lease(e2b_env: dict[str, str], ours: Any) -> None:
     sbx = e2b.Sandbox.create(timeout=900)
     try:
