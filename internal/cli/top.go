@@ -26,7 +26,8 @@ terminal it redraws the screen; otherwise it prints one line per refresh:
 
   TIME cpu=PCT% cpus=N mem=USED/TOTAL disk=USED/TOTAL rx=RATE/s tx=RATE/s age=D
 
--n N stops after N refreshes (as top's -n); without it, Ctrl-C stops. --json
+-n N stops after N refreshes (as top's -n); without it, Ctrl-C stops, and the
+sandbox's end (exit 1, saying so). --json
 prints the samples instead, one JSON object a line (the API's SandboxMetric):
 every sample kept at the first refresh, then each new one. The figures for
 memory, disk and network come from inside the sandbox: they are for watching,
@@ -120,6 +121,18 @@ func (t *topView) fetch(ctx context.Context, first bool) ([]api.SandboxMetric, e
 				fresh = append(fresh, m)
 				m := m
 				t.prev, t.last = t.last, &m
+			}
+		}
+		if len(fresh) == 0 && !first {
+			// Nothing new: a sandbox that ended gets no more samples
+			// (and keeps none), so top ends with it; a paused one says so.
+			sbx, err := t.c.GetSandbox(ctx, t.id)
+			if err != nil {
+				return nil, err
+			}
+			t.sbx = sbx
+			if sbx.State == "ended" {
+				return nil, fmt.Errorf("sandbox %s has ended (%s)", t.id, dash(sbx.EndReason))
 			}
 		}
 		if t.last != nil || !first {

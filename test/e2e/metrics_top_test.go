@@ -206,4 +206,32 @@ func TestSandboxTop(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
+	// A sandbox that ends ends its top, which says so.
+	t.Run("ended", func(t *testing.T) {
+		cmd := exec.Command(testenv.CLI(t), "sandbox", "top", sb.ID)
+		cmd.Env = env
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		time.Sleep(2 * time.Second)
+		if _, err := c.StopSandbox(t.Context(), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("top went on after the sandbox ended: %s", out.String())
+		}
+		if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(errb.String(), "has ended (stopped)") {
+			t.Errorf("top of an ended sandbox: exit %d, stderr %q; want 1 saying it ended", code, errb.String())
+		}
+		if n := strings.Count(out.String(), "\n"); n < 1 {
+			t.Errorf("top printed %d lines before the end, want one at least", n)
+		}
+	})
 }
