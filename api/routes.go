@@ -58,6 +58,10 @@ package api
 //	GET    /v1/keys                              ?account= (admin) -> KeyList (never secrets)
 //	DELETE /v1/keys/{kid}                        -> 204 (the key stops working at once)
 //	GET    /v1/usage                             ?account= (admin) &key=&from=&to= -> Usage
+//	POST   /v1/webhooks                          CreateWebhookRequest -> 201 Webhook with its secret (shown once)
+//	GET    /v1/webhooks                          -> WebhookList (never secrets; each with its latest deliveries)
+//	DELETE /v1/webhooks/{id}                     -> 204
+//	GET    /v1/audit                             ?since=RFC3339&limit=N -> AuditLog (admin key only)
 //	POST   /v1/trial                             no key; only with serve --allow-trial; rate-limited per client address -> 201 Trial
 //	POST   /v1/mcp                               MCP's streamable HTTP transport (stateless): the tools of "withruntime mcp", acting as the key
 //

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -94,13 +95,20 @@ func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 	}
 	e.fake.add("sbx-1", "acct1", sandbox.StateRunning)
 	e.fake.add("sbx-admin", "admin", sandbox.StateRunning)
+	if err := st.PutWebhook(t.Context(), &store.Webhook{ID: testWebhookID, Account: "acct1", URL: "https://hooks.example.test/", Events: []string{api.EventSandboxCreated}, Secret: "whsec_AAAA", CreatedAt: time.Now()}, 0); err != nil {
+		t.Fatal(err)
+	}
 
 	cfg := Config{
 		Sandboxes: e.fake,
 		Store:     st,
 		Secrets:   vault,
 		Templates: &fakeTemplates{},
-		Logger:    slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Hooks:     st,
+		// Every URL: the checks are internal/webhooks' (webhooks_test.go
+		// holds the routes to using one).
+		CheckWebhookURL: func(context.Context, string) error { return nil },
+		Logger:          slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -163,7 +171,8 @@ func errorOf(t *testing.T, resp *http.Response) api.ErrorDetail {
 // concrete fills a route pattern with ids of sandbox sbx-1 and of the
 // spare key.
 func concrete(pattern string) string {
-	p := strings.ReplaceAll(pattern, "{id}", "sbx-1")
+	p := strings.ReplaceAll(pattern, api.Version+"/webhooks/{id}", api.Version+"/webhooks/"+testWebhookID)
+	p = strings.ReplaceAll(p, "{id}", "sbx-1")
 	p = strings.ReplaceAll(p, "{pid}", "42")
 	p = strings.ReplaceAll(p, "{kid}", spareKeyID)
 	p = strings.ReplaceAll(p, "{name}", testSecretName)
@@ -177,6 +186,9 @@ func concrete(pattern string) string {
 	}
 	return p
 }
+
+// testWebhookID is acct1's webhook that newEnv registers.
+const testWebhookID = "wh_test"
 
 // bodyFor is a valid body for a route.
 func bodyFor(rt Route) io.Reader {
@@ -195,6 +207,8 @@ func bodyFor(rt Route) io.Reader {
 		return strings.NewReader(`{"timeout_seconds":60}`)
 	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/sandboxes":
 		return strings.NewReader(`{}`)
+	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/webhooks":
+		return strings.NewReader(`{"url":"https://hooks.example.test/","events":["sandbox.created"]}`)
 	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/accounts":
 		return strings.NewReader(`{"name":"acct-` + randomHex()[:8] + `"}`)
 	case rt.Method == http.MethodPut && strings.HasSuffix(rt.Pattern, "/previews"):

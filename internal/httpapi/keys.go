@@ -29,6 +29,7 @@ func (s *server) createKey(w http.ResponseWriter, r *http.Request, c caller) err
 	}
 	v := keyView(k)
 	v.Secret = secret
+	infoFrom(r.Context()).target = k.ID
 	writeJSON(w, http.StatusCreated, v)
 	return nil
 }

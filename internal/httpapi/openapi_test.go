@@ -277,6 +277,12 @@ var schemaTypes = map[string]any{
 	"CodeEvent":            api.CodeEvent{},
 	"CodeResult":           api.CodeResult{},
 	"CodeException":        api.CodeException{},
+	"CreateWebhookRequest": api.CreateWebhookRequest{},
+	"Webhook":              api.Webhook{},
+	"WebhookDelivery":      api.WebhookDelivery{},
+	"WebhookList":          api.WebhookList{},
+	"AuditEntry":           api.AuditEntry{},
+	"AuditLog":             api.AuditLog{},
 }
 
 // schemasWithoutType are described in openapi.yaml with no struct of their

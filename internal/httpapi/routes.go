@@ -101,6 +101,10 @@ func Routes() []Route {
 		{Method: http.MethodGet, Pattern: api.Version + "/keys", handler: (*server).listKeys},
 		{Method: http.MethodDelete, Pattern: api.Version + "/keys/{kid}", Mutating: true, handler: (*server).deleteKey},
 		{Method: http.MethodGet, Pattern: api.Version + "/usage", handler: (*server).usage},
+		{Method: http.MethodPost, Pattern: api.Version + "/webhooks", Mutating: true, handler: (*server).createWebhook},
+		{Method: http.MethodGet, Pattern: api.Version + "/webhooks", handler: (*server).listWebhooks},
+		{Method: http.MethodDelete, Pattern: api.Version + "/webhooks/{id}", Mutating: true, handler: (*server).deleteWebhook},
+		{Method: http.MethodGet, Pattern: api.Version + "/audit", Admin: true, handler: (*server).listAudit},
 		{Method: http.MethodPost, Pattern: api.Version + "/trial", Public: true, Mutating: true, handler: (*server).trial},
 
 		// Not mutating: its tools call the routes above in-process, with

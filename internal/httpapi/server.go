@@ -71,6 +71,12 @@ type Config struct {
 	// is the port its URLs name (0: none, the scheme's own).
 	PreviewDomain string
 	PreviewPort   int
+	// Hooks keeps the webhooks and the audit log (webhooks.go); nil: their
+	// routes answer not_supported and no change is audited.
+	Hooks Hooks
+	// CheckWebhookURL refuses a webhook URL the server must not deliver to
+	// (internal/webhooks.Checker); nil: no webhook may be registered.
+	CheckWebhookURL func(ctx context.Context, url string) error
 	// Observe, when set, hears of every request once it is answered: its
 	// route (the table's "METHOD PATTERN", "preview" for a preview URL,
 	// "none" for no route), status and duration. No id, key or account:
@@ -185,6 +191,9 @@ type reqInfo struct {
 	path string
 	// route is the route that served the request (Config.Observe).
 	route string
+	// target, when set, is what the audit entry of the request names
+	// (a key the request made); else its path's id or name (audit.go).
+	target string
 }
 
 type infoKey struct{}
@@ -307,7 +316,9 @@ func (s *server) route(rt Route) http.Handler {
 		if err := rt.handler(s, w, r, c); err != nil {
 			// A stalled body is the cause, whatever its reader made of it.
 			writeError(w, r, cmp.Or(admission.StalledBody(r.Context()), err))
+			return
 		}
+		s.audit(w, r, rt, c)
 	})
 }
 

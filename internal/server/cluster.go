@@ -48,6 +48,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	var u undo.List
 	defer u.Run(&retErr)
 	u.Add(func() { st.Close() })
+	hooks := newHookService(cfg, st)
 	key, made, err := clusterAdminKey(ctx, st, dataDir)
 	if err != nil {
 		return nil, err
@@ -89,6 +90,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	}
 	apiHandler := httpapi.NewServer(httpapi.Config{
 		Sandboxes: ctl, Store: st, Logger: cfg.Logger, Secrets: vault, Observe: apiObserver(metrics),
+		Hooks: st, CheckWebhookURL: hooks.checkURL,
 		DefaultConcurrency: ctl.DefaultConcurrency(), Trial: cfg.Trial,
 		AgentMemory: cfg.agentBudget(),
 		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,
@@ -119,6 +121,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	detectCtx, cancel := context.WithCancel(context.Background())
 	go func() { <-s.stop; cancel() }()
 	go ctl.RunDetector(detectCtx)
+	hooks.run(s.stop)
 	go ca.RunIssuer(detectCtx, st, issueEvery, cfg.Logger)
 	go func() { s.done <- s.http.Serve(l) }()
 	go idle.run(s.stop)

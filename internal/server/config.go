@@ -90,6 +90,10 @@ type Config struct {
 	// test upstreams, an operator's internal services. Never the host's
 	// own addresses or loopback.
 	EgressPermit []netip.Prefix
+	// WebhookPermit are prefixes webhooks may be delivered to although
+	// they are loopback, link-local, private and the like (serve
+	// --webhook-permit): an operator's own receivers, or a test's.
+	WebhookPermit []netip.Prefix
 	// EgressMaxConns is how many proxied connections one sandbox holds at
 	// once (serve --egress-max-conns), EgressMaxConnsAccount all of one
 	// account's sandboxes (--egress-max-conns-account; 0: four times
@@ -205,6 +209,11 @@ func (c *Config) Validate() error {
 	for _, p := range c.EgressPermit {
 		if err := egress.CheckPermit(p); err != nil {
 			return fmt.Errorf("--egress-permit: %w", err)
+		}
+	}
+	for _, p := range c.WebhookPermit {
+		if !p.IsValid() || p != p.Masked() {
+			return fmt.Errorf("--webhook-permit %s: want a CIDR without host bits", p)
 		}
 	}
 	switch {

@@ -31,6 +31,7 @@ import (
 	"github.com/withruntime/withruntime/internal/secrets"
 	"github.com/withruntime/withruntime/internal/store"
 	"github.com/withruntime/withruntime/internal/undo"
+	"github.com/withruntime/withruntime/internal/webhooks"
 )
 
 // The node RPC ends a lost node's shared checkpoints through this optional
@@ -178,7 +179,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 		return nil, err
 	}
 	u.Add(func() { tracing(context.WithoutCancel(ctx)) })
-	mgr, egr, err := startHost(ctx, cfg.Config, dataDir, st, vault, bcfg)
+	// The node's sandbox changes append the webhooks' events; the API
+	// servers deliver them (they poll the shared store).
+	mgr, egr, err := startHost(ctx, cfg.Config, dataDir, webhooks.Record(st, cfg.Logger, nil), vault, bcfg)
 	if err != nil {
 		return nil, err
 	}

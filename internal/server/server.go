@@ -82,6 +82,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	var u undo.List
 	defer u.Run(&retErr)
 	u.Add(func() { st.Close() })
+	hooks := newHookService(cfg, st)
 	key, made, err := adminKey(ctx, st, dataDir)
 	if err != nil {
 		return nil, err
@@ -98,7 +99,10 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		return nil, err
 	}
 	u.Add(func() { tracing(context.WithoutCancel(ctx)) })
-	layers, lib, err := openTemplates(cfg, dataDir, st)
+	// What the manager and the template builds write appends the
+	// webhooks' events.
+	recorded := hooks.record(cfg, st)
+	layers, lib, err := openTemplates(cfg, dataDir, recorded)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +112,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		metrics = promexport.New()
 		cfg.Manager.Observer = metrics
 	}
-	mgr, egr, err := startHost(ctx, cfg, dataDir, st, vault, sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir, Layers: layers})
+	mgr, egr, err := startHost(ctx, cfg, dataDir, recorded, vault, sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir, Layers: layers})
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +149,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		AgentMemory: cfg.agentBudget(),
 		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,
 		PreviewSecret: pv.secret, PreviewDomain: cfg.PreviewDomain, PreviewPort: pv.port,
-		Observe: apiObserver(metrics),
+		Observe: apiObserver(metrics), Hooks: st, CheckWebhookURL: hooks.checkURL,
 	})
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
@@ -181,6 +185,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	go func() { s.done <- s.http.Serve(l) }()
 	go idle.run(s.stop)
 	go collectTemplates(lib, s.stop)
+	hooks.run(s.stop)
 	s.supervise()
 	cfg.Logger.Info("serving", "url", s.URL, "data_dir", dataDir, "backend", cfg.Backend)
 	if s.e2b != nil {

@@ -1031,6 +1031,82 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's webhooks, without secrets, with their latest deliveries. */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Register a URL that hears the account's lifecycle events.
+         * @description Each event (sandbox.created, sandbox.paused, sandbox.resumed,
+         *     sandbox.ended with end_reason and cost_micros, template.built) of
+         *     the caller's account that the webhook names is POSTed to url as
+         *     JSON {id, type, created_at, data}, at least once, in order, with
+         *     retries and backoff, signed the Standard Webhooks way: headers
+         *     webhook-id (the same on every retry), webhook-timestamp (Unix
+         *     seconds) and webhook-signature "v1," and the base64 HMAC-SHA256 of
+         *     "id.timestamp.body" keyed by the base64 after "whsec_" of the
+         *     secret. The secret is shown in this answer only. url is http or
+         *     https, and neither it nor any address its host resolves to may be
+         *     loopback, link-local, metadata, private, CGNAT, unspecified or
+         *     multicast unless the operator permits it (serve --webhook-permit);
+         *     it is checked again at each delivery. An account holds at most 20
+         *     webhooks (403 forbidden).
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a webhook; nothing more is sent to it. */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The audit log of every account (admin key only).
+         * @description One entry per change made through the API (sandboxes created,
+         *     stopped, paused, resumed, extended, their network policy set;
+         *     templates built, imported, deleted, published; secrets set or
+         *     removed, by name; accounts made; keys minted or revoked; webhooks
+         *     added or removed): who (the key's id and account), what, when and
+         *     from which client address. Entries are kept 90 days.
+         */
+        get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/trial": {
         parameters: {
             query?: never;
@@ -1216,6 +1292,54 @@ export interface components {
         };
         SecretList: {
             secrets: components["schemas"]["SecretInfo"][];
+        };
+        CreateWebhookRequest: {
+            url: string;
+            events: ("sandbox.created" | "sandbox.paused" | "sandbox.resumed" | "sandbox.ended" | "template.built")[];
+        };
+        Webhook: {
+            id: string;
+            url: string;
+            events: string[];
+            /** @description whsec_ and base64; only in the answer of the creation. */
+            secret?: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description The latest deliveries, newest first (GET /v1/webhooks only). */
+            deliveries?: components["schemas"]["WebhookDelivery"][];
+        };
+        WebhookDelivery: {
+            /** @description The delivery's webhook-id header. */
+            event_id: string;
+            event_type: string;
+            /** @description The id of the sandbox or template the event is about. */
+            subject: string;
+            /** @enum {string} */
+            status: "delivered" | "failed";
+            attempts: number;
+            http_code?: number;
+            error?: string;
+            /** Format: date-time */
+            at: string;
+        };
+        WebhookList: {
+            webhooks: components["schemas"]["Webhook"][];
+        };
+        AuditEntry: {
+            /** Format: int64 */
+            seq: number;
+            /** Format: date-time */
+            at: string;
+            account: string;
+            key_id: string;
+            /** @description sandbox.create, sandbox.stop, key.create, key.revoke, secret.set, ... */
+            action: string;
+            target?: string;
+            /** @description The client's address. */
+            remote?: string;
+        };
+        AuditLog: {
+            entries: components["schemas"]["AuditEntry"][];
         };
         Template: {
             /** @description tpl_ and 16 hex digits. */
@@ -3731,6 +3855,114 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhooks, oldest first; each with its last 10 deliveries, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateWebhookRequest"];
+            };
+        };
+        responses: {
+            /** @description The webhook, with its secret (shown once). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's id (wh_ and 16 hex digits). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listAudit: {
+        parameters: {
+            query?: {
+                /** @description Only entries made at or after this time (RFC 3339). */
+                since?: string;
+                /** @description At most this many entries, oldest first (1 to 1000; 100 by default). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The entries, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditLog"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["NotSupported"];
             default: components["responses"]["Error"];
         };
     };
