@@ -69,3 +69,13 @@ func TestSign(t *testing.T) {
 		t.Error("Sign took a secret that is not base64")
 	}
 }
+
+// TestSignVector pins one signature: sdk/python/tests/test_webhook_verify.py
+// checks the docs' verification snippet against the same vector, so the
+// snippet and the server agree.
+func TestSignVector(t *testing.T) {
+	got, err := Sign("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "evt_1", time.Unix(1700000000, 0), []byte(`{"type":"sandbox.created"}`))
+	if want := "v1,emQol+O3w9E3+SNBfGK3kW0WOckDpI1JPvdscfvI6kQ="; err != nil || got != want {
+		t.Fatalf("Sign = %q, %v; want %q", got, err, want)
+	}
+}
