@@ -49,6 +49,7 @@ var serveFlags = []flagSpec{
 	{Name: "e2b-listen", Type: "string", Usage: "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY"},
 	{Name: "e2b-internet", Type: "bool", Usage: "give a sandbox created through --e2b-listen without network options the internet, as E2B does (false: such a sandbox has none until its create allows it)", DefValue: "true", NoOptDefVal: "true"},
 	{Name: "e2b-domain", Type: "string", Usage: "route Host <port>-<id>.`DOMAIN` on --e2b-listen to sandboxes (older E2B clients; needs wildcard DNS and a wildcard TLS certificate in front)"},
+	{Name: "webhook-permit", Type: "func", Usage: "a `CIDR` webhooks may be delivered to although it is loopback, link-local, private or the like (repeatable): an operator's own receivers"},
 	{Name: "metrics-listen", Type: "string", Usage: "serve Prometheus metrics at GET /metrics on `ADDRESS` (off by default; keep it off the public network: it tells how busy the host is)"},
 	{Name: "preview-listen", Type: "string", Usage: "serve the preview URLs' host form, <port>-<id>.DOMAIN, on `ADDRESS` too (and nothing else there); DOMAIN is --preview-domain, localhost without it"},
 	{Name: "preview-domain", Type: "string", Usage: "serve the preview URLs' host form <port>-<id>.`DOMAIN` (on the API's address, and on --preview-listen): needs wildcard DNS for DOMAIN, except localhost, whose names resolve to loopback"},

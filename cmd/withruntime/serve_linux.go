@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -54,6 +55,14 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.StringVar(&cfg.E2BListen, "e2b-listen", "", "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY")
 	e2bInternet := fs.Bool("e2b-internet", true, "give a sandbox created through --e2b-listen without network options the internet, as E2B does (false: such a sandbox has none until its create allows it)")
 	fs.StringVar(&cfg.E2BDomain, "e2b-domain", "", "route Host <port>-<id>.`DOMAIN` on --e2b-listen to sandboxes (older E2B clients; needs wildcard DNS and a wildcard TLS certificate in front)")
+	fs.Func("webhook-permit", "a `CIDR` webhooks may be delivered to although it is loopback, link-local, private or the like (repeatable): an operator's own receivers", func(v string) error {
+		p, err := netip.ParsePrefix(v)
+		if err != nil || p != p.Masked() {
+			return fmt.Errorf("webhook permit %q: want a CIDR without host bits, such as 10.1.0.0/16", v)
+		}
+		cfg.WebhookPermit = append(cfg.WebhookPermit, p)
+		return nil
+	})
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at GET /metrics on `ADDRESS` (off by default; keep it off the public network: it tells how busy the host is)")
 	fs.StringVar(&cfg.PreviewListen, "preview-listen", "", "serve the preview URLs' host form, <port>-<id>.DOMAIN, on `ADDRESS` too (and nothing else there); DOMAIN is --preview-domain, localhost without it")
 	fs.StringVar(&cfg.PreviewDomain, "preview-domain", "", "serve the preview URLs' host form <port>-<id>.`DOMAIN` (on the API's address, and on --preview-listen): needs wildcard DNS for DOMAIN, except localhost, whose names resolve to loopback")

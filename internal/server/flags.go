@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -78,14 +77,6 @@ func (c *Config) egressFlags(fs *pflag.FlagSet) {
 			return err
 		}
 		c.EgressPermit = append(c.EgressPermit, p)
-		return nil
-	})
-	fs.Func("webhook-permit", "a `CIDR` webhooks may be delivered to although it is loopback, link-local, private or the like (repeatable): an operator's own receivers", func(v string) error {
-		p, err := netip.ParsePrefix(v)
-		if err != nil || p != p.Masked() {
-			return fmt.Errorf("webhook permit %q: want a CIDR without host bits, such as 10.1.0.0/16", v)
-		}
-		c.WebhookPermit = append(c.WebhookPermit, p)
 		return nil
 	})
 	fs.IntVar(&c.EgressMaxConns, "egress-max-conns", egress.DefaultMaxConns, "proxied connections one sandbox may hold open at once; more are refused and logged")
