@@ -203,3 +203,20 @@ func TestWebhooks(t *testing.T) {
 		t.Errorf("audit log %v, want %v", actions, wantAudit)
 	}
 }
+
+// TestWebhookURLRefused: without --webhook-permit, a webhook aimed at
+// loopback (by address or by a name resolving there) or at the metadata
+// address is refused at registration.
+func TestWebhookURLRefused(t *testing.T) {
+	s := testenv.StartServer(t)
+	for _, u := range []string{"http://127.0.0.1:8080/hook", "http://localhost:8080/hook", "http://169.254.169.254/latest/meta-data/", "http://[::1]/"} {
+		status, data := call(t, s, s.Key, "POST", "/v1/webhooks", strings.NewReader(`{"url":"`+u+`","events":["sandbox.ended"]}`))
+		if status != 400 || !strings.Contains(string(data), "invalid_request") {
+			t.Errorf("webhook to %s: %d %s, want 400 invalid_request", u, status, data)
+		}
+	}
+	status, data := call(t, s, s.Key, "GET", "/v1/webhooks", nil)
+	if status != 200 || !strings.Contains(string(data), `"webhooks":[]`) {
+		t.Errorf("GET /v1/webhooks: %d %s, want none", status, data)
+	}
+}
