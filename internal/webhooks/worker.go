@@ -22,6 +22,7 @@ import (
 // Store is what the worker reads and writes of internal/store.
 type Store interface {
 	ListEvents(ctx context.Context, account string, after int64, limit int) ([]store.Event, error)
+	LastEventSeq(ctx context.Context) (int64, error)
 	ListWebhooks(ctx context.Context, account string) ([]store.Webhook, error)
 	GetWebhook(ctx context.Context, id string) (*store.Webhook, error)
 	AdvanceWebhook(ctx context.Context, id string, seq int64, d *store.Delivery) error
@@ -223,10 +224,18 @@ func (w *Worker) loop(ctx context.Context, id string, wake chan struct{}) {
 }
 
 // drain delivers a batch of h's events after its cursor, and reports
-// whether there may be more.
+// whether there may be more. When the batch was the last, the cursor moves
+// on to the last event of any account seen before it was read: every
+// event up to that one was visible then (the log's Seq order is its commit
+// order), so none of h's is skipped, and the next drain does not read the
+// other accounts' events again.
 func (w *Worker) drain(ctx context.Context, h *store.Webhook) (bool, error) {
+	last, err := w.cfg.Store.LastEventSeq(ctx)
+	if err != nil {
+		return false, err
+	}
 	events, err := w.cfg.Store.ListEvents(ctx, h.Account, h.Cursor, batch)
-	if err != nil || len(events) == 0 {
+	if err != nil {
 		return false, err
 	}
 	for _, e := range events {
@@ -244,7 +253,13 @@ func (w *Worker) drain(ctx context.Context, h *store.Webhook) (bool, error) {
 			return false, err
 		}
 	}
-	return len(events) == batch, nil
+	if len(events) == batch {
+		return true, nil
+	}
+	if last > h.Cursor && (len(events) == 0 || last > events[len(events)-1].Seq) {
+		return false, w.cfg.Store.AdvanceWebhook(ctx, h.ID, last, nil)
+	}
+	return false, nil
 }
 
 // Payload is the body of a delivery.

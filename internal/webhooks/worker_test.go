@@ -151,6 +151,19 @@ func TestDeliveryOrderRetries(t *testing.T) {
 			t.Errorf("delivery %+v: want delivered after 3 tries", d)
 		}
 	}
+	// Another account's events move the cursor past them, unsent.
+	other := &store.Event{Account: "other", Type: SandboxCreated, Subject: "sb8"}
+	if err := st.AppendEvent(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	w.Kick()
+	waitFor(t, "the cursor past another account's event", func() bool {
+		h, err := base.GetWebhook(ctx, "wh1")
+		return err == nil && h.Cursor == other.Seq
+	})
+	if n := len(rc.received()); n != 8 {
+		t.Errorf("%d deliveries, want still 8", n)
+	}
 }
 
 // TestDeliveryFailsThenGoesOn: a message refused more often than
