@@ -72,4 +72,3 @@ func TestDialRefused(t *testing.T) {
 		t.Fatalf("dial of loopback: %v, want refused by the checker", err)
 	}
 }
-

@@ -127,19 +127,38 @@ func (w *Worker) Kick() {
 	}
 }
 
-// Run delivers until ctx ends.
+// Run delivers until ctx ends. Only the process holding the
+// installation-wide lock "webhooks" delivers, so that the API servers of
+// many hosts on one store do not each send every event; the others wait
+// to take it over. (One lock, not one per webhook: a lock holds a store
+// connection while it is held.)
 func (w *Worker) Run(ctx context.Context) {
+	var unlock func()
+	defer func() {
+		if unlock != nil {
+			unlock()
+		}
+	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	t := time.NewTicker(w.cfg.Poll)
 	defer t.Stop()
 	lastPrune := time.Time{}
 	for {
-		if time.Since(lastPrune) > pruneEvery {
-			lastPrune = time.Now()
-			w.prune(ctx)
+		if unlock == nil {
+			if u, ok, err := w.cfg.Store.TryLock(ctx, "webhooks"); err == nil && ok {
+				unlock = u
+			} else if err != nil && ctx.Err() == nil {
+				w.cfg.Log.Warn("taking the webhooks' lock", "error", err)
+			}
 		}
-		w.sync(ctx, &wg)
+		if unlock != nil {
+			if time.Since(lastPrune) > pruneEvery {
+				lastPrune = time.Now()
+				w.prune(ctx)
+			}
+			w.sync(ctx, &wg)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -191,15 +210,8 @@ func (w *Worker) sync(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// loop delivers webhook id's events while it exists. Only the process
-// holding the webhook's lock delivers, so that many API servers on one
-// store do not each send every event.
+// loop delivers webhook id's events while it exists.
 func (w *Worker) loop(ctx context.Context, id string, wake chan struct{}) {
-	unlock, ok, err := w.cfg.Store.TryLock(ctx, "webhook:"+id)
-	if err != nil || !ok {
-		return // another process delivers it; sync tries again later
-	}
-	defer unlock()
 	for {
 		h, err := w.cfg.Store.GetWebhook(ctx, id)
 		if err != nil {
