@@ -69,7 +69,9 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 		return nil, err
 	}
 	ctl, err := cluster.New(cluster.Config{
-		Store: st, Authority: ca, Logger: cfg.Logger, DetectInterval: cfg.DetectInterval,
+		// What the control plane writes (a lost node's sandboxes ended)
+		// appends the webhooks' events too.
+		Store: hooks.record(cfg, st), Authority: ca, Logger: cfg.Logger, DetectInterval: cfg.DetectInterval,
 		DefaultVCPUs: cfg.Manager.DefaultVCPUs, DefaultMemoryMiB: cfg.Manager.DefaultMemoryMiB,
 		DefaultDiskMiB: cfg.Manager.DiskMiB, DefaultConcurrency: cfg.Manager.DefaultConcurrency,
 	})
