@@ -220,3 +220,53 @@ func TestWebhookURLRefused(t *testing.T) {
 		t.Errorf("GET /v1/webhooks: %d %s, want none", status, data)
 	}
 }
+
+// TestWebhookTemplateBuilt: a template made (here by a snapshot) is
+// announced as template.built, with its name and tag.
+func TestWebhookTemplateBuilt(t *testing.T) {
+	s := testenv.StartServer(t, "--webhook-permit", "127.0.0.0/8")
+	var mu sync.Mutex
+	var got []map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p map[string]any
+		json.NewDecoder(r.Body).Decode(&p)
+		mu.Lock()
+		got = append(got, p)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	status, data := call(t, s, s.Key, "POST", "/v1/webhooks", strings.NewReader(`{"url":"`+srv.URL+`","events":["template.built"]}`))
+	if status != 201 {
+		t.Fatalf("POST /v1/webhooks: %d %s", status, data)
+	}
+	status, data = call(t, s, s.Key, "POST", "/v1/sandboxes", strings.NewReader(`{"vcpus":1,"memory_mib":512}`))
+	var sb api.Sandbox
+	if status != 201 || json.Unmarshal(data, &sb) != nil {
+		t.Fatalf("create: %d %s", status, data)
+	}
+	status, data = call(t, s, s.Key, "POST", "/v1/sandboxes/"+sb.ID+"/snapshot", strings.NewReader(`{"template":"hooked:v1"}`))
+	var tpl api.Template
+	if status != 201 || json.Unmarshal(data, &tpl) != nil {
+		t.Fatalf("snapshot: %d %s", status, data)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no template.built delivery")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	d, _ := got[0]["data"].(map[string]any)
+	if len(got) != 1 || got[0]["type"] != "template.built" || d["template_id"] != tpl.ID || d["name"] != "hooked" || d["tag"] != "v1" {
+		t.Fatalf("deliveries %v, want one template.built of %s (hooked:v1)", got, tpl.ID)
+	}
+}
