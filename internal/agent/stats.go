@@ -3,6 +3,7 @@ package agent
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"net/http"
 	"os"
 	"runtime"
@@ -52,28 +53,10 @@ func readProc(path string) []byte {
 	}
 	defer f.Close()
 	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(&limited{f, statsFileMax}); err != nil {
+	if _, err := buf.ReadFrom(io.LimitReader(f, statsFileMax)); err != nil {
 		return nil
 	}
 	return buf.Bytes()
-}
-
-// limited reads at most n bytes of r.
-type limited struct {
-	r interface{ Read([]byte) (int, error) }
-	n int
-}
-
-func (l *limited) Read(p []byte) (int, error) {
-	if l.n <= 0 {
-		return 0, os.ErrClosed
-	}
-	if len(p) > l.n {
-		p = p[:l.n]
-	}
-	n, err := l.r.Read(p)
-	l.n -= n
-	return n, err
 }
 
 // userHz is the unit of /proc/stat's times (USER_HZ, 100 on Linux and
