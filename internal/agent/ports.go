@@ -57,8 +57,6 @@ func (p *portConns) release() {
 	p.mu.Unlock()
 }
 
-var ports portConns
-
 func (s *Server) handlePortConnect(w http.ResponseWriter, r *http.Request) error {
 	port, err := strconv.Atoi(r.PathValue("port"))
 	if err != nil || port < 1 || port > 65535 {
@@ -67,10 +65,10 @@ func (s *Server) handlePortConnect(w http.ResponseWriter, r *http.Request) error
 	if r.Header.Get("Upgrade") != PortUpgrade {
 		return invalidf("GET /ports/{port}/connect needs Upgrade: %s", PortUpgrade)
 	}
-	if !ports.acquire() {
+	if !s.ports.acquire() {
 		return conflictf("%d port connections are open, the most there may be", maxPortConns)
 	}
-	defer ports.release()
+	defer s.ports.release()
 	conn, err := dialLoopback(r.Context(), port)
 	if err != nil {
 		var re *reqError

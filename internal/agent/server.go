@@ -72,6 +72,9 @@ type Server struct {
 
 	envMu  sync.RWMutex
 	ownEnv map[string]string // set by PUT /env, over cfg.BaseEnv
+
+	// ports counts the port connections open (ports.go).
+	ports portConns
 }
 
 var _ http.Handler = (*Server)(nil)
