@@ -71,6 +71,32 @@ func (m *Manager) SetNetwork(ctx context.Context, account, id string, n sandbox.
 	if err != nil {
 		return nil, err
 	}
+	rec, err := m.changeKept(ctx, account, id, "change the network of", func(e *entry, rec *sandbox.Record) error {
+		if rec.State == sandbox.StateRunning && e.inst != nil {
+			if m.backend().Supports(sandbox.CapNetwork) {
+				if err := m.backend().SetOnline(id, policy.Internet); err != nil {
+					return err
+				}
+			}
+			m.mu.Lock()
+			e.network = policy
+			m.mu.Unlock()
+		}
+		rec.Spec.Network = policy
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.log.info(id, "network policy changed", "internet", policy.Internet, "allow", len(policy.Allow))
+	return rec, nil
+}
+
+// changeKept applies change to the record of a running or paused sandbox
+// of this node, under its lock, and writes it: what a change of its
+// settings (network, previews) shares. op says what is refused ("change
+// the network of").
+func (m *Manager) changeKept(ctx context.Context, account, id, op string, change func(e *entry, rec *sandbox.Record) error) (*sandbox.Record, error) {
 	if err := m.serving(); err != nil {
 		return nil, err
 	}
@@ -81,29 +107,20 @@ func (m *Manager) SetNetwork(ctx context.Context, account, id string, n sandbox.
 		return nil, err
 	}
 	if rec.State != sandbox.StateRunning && rec.State != sandbox.StatePaused {
-		return nil, stateError(rec, "change the network of")
+		return nil, stateError(rec, op)
 	}
 	if !m.ownsRecord(rec) {
-		return nil, elsewhere(rec, "change the network of")
+		return nil, elsewhere(rec, op)
 	}
-	if rec.State == sandbox.StateRunning && e.inst != nil {
-		if m.backend().Supports(sandbox.CapNetwork) {
-			if err := m.backend().SetOnline(id, policy.Internet); err != nil {
-				return nil, err
-			}
-		}
-		m.mu.Lock()
-		e.network = policy
-		m.mu.Unlock()
+	if err := change(e, rec); err != nil {
+		return nil, err
 	}
-	rec.Spec.Network = policy
 	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		if stale(err) {
 			return nil, m.dropStale(ctx, e, rec)
 		}
 		return nil, err
 	}
-	m.log.info(id, "network policy changed", "internet", policy.Internet, "allow", len(policy.Allow))
 	return rec, nil
 }
 

@@ -11,34 +11,19 @@ import (
 func (m *Manager) SetPreview(ctx context.Context, account, id string, change func(*sandbox.Preview) error) (out *sandbox.Record, err error) {
 	ctx, span := m.startOp(ctx, "set_preview", account, id)
 	defer span.end(&out, &err)
-	if err := m.serving(); err != nil {
-		return nil, err
-	}
-	e := m.lock(id)
-	defer e.mu.Unlock()
-	rec, err := m.get(ctx, account, id)
-	if err != nil {
-		return nil, err
-	}
-	if rec.State != sandbox.StateRunning && rec.State != sandbox.StatePaused {
-		return nil, stateError(rec, "change the previews of")
-	}
-	if !m.ownsRecord(rec) {
-		return nil, elsewhere(rec, "change the previews of")
-	}
 	var p sandbox.Preview
-	if rec.Preview != nil {
-		p = *rec.Preview
-		p.PublicPorts = append([]int(nil), p.PublicPorts...)
-	}
-	if err := change(&p); err != nil {
-		return nil, err
-	}
-	rec.Preview = &p
-	if err := m.cfg.Store.PutSandbox(ctx, rec); err != nil {
-		if stale(err) {
-			return nil, m.dropStale(ctx, e, rec)
+	rec, err := m.changeKept(ctx, account, id, "change the previews of", func(_ *entry, rec *sandbox.Record) error {
+		if rec.Preview != nil {
+			p = *rec.Preview
+			p.PublicPorts = append([]int(nil), p.PublicPorts...)
 		}
+		if err := change(&p); err != nil {
+			return err
+		}
+		rec.Preview = &p
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	m.log.info(id, "preview settings changed", "public_ports", p.PublicPorts, "generation", p.Generation)
