@@ -110,6 +110,7 @@ func (s *Server) routes() {
 	s.handle("PUT /env", s.handleEnvPut)
 	s.handle("GET /ports/{port}/connect", s.handlePortConnect)
 	s.handle("GET /stats", s.handleStats)
+	s.handle("POST /reseed", s.handleReseed)
 	s.handle("POST /code", s.handleCode)
 	s.handle("POST /contexts", s.handleContextCreate)
 	s.handle("GET /contexts", s.handleContextList)

@@ -13,12 +13,13 @@ import (
 type Capability string
 
 const (
-	CapMeter   Capability = "meter"   // Meter
-	CapWarm    Capability = "warm"    // Warmer
-	CapNetwork Capability = "network" // Networked
-	CapFreeze  Capability = "freeze"  // Freezer
-	CapDigest  Capability = "digest"  // CheckpointDigester
-	CapExport  Capability = "export"  // RootExporter
+	CapMeter    Capability = "meter"    // Meter
+	CapWarm     Capability = "warm"     // Warmer
+	CapNetwork  Capability = "network"  // Networked
+	CapFreeze   Capability = "freeze"   // Freezer
+	CapDigest   Capability = "digest"   // CheckpointDigester
+	CapExport   Capability = "export"   // RootExporter
+	CapSnapshot Capability = "snapshot" // Snapshotter
 )
 
 // Adapter is a Backend with every optional capability as a method, so
@@ -35,6 +36,7 @@ type Adapter struct {
 	freeze Freezer
 	digest CheckpointDigester
 	export RootExporter
+	snap   Snapshotter
 }
 
 // Adapt wraps b in an Adapter; an Adapter is returned as it is.
@@ -49,6 +51,7 @@ func Adapt(b Backend) *Adapter {
 	a.freeze, _ = b.(Freezer)
 	a.digest, _ = b.(CheckpointDigester)
 	a.export, _ = b.(RootExporter)
+	a.snap, _ = b.(Snapshotter)
 	return a
 }
 
@@ -70,6 +73,8 @@ func (a *Adapter) Supports(c Capability) bool {
 		return a.digest != nil
 	case CapExport:
 		return a.export != nil
+	case CapSnapshot:
+		return a.snap != nil
 	}
 	return false
 }
@@ -197,3 +202,21 @@ var (
 	_ RootExporter       = (*Adapter)(nil)
 	_ io.Closer          = (*Adapter)(nil)
 )
+
+// Snapshot fails with KindNotSupported on a backend that is no
+// Snapshotter.
+func (a *Adapter) Snapshot(ctx context.Context, id, dir string) error {
+	if a.snap == nil {
+		return a.unsupported("snapshot a running sandbox")
+	}
+	return a.snap.Snapshot(ctx, id, dir)
+}
+
+// StartSnapshot fails with KindNotSupported on a backend that is no
+// Snapshotter.
+func (a *Adapter) StartSnapshot(ctx context.Context, id string, spec Spec, dir string) (Instance, error) {
+	if a.snap == nil {
+		return nil, a.unsupported("start a sandbox from a snapshot")
+	}
+	return a.snap.StartSnapshot(ctx, id, spec, dir)
+}

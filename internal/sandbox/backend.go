@@ -136,6 +136,24 @@ type RootExporter interface {
 	ExportRoot(ctx context.Context, id string, w io.Writer) error
 }
 
+// Snapshotter is the optional capability of a backend to save a running
+// sandbox whole (memory, processes, disk) while it keeps running, and to
+// start new sandboxes from what it saved: a snapshot, or a fork. What it
+// writes is the backend's own format; the caller keeps the directory and
+// never reads it.
+type Snapshotter interface {
+	// Snapshot writes sandbox id's state into dir, an empty directory of
+	// the caller's, and lets the sandbox go on (its processes stop for the
+	// time of the save).
+	Snapshot(ctx context.Context, id, dir string) error
+	// StartSnapshot starts sandbox id from the snapshot in dir, which it
+	// leaves as it is (one snapshot starts many sandboxes). spec is the
+	// new sandbox's: the snapshot's size and image, with its own network
+	// policy and lease. The new sandbox gets an identity of its own
+	// (SnapshotReseeds).
+	StartSnapshot(ctx context.Context, id string, spec Spec, dir string) (Instance, error)
+}
+
 // Freezer is the optional capability of a backend to stop a live
 // sandbox's processes where they are and let them go on later, without a
 // checkpoint: a node that cannot reach the store freezes what it runs, so

@@ -235,6 +235,22 @@ func (m *Multi) ExportRoot(ctx context.Context, id string, w io.Writer) error {
 	return b.ExportRoot(ctx, id, w)
 }
 
+func (m *Multi) Snapshot(ctx context.Context, id, dir string) error {
+	b, err := m.ownerOrNotFound(id)
+	if err != nil {
+		return err
+	}
+	return b.Snapshot(ctx, id, dir)
+}
+
+func (m *Multi) StartSnapshot(ctx context.Context, id string, spec Spec, dir string) (Instance, error) {
+	b, err := m.pick(id, spec)
+	if err != nil {
+		return nil, err
+	}
+	return b.StartSnapshot(ctx, id, spec, dir)
+}
+
 func (m *Multi) CheckpointDigest(id string) string {
 	if b := m.ownerOf(id); b != nil {
 		return b.CheckpointDigest(id)

@@ -54,7 +54,7 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	err := inst.link.dir.ClearResume()
 	if err == nil {
 		sctx, cancel := context.WithTimeout(ctx, suspendWait)
-		err = inst.link.host.Suspend(sctx)
+		err = inst.link.listener().Suspend(sctx)
 		cancel()
 	}
 	inst.link.close()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,9 +70,13 @@ func (b *Backend) prepare(id string, p paths, spec sandbox.Spec, warm bool) (_ *
 }
 
 // link is the host's end of a sandbox's agent channel: the directory the
-// sandbox sees read-only at sockMountDir, and the listener in it.
+// sandbox sees read-only at sockMountDir, and the listener in it. A
+// snapshot suspends the agent, which closes the listener; relisten puts a
+// new one in its place while the sandbox runs on, so host is guarded.
 type link struct {
-	dir  *agentlink.Dir
+	dir *agentlink.Dir
+
+	mu   sync.Mutex
 	host *agentlink.Host
 }
 
@@ -90,8 +95,29 @@ func listen(p paths) (*link, error) {
 }
 
 func (l *link) close() {
-	l.host.Close()
+	l.listener().Close()
 	l.dir.Close()
+}
+
+// listener is the link's listener now.
+func (l *link) listener() *agentlink.Host {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.host
+}
+
+// relisten replaces the link's closed listener with a new one.
+func (l *link) relisten() error {
+	h, err := l.dir.Listen()
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	old := l.host
+	l.host = h
+	l.mu.Unlock()
+	old.Close()
+	return nil
 }
 
 // connect waits until the agent answers on its link, then watches the
@@ -101,7 +127,7 @@ func (b *Backend) connect(ctx context.Context, id string, p paths, ln *link, spe
 	inst := &instance{id: id, link: ln, done: make(chan struct{})}
 	rctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	if err := ln.host.Ready(rctx); err != nil {
+	if err := ln.listener().Ready(rctx); err != nil {
 		return nil, err
 	}
 	pid, err := readPid(p.pidFile)
@@ -162,7 +188,7 @@ var _ sandbox.Instance = (*instance)(nil)
 // DialAgent hands out a connection the agent opened to this sandbox's own
 // listener; nothing is dialed by name.
 func (i *instance) DialAgent(ctx context.Context) (net.Conn, error) {
-	return i.link.host.Dial(ctx)
+	return i.link.listener().Dial(ctx)
 }
 
 func (i *instance) Done() <-chan struct{} { return i.done }
