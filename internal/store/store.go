@@ -47,6 +47,8 @@ type Store interface {
 	// Events keeps the event log, the webhooks and the audit log
 	// (events.go).
 	Events
+	// Snapshots keeps the sandboxes' snapshots (snapshots.go).
+	Snapshots
 
 	Close() error
 }
