@@ -41,6 +41,11 @@ package api
 //	PUT    /v1/sandboxes/{id}/network            Network -> Sandbox (the new policy applies to new connections at once)
 //	GET    /v1/sandboxes/{id}/egress             -> EgressLog
 //	POST   /v1/sandboxes/{id}/snapshot           SnapshotRequest -> 201 Template (the sandbox's file system now; it keeps running)
+//	POST   /v1/sandboxes/{id}/snapshots          CreateSnapshotRequest -> 201 Snapshot (memory, processes and disk; the sandbox keeps running)
+//	POST   /v1/sandboxes/{id}/fork               ForkRequest -> 201 ForkResult (count sandboxes started from a snapshot of it, all or none)
+//	GET    /v1/snapshots                         -> SnapshotList (the account's, newest first)
+//	GET    /v1/snapshots/{sid}                   -> Snapshot
+//	DELETE /v1/snapshots/{sid}                   -> 204
 //	GET    /v1/templates                         -> TemplateList (the account's and the public ones)
 //	POST   /v1/templates                         body application/json: a build specification; or application/x-tar: first entry withruntime-build.json (the specification), then the build context -> 202 TemplateBuild
 //	GET    /v1/templates/builds/{id}             -> TemplateBuild (the account's own)

@@ -28,6 +28,10 @@ type CreateSandboxRequest struct {
 	Metadata       map[string]string `json:"metadata,omitempty"`
 	Network        *Network          `json:"network,omitempty"`
 	MaxCostMicros  *int64            `json:"max_cost_micros,omitempty"`
+	// Snapshot starts the sandbox from a snapshot of the account: its
+	// processes go on where they were. Isolation, template, size and disk
+	// are the snapshot's: leave them out.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // Sandbox is a sandbox as the API shows it. Environment values are never

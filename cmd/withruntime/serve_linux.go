@@ -14,6 +14,7 @@ import (
 	"github.com/withruntime/withruntime/internal/accounts"
 	"github.com/withruntime/withruntime/internal/admission"
 	"github.com/withruntime/withruntime/internal/billing"
+	"github.com/withruntime/withruntime/internal/defaults"
 	"github.com/withruntime/withruntime/internal/cluster"
 	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/server"
@@ -50,6 +51,8 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.IntVar(&cfg.MaxKeysPerAccount, "max-keys-per-account", accounts.DefaultMaxKeysPerAccount, "keys an account may hold (409 conflict past it), and keys its keys may make in 24 hours, removed ones counted (429 rate_limited); the admin key is bound by neither")
 	fs.IntVar(&cfg.TemplateQuota.MaxCount, "max-templates", templates.DefaultMaxCount, "templates an account may hold (403 forbidden past it); a template removed while in use no longer counts")
 	templateGiB := fs.Int64("max-template-gib", templates.DefaultMaxBytes>>30, "`GIB` an account's templates may hold in all, each counting its own layers (403 forbidden past it); one snapshot or image may not write more either (413)")
+	fs.DurationVar(&cfg.Manager.SnapshotRetention, "snapshot-retention", defaults.Retention, "how long a snapshot is kept before it is removed (a fork's is removed once its sandboxes run unless it asked to keep it)")
+	storageGiB := fs.Int64("storage-quota-gib", 100, "`GIB` an account's snapshots and volumes may take in all (403 forbidden past it; 0: no bound)")
 	fs.BoolVar(&cfg.PrivateRegistries, "allow-private-registries", false, "let template imports read images from registries at loopback, private and link-local addresses (an own registry on the internal network); without it only public addresses, so a reference cannot make the server call its own network")
 	fs.DurationVar(&cfg.IdleExit, "idle-exit", 0, "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)")
 	fs.StringVar(&cfg.E2BListen, "e2b-listen", "", "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY")
@@ -75,6 +78,7 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 			return 2
 		}
 		cfg.TemplateQuota.MaxBytes = *templateGiB << 30
+		cfg.Manager.StorageQuotaBytes = *storageGiB << 30
 		cfg.E2BNoInternet = !*e2bInternet
 		if *pidFile != "" {
 			f, err := holdPidFile(*pidFile)

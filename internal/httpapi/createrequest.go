@@ -37,6 +37,7 @@ func createRequest(req api.CreateSandboxRequest) (service.CreateRequest, error) 
 		Env:            req.Env,
 		Metadata:       req.Metadata,
 		MaxCostMicros:  req.MaxCostMicros,
+		Snapshot:       req.Snapshot,
 	}
 	if req.Network != nil {
 		out.Network = networkOf(*req.Network)

@@ -178,6 +178,7 @@ func concrete(pattern string) string {
 	p = strings.ReplaceAll(p, "{name}", testSecretName)
 	p = strings.ReplaceAll(p, "{cid}", "default")
 	p = strings.ReplaceAll(p, "{port}", "8000")
+	p = strings.ReplaceAll(p, "{sid}", testSnapshotID)
 	if strings.Contains(p, "/files") || strings.Contains(p, "/archive") {
 		p += "?path=a.txt"
 	}

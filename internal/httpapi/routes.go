@@ -82,6 +82,11 @@ func Routes() []Route {
 		// A WebSocket carrying a TCP connection's bytes both ways.
 		{Method: http.MethodGet, Pattern: sandboxPrefix + "/port-forward/{port}", Mutating: true, handler: (*server).portForward},
 		{Method: http.MethodPost, Pattern: sandboxPrefix + "/snapshot", Mutating: true, handler: (*server).snapshot},
+		{Method: http.MethodPost, Pattern: sandboxPrefix + "/snapshots", Mutating: true, handler: (*server).createSnapshot},
+		{Method: http.MethodPost, Pattern: sandboxPrefix + "/fork", Mutating: true, handler: (*server).fork},
+		{Method: http.MethodGet, Pattern: api.Version + "/snapshots", handler: (*server).listSnapshots},
+		{Method: http.MethodGet, Pattern: api.Version + "/snapshots/{sid}", handler: (*server).getSnapshot},
+		{Method: http.MethodDelete, Pattern: api.Version + "/snapshots/{sid}", Mutating: true, handler: (*server).deleteSnapshot},
 		{Method: http.MethodGet, Pattern: api.Version + "/templates", handler: (*server).listTemplates},
 		{Method: http.MethodPost, Pattern: api.Version + "/templates", Mutating: true, handler: (*server).buildTemplate},
 		{Method: http.MethodGet, Pattern: api.Version + "/templates/builds/{id}", handler: (*server).getBuild},

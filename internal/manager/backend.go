@@ -105,6 +105,17 @@ func (b *backendCalls) ResumeDigest(ctx context.Context, id string, spec sandbox
 	return b.boot(ctx, span, func() (sandbox.Instance, error) { return b.Adapter.ResumeDigest(ctx, id, spec, digest) })
 }
 
+func (b *backendCalls) StartSnapshot(ctx context.Context, id string, spec sandbox.Spec, dir string) (sandbox.Instance, error) {
+	ctx, span := b.span(ctx, "start_snapshot", id)
+	setSpec(span, spec)
+	return b.boot(ctx, span, func() (sandbox.Instance, error) { return b.Adapter.StartSnapshot(ctx, id, spec, dir) })
+}
+
+func (b *backendCalls) Snapshot(ctx context.Context, id, dir string) error {
+	ctx, span := b.span(ctx, "snapshot", id)
+	return ended(span, b.Adapter.Snapshot(ctx, id, dir))
+}
+
 func (b *backendCalls) Attach(ctx context.Context, id string, spec sandbox.Spec) (sandbox.Instance, error) {
 	ctx, span := b.span(ctx, "attach", id)
 	inst, err := b.Adapter.Attach(ctx, id, spec)

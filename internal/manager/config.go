@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/withruntime/withruntime/internal/defaults"
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
 )
 
 // Config is the manager's configuration. Zero values take the defaults.
@@ -112,6 +114,16 @@ type Config struct {
 		Release(id string)
 	}
 
+	// Snapshots keeps the snapshots' records (nil: snapshots and forks
+	// are not offered). SnapshotDir holds their files on this node
+	// (default DataDir/snapshots), SnapshotRetention is how long one is
+	// kept (default defaults.Retention), and StorageQuotaBytes bounds what
+	// an account's snapshots take together (0: no bound).
+	Snapshots         store.Snapshots
+	SnapshotDir       string
+	SnapshotRetention time.Duration
+	StorageQuotaBytes int64
+
 	// MaxConcurrentBoots bounds the boots (starts and resumes, pool
 	// members' included) under way at once; a boot past it waits its turn
 	// as long as its caller does (default DefaultMaxConcurrentBoots).
@@ -146,6 +158,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.Retention == 0 {
 		c.Retention = defaults.Retention
+	}
+	if c.SnapshotRetention == 0 {
+		c.SnapshotRetention = defaults.Retention
+	}
+	if c.SnapshotDir == "" && c.DataDir != "" {
+		c.SnapshotDir = filepath.Join(c.DataDir, "snapshots")
 	}
 	if c.ReapInterval == 0 {
 		c.ReapInterval = time.Second

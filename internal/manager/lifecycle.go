@@ -23,7 +23,13 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req service
 	if err := m.serving(); err != nil {
 		return nil, err
 	}
-	spec, err := m.specFor(ctx, account, req)
+	var spec sandbox.Spec
+	var from *sandbox.Snapshot
+	if req.Snapshot != "" {
+		spec, from, err = m.fromSnapshot(ctx, account, req)
+	} else {
+		spec, err = m.specFor(ctx, account, req)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -37,9 +43,11 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req service
 	defer m.pools.busy()
 	defer m.pools.creating.Add(-1)
 	t := tenant{account: account, trial: acct.TrialSeconds > 0}
-	if rec, ok, err := m.claimPool(ctx, t, keyID, acct.Concurrency, spec); ok {
-		pooled = true
-		return rec, err
+	if from == nil {
+		if rec, ok, err := m.claimPool(ctx, t, keyID, acct.Concurrency, spec); ok {
+			pooled = true
+			return rec, err
+		}
 	}
 	id := newID()
 	e := m.lock(id)
@@ -62,7 +70,7 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req service
 		m.release(e)
 		return nil, err
 	}
-	inst, err := m.backend().Start(ctx, id, spec)
+	inst, err := m.startBackend(ctx, id, spec, from)
 	if err != nil {
 		m.log.warn(id, "starting sandbox", err)
 		// The id is new: whatever the backend made of it is this call's.
@@ -94,7 +102,7 @@ func (m *Manager) Create(ctx context.Context, account, keyID string, req service
 		m.finish(ctx, e, sandbox.EndError, "recording the start failed")
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the sandbox's start could not be recorded; it was stopped")
 	}
-	if err := m.startTemplate(ctx, e, spec); err != nil {
+	if err := m.afterStart(ctx, e, spec, from, len(req.Env) > 0); err != nil {
 		m.log.warn(id, "starting the template's commands", err)
 		m.finish(context.WithoutCancel(ctx), e, sandbox.EndError, "the template's start or ready command failed")
 		return nil, err

@@ -49,6 +49,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		// checkpoint: the reaper tries again.
 		keep[rec.ID] = rec.State != sandbox.StateStarting || resuming(rec)
 	}
+	m.sweepSnapshots(ctx)
 	if err := m.backend().Sweep(ctx, func(id string) bool { return keep[id] }); err != nil {
 		m.cfg.Logger.Warn("sweeping leftovers", "err", err)
 	}
@@ -93,6 +94,7 @@ func (m *Manager) Reap(ctx context.Context) {
 		m.cfg.Logger.Warn("listing sandboxes to reap", "err", err)
 		return
 	}
+	m.expireSnapshots(ctx)
 	now := m.now()
 	for _, r := range recs {
 		if r.State == sandbox.StateStarting {

@@ -219,6 +219,7 @@ func startHost(ctx context.Context, cfg Config, dataDir string, st store.Store, 
 	}
 	mcfg := cfg.Manager
 	mcfg.Backend, mcfg.Store, mcfg.Logger = backend, st, cfg.Logger
+	mcfg.Snapshots = st
 	mcfg.DataDir = dataDir             // disk quotas are admitted against its free space
 	mcfg.AdminAccount = DefaultAccount // not held to AccountHostShare
 	if egr != nil {

@@ -79,6 +79,25 @@ type CreateRequest struct {
 	// (no internet), as an absent one is.
 	Network       sandbox.Network `json:"network,omitzero"`
 	MaxCostMicros *int64          `json:"max_cost_micros,omitempty"`
+	// Snapshot starts the sandbox from a snapshot of the account
+	// (sandbox.Snapshot): its isolation, image and size are the
+	// snapshot's, so the request must not name others.
+	Snapshot string `json:"snapshot,omitempty"`
+}
+
+// Snapshots is what snapshots and forks need of the sandboxes. A
+// Sandboxes without it (the many-host control plane, for now) answers
+// them not_supported.
+type Snapshots interface {
+	// Snapshot saves running sandbox id whole; it keeps running.
+	Snapshot(ctx context.Context, account, id, name string) (*sandbox.Snapshot, error)
+	// Fork is a snapshot of running sandbox id and count sandboxes
+	// started from it, all or none; keep says whether the snapshot is
+	// kept afterwards (else it is removed and nil returned).
+	Fork(ctx context.Context, account, keyID, id string, count int, keep bool) (*sandbox.Snapshot, []*sandbox.Record, error)
+	GetSnapshot(ctx context.Context, account, id string) (*sandbox.Snapshot, error)
+	ListSnapshots(ctx context.Context, account string) ([]*sandbox.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, account, id string) error
 }
 
 // Ports is what preview URLs and port forwards need of the sandboxes. A

@@ -1,0 +1,297 @@
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+	"unicode/utf8"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
+)
+
+var _ service.Snapshots = (*Manager)(nil)
+
+// maxSnapshotName bounds a snapshot's label.
+const maxSnapshotName = 128
+
+// snapshotID is the form of the ids newSnapshotID makes: nothing else is
+// ever a directory name under SnapshotDir.
+var snapshotID = regexp.MustCompile(`^snap_[0-9a-f]{16}$`)
+
+func newSnapshotID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "snap_" + hex.EncodeToString(b[:])
+}
+
+// snapshotsOffered refuses snapshots on a manager without their store or
+// directory, or whose backend cannot take them.
+func (m *Manager) snapshotsOffered() error {
+	if m.cfg.Snapshots == nil || m.cfg.SnapshotDir == "" {
+		return sandbox.Errorf(sandbox.KindNotSupported, "this server keeps no snapshots")
+	}
+	return nil
+}
+
+// Snapshot saves running sandbox id of account whole (memory, processes,
+// disk) under a new snapshot id; the sandbox keeps running. It is held
+// (no stop, pause or other snapshot of it) meanwhile.
+func (m *Manager) Snapshot(ctx context.Context, account, id, name string) (out *sandbox.Snapshot, err error) {
+	ctx, span := m.startOp(ctx, "snapshot", account, id)
+	defer span.end(new(*sandbox.Record), &err)
+	if err := m.snapshotsOffered(); err != nil {
+		return nil, err
+	}
+	if len(name) > maxSnapshotName || !utf8.ValidString(name) {
+		return nil, invalid("a snapshot's name is at most %d bytes of UTF-8", maxSnapshotName)
+	}
+	e, rec, err := m.lockRunning(ctx, account, id, "snapshot")
+	if err != nil {
+		return nil, err
+	}
+	defer e.mu.Unlock()
+	return m.snapshotLocked(ctx, e, rec, name)
+}
+
+// snapshotLocked takes the snapshot; the caller holds e.mu.
+func (m *Manager) snapshotLocked(ctx context.Context, e *entry, rec *sandbox.Record, name string) (*sandbox.Snapshot, error) {
+	if !m.backend().Supports(sandbox.CapSnapshot) {
+		return nil, sandbox.Errorf(sandbox.KindNotSupported, "the %s isolation cannot snapshot a running sandbox", rec.Spec.Isolation)
+	}
+	if err := m.underStorageQuota(ctx, rec.Account, 0); err != nil {
+		return nil, err
+	}
+	snap := &sandbox.Snapshot{
+		ID: newSnapshotID(), Account: rec.Account, Name: name, SandboxID: rec.ID, Spec: rec.Spec,
+		Node: m.cfg.Node, Compat: m.cfg.NodeCompat,
+	}
+	dir := filepath.Join(m.cfg.SnapshotDir, snap.ID)
+	if err := os.MkdirAll(m.cfg.SnapshotDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	err := m.backend().Snapshot(ctx, e.id, dir)
+	snap.FreezeMs = time.Since(began).Milliseconds()
+	if err != nil {
+		os.RemoveAll(dir)
+		m.log.warn(e.id, "taking a snapshot", err)
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "the snapshot could not be taken")
+	}
+	size, err := dirSize(dir)
+	if err == nil {
+		snap.SizeBytes = size
+		err = m.underStorageQuota(ctx, rec.Account, size)
+	}
+	if err == nil {
+		snap.CreatedAt = m.now()
+		snap.ExpiresAt = snap.CreatedAt.Add(m.cfg.SnapshotRetention)
+		err = m.cfg.Snapshots.PutSnapshot(context.WithoutCancel(ctx), snap)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	m.log.info(e.id, "snapshot taken", "snapshot_id", snap.ID, "size_bytes", snap.SizeBytes, "freeze_ms", snap.FreezeMs)
+	return snap, nil
+}
+
+// dirSize is the bytes of the regular files under dir (what the backend
+// wrote there).
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	return n, err
+}
+
+// underStorageQuota refuses (forbidden) when the account's snapshots and
+// extra more bytes would pass the storage quota.
+func (m *Manager) underStorageQuota(ctx context.Context, account string, extra int64) error {
+	q := m.cfg.StorageQuotaBytes
+	if q <= 0 {
+		return nil
+	}
+	used, err := m.storageUsed(ctx, account)
+	if err != nil {
+		return err
+	}
+	if used+extra > q {
+		return sandbox.Errorf(sandbox.KindForbidden, "storage quota exceeded: the account's snapshots take %d bytes, this one %d more, and the quota is %d bytes; remove snapshots you no longer need", used, extra, q)
+	}
+	return nil
+}
+
+// storageUsed is what the account's snapshots take.
+func (m *Manager) storageUsed(ctx context.Context, account string) (int64, error) {
+	list, err := m.cfg.Snapshots.ListSnapshots(ctx, account)
+	var n int64
+	for _, s := range list {
+		n += s.SizeBytes
+	}
+	return n, err
+}
+
+// GetSnapshot returns a snapshot of the account; another account's is
+// not found, as an unknown one.
+func (m *Manager) GetSnapshot(ctx context.Context, account, id string) (*sandbox.Snapshot, error) {
+	if err := m.snapshotsOffered(); err != nil {
+		return nil, err
+	}
+	s, err := m.cfg.Snapshots.GetSnapshot(ctx, id)
+	if errors.Is(err, sandbox.ErrNotFound) || (err == nil && s.Account != account) {
+		return nil, sandbox.Errorf(sandbox.KindNotFound, "snapshot %s not found", id)
+	}
+	return s, err
+}
+
+// ListSnapshots returns the account's snapshots, newest first.
+func (m *Manager) ListSnapshots(ctx context.Context, account string) ([]*sandbox.Snapshot, error) {
+	if err := m.snapshotsOffered(); err != nil {
+		return nil, err
+	}
+	return m.cfg.Snapshots.ListSnapshots(ctx, account)
+}
+
+// DeleteSnapshot removes a snapshot of the account: its files, then its
+// record. Sandboxes started from it do not need it.
+func (m *Manager) DeleteSnapshot(ctx context.Context, account, id string) error {
+	s, err := m.GetSnapshot(ctx, account, id)
+	if err != nil {
+		return err
+	}
+	if s.Node != m.cfg.Node {
+		return sandbox.Errorf(sandbox.KindConflict, "snapshot %s is on the disk of node %s; only that node can remove it", id, s.Node)
+	}
+	return m.removeSnapshot(ctx, s)
+}
+
+func (m *Manager) removeSnapshot(ctx context.Context, s *sandbox.Snapshot) error {
+	if snapshotID.MatchString(s.ID) {
+		if err := os.RemoveAll(filepath.Join(m.cfg.SnapshotDir, s.ID)); err != nil {
+			return err
+		}
+	}
+	return m.cfg.Snapshots.DeleteSnapshot(context.WithoutCancel(ctx), s.ID)
+}
+
+// expireSnapshots removes this node's snapshots whose retention is over.
+func (m *Manager) expireSnapshots(ctx context.Context) {
+	if m.snapshotsOffered() != nil {
+		return
+	}
+	old, err := m.cfg.Snapshots.ExpiredSnapshots(ctx, m.now())
+	if err != nil {
+		m.cfg.Logger.Warn("listing expired snapshots", "err", err)
+		return
+	}
+	for _, s := range old {
+		if s.Node != m.cfg.Node {
+			continue
+		}
+		if err := m.removeSnapshot(ctx, s); err != nil {
+			m.cfg.Logger.Warn("removing an expired snapshot", "snapshot_id", s.ID, "err", err)
+			continue
+		}
+		m.cfg.Logger.Info("snapshot removed: its retention ended", "snapshot_id", s.ID, "account", s.Account)
+	}
+}
+
+// sweepSnapshots removes what SnapshotDir holds that no snapshot record
+// of this node names: a snapshot cut short by a server's end.
+func (m *Manager) sweepSnapshots(ctx context.Context) {
+	if m.snapshotsOffered() != nil {
+		return
+	}
+	entries, err := os.ReadDir(m.cfg.SnapshotDir)
+	if err != nil {
+		return
+	}
+	for _, de := range entries {
+		s, err := m.cfg.Snapshots.GetSnapshot(ctx, de.Name())
+		if errors.Is(err, sandbox.ErrNotFound) || (err == nil && s.Node != m.cfg.Node) {
+			os.RemoveAll(filepath.Join(m.cfg.SnapshotDir, de.Name()))
+		}
+	}
+}
+
+// fromSnapshot is the spec of a sandbox that req starts from a snapshot,
+// and the snapshot: its isolation, image, size and environment, with
+// req's lease, network, metadata and cost cap (checked as any create's),
+// and req's env over the snapshot's (for the commands it runs from now).
+func (m *Manager) fromSnapshot(ctx context.Context, account string, req service.CreateRequest) (sandbox.Spec, *sandbox.Snapshot, error) {
+	snap, err := m.GetSnapshot(ctx, account, req.Snapshot)
+	if err != nil {
+		return sandbox.Spec{}, nil, err
+	}
+	s := snap.Spec
+	switch {
+	case req.Image != "" && req.Image != s.Image, req.Isolation != "" && req.Isolation != s.Isolation,
+		req.VCPUs != 0 && req.VCPUs != s.VCPUs, req.MemoryMiB != 0 && req.MemoryMiB != s.MemoryMiB, req.DiskGiB != nil:
+		return sandbox.Spec{}, nil, invalid("a sandbox started from a snapshot has the snapshot's image, isolation, vcpus, memory and disk; leave them out")
+	case snap.Node != m.cfg.Node:
+		return sandbox.Spec{}, nil, sandbox.Errorf(sandbox.KindConflict, "snapshot %s is on the disk of node %s; only that node can start it", snap.ID, snap.Node)
+	case snap.Compat != m.cfg.NodeCompat:
+		return sandbox.Spec{}, nil, sandbox.Errorf(sandbox.KindConflict, "snapshot %s was made with %q; this host offers %q, and cannot restore it", snap.ID, snap.Compat, m.cfg.NodeCompat)
+	}
+	r := req
+	r.Snapshot, r.Image, r.Isolation, r.VCPUs, r.MemoryMiB = "", "", s.Isolation, s.VCPUs, s.MemoryMiB
+	checked, err := m.checkSpec(r)
+	if err != nil {
+		return sandbox.Spec{}, nil, err
+	}
+	s.Timeout, s.OnLeaseEnd, s.Metadata = checked.Timeout, checked.OnLeaseEnd, checked.Metadata
+	s.Network, s.MaxCostMicros = checked.Network, checked.MaxCostMicros
+	if len(req.Env) > 0 {
+		env := make(map[string]string, len(s.Env)+len(req.Env))
+		for k, v := range s.Env {
+			env[k] = v
+		}
+		for k, v := range checked.Env {
+			env[k] = v
+		}
+		s.Env = env
+	}
+	return s, snap, nil
+}
+
+// startBackend boots sandbox id: from the snapshot's files when from is
+// set, else afresh.
+func (m *Manager) startBackend(ctx context.Context, id string, spec sandbox.Spec, from *sandbox.Snapshot) (sandbox.Instance, error) {
+	if from == nil {
+		return m.backend().Start(ctx, id, spec)
+	}
+	return m.backend().StartSnapshot(ctx, id, spec, filepath.Join(m.cfg.SnapshotDir, from.ID))
+}
+
+// afterStart runs a new sandbox's template commands; one started from a
+// snapshot ran them already (its processes go on), and takes the
+// create's environment when it named one. The caller holds e.mu.
+func (m *Manager) afterStart(ctx context.Context, e *entry, spec sandbox.Spec, from *sandbox.Snapshot, env bool) error {
+	if from == nil {
+		return m.startTemplate(ctx, e, spec)
+	}
+	if env {
+		if err := m.putEnv(ctx, e, spec.Env); err != nil {
+			return sandbox.Wrap(sandbox.KindInternal, err, "the sandbox's environment could not be set")
+		}
+	}
+	return nil
+}
