@@ -93,7 +93,6 @@ func sortSnapshots(s []*sandbox.Snapshot) {
 	})
 }
 
-
 // DeleteSnapshot implements Snapshots.
 func (b *Bolt) DeleteSnapshot(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/withruntime/withruntime/internal/sandbox/backendtest"
 	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/sandbox/backendtest"
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
