@@ -53,6 +53,8 @@ type fakeBox struct {
 	// counts them, so each checkpoint's differs.
 	digest string
 	pauses int
+	// from is what the snapshot it started from said (fakesnapshot_test.go).
+	from string
 }
 
 type fakeInstance struct {

@@ -252,7 +252,8 @@ func (m *Manager) fromSnapshot(ctx context.Context, account string, req service.
 		return sandbox.Spec{}, nil, sandbox.Errorf(sandbox.KindConflict, "snapshot %s was made with %q; this host offers %q, and cannot restore it", snap.ID, snap.Compat, m.cfg.NodeCompat)
 	}
 	r := req
-	r.Snapshot, r.Image, r.Isolation, r.VCPUs, r.MemoryMiB = "", "", s.Isolation, s.VCPUs, s.MemoryMiB
+	// Its size is the snapshot's, checked when its source was made.
+	r.Snapshot, r.Image, r.Isolation, r.VCPUs, r.MemoryMiB = "", "", "", 0, 0
 	checked, err := m.checkSpec(r)
 	if err != nil {
 		return sandbox.Spec{}, nil, err
