@@ -32,6 +32,9 @@ type CreateSandboxRequest struct {
 	// processes go on where they were. Isolation, template, size and disk
 	// are the snapshot's: leave them out.
 	Snapshot string `json:"snapshot,omitempty"`
+	// AutoResume: a paused sandbox is resumed by the next exec, file,
+	// code, preview or port-forward call, which then proceeds.
+	AutoResume bool `json:"auto_resume,omitempty"`
 }
 
 // Sandbox is a sandbox as the API shows it. Environment values are never
@@ -48,6 +51,7 @@ type Sandbox struct {
 	MemoryMiB       int               `json:"memory_mib"`
 	DiskGiB         int               `json:"disk_gib"`
 	OnLeaseEnd      string            `json:"on_lease_end"`
+	AutoResume      bool              `json:"auto_resume"`
 	Metadata        map[string]string `json:"metadata,omitempty"`
 	Network         Network           `json:"network"`
 	CreatedAt       time.Time         `json:"created_at"`

@@ -271,3 +271,32 @@ func TestAgentStreams(t *testing.T) {
 		t.Errorf("node saw %q, want %q", ops, want)
 	}
 }
+
+// TestAgentAutoResumes: the agent of a paused sandbox created to resume on
+// use is reached after a resume on its node; one without it is refused.
+func TestAgentAutoResumes(t *testing.T) {
+	st := storetest.OpenBolt(t)
+	ca := mustAuthority(t)
+	n := startNode(t, ca, st, "n1")
+	register(t, st, n, nodeOpts{})
+	c := newControl(t, st, ca, nil, 0)
+	wakes := putRecord(t, st, "sb1", "n1", sandbox.StatePaused, nil)
+	wakes.Spec.AutoResume = true
+	if err := st.PutSandbox(t.Context(), wakes); err != nil {
+		t.Fatal(err)
+	}
+	sleeps := putRecord(t, st, "sb2", "n1", sandbox.StatePaused, nil)
+	if _, err := c.Agent(t.Context(), "acct", sleeps.ID); sandbox.KindOf(err) != sandbox.KindConflict {
+		t.Errorf("agent of a paused sandbox without auto_resume: got %v, want conflict", err)
+	}
+	if _, err := c.Agent(t.Context(), "acct", wakes.ID); err != nil {
+		t.Fatalf("agent of a paused sandbox with auto_resume: %v", err)
+	}
+	if rec, _ := st.GetSandbox(t.Context(), wakes.ID); rec.State != sandbox.StateRunning {
+		t.Errorf("after the call: got %s, want running", rec.State)
+	}
+	_, ops := n.counts()
+	if want := []string{"resume sb1"}; !slices.Equal(ops, want) {
+		t.Errorf("node was asked %q, want %q", ops, want)
+	}
+}

@@ -286,11 +286,22 @@ func (c *Control) Egress(ctx context.Context, account, id string) ([]egress.Even
 }
 
 // Agent returns a round tripper to a running sandbox's agent through its
-// node.
+// node; a paused one created to resume on use is resumed first. Of two
+// such calls at once the second's resume is a conflict: it goes on when
+// the sandbox runs by then.
 func (c *Control) Agent(ctx context.Context, account, id string) (http.RoundTripper, error) {
 	rec, err := c.Get(ctx, account, id)
 	if err != nil {
 		return nil, err
+	}
+	if rec.Spec.AutoResume && rec.State == sandbox.StatePaused {
+		if _, err := c.Resume(ctx, account, id); err != nil {
+			if rec, _ = c.Get(ctx, account, id); rec == nil || rec.State != sandbox.StateRunning {
+				return nil, err
+			}
+		} else if rec, err = c.Get(ctx, account, id); err != nil {
+			return nil, err
+		}
 	}
 	if rec.State != sandbox.StateRunning {
 		return nil, stateError(rec, "use")

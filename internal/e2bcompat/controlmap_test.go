@@ -91,14 +91,14 @@ func TestCreateRequest(t *testing.T) {
 			return r.Metadata["a"] == "1" && r.Env["X"] == "y"
 		}},
 		{"autoPause", `{"templateID":"base","autoPause":true}`, 0, "", func(r api.CreateSandboxRequest) bool { return r.OnLeaseEnd == "pause" }},
-		{"autoResume off", `{"templateID":"base","autoResume":{"enabled":false}}`, 0, "", nil},
+		{"autoResume off", `{"templateID":"base","autoResume":{"enabled":false}}`, 0, "", func(r api.CreateSandboxRequest) bool { return !r.AutoResume }},
 		{"no volumes", `{"templateID":"base","volumeMounts":[]}`, 0, "", nil},
 		{"a template of the account", `{"templateID":"acme/python:3"}`, 0, "", func(r api.CreateSandboxRequest) bool { return r.Template == "acme/python:3" }},
 		{"the default image", `{"templateID":"base"}`, 0, "", func(r api.CreateSandboxRequest) bool { return r.Template == "" }},
 		{"mcp", `{"templateID":"mcp-gateway","mcp":{"x":{}}}`, 400, "mcp", nil},
 		{"iam", `{"templateID":"base","iam":{"tokens":{}}}`, 400, "iam", nil},
 		{"volumes", `{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}`, 400, "volumeMounts", nil},
-		{"autoResume", `{"templateID":"base","autoPause":true,"autoResume":{"enabled":true}}`, 400, "autoResume", nil},
+		{"autoResume", `{"templateID":"base","autoPause":true,"autoResume":{"enabled":true}}`, 0, "", func(r api.CreateSandboxRequest) bool { return r.AutoResume && r.OnLeaseEnd == "pause" }},
 		{"filesystem pause", `{"templateID":"base","autoPause":true,"autoPauseMemory":false}`, 400, "autoPauseMemory", nil},
 	} {
 		var n newSandbox

@@ -45,8 +45,6 @@ func (n *newSandbox) createRequest(noInternet bool) (api.CreateSandboxRequest, e
 		return req, unsupported("IAM tokens (iam)")
 	case given(n.VolumeMounts) && string(n.VolumeMounts) != "[]":
 		return req, unsupported("volumes (volumeMounts)")
-	case n.AutoResume != nil && n.AutoResume.Enabled:
-		return req, unsupported("resuming on traffic (autoResume)")
 	case n.AutoPauseMemory != nil && !*n.AutoPauseMemory:
 		return req, unsupported("a pause without memory (autoPauseMemory: false; withruntime's pause keeps memory and processes)")
 	}
@@ -62,6 +60,9 @@ func (n *newSandbox) createRequest(noInternet bool) (api.CreateSandboxRequest, e
 	if n.AutoPause != nil && *n.AutoPause {
 		req.OnLeaseEnd = "pause"
 	}
+	// E2B's lifecycle {on_timeout: "pause", auto_resume: true}: a paused
+	// sandbox wakes on the next call into it (envd's, a port's).
+	req.AutoResume = n.AutoResume != nil && n.AutoResume.Enabled
 	req.Metadata, req.Env = n.Metadata, n.EnvVars
 	nw, err := networkOf(n.AllowInternetAccess, n.Network, noInternet)
 	if err != nil {

@@ -114,7 +114,7 @@ func (s *Server) detailOf(sb *api.Sandbox, key string, detail bool) sandboxDetai
 		d.EnvdAccessToken = s.sealToken(sb.ID, key)
 		d.AllowInternetAccess = &internet
 		d.Domain = s.domain()
-		d.Lifecycle = &lifecycle{OnTimeout: onTimeout}
+		d.Lifecycle = &lifecycle{OnTimeout: onTimeout, AutoResume: sb.AutoResume}
 	}
 	return d
 }

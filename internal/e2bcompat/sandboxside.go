@@ -84,7 +84,9 @@ func (s *Server) sandbox(r *http.Request) (*Sandbox, error) {
 		return nil, errNotFound(id)
 	case err != nil:
 		return nil, err
-	case info.State != "running":
+	case info.State != "running" && !(info.AutoResume && info.State == "paused"):
+		// A paused sandbox that resumes on use is woken by the call
+		// itself, through the API (manager.Agent).
 		return nil, errNotFound(id)
 	}
 	acct, err := s.account(r.Context(), key)

@@ -34,6 +34,7 @@ func createRequest(req api.CreateSandboxRequest) (service.CreateRequest, error) 
 		DiskGiB:        req.DiskGiB,
 		TimeoutSeconds: req.TimeoutSeconds,
 		OnLeaseEnd:     sandbox.LeaseEndAction(req.OnLeaseEnd),
+		AutoResume:     req.AutoResume,
 		Env:            req.Env,
 		Metadata:       req.Metadata,
 		MaxCostMicros:  req.MaxCostMicros,

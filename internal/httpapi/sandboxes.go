@@ -22,6 +22,7 @@ func SandboxView(r *sandbox.Record) api.Sandbox {
 		MemoryMiB:       r.Spec.MemoryMiB,
 		DiskGiB:         (r.Spec.DiskMiB + 1023) >> 10, // a test server's sub-GiB default shows as 1
 		OnLeaseEnd:      string(r.Spec.OnLeaseEnd),
+		AutoResume:      r.Spec.AutoResume,
 		Network:         NetworkView(r.Spec.Network),
 		CreatedAt:       r.CreatedAt,
 		StartedAt:       r.StartedAt,

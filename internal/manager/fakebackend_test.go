@@ -207,6 +207,7 @@ func (b *fakeBackend) Resume(ctx context.Context, id string, spec sandbox.Spec) 
 		return nil, err
 	}
 	box.state, box.inst = sandbox.StateRunning, newFakeInstance()
+	box.inst.agent = b.agent
 	return box.inst, nil
 }
 

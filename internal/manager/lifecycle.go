@@ -330,8 +330,18 @@ func (m *Manager) undoPause(ctx context.Context, e *entry, account string, spec 
 // store counts it against the account's concurrency on every node, and of
 // two nodes resuming one shared checkpoint only the first write wins, so
 // the sandbox never runs twice.
-func (m *Manager) Resume(ctx context.Context, account, id string) (out *sandbox.Record, err error) {
-	ctx, span := m.startOp(ctx, "resume", account, id)
+func (m *Manager) Resume(ctx context.Context, account, id string) (*sandbox.Record, error) {
+	return m.resume(ctx, account, id, false)
+}
+
+// resume is Resume; woken says the call is an auto-resume (wake), for
+// which a sandbox that another call resumed meanwhile is what it wanted.
+func (m *Manager) resume(ctx context.Context, account, id string, woken bool) (out *sandbox.Record, err error) {
+	op := "resume"
+	if woken {
+		op = "auto_resume"
+	}
+	ctx, span := m.startOp(ctx, op, account, id)
 	defer span.end(&out, &err)
 	if err := m.serving(); err != nil {
 		return nil, err
@@ -341,6 +351,9 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (out *sandbox.
 	rec, err := m.get(ctx, account, id)
 	if err != nil {
 		return nil, err
+	}
+	if woken && rec.State == sandbox.StateRunning {
+		return rec, nil
 	}
 	if rec.State != sandbox.StatePaused || e.inst != nil {
 		return nil, stateError(rec, "resume")
@@ -390,7 +403,7 @@ func (m *Manager) Resume(ctx context.Context, account, id string) (out *sandbox.
 	if err != nil {
 		return nil, err
 	}
-	m.log.info(id, "sandbox resumed", "from_node", rec.Node)
+	m.log.info(id, "sandbox resumed", "from_node", rec.Node, "auto", woken)
 	return running, nil
 }
 
@@ -476,22 +489,25 @@ func (m *Manager) canRestore(rec *sandbox.Record) error {
 	return nil
 }
 
-// Agent returns a round tripper to a running sandbox's agent.
+// Agent returns a round tripper to a running sandbox's agent; a paused
+// one that resumes on use is resumed first (wake).
 func (m *Manager) Agent(ctx context.Context, account, id string) (http.RoundTripper, error) {
 	if err := m.serving(); err != nil {
 		return nil, err
 	}
 	m.pools.busy()
-	m.mu.Lock()
-	e := m.live[id]
-	var t *http.Transport
-	if e != nil {
-		t = e.transport
-	}
-	m.mu.Unlock()
+	// The transport is read before the record: a sandbox paused or ended
+	// in between is refused for what its record says.
+	t := m.transport(id)
 	rec, err := m.get(ctx, account, id)
 	if err != nil {
 		return nil, err
+	}
+	if wakes(rec) {
+		if rec, err = m.resume(ctx, account, id, true); err != nil {
+			return nil, err
+		}
+		t = m.transport(id)
 	}
 	if rec.State == sandbox.StateRunning && !m.ownsRecord(rec) {
 		return nil, elsewhere(rec, "use")
@@ -500,6 +516,25 @@ func (m *Manager) Agent(ctx context.Context, account, id string) (http.RoundTrip
 		return nil, stateError(rec, "use")
 	}
 	return t, nil
+}
+
+// transport is the agent transport of the sandbox id this manager holds,
+// or nil.
+func (m *Manager) transport(id string) *http.Transport {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.live[id]; e != nil {
+		return e.transport
+	}
+	return nil
+}
+
+// wakes says whether a call that needs rec's sandbox running resumes it
+// first (under its lock, so that of many such calls one resumes it and
+// the others wait for it): it was created to resume on use, and is paused
+// or starting (another call resuming it now). An ended one never does.
+func wakes(rec *sandbox.Record) bool {
+	return rec.Spec.AutoResume && (rec.State == sandbox.StatePaused || rec.State == sandbox.StateStarting)
 }
 
 // stateError says why an operation is refused in the record's state.

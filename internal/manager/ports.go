@@ -26,7 +26,8 @@ const portAnswerWait = 15 * time.Second
 // DialPort returns a TCP connection to port on a running sandbox's
 // loopback, made by its agent over a connection of its own (never one of
 // the agent transport's, whose bound is for the API's calls). A sandbox
-// that ended is not found; a paused one is a conflict.
+// that ended is not found; a paused one is a conflict, unless it resumes
+// on use (wake): then it is resumed first.
 func (m *Manager) DialPort(ctx context.Context, account, id string, port int) (net.Conn, error) {
 	if port < 1 || port > 65535 {
 		return nil, sandbox.Errorf(sandbox.KindInvalid, "port must be 1 to 65535, not %d", port)
@@ -36,6 +37,9 @@ func (m *Manager) DialPort(ctx context.Context, account, id string, port int) (n
 	}
 	m.pools.busy()
 	rec, err := m.get(ctx, account, id)
+	if err == nil && wakes(rec) {
+		rec, err = m.resume(ctx, account, id, true)
+	}
 	if err != nil {
 		return nil, err
 	}

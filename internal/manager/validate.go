@@ -60,6 +60,7 @@ func (m *Manager) checkSpec(req service.CreateRequest) (sandbox.Spec, error) {
 		PidsLimit:  c.PidsLimit,
 		Timeout:    time.Duration(req.TimeoutSeconds) * time.Second,
 		OnLeaseEnd: req.OnLeaseEnd,
+		AutoResume: req.AutoResume,
 		Env:        req.Env,
 		Metadata:   req.Metadata,
 

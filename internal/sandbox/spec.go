@@ -41,6 +41,9 @@ type Spec struct {
 	Network Network `json:"network"`
 	// MaxCostMicros caps what a lease may cost at full CPU (nil: no cap).
 	MaxCostMicros *int64 `json:"max_cost_micros,omitempty"`
+	// AutoResume has a paused sandbox resumed by the next call that
+	// needs it running (exec, files, code, a preview or port forward).
+	AutoResume bool `json:"auto_resume,omitempty"`
 }
 
 // Root is the file system of a sandbox started from a template: a base

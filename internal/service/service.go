@@ -73,6 +73,7 @@ type CreateRequest struct {
 	DiskGiB        *int                   `json:"disk_gib,omitempty"`
 	TimeoutSeconds int                    `json:"timeout_seconds,omitempty"`
 	OnLeaseEnd     sandbox.LeaseEndAction `json:"on_lease_end,omitempty"`
+	AutoResume     bool                   `json:"auto_resume,omitempty"`
 	Env            map[string]string      `json:"env,omitempty"`
 	Metadata       map[string]string      `json:"metadata,omitempty"`
 	// Network is the egress policy asked for; the zero value is none

@@ -109,7 +109,6 @@ def test_unsupported_options_are_refused_by_name(e2b_env: dict[str, str], live_s
     for kwargs, name in (
         ({"network": {"deny_out": ["10.0.0.0/8"]}}, "denyOut"),
         ({"network": {"allow_out": ["1.2.3.4"], "deny_out": ["0.0.0.0/0", "8.8.8.8"]}}, "denyOut"),
-        ({"lifecycle": {"on_timeout": "pause", "auto_resume": True}}, "autoResume"),
         ({"mcp": {"github": {}}}, "mcp"),
     ):
         with pytest.raises(e2b.SandboxException) as exc:
@@ -284,6 +283,27 @@ def test_lifecycle_pause_on_timeout(e2b_env: dict[str, str], ours: Any) -> None:
     try:
         assert ours(sbx.sandbox_id).info().on_lease_end == "pause"
         assert sbx.get_info().lifecycle == {"on_timeout": "pause", "auto_resume": False}
+    finally:
+        sbx.kill()
+
+
+def test_lifecycle_auto_resume(e2b_env: dict[str, str], ours: Any) -> None:
+    """E2B's {on_timeout: pause, auto_resume: true}: a paused sandbox wakes
+    on the next envd call (a command, a file read), which then runs."""
+    sbx = e2b.Sandbox.create(timeout=120, lifecycle={"on_timeout": "pause", "auto_resume": True})
+    try:
+        native = ours(sbx.sandbox_id)
+        n = native.info()
+        assert n.on_lease_end == "pause" and n.auto_resume is True
+        assert sbx.get_info().lifecycle == {"on_timeout": "pause", "auto_resume": True}
+        sbx.files.write("/tmp/mark", "kept")
+        assert sbx.pause() is True
+        assert native.info().state == "paused"
+        assert sbx.commands.run("cat /tmp/mark").stdout == "kept"
+        assert native.info().state == "running"
+        assert sbx.pause() is True
+        assert sbx.files.read("/tmp/mark") == "kept"
+        assert native.info().state == "running"
     finally:
         sbx.kill()
 

@@ -1,0 +1,212 @@
+package manager
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/service"
+	"github.com/withruntime/withruntime/internal/store"
+)
+
+// Auto-resume (issue 27): a paused sandbox created with AutoResume is
+// resumed by the call that reaches its agent (Agent) or a port (DialPort),
+// once, and that call then goes on.
+
+// wakeAgent is a fake agent: /health answers 200 "ok", and a port's
+// upgrade is taken and echoes what it reads.
+func wakeAgent() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("Upgrade") != portUpgrade {
+			io.WriteString(w, "ok")
+			return
+		}
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+portUpgrade+"\r\n\r\n")
+		io.Copy(conn, conn)
+	})
+}
+
+// reach is one way a call reaches a sandbox: it fails unless the call got
+// through to the (fake) agent.
+type reach func(ctx context.Context, m *Manager, id string) error
+
+var reaches = []struct {
+	name string
+	call reach
+}{
+	{"agent", func(ctx context.Context, m *Manager, id string) error {
+		rt, err := m.Agent(ctx, "acct", id)
+		if err != nil {
+			return err
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://sandbox-agent/health", nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if b, _ := io.ReadAll(resp.Body); string(b) != "ok" {
+			return sandbox.Errorf(sandbox.KindInternal, "the agent answered %q, want ok", b)
+		}
+		return nil
+	}},
+	{"port", func(ctx context.Context, m *Manager, id string) error {
+		conn, err := m.DialPort(ctx, "acct", id, 8000)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		io.WriteString(conn, "ping\n")
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil || line != "ping\n" {
+			return sandbox.Errorf(sandbox.KindInternal, "the port echoed %q (%v), want ping", line, err)
+		}
+		return nil
+	}},
+}
+
+// pausedRig is a rig with a fake agent and a sandbox of req, paused.
+func pausedRig(t *testing.T, req service.CreateRequest, config func(*Config)) (*rig, *sandbox.Record) {
+	t.Helper()
+	r := newRig(t, config)
+	r.be.agent = wakeAgent()
+	rec := r.create(req)
+	if _, err := r.m.Pause(t.Context(), "acct", rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	return r, rec
+}
+
+func TestAutoResumeOnUse(t *testing.T) {
+	for _, tc := range reaches {
+		t.Run(tc.name, func(t *testing.T) {
+			r, rec := pausedRig(t, service.CreateRequest{AutoResume: true}, nil)
+			if !rec.Spec.AutoResume {
+				t.Fatal("the record's spec: got auto_resume false, want true")
+			}
+			r.clock.Advance(time.Minute)
+			if err := tc.call(t.Context(), r.m, rec.ID); err != nil {
+				t.Fatalf("a call on the paused sandbox: got %v, want it to go through", err)
+			}
+			got := r.consistent(rec.ID)
+			if got.State != sandbox.StateRunning || got.PausedAt != nil {
+				t.Fatalf("after the call: got %s (paused at %v), want running", got.State, got.PausedAt)
+			}
+			if want := r.clock.Now().Add(got.Spec.Timeout); !got.LeaseEndsAt.Equal(want) {
+				t.Errorf("lease ends at %v, want %v (a full timeout from the wake)", got.LeaseEndsAt, want)
+			}
+			if n := r.be.count("resume"); n != 1 {
+				t.Errorf("backend resumes: got %d, want 1", n)
+			}
+			// Running now: the next call does not resume again.
+			if err := tc.call(t.Context(), r.m, rec.ID); err != nil {
+				t.Fatalf("a second call: %v", err)
+			}
+			if n := r.be.count("resume"); n != 1 {
+				t.Errorf("backend resumes after a second call: got %d, want 1", n)
+			}
+		})
+	}
+}
+
+func TestNoAutoResumeStaysPaused(t *testing.T) {
+	for _, tc := range reaches {
+		t.Run(tc.name, func(t *testing.T) {
+			r, rec := pausedRig(t, service.CreateRequest{}, nil)
+			if err := tc.call(t.Context(), r.m, rec.ID); sandbox.KindOf(err) != sandbox.KindConflict {
+				t.Fatalf("a call on a paused sandbox without auto_resume: got %v, want conflict", err)
+			}
+			if got := r.consistent(rec.ID).State; got != sandbox.StatePaused {
+				t.Fatalf("after the call: got %s, want paused", got)
+			}
+			if n := r.be.count("resume"); n != 0 {
+				t.Errorf("backend resumes: got %d, want 0", n)
+			}
+		})
+	}
+}
+
+func TestAutoResumeAfterLeasePause(t *testing.T) {
+	r := newRig(t, nil)
+	r.be.agent = wakeAgent()
+	rec := r.create(service.CreateRequest{TimeoutSeconds: 60, OnLeaseEnd: "pause", AutoResume: true})
+	r.clock.Advance(60 * time.Second)
+	r.m.Reap(t.Context())
+	if got := r.consistent(rec.ID).State; got != sandbox.StatePaused {
+		t.Fatalf("at the lease's end: got %s, want paused", got)
+	}
+	if err := reaches[0].call(t.Context(), r.m, rec.ID); err != nil {
+		t.Fatalf("exec after the lease's pause: %v", err)
+	}
+	if got := r.consistent(rec.ID).State; got != sandbox.StateRunning {
+		t.Fatalf("after the call: got %s, want running", got)
+	}
+}
+
+func TestParallelAutoResumesResumeOnce(t *testing.T) {
+	for _, tc := range reaches {
+		t.Run(tc.name, func(t *testing.T) {
+			r, rec := pausedRig(t, service.CreateRequest{AutoResume: true}, nil)
+			r.be.delay = 20 * time.Millisecond
+			for i, err := range race(func() error { return tc.call(context.Background(), r.m, rec.ID) }) {
+				if err != nil {
+					t.Errorf("call %d: got %v, want every call to go through", i, err)
+				}
+			}
+			if got := r.consistent(rec.ID).State; got != sandbox.StateRunning {
+				t.Fatalf("after the calls: got %s, want running", got)
+			}
+			if n := r.be.count("resume"); n != 1 {
+				t.Errorf("backend resumes: got %d, want 1", n)
+			}
+		})
+	}
+}
+
+func TestAutoResumeNeverWakesTheEnded(t *testing.T) {
+	for _, tc := range reaches {
+		t.Run(tc.name, func(t *testing.T) {
+			r, rec := pausedRig(t, service.CreateRequest{AutoResume: true}, nil)
+			if _, err := r.m.Stop(t.Context(), "acct", rec.ID); err != nil {
+				t.Fatal(err)
+			}
+			err := tc.call(t.Context(), r.m, rec.ID)
+			if k := sandbox.KindOf(err); k != sandbox.KindConflict && k != sandbox.KindNotFound {
+				t.Fatalf("a call on an ended sandbox: got %v, want conflict or not_found", err)
+			}
+			if got := r.consistent(rec.ID).State; got != sandbox.StateEnded {
+				t.Fatalf("after the call: got %s, want ended", got)
+			}
+			if n := r.be.count("resume"); n != 0 {
+				t.Errorf("backend resumes: got %d, want 0", n)
+			}
+		})
+	}
+}
+
+// TestAutoResumeRefused: a wake that the account's concurrency refuses
+// fails the call with the resume's error, and the sandbox stays paused.
+func TestAutoResumeRefused(t *testing.T) {
+	r, rec := pausedRig(t, service.CreateRequest{AutoResume: true}, nil)
+	if err := r.st.PutAccount(t.Context(), store.Account{ID: "acct", Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r.create(service.CreateRequest{})
+	for _, tc := range reaches {
+		if err := tc.call(t.Context(), r.m, rec.ID); sandbox.KindOf(err) != sandbox.KindConcurrency {
+			t.Errorf("%s: got %v, want concurrency_limit_reached", tc.name, err)
+		}
+	}
+	if got := r.consistent(rec.ID).State; got != sandbox.StatePaused {
+		t.Fatalf("after the refused wakes: got %s, want paused", got)
+	}
+}
