@@ -72,6 +72,8 @@ type createFlags struct {
 	onLeaseEnd string
 	maxCost    *int64
 	trial      bool
+	// autoResume: a paused sandbox resumes on its next use.
+	autoResume bool
 }
 
 func (f *createFlags) register(fs *pflag.FlagSet) {
@@ -116,6 +118,7 @@ func (f *createFlags) register(fs *pflag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&f.trial, "trial", false, trialCreateHelp)
+	fs.BoolVar(&f.autoResume, "auto-resume", false, "once paused (by --on-lease-end pause or a pause), resume on the next exec, file, code, preview or port-forward call")
 }
 
 func (f *createFlags) request() api.CreateSandboxRequest {
@@ -128,6 +131,7 @@ func (f *createFlags) request() api.CreateSandboxRequest {
 		TimeoutSeconds: f.timeout.seconds(),
 		OnLeaseEnd:     f.onLeaseEnd,
 		MaxCostMicros:  f.maxCost,
+		AutoResume:     f.autoResume,
 	}
 	if f.disk > 0 {
 		req.DiskGiB = &f.disk
@@ -344,6 +348,9 @@ func printSandbox(w io.Writer, sb *api.Sandbox) {
 	}
 	row("Network", net)
 	row("On lease end", dash(sb.OnLeaseEnd))
+	if sb.AutoResume {
+		row("Auto-resume", "on")
+	}
 	row("Created", timeString(&sb.CreatedAt))
 	row("Lease ends", timeString(&sb.LeaseEndsAt))
 	if sb.PausedAt != nil {

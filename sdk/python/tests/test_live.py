@@ -374,6 +374,23 @@ def test_lease_end_pauses_when_asked() -> None:
     assert ended(sbx.id).end_reason == "stopped"
 
 
+def test_auto_resume() -> None:
+    """auto_resume=True: a paused sandbox (by its lease, then by a call) is
+    resumed by the next exec, file read or code run, which then runs."""
+    with Sandbox.create(timeout_seconds=3, on_lease_end="pause", auto_resume=True, **SMALL) as sbx:
+        assert sbx.info().auto_resume is True
+        sbx.files.write("kept.txt", "kept")
+        assert wait_until(lambda: sbx.info().state == "paused", timeout=30)
+        assert sbx.exec("cat kept.txt").stdout == "kept"
+        assert sbx.info().state == "running"
+        sbx.extend(120)
+        for call in (lambda: sbx.files.read("kept.txt"), lambda: sbx.exec("cat kept.txt").stdout):
+            assert sbx.pause().state == "paused"
+            assert call() == "kept"
+            assert sbx.info().state == "running"
+    assert ended(sbx.id).end_reason == "stopped"
+
+
 def test_lease_end_stops_the_sandbox() -> None:
     with Sandbox.create(timeout_seconds=2, **SMALL) as sbx:
         sbx.exec("sleep 300", background=True)

@@ -56,6 +56,7 @@ class SandboxInfo:
     memory_mib: int = 0
     disk_gib: int = 0
     on_lease_end: str = ""
+    auto_resume: bool = False
     metadata: dict[str, str] = field(default_factory=dict)
     network: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None
@@ -83,6 +84,7 @@ class SandboxInfo:
             memory_mib=int(d.get("memory_mib") or 0),
             disk_gib=int(d.get("disk_gib") or 0),
             on_lease_end=str(d.get("on_lease_end") or ""),
+            auto_resume=bool(d.get("auto_resume")),
             metadata=dict(d.get("metadata") or {}),
             network=dict(d.get("network") or {}),
             created_at=parse_time(d.get("created_at")),
@@ -147,6 +149,7 @@ class Sandbox:
         image: str | None = None,
         network: Mapping[str, Any] | None = None,
         max_cost_micros: int | None = None,
+        auto_resume: bool | None = None,
         api_key: str | None = None,
         base_url: str | None = None,
     ) -> Sandbox:
@@ -165,7 +168,11 @@ class Sandbox:
         is the lease; ``on_lease_end`` is ``"stop"`` or ``"pause"``;
         ``network`` is ``{"internet": bool, "allow": [hosts]}``;
         ``max_cost_micros`` refuses the create if its first lease could cost
-        more. ``api_key`` and ``base_url`` default to WITHRUNTIME_API_KEY and
+        more. With ``auto_resume=True`` a paused sandbox (by its lease's
+        ``"pause"`` or :meth:`pause`) is resumed by the next exec, file, code,
+        preview or port-forward call, which then proceeds; without it such
+        calls on a paused sandbox raise conflict.
+        ``api_key`` and ``base_url`` default to WITHRUNTIME_API_KEY and
         WITHRUNTIME_BASE_URL (then http://127.0.0.1:7878).
         """
         body: dict[str, Any] = {}
@@ -179,6 +186,7 @@ class Sandbox:
             ("timeout_seconds", timeout_seconds),
             ("on_lease_end", on_lease_end),
             ("max_cost_micros", max_cost_micros),
+            ("auto_resume", auto_resume),
         ):
             if value is not None:
                 body[name] = value

@@ -54,6 +54,8 @@ export interface SandboxInfo {
   memoryMib: number;
   diskGib: number;
   onLeaseEnd: SandboxWire["on_lease_end"];
+  /** Whether a paused sandbox resumes on its next use (the create's autoResume). */
+  autoResume: boolean;
   metadata: Record<string, string>;
   network: NetworkPolicy;
   createdAt?: Date;
@@ -145,6 +147,7 @@ export function sandboxInfoOf(d: SandboxWire): SandboxInfo {
     memoryMib: d?.memory_mib ?? 0,
     diskGib: d?.disk_gib ?? 0,
     onLeaseEnd: d?.on_lease_end,
+    autoResume: Boolean(d?.auto_resume),
     metadata: { ...(d?.metadata ?? {}) },
     network: { internet: Boolean(d?.network?.internet), allow: [...(d?.network?.allow ?? [])] },
     createdAt: parseTime(d?.created_at),
@@ -192,6 +195,10 @@ export interface CreateOptions extends ClientOptions {
   network?: NetworkPolicy;
   /** Refuse the create (max_cost_exceeded) if its first lease could cost more, in USD millionths. */
   maxCostMicros?: number;
+  /** Once paused (by `onLeaseEnd: "pause"` or `pause()`), resume on the next
+   * exec, file, code, preview or port-forward call, which then proceeds;
+   * without it such calls on a paused sandbox are APIError conflict. */
+  autoResume?: boolean;
 }
 
 /** Filters of Sandbox.list. */
@@ -244,6 +251,7 @@ export class Sandbox {
     if (opts.timeoutSeconds !== undefined) body.timeout_seconds = opts.timeoutSeconds;
     if (opts.onLeaseEnd !== undefined) body.on_lease_end = opts.onLeaseEnd;
     if (opts.maxCostMicros !== undefined) body.max_cost_micros = opts.maxCostMicros;
+    if (opts.autoResume !== undefined) body.auto_resume = opts.autoResume;
     if (opts.env !== undefined) body.env = stringMap(opts.env);
     if (opts.metadata !== undefined) body.metadata = stringMap(opts.metadata);
     if (opts.network !== undefined) body.network = networkBody(opts.network);

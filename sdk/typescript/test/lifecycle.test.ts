@@ -81,6 +81,15 @@ describe("lifecycle", () => {
     assert.equal(await sbx.files.read("kept.txt"), "still here");
   });
 
+  test("autoResume: a paused sandbox resumes on its next exec", async () => {
+    await using s = await small({ autoResume: true });
+    assert.equal((await s.info()).autoResume, true);
+    await s.files.write("kept.txt", "woken");
+    assert.equal((await s.pause()).state, "paused");
+    assert.equal((await s.exec("cat kept.txt")).stdout, "woken");
+    assert.equal((await s.info()).state, "running");
+  });
+
   test("stop ends it; commands then fail with an APIError", async () => {
     const s = await small();
     const info = await s.stop();

@@ -1449,6 +1449,8 @@ export interface components {
             timeout_seconds?: number;
             /** @enum {string} */
             on_lease_end?: "stop" | "pause";
+            /** @description Once paused (by on_lease_end pause or a pause call), the sandbox is resumed by the next call that needs it running (exec, files, code, contexts, processes, a preview or a port forward), which then proceeds; the resume is the same as POST .../resume (billing, concurrency; its refusal is that call's error). Default false: such calls on a paused sandbox answer 409 conflict. */
+            auto_resume?: boolean;
             /** @description Set in every command; never shown back. */
             env?: {
                 [key: string]: string;
@@ -1479,6 +1481,8 @@ export interface components {
             disk_gib: number;
             /** @enum {string} */
             on_lease_end: "stop" | "pause";
+            /** @description Whether a paused sandbox resumes on its next use (the create's auto_resume). */
+            auto_resume: boolean;
             metadata?: {
                 [key: string]: string;
             };
