@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,6 +87,21 @@ func pausedRig(t *testing.T, req service.CreateRequest, config func(*Config)) (*
 	return r, rec
 }
 
+// wantAfter fails the test unless the sandbox id is in state want, as
+// the record, the manager and the backend agree, and the backend was
+// asked resumes resumes in all.
+func (r *rig) wantAfter(id string, want sandbox.State, resumes int) *sandbox.Record {
+	r.t.Helper()
+	got := r.consistent(id)
+	if got.State != want {
+		r.t.Fatalf("after the call: got %s, want %s", got.State, want)
+	}
+	if n := r.be.count("resume"); n != resumes {
+		r.t.Errorf("backend resumes: got %d, want %d", n, resumes)
+	}
+	return got
+}
+
 func TestAutoResumeOnUse(t *testing.T) {
 	for _, tc := range reaches {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,41 +113,45 @@ func TestAutoResumeOnUse(t *testing.T) {
 			if err := tc.call(t.Context(), r.m, rec.ID); err != nil {
 				t.Fatalf("a call on the paused sandbox: got %v, want it to go through", err)
 			}
-			got := r.consistent(rec.ID)
-			if got.State != sandbox.StateRunning || got.PausedAt != nil {
-				t.Fatalf("after the call: got %s (paused at %v), want running", got.State, got.PausedAt)
-			}
-			if want := r.clock.Now().Add(got.Spec.Timeout); !got.LeaseEndsAt.Equal(want) {
-				t.Errorf("lease ends at %v, want %v (a full timeout from the wake)", got.LeaseEndsAt, want)
-			}
-			if n := r.be.count("resume"); n != 1 {
-				t.Errorf("backend resumes: got %d, want 1", n)
+			got := r.wantAfter(rec.ID, sandbox.StateRunning, 1)
+			if want := r.clock.Now().Add(got.Spec.Timeout); got.PausedAt != nil || !got.LeaseEndsAt.Equal(want) {
+				t.Errorf("paused at %v, lease ends at %v; want nil, %v (a full timeout from the wake)", got.PausedAt, got.LeaseEndsAt, want)
 			}
 			// Running now: the next call does not resume again.
 			if err := tc.call(t.Context(), r.m, rec.ID); err != nil {
 				t.Fatalf("a second call: %v", err)
 			}
-			if n := r.be.count("resume"); n != 1 {
-				t.Errorf("backend resumes after a second call: got %d, want 1", n)
-			}
+			r.wantAfter(rec.ID, sandbox.StateRunning, 1)
 		})
 	}
 }
 
-func TestNoAutoResumeStaysPaused(t *testing.T) {
-	for _, tc := range reaches {
-		t.Run(tc.name, func(t *testing.T) {
-			r, rec := pausedRig(t, service.CreateRequest{}, nil)
-			if err := tc.call(t.Context(), r.m, rec.ID); sandbox.KindOf(err) != sandbox.KindConflict {
-				t.Fatalf("a call on a paused sandbox without auto_resume: got %v, want conflict", err)
-			}
-			if got := r.consistent(rec.ID).State; got != sandbox.StatePaused {
-				t.Fatalf("after the call: got %s, want paused", got)
-			}
-			if n := r.be.count("resume"); n != 0 {
-				t.Errorf("backend resumes: got %d, want 0", n)
-			}
-		})
+// TestAutoResumeNotAsked: a paused sandbox created without auto_resume
+// stays paused (conflict), and an ended one with it stays ended.
+func TestAutoResumeNotAsked(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		auto  bool
+		want  sandbox.State
+		kinds []sandbox.Kind
+	}{
+		{"paused without auto_resume", false, sandbox.StatePaused, []sandbox.Kind{sandbox.KindConflict}},
+		{"ended", true, sandbox.StateEnded, []sandbox.Kind{sandbox.KindConflict, sandbox.KindNotFound}},
+	} {
+		for _, tc := range reaches {
+			t.Run(c.name+"/"+tc.name, func(t *testing.T) {
+				r, rec := pausedRig(t, service.CreateRequest{AutoResume: c.auto}, nil)
+				if c.want == sandbox.StateEnded {
+					if _, err := r.m.Stop(t.Context(), "acct", rec.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := tc.call(t.Context(), r.m, rec.ID); !slices.Contains(c.kinds, sandbox.KindOf(err)) {
+					t.Fatalf("got %v, want one of %v", err, c.kinds)
+				}
+				r.wantAfter(rec.ID, c.want, 0)
+			})
+		}
 	}
 }
 
@@ -141,15 +161,11 @@ func TestAutoResumeAfterLeasePause(t *testing.T) {
 	rec := r.create(service.CreateRequest{TimeoutSeconds: 60, OnLeaseEnd: "pause", AutoResume: true})
 	r.clock.Advance(60 * time.Second)
 	r.m.Reap(t.Context())
-	if got := r.consistent(rec.ID).State; got != sandbox.StatePaused {
-		t.Fatalf("at the lease's end: got %s, want paused", got)
-	}
+	r.wantAfter(rec.ID, sandbox.StatePaused, 0)
 	if err := reaches[0].call(t.Context(), r.m, rec.ID); err != nil {
 		t.Fatalf("exec after the lease's pause: %v", err)
 	}
-	if got := r.consistent(rec.ID).State; got != sandbox.StateRunning {
-		t.Fatalf("after the call: got %s, want running", got)
-	}
+	r.wantAfter(rec.ID, sandbox.StateRunning, 1)
 }
 
 func TestParallelAutoResumesResumeOnce(t *testing.T) {
@@ -162,33 +178,7 @@ func TestParallelAutoResumesResumeOnce(t *testing.T) {
 					t.Errorf("call %d: got %v, want every call to go through", i, err)
 				}
 			}
-			if got := r.consistent(rec.ID).State; got != sandbox.StateRunning {
-				t.Fatalf("after the calls: got %s, want running", got)
-			}
-			if n := r.be.count("resume"); n != 1 {
-				t.Errorf("backend resumes: got %d, want 1", n)
-			}
-		})
-	}
-}
-
-func TestAutoResumeNeverWakesTheEnded(t *testing.T) {
-	for _, tc := range reaches {
-		t.Run(tc.name, func(t *testing.T) {
-			r, rec := pausedRig(t, service.CreateRequest{AutoResume: true}, nil)
-			if _, err := r.m.Stop(t.Context(), "acct", rec.ID); err != nil {
-				t.Fatal(err)
-			}
-			err := tc.call(t.Context(), r.m, rec.ID)
-			if k := sandbox.KindOf(err); k != sandbox.KindConflict && k != sandbox.KindNotFound {
-				t.Fatalf("a call on an ended sandbox: got %v, want conflict or not_found", err)
-			}
-			if got := r.consistent(rec.ID).State; got != sandbox.StateEnded {
-				t.Fatalf("after the call: got %s, want ended", got)
-			}
-			if n := r.be.count("resume"); n != 0 {
-				t.Errorf("backend resumes: got %d, want 0", n)
-			}
+			r.wantAfter(rec.ID, sandbox.StateRunning, 1)
 		})
 	}
 }
@@ -206,7 +196,5 @@ func TestAutoResumeRefused(t *testing.T) {
 			t.Errorf("%s: got %v, want concurrency_limit_reached", tc.name, err)
 		}
 	}
-	if got := r.consistent(rec.ID).State; got != sandbox.StatePaused {
-		t.Fatalf("after the refused wakes: got %s, want paused", got)
-	}
+	r.wantAfter(rec.ID, sandbox.StatePaused, 0)
 }
