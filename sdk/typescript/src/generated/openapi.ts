@@ -738,6 +738,91 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Save the running sandbox whole (memory, processes, disk); it keeps running.
+         * @description The sandbox's processes stand still while it is saved (freeze_ms
+         *     says how long the sandbox did not answer), then go on. POST
+         *     /v1/sandboxes {"snapshot": ID} starts sandboxes from it, whose
+         *     processes go on where they were. It counts in the account's
+         *     storage quota (403 past it) and is removed when its retention ends.
+         *     A paused or ended sandbox: 409 conflict. gVisor sandboxes only
+         *     (422 not_supported on a microVM, for now).
+         */
+        post: operations["createSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start count sandboxes from a snapshot of the running sandbox, all or none; it keeps running.
+         * @description Each fork has the source's memory, processes and files, and its
+         *     own id, address, egress policy (the source's, applied anew),
+         *     lease and billing from its start, boot id and kernel randomness.
+         *     A count past what the account may run at once is refused whole
+         *     (429 concurrency_limit_reached) before anything is made.
+         */
+        post: operations["forkSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's snapshots, newest first. */
+        get: operations["listSnapshots"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/snapshots/{sid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One snapshot of the account (another account's is 404, as an unknown one). */
+        get: operations["getSnapshot"];
+        put?: never;
+        post?: never;
+        /** Remove a snapshot; sandboxes started from it keep running. */
+        delete: operations["deleteSnapshot"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/templates": {
         parameters: {
             query?: never;
@@ -1425,6 +1510,52 @@ export interface components {
         PublishRequest: {
             public: boolean;
         };
+        Snapshot: {
+            id: string;
+            /** @description The caller's label. */
+            name?: string;
+            /** @description The sandbox it was taken of. */
+            sandbox_id: string;
+            /** @enum {string} */
+            isolation: "gvisor" | "microvm";
+            /** @description What the sandbox started from ("default" is the built-in image). */
+            template: string;
+            vcpus: number;
+            memory_mib: number;
+            /**
+             * Format: int64
+             * @description What it takes on disk; it counts in the account's storage quota.
+             */
+            size_bytes: number;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When its retention ends and it is removed.
+             */
+            expires_at: string;
+            /**
+             * Format: int64
+             * @description How long the sandbox did not answer while it was taken.
+             */
+            freeze_ms: number;
+        };
+        SnapshotList: {
+            snapshots: components["schemas"]["Snapshot"][];
+        };
+        CreateSnapshotRequest: {
+            name?: string;
+        };
+        ForkRequest: {
+            /** @description How many sandboxes to start (default 1). */
+            count?: number;
+            /** @description Keep the snapshot the forks started from (default false, removed once they run). */
+            keep_snapshot?: boolean;
+        };
+        ForkResult: {
+            sandboxes: components["schemas"]["Sandbox"][];
+            snapshot?: components["schemas"]["Snapshot"];
+        };
         SnapshotRequest: {
             /** @description The new template's name[:tag]. */
             template: string;
@@ -1464,6 +1595,8 @@ export interface components {
              * @description Refuse the create (402 max_cost_exceeded) if its first lease could cost more, in USD millionths.
              */
             max_cost_micros?: number;
+            /** @description Start from this snapshot of the account (its processes go on where they were); isolation, template, size and disk are the snapshot's. */
+            snapshot?: string;
         };
         Sandbox: {
             id: string;
@@ -3354,6 +3487,148 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    createSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CreateSnapshotRequest"];
+            };
+        };
+        responses: {
+            /** @description The snapshot. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    forkSandbox: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ForkRequest"];
+            };
+        };
+        responses: {
+            /** @description The forks, running. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForkResult"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["NotSupported"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listSnapshots: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The snapshots. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SnapshotList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The snapshot's id. */
+                sid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The snapshot. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The snapshot's id. */
+                sid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             default: components["responses"]["Error"];
         };
     };
