@@ -65,6 +65,7 @@ type config struct {
 	microvmAccel                                                       string
 	templates                                                          int
 	preview                                                            int
+	fork                                                               int
 }
 
 func main() {
@@ -95,6 +96,7 @@ func main() {
 	flag.StringVar(&c.microvmAccel, "microvm-accel", "auto", "with -microvm: kvm, tcg, or auto (kvm when it boots the guest here)")
 	flag.IntVar(&c.templates, "templates", 0, "instead of the main run: templates (snapshot, builds cold, cached and with a changed step, N creates from a template against N of the default image, cold and pool hit, and the disk of N templates sharing the base), measured in the same run")
 	flag.IntVar(&c.preview, "preview", 0, "instead of the main run: preview URLs (N requests per latency series, -downloads 100 MB downloads), the path-form proxy against a direct connection to the same server in the sandbox, measured in the same run")
+	flag.IntVar(&c.fork, "fork", 0, "instead of the main run: snapshots and forks (N rounds of each): a snapshot's time, freeze and size against the memory held, forks of 1, 4 and 16 against as many cold creates, and the host memory of 4 forks against 4 cold sandboxes, measured in the same run")
 	flag.Parse()
 	if c.bigBurst == 0 {
 		c.bigBurst = 2 * c.pool
@@ -108,6 +110,13 @@ func main() {
 	}
 	if c.preview > 0 {
 		if err := previewRun(context.Background(), c); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if c.fork > 0 {
+		if err := forkRun(context.Background(), c); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
