@@ -36,6 +36,10 @@
 // path-form proxy, against the same in-sandbox server reached directly
 // from inside the sandbox, by the same client code.
 //
+// With -autoresume N it measures auto-resume instead (see autoresume.go):
+// the first exec and preview request on a paused sandbox created with
+// auto_resume, against the same calls on it running.
+//
 // With -ab DIR,DIR,... it compares caches (another agent or runsc) instead,
 // samples interleaved: first python3 on a pool hit, exec of `true` and of
 // a command not found, the spawn floor, and idle pool member memory.
@@ -66,6 +70,7 @@ type config struct {
 	templates                                                          int
 	preview                                                            int
 	fork                                                               int
+	autoResume                                                         int
 }
 
 func main() {
@@ -97,12 +102,20 @@ func main() {
 	flag.IntVar(&c.templates, "templates", 0, "instead of the main run: templates (snapshot, builds cold, cached and with a changed step, N creates from a template against N of the default image, cold and pool hit, and the disk of N templates sharing the base), measured in the same run")
 	flag.IntVar(&c.preview, "preview", 0, "instead of the main run: preview URLs (N requests per latency series, -downloads 100 MB downloads), the path-form proxy against a direct connection to the same server in the sandbox, measured in the same run")
 	flag.IntVar(&c.fork, "fork", 0, "instead of the main run: snapshots and forks (N rounds of each): a snapshot's time, freeze and size against the memory held, forks of 1, 4 and 16 against as many cold creates, and the host memory of 4 forks against 4 cold sandboxes, measured in the same run")
+	flag.IntVar(&c.autoResume, "autoresume", 0, "instead of the main run: auto-resume (N samples of the first exec and preview request on a paused sandbox created with auto_resume, against the same on it running and an explicit resume then exec), measured in the same run")
 	flag.Parse()
 	if c.bigBurst == 0 {
 		c.bigBurst = 2 * c.pool
 	}
 	if c.microvm > 0 {
 		if err := microvmRun(context.Background(), c); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if c.autoResume > 0 {
+		if err := autoResumeRun(context.Background(), c); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
