@@ -15,7 +15,7 @@ import (
 // sandbox created with auto_resume costs (the wake: a restore of its
 // checkpoint, then the call), against the same call on it running, and
 // against an explicit resume call followed by the command, in the same
-// run, samples interleaved. Calls are an exec of `true` and a GET of a
+// run, samples interleaved. Calls are an exec of `echo ok` and a GET of a
 // page that python3 -m http.server serves in the sandbox, through the
 // path-form preview.
 
@@ -40,9 +40,9 @@ func autoResumeRun(ctx context.Context, c config) error {
 	}
 	fmt.Printf("sandbox %dx%d, n %d, one sandbox paused by a call before each woken sample\n\n", c.vcpus, c.mem, c.autoResume)
 	fmt.Printf("%-58s %10s %10s %10s %6s\n", "figure", "median", "p95", "p99", "n")
-	f.execRunning.print("exec true, running")
-	f.execWoken.print("exec true, paused with auto_resume (wake + exec)")
-	f.resumeThenExec.print("resume call, then exec true (explicit)")
+	f.execRunning.print("exec echo, running")
+	f.execWoken.print("exec echo, paused with auto_resume (wake + exec)")
+	f.resumeThenExec.print("resume call, then exec echo (explicit)")
 	f.previewRunning.print("preview GET, running")
 	f.previewWoken.print("preview GET, paused with auto_resume (wake + GET)")
 	return nil
