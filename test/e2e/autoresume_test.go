@@ -16,8 +16,9 @@ import (
 // auto_resume and on_lease_end pause is paused by its lease, then woken by
 // an exec, which runs; paused again by a call, it is woken by a preview
 // request in each form, which python3 -m http.server (started before the
-// first pause, checkpointed with the rest) answers. One created without
-// auto_resume stays paused (409 conflict), and an ended one stays ended.
+// first pause, checkpointed with the rest) answers; a read-only key's file
+// read wakes it too. One created without auto_resume stays paused (409
+// conflict), and an ended one stays ended.
 func TestAutoResume(t *testing.T) {
 	r := startPreviewRig(t, "localhost", "")
 	ctx := t.Context()
@@ -63,6 +64,20 @@ func TestAutoResume(t *testing.T) {
 		}
 		wantState(t, r.c, sb.ID, "running")
 	}
+
+	// A read-only key may not resume, but its file read wakes the
+	// sandbox: the owner asked for it to run when used.
+	ro := newKey(t, r.s, `{"kind":"read_only"}`)
+	if _, err := r.c.PauseSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := call(t, r.s, ro.Secret, http.MethodPost, "/v1/sandboxes/"+sb.ID+"/resume", nil); st != http.StatusForbidden {
+		t.Fatalf("resume with a read-only key: got %d %s, want 403", st, body)
+	}
+	if st, body := call(t, r.s, ro.Secret, http.MethodGet, "/v1/sandboxes/"+sb.ID+"/files?path=/tmp/site/index.html", nil); st != http.StatusOK || string(body) != "served after the wake\n" {
+		t.Fatalf("a file read with a read-only key on the paused sandbox: got %d %q, want 200 and the file", st, body)
+	}
+	wantState(t, r.c, sb.ID, "running")
 
 	// Without auto_resume: 409, and it stays paused.
 	plain, err := r.c.CreateSandbox(ctx, api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 1024, TimeoutSeconds: 600})
