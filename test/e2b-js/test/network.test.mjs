@@ -3,7 +3,8 @@
 // through withruntime's own API: allowOut with addresses, CIDR prefixes
 // and names under denyOut ALL_TRAFFIC (allow beats deny), updateNetwork
 // replacing a live sandbox's policy (fields left out cleared), a partial
-// denyOut refused by name; and setTimeout(0) expiring a sandbox at once.
+// denyOut refused by name; setTimeout(0) expiring a sandbox at once; and
+// lifecycle autoResume waking a paused sandbox on its next call.
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -45,4 +46,23 @@ test("setTimeout(0) expires the sandbox now: a pause under onTimeout pause, else
   const ended = await Sandbox.create({ timeoutMs: 300_000 });
   await ended.setTimeout(0);
   assert.equal((await withruntimeSandbox(ended.sandboxId)).state, "ended");
+});
+
+test("lifecycle autoResume: a paused sandbox wakes on its next command and file read", async () => {
+  const sbx = await Sandbox.create({ timeoutMs: 120_000, lifecycle: { onTimeout: "pause", autoResume: true } });
+  try {
+    const ours = await withruntimeSandbox(sbx.sandboxId);
+    assert.equal(ours.on_lease_end, "pause");
+    assert.equal(ours.auto_resume, true);
+    await sbx.files.write("/tmp/mark", "kept");
+    assert.equal(await sbx.pause(), true);
+    assert.equal((await withruntimeSandbox(sbx.sandboxId)).state, "paused");
+    assert.equal((await sbx.commands.run("cat /tmp/mark")).stdout, "kept");
+    assert.equal((await withruntimeSandbox(sbx.sandboxId)).state, "running");
+    assert.equal(await sbx.pause(), true);
+    assert.equal(await sbx.files.read("/tmp/mark"), "kept");
+    assert.equal((await withruntimeSandbox(sbx.sandboxId)).state, "running");
+  } finally {
+    await sbx.kill();
+  }
 });
