@@ -76,6 +76,17 @@ func forkRun(ctx context.Context, c config) error {
 		forks.print(fmt.Sprintf("fork of %d: request -> all answer", n))
 		colds.print(fmt.Sprintf("%d cold creates: request -> all answer", n))
 	}
+	var restored, booted, warm series
+	for range c.fork {
+		r, b, w, err := f.firstPython(ctx)
+		if err != nil {
+			return err
+		}
+		restored, booted, warm = append(restored, r), append(booted, b), append(warm, w)
+	}
+	restored.print("first python3 in a fork of a warmed sandbox")
+	booted.print("first python3 in a booted sandbox")
+	warm.print("python3 again in a warmed sandbox (floor)")
 	forkMiB, coldMiB, err := f.memory(ctx, s.dir, 4, 256)
 	if err != nil {
 		return err
@@ -282,4 +293,47 @@ func (f *forker) memory(ctx context.Context, dataDir string, n, held int) (forkM
 	coldMiB = sum()
 	f.stopAll(ctx, ids)
 	return forkMiB, coldMiB, nil
+}
+
+// pyOnce is the exec whose time the warm-restore figures compare.
+const pyOnce = "python3 -c 'print(1)'"
+
+// timed runs cmd in id and returns how long the exec took.
+func (f *forker) timed(ctx context.Context, id, cmd string) (time.Duration, error) {
+	began := time.Now()
+	err := f.sh(ctx, id, cmd)
+	return time.Since(began), err
+}
+
+// firstPython times, in one round: the first python3 in a fork of a
+// sandbox that ran sh, python3 and node once (its caches warm when it was
+// saved), the first python3 in a sandbox booted afresh, and python3 run
+// again in the warmed source (the floor a warm sandbox gives).
+func (f *forker) firstPython(ctx context.Context) (restored, booted, warm time.Duration, err error) {
+	src, err := f.source(ctx, 0)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer f.stopAll(ctx, []string{src})
+	if err := f.sh(ctx, src, "sh -c true && "+pyOnce+" && node -e 0"); err != nil {
+		return 0, 0, 0, err
+	}
+	if warm, err = f.timed(ctx, src, pyOnce); err != nil {
+		return 0, 0, 0, err
+	}
+	var res api.ForkResult
+	if err := f.post(ctx, "/v1/sandboxes/"+src+"/fork", api.ForkRequest{Count: 1}, &res); err != nil {
+		return 0, 0, 0, err
+	}
+	defer f.stopAll(ctx, []string{res.Sandboxes[0].ID})
+	if restored, err = f.timed(ctx, res.Sandboxes[0].ID, pyOnce); err != nil {
+		return 0, 0, 0, err
+	}
+	cold, err := f.source(ctx, 0)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer f.stopAll(ctx, []string{cold})
+	booted, err = f.timed(ctx, cold, pyOnce)
+	return restored, booted, warm, err
 }
