@@ -198,3 +198,29 @@ func TestAutoResumeRefused(t *testing.T) {
 	}
 	r.wantAfter(rec.ID, sandbox.StatePaused, 0)
 }
+
+// TestAutoResumeOfSnapshotsAndForks: a sandbox started from a snapshot
+// resumes on use as its own create says, whatever its source did; a fork
+// as its source does.
+func TestAutoResumeOfSnapshotsAndForks(t *testing.T) {
+	r, _ := snapRig(t, nil)
+	ctx := t.Context()
+	src := r.create(service.CreateRequest{TimeoutSeconds: 600, AutoResume: true})
+	snap, err := r.m.Snapshot(ctx, "acct", src.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []bool{false, true} {
+		rec := r.create(service.CreateRequest{Snapshot: snap.ID, AutoResume: want})
+		if rec.Spec.AutoResume != want {
+			t.Errorf("started from a snapshot with auto_resume %v: got %v", want, rec.Spec.AutoResume)
+		}
+	}
+	_, forks, err := r.m.Fork(ctx, "acct", "", src.ID, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !forks[0].Spec.AutoResume {
+		t.Error("a fork of a sandbox with auto_resume: got auto_resume false")
+	}
+}

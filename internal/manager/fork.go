@@ -42,6 +42,7 @@ func (m *Manager) Fork(ctx context.Context, account, keyID, id string, count int
 		Snapshot:       snap.ID,
 		TimeoutSeconds: int(src.Spec.Timeout.Seconds()),
 		OnLeaseEnd:     src.Spec.OnLeaseEnd,
+		AutoResume:     src.Spec.AutoResume,
 		Metadata:       src.Spec.Metadata,
 		Network:        src.Spec.Network,
 		MaxCostMicros:  src.Spec.MaxCostMicros,

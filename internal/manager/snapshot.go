@@ -260,6 +260,7 @@ func (m *Manager) fromSnapshot(ctx context.Context, account string, req service.
 	}
 	s.Timeout, s.OnLeaseEnd, s.Metadata = checked.Timeout, checked.OnLeaseEnd, checked.Metadata
 	s.Network, s.MaxCostMicros = checked.Network, checked.MaxCostMicros
+	s.AutoResume = checked.AutoResume
 	if len(req.Env) > 0 {
 		env := make(map[string]string, len(s.Env)+len(req.Env))
 		for k, v := range s.Env {
