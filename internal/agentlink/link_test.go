@@ -20,9 +20,11 @@ import (
 
 // TestImports: the link ships in every sandbox's agent, so it imports
 // little: yamux only multiplexes a microVM's one port, x/time/rate bounds
-// the guest's pings, and the shared backoff is standard library only.
+// the guest's pings, and the shared backoff is standard library only. The
+// API's types are the agent's own already (its reseed's request and
+// answer are among them).
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.StdlibAnd("golang.org/x/sys/unix", "github.com/hashicorp/yamux", "golang.org/x/time/rate", "internal/backoff"))
+	testenv.CheckImports(t, testenv.StdlibAnd("api", "golang.org/x/sys/unix", "github.com/hashicorp/yamux", "golang.org/x/time/rate", "internal/backoff"))
 }
 
 // countingDialer dials path and counts the agent's connections still open.
