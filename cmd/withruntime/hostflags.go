@@ -44,6 +44,8 @@ var serveFlags = []flagSpec{
 	{Name: "max-keys-per-account", Type: "int", Usage: "keys an account may hold (409 conflict past it), and keys its keys may make in 24 hours, removed ones counted (429 rate_limited); the admin key is bound by neither", DefValue: "100"},
 	{Name: "max-templates", Type: "int", Usage: "templates an account may hold (403 forbidden past it); a template removed while in use no longer counts", DefValue: "100"},
 	{Name: "max-template-gib", Type: "int64", Usage: "`GIB` an account's templates may hold in all, each counting its own layers (403 forbidden past it); one snapshot or image may not write more either (413)", DefValue: "50"},
+	{Name: "snapshot-retention", Type: "duration", Usage: "how long a snapshot is kept before it is removed (a fork's is removed once its sandboxes run unless it asked to keep it)", DefValue: "168h0m0s"},
+	{Name: "storage-quota-gib", Type: "int64", Usage: "`GIB` an account's snapshots and volumes may take in all (403 forbidden past it; 0: no bound)", DefValue: "100"},
 	{Name: "allow-private-registries", Type: "bool", Usage: "let template imports read images from registries at loopback, private and link-local addresses (an own registry on the internal network); without it only public addresses, so a reference cannot make the server call its own network", DefValue: "false", NoOptDefVal: "true"},
 	{Name: "idle-exit", Type: "duration", Usage: "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)", DefValue: "0s"},
 	{Name: "e2b-listen", Type: "string", Usage: "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY"},
