@@ -44,6 +44,21 @@ type Spec struct {
 	// AutoResume has a paused sandbox resumed by the next call that
 	// needs it running (exec, files, code, a preview or port forward).
 	AutoResume bool `json:"auto_resume,omitempty"`
+	// Volumes are the named volumes mounted into the sandbox, resolved at
+	// create (internal/volume).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
+}
+
+// VolumeMount is one volume in a sandbox: the volume's record (ID) and
+// name as the create resolved them, where it appears inside the sandbox,
+// and the host directory the backend binds there (the volume's mounted
+// file system, internal/volume).
+type VolumeMount struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+	HostDir  string `json:"host_dir"`
 }
 
 // Root is the file system of a sandbox started from a template: a base

@@ -67,7 +67,7 @@ func OpenBoltWith(path string, o BoltOptions) (*Bolt, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketKeys, bucketKeyHashes, bucketKeysGone, bucketAccounts, bucketUsage, bucketSecrets, bucketNodes, bucketValues, bucketTemplates, bucketTemplateNames, bucketTemplatesPublic, bucketEvents, bucketWebhooks, bucketDeliveries, bucketAudit, bucketSnapshots} {
+		for _, b := range [][]byte{bucketSandboxes, bucketKeys, bucketKeyHashes, bucketKeysGone, bucketAccounts, bucketUsage, bucketSecrets, bucketNodes, bucketValues, bucketTemplates, bucketTemplateNames, bucketTemplatesPublic, bucketEvents, bucketWebhooks, bucketDeliveries, bucketAudit, bucketSnapshots, bucketVolumes} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("making bucket %s: %w", b, err)
 			}

@@ -49,6 +49,8 @@ type Store interface {
 	Events
 	// Snapshots keeps the sandboxes' snapshots (snapshots.go).
 	Snapshots
+	// Volumes keeps the named volumes' records (volumes.go).
+	Volumes
 
 	Close() error
 }
