@@ -35,6 +35,8 @@ type CreateSandboxRequest struct {
 	// AutoResume: a paused sandbox is resumed by the next exec, file,
 	// code, preview or port-forward call, which then proceeds.
 	AutoResume bool `json:"auto_resume,omitempty"`
+	// Volumes are named volumes to mount (POST /v1/volumes makes them).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Sandbox is a sandbox as the API shows it. Environment values are never
@@ -69,6 +71,8 @@ type Sandbox struct {
 	// Node is the node that holds the sandbox, on a many-host
 	// installation (absent on a single box).
 	Node string `json:"node,omitempty"`
+	// Volumes are the volumes it mounts.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // SandboxUsage is what a sandbox used: time running, CPU consumed, memory

@@ -104,6 +104,7 @@ func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 		Store:     st,
 		Secrets:   vault,
 		Templates: &fakeTemplates{},
+		Volumes:   fakeVolumes{},
 		Hooks:     st,
 		// Every URL: the checks are internal/webhooks' (webhooks_test.go
 		// holds the routes to using one).
@@ -208,6 +209,8 @@ func bodyFor(rt Route) io.Reader {
 		return strings.NewReader(`{"timeout_seconds":60}`)
 	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/sandboxes":
 		return strings.NewReader(`{}`)
+	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/volumes":
+		return strings.NewReader(`{"name":"data","size_gib":1}`)
 	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/webhooks":
 		return strings.NewReader(`{"url":"https://hooks.example.test/","events":["sandbox.created"]}`)
 	case rt.Method == http.MethodPost && rt.Pattern == api.Version+"/accounts":

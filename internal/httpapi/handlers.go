@@ -33,7 +33,13 @@ func (s *server) create(w http.ResponseWriter, r *http.Request, c caller) error 
 	if err != nil {
 		return err
 	}
+	var release func()
+	cr.Volumes, release, err = s.resolveVolumes(r.Context(), c.account, req.Volumes)
+	if err != nil {
+		return err
+	}
 	rec, err := s.cfg.Sandboxes.Create(r.Context(), c.account, c.keyID, cr)
+	release()
 	if err != nil {
 		return err
 	}

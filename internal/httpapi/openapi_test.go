@@ -227,6 +227,12 @@ func TestOpenAPIRoutersAgree(t *testing.T) {
 // package api they describe.
 var schemaTypes = map[string]any{
 	"ErrorBody":             api.ErrorBody{},
+	"CreateVolumeRequest":   api.CreateVolumeRequest{},
+	"Volume":                api.Volume{},
+	"VolumeList":            api.VolumeList{},
+	"VolumeMount":           api.VolumeMount{},
+	"VolumeEntry":           api.VolumeEntry{},
+	"VolumeFileList":        api.VolumeFileList{},
 	"ErrorDetail":           api.ErrorDetail{},
 	"Network":               api.Network{},
 	"Preview":               api.Preview{},

@@ -46,6 +46,9 @@ func SandboxView(r *sandbox.Record) api.Sandbox {
 	if len(r.Spec.Metadata) > 0 {
 		v.Metadata = maps.Clone(r.Spec.Metadata)
 	}
+	for _, m := range r.Spec.Volumes {
+		v.Volumes = append(v.Volumes, api.VolumeMount{Name: m.Name, Path: m.Path, ReadOnly: m.ReadOnly})
+	}
 	return v
 }
 

@@ -39,6 +39,9 @@ type Config struct {
 	// Templates is the template library; nil: the templates routes answer
 	// not_supported.
 	Templates Templates
+	// Volumes are the accounts' named volumes; nil: the volumes routes,
+	// and a create that mounts any, answer not_supported.
+	Volumes Volumes
 	// Logger gets one line per request; nil discards them.
 	Logger *slog.Logger
 	// MaxBodyBytes bounds JSON request bodies (DefaultMaxBodyBytes when 0).

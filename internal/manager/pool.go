@@ -232,6 +232,9 @@ func (p *pools) counts() map[poolKey]int {
 // template's defaults).
 func (m *Manager) poolKeyOf(spec sandbox.Spec) (poolKey, bool) {
 	key := poolKey{"", spec.VCPUs, spec.MemoryMiB}
+	if len(spec.Volumes) > 0 {
+		return key, false // a member booted without them
+	}
 	if spec.Root != nil {
 		key.template = spec.Image
 	} else if spec.Image != image.DefaultName {

@@ -66,6 +66,10 @@ func (m *Manager) checkSpec(req service.CreateRequest) (sandbox.Spec, error) {
 
 		Network:       netPolicy,
 		MaxCostMicros: req.MaxCostMicros,
+		Volumes:       req.Volumes,
+	}
+	if len(s.Volumes) > 0 && s.Isolation != sandbox.IsolationGVisor {
+		return s, sandbox.Errorf(sandbox.KindNotSupported, "volumes are not supported on isolation %s yet: use isolation %s", s.Isolation, sandbox.IsolationGVisor)
 	}
 	if req.VCPUs == 0 {
 		s.VCPUs = c.DefaultVCPUs

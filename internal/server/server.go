@@ -21,6 +21,7 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/sdkdist"
 	"github.com/withruntime/withruntime/internal/secrets"
+	"github.com/withruntime/withruntime/internal/storagequota"
 	"github.com/withruntime/withruntime/internal/store"
 	"github.com/withruntime/withruntime/internal/undo"
 )
@@ -53,6 +54,10 @@ type Server struct {
 	done    chan error
 	idle    *idleWatch
 	stop    chan struct{} // closed by Close
+	volumes *volumeAPI    // nil on an API server of many hosts
+	// StorageQuota is the accounts' storage quota: volumes count in it,
+	// and snapshots may (Add). nil on an API server of many hosts.
+	StorageQuota *storagequota.Quota
 }
 
 // Start opens the data dir, recovers what an earlier server left and starts
@@ -126,6 +131,11 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		}
 	})
 	u.Add(mgr.Close)
+	vols, quota, err := openVolumes(ctx, cfg, dataDir, st, mgr.DiskPromised)
+	if err != nil {
+		return nil, err
+	}
+	u.Add(func() { vols.svc.Close(context.WithoutCancel(ctx)) })
 	l, err := listenAPI(cfg)
 	if err != nil {
 		return nil, err
@@ -150,10 +160,12 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,
 		PreviewSecret: pv.secret, PreviewDomain: cfg.PreviewDomain, PreviewPort: pv.port,
 		Observe: apiObserver(metrics), Hooks: st, CheckWebhookURL: hooks.checkURL,
+		Volumes: vols,
 	})
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
 		cfg: cfg, store: st, manager: mgr, egress: egr, tracing: tracing, done: make(chan error, 4),
+		volumes: vols, StorageQuota: quota,
 		idle: idle, stop: make(chan struct{}),
 		// Header and idle timeouts, header bound and connection limit:
 		// see admission.Listener.
@@ -278,6 +290,11 @@ func (s *Server) Close() error {
 	}
 	if s.manager != nil {
 		s.manager.Close()
+	}
+	if s.volumes != nil {
+		if verr := s.volumes.svc.Close(ctx); verr != nil {
+			s.cfg.Logger.Warn("unmounting volumes", "err", verr)
+		}
 	}
 	if s.tracing != nil {
 		// After the manager: the spans of its last operations go too.

@@ -84,6 +84,9 @@ type CreateRequest struct {
 	// (sandbox.Snapshot): its isolation, image and size are the
 	// snapshot's, so the request must not name others.
 	Snapshot string `json:"snapshot,omitempty"`
+	// Volumes are the named volumes to mount, resolved by the API edge
+	// (internal/volume) to the volumes' records and host dirs.
+	Volumes []sandbox.VolumeMount `json:"volumes,omitempty"`
 }
 
 // Snapshots is what snapshots and forks need of the sandboxes. A

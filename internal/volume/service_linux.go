@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -96,8 +97,27 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Close unmounts the volumes.
-func (s *Service) Close() error { return s.cfg.Host.Close() }
+// Close unmounts the volumes no live or paused sandbox mounts, releasing
+// their loop devices. The others stay mounted: their sandboxes outlive
+// the server (the next one reattaches them), and the next server takes
+// the mounts over as they are, never mounting one image twice.
+func (s *Service) Close(ctx context.Context) error {
+	vols, err := s.cfg.Store.ListVolumes(ctx, "")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, v := range vols {
+		if v.Node != s.cfg.Node {
+			continue
+		}
+		if by, _, err := s.mounters(ctx, v.Account, v.ID); err != nil || len(by) > 0 {
+			continue
+		}
+		errs = append(errs, s.cfg.Host.Unmount(v.ID))
+	}
+	return errors.Join(errs...)
+}
 
 // bytes is account's volumes' sizes: what its storage quota counts.
 func (s *Service) bytes(ctx context.Context, account string) (int64, error) {

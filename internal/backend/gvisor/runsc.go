@@ -53,6 +53,9 @@ func (b *Backend) command(ctx context.Context, id string, spec *sandbox.Spec, ar
 		// no socket on the host.
 		"--host-uds", "open",
 		"--allow-suid",
+		// Mounts other than the root (volumes) may change under the
+		// sandbox: another sandbox writes the same volume.
+		"--file-access-mounts", "shared",
 	}
 	if spec != nil {
 		flags = append(flags, "--overlay2", fmt.Sprintf("root:dir=%s,size=%dm", b.paths(id).upper, spec.DiskMiB))

@@ -60,6 +60,22 @@ func cpuset(vcpus int) string {
 	return s
 }
 
+// volumeMounts binds each volume's mounted file system (internal/volume)
+// at its path. The gofer serves it with shared file access
+// (--file-access-mounts=shared), so sandboxes mounting one volume see
+// each other's writes; the host never follows what is in it.
+func volumeMounts(spec sandbox.Spec) []specs.Mount {
+	var out []specs.Mount
+	for _, v := range spec.Volumes {
+		mode := "rw"
+		if v.ReadOnly {
+			mode = "ro"
+		}
+		out = append(out, specs.Mount{Destination: v.Path, Type: "bind", Source: v.HostDir, Options: []string{"rbind", mode, "nosuid", "nodev"}})
+	}
+	return out
+}
+
 func tmpfsSize(spec sandbox.Spec) string {
 	return fmt.Sprintf("size=%dm", spec.MemoryMiB/2)
 }
@@ -107,7 +123,7 @@ func (b *Backend) writeSpec(id string, p paths, rootfs string, spec sandbox.Spec
 			// Read-only: the host's listener and the resume flag are the
 			// host's alone; the agent connects out (--host-uds=open).
 			{Destination: sockMountDir, Type: "bind", Source: p.sock, Options: []string{"rbind", "ro"}},
-		}, b.egressMounts(p)...),
+		}, append(b.egressMounts(p), volumeMounts(spec)...)...),
 		Linux: &specs.Linux{
 			CgroupsPath: cgroupPath(id),
 			Resources: &specs.LinuxResources{
