@@ -1,0 +1,273 @@
+package e2e
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/client"
+	"github.com/withruntime/withruntime/internal/testenv"
+)
+
+// apiCode is the stable code of a client error ("" when none).
+func apiCode(err error) string {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return ""
+}
+
+// TestVolumes: a volume shared by a writable and a read-only sandbox (the
+// reader sees the writer's files, its own writes fail), outliving both, a
+// third sandbox reading what they left; its size enforced inside; the
+// files API round trip; a sandbox's root attacking the host through the
+// volume (symbolic links, a hard link, a FIFO) while the host reads it; and
+// the refusals.
+func TestVolumes(t *testing.T) {
+	s := testenv.StartServer(t, "--storage-quota-gib", "3")
+	ctx := t.Context()
+	c, err := client.New(client.WithBaseURL(s.URL), client.WithAPIKey(s.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol, err := c.CreateVolume(ctx, "data", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vol.Name != "data" || vol.SizeGiB != 1 || len(vol.MountedBy) != 0 {
+		t.Fatalf("created: %+v", vol)
+	}
+	create := func(mounts ...api.VolumeMount) (*api.Sandbox, error) {
+		sb, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 512, Volumes: mounts})
+		if err == nil {
+			t.Cleanup(func() { c.StopSandbox(context.Background(), sb.ID) })
+		}
+		return sb, err
+	}
+	writer, err := create(api.VolumeMount{Name: "data", Path: "/data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := create(api.VolumeMount{Name: "data", Path: "/mnt/data", ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reader.Volumes) != 1 || reader.Volumes[0].Path != "/mnt/data" || !reader.Volumes[0].ReadOnly {
+		t.Errorf("reader's volumes: %+v", reader.Volumes)
+	}
+
+	t.Run("shared between sandboxes", func(t *testing.T) {
+		// As the sandbox user, who owns the volume's root.
+		mustExec(t, c, writer.ID, "echo one > /data/a.txt && mkdir -p /data/d && echo two > /data/d/b.txt")
+		if out := mustExec(t, c, reader.ID, "cat /mnt/data/a.txt /mnt/data/d/b.txt"); out != "one\ntwo\n" {
+			t.Fatalf("reader sees %q", out)
+		}
+		// A change after the reader looked: shared file access, no stale
+		// cache.
+		mustExec(t, c, writer.ID, "echo three > /data/a.txt")
+		if out := mustExec(t, c, reader.ID, "cat /mnt/data/a.txt"); out != "three\n" {
+			t.Fatalf("reader sees %q after the change", out)
+		}
+		out, err := execOut(ctx, c, reader.ID, "(echo x > /mnt/data/ro.txt) 2>&1; sudo sh -c 'echo x > /mnt/data/ro2.txt' 2>&1")
+		if err == nil || !strings.Contains(out, "Read-only file system") {
+			t.Fatalf("reader's write: %q %v, want EROFS", out, err)
+		}
+		v, err := c.GetVolume(ctx, "data")
+		if err != nil || len(v.MountedBy) != 2 || v.UsedBytes <= 0 {
+			t.Fatalf("volume while mounted: %+v %v", v, err)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		if _, err := create(api.VolumeMount{Name: "data", Path: "/w2"}); apiCode(err) != "conflict" {
+			t.Errorf("second writer: %v, want conflict", err)
+		}
+		if err := c.DeleteVolume(ctx, "data"); apiCode(err) != "conflict" {
+			t.Errorf("delete while mounted: %v, want conflict", err)
+		}
+		for _, p := range []string{"/", "/proc", "/proc/x", "/sys", "/dev", "/run", "/opt/withruntime", "rel", "/a/../b"} {
+			if _, err := create(api.VolumeMount{Name: "data", Path: p, ReadOnly: true}); apiCode(err) != "invalid_request" {
+				t.Errorf("path %q: %v, want invalid_request", p, err)
+			}
+		}
+		if _, err := create(api.VolumeMount{Name: "nope", Path: "/x", ReadOnly: true}); apiCode(err) != "not_found" {
+			t.Errorf("unknown volume: %v, want not_found", err)
+		}
+		if _, err := c.CreateVolume(ctx, "Bad Name", 1); apiCode(err) != "invalid_request" {
+			t.Errorf("bad name: %v", err)
+		}
+		if _, err := c.CreateVolume(ctx, "data", 1); apiCode(err) != "conflict" {
+			t.Errorf("existing name: %v", err)
+		}
+		if _, err := c.CreateVolume(ctx, "big", 3); apiCode(err) != "forbidden" {
+			t.Errorf("past the storage quota: %v, want forbidden", err)
+		}
+		if _, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Isolation: "microvm", Volumes: []api.VolumeMount{{Name: "data", Path: "/x", ReadOnly: true}}}); apiCode(err) != "not_supported" && apiCode(err) != "invalid_request" {
+			t.Errorf("microvm: %v, want not_supported", err)
+		}
+		// Another account: the same answer as no volume at all.
+		newAccount(t, s, `{"name":"other"}`)
+		k := newKey(t, s, `{"account":"other"}`)
+		oc, _ := client.New(client.WithBaseURL(s.URL), client.WithAPIKey(k.Secret))
+		if _, err := oc.GetVolume(ctx, "data"); apiCode(err) != "not_found" {
+			t.Errorf("other account's get: %v", err)
+		}
+		if _, err := oc.ReadVolumeFile(ctx, "data", "/a.txt"); apiCode(err) != "not_found" {
+			t.Errorf("other account's read: %v", err)
+		}
+		if _, err := oc.CreateSandbox(ctx, api.CreateSandboxRequest{Volumes: []api.VolumeMount{{Name: "data", Path: "/x", ReadOnly: true}}}); apiCode(err) != "not_found" {
+			t.Errorf("other account's mount: %v", err)
+		}
+	})
+
+	t.Run("size enforced", func(t *testing.T) {
+		out, err := execOut(ctx, c, writer.ID, "dd if=/dev/zero of=/data/fill bs=1M count=1100 2>&1")
+		if err == nil || !strings.Contains(out, "No space left on device") {
+			t.Fatalf("writing past 1 GiB: %q %v, want ENOSPC", out, err)
+		}
+		mustExec(t, c, writer.ID, "rm /data/fill")
+	})
+
+	t.Run("files API", func(t *testing.T) {
+		if err := c.WriteVolumeFile(ctx, "data", "/api/x/y.txt", strings.NewReader("from the api")); err != nil {
+			t.Fatal(err)
+		}
+		if out := mustExec(t, c, writer.ID, "cat /data/api/x/y.txt"); out != "from the api" {
+			t.Fatalf("sandbox sees %q", out)
+		}
+		got, err := c.ReadVolumeFile(ctx, "data", "/a.txt")
+		if err != nil || string(got) != "three\n" {
+			t.Fatalf("read: %q %v", got, err)
+		}
+		ents, err := c.ListVolumeFiles(ctx, "data", "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]string{}
+		for _, e := range ents {
+			names[e.Name] = e.Type
+		}
+		if names["a.txt"] != "file" || names["d"] != "dir" || names["api"] != "dir" {
+			t.Fatalf("listing: %+v", ents)
+		}
+		if err := c.DeleteVolumeFile(ctx, "data", "/api/x/y.txt"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ReadVolumeFile(ctx, "data", "/api/x/y.txt"); apiCode(err) != "not_found" {
+			t.Fatalf("after delete: %v", err)
+		}
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		tw.WriteHeader(&tar.Header{Name: "in/z.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3})
+		tw.Write([]byte("zzz"))
+		tw.Close()
+		if err := c.UploadVolumeArchive(ctx, "data", "/up", &buf); err != nil {
+			t.Fatal(err)
+		}
+		if out := mustExec(t, c, writer.ID, "cat /data/up/in/z.txt && stat -c %U /data/up/in/z.txt"); out != "zzzuser\n" {
+			t.Fatalf("sandbox sees %q", out)
+		}
+		entries := tarEntries(t, c, "/")
+		if entries["up/in/z.txt"] != "zzz" || entries["a.txt"] != "three\n" {
+			t.Fatalf("archive out: %v", entries)
+		}
+	})
+
+	t.Run("a sandbox's root attacks the host through the volume", func(t *testing.T) {
+		mustExec(t, c, writer.ID, `sudo sh -c '
+			ln -s /etc/shadow /data/x && ln -s ../../../../../../etc /data/up2 && ln -s / /data/root &&
+			mkfifo /data/fifo && (ln /etc/passwd /data/hard 2>/dev/null; true) && ln /data/a.txt /data/hard2'`)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for _, p := range []string{"/x", "/up2/passwd", "/root/etc/passwd", "/fifo"} {
+				if data, err := c.ReadVolumeFile(ctx, "data", p); err == nil || apiCode(err) != "invalid_request" {
+					t.Errorf("read %s: %q %v, want invalid_request", p, data, err)
+				}
+			}
+			if err := c.WriteVolumeFile(ctx, "data", "/root/tmp/owned", strings.NewReader("x")); err == nil {
+				t.Error("a write through the sandbox's link")
+			}
+			entries := tarEntries(t, c, "/")
+			if entries["x"] != "-> /etc/shadow" || entries["root"] != "-> /" {
+				t.Errorf("links in the archive: x %q, root %q", entries["x"], entries["root"])
+			}
+			if _, ok := entries["fifo"]; ok {
+				t.Error("the FIFO is in the archive")
+			}
+			if entries["hard2"] != "three\n" {
+				t.Errorf("hard link inside the volume: %q", entries["hard2"])
+			}
+			for name, data := range entries {
+				if strings.Contains(data, "root:") {
+					t.Errorf("%s holds a host file: %q", name, data)
+				}
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the files API hung on the sandbox's tree")
+		}
+	})
+
+	t.Run("outlives its sandboxes", func(t *testing.T) {
+		for _, id := range []string{writer.ID, reader.ID} {
+			if _, err := c.StopSandbox(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		third, err := create(api.VolumeMount{Name: "data", Path: "/data"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := mustExec(t, c, third.ID, "cat /data/a.txt /data/d/b.txt"); out != "three\ntwo\n" {
+			t.Fatalf("third sandbox sees %q", out)
+		}
+		if _, err := c.StopSandbox(ctx, third.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.DeleteVolume(ctx, "data"); err != nil {
+			t.Fatalf("delete once unmounted: %v", err)
+		}
+		if _, err := c.GetVolume(ctx, "data"); apiCode(err) != "not_found" {
+			t.Fatalf("after delete: %v", err)
+		}
+	})
+}
+
+// tarEntries reads volume data's archive of p: each file's contents, each
+// link as "-> target".
+func tarEntries(t *testing.T, c *client.Client, p string) map[string]string {
+	t.Helper()
+	rc, err := c.DownloadVolumeArchive(t.Context(), "data", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	out := map[string]string{}
+	tr := tar.NewReader(rc)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("archive: %v", err)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeSymlink:
+			out[hdr.Name] = "-> " + hdr.Linkname
+		case tar.TypeReg:
+			data, _ := io.ReadAll(tr)
+			out[hdr.Name] = string(data)
+		}
+	}
+}
