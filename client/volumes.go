@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"strings"
 
 	"github.com/withruntime/withruntime/api"
 )
@@ -142,4 +144,38 @@ func volumePath(name, suffix string) (string, error) {
 		return "", errors.New("empty volume name")
 	}
 	return api.Version + "/volumes/" + url.PathEscape(name) + suffix, nil
+}
+
+// DownloadVolumeDir extracts directory remoteDir of volume name into
+// localDir (made if missing), with DownloadDir's checks and bounds.
+func (c *Client) DownloadVolumeDir(ctx context.Context, name, remoteDir, localDir string, opts ...DownloadOption) error {
+	rc, err := c.DownloadVolumeArchive(ctx, name, remoteDir)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if err := os.MkdirAll(localDir, 0o755); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(localDir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return newExtractor(rc, newDownloadOptions(opts)).extractInto(root, nil, "")
+}
+
+// VolumePathIsDir reports whether path in volume name is a directory (else
+// a regular file), from the answer's type, reading none of a file's bytes.
+func (c *Client) VolumePathIsDir(ctx context.Context, name, path string) (bool, error) {
+	p, err := volumePath(name, "/files")
+	if err != nil {
+		return false, err
+	}
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: p, query: url.Values{"path": {path}}, accept: "application/json, application/octet-stream"})
+	if err != nil {
+		return false, err
+	}
+	resp.Body.Close()
+	return strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json"), nil
 }

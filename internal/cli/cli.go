@@ -155,6 +155,12 @@ Templates (what sandboxes start from: sandbox run|create --template NAME):
   template rm NAME[:TAG]...                remove templates
   template publish NAME[:TAG]              show an admin template to every account (admin key)
 
+Volumes (sandbox run|create --volume NAME:/PATH[:ro]):
+  volume create NAME --size-gib N          make a named persistent volume
+  volume ls                                list volumes
+  volume rm NAME...                        remove volumes and their files
+  volume cp SRC DST                        copy a file or directory to or from NAME:/PATH, without a sandbox
+
 Secrets:
   secrets set NAME --host HOST             store a secret (typed, or on stdin), sent only to HOST
   secrets ls                               list secrets (names and hosts, never values)

@@ -71,6 +71,7 @@ type createFlags struct {
 	isolation  string
 	onLeaseEnd string
 	maxCost    *int64
+	volumes    []api.VolumeMount
 	trial      bool
 	// autoResume: a paused sandbox resumes on its next use.
 	autoResume bool
@@ -117,6 +118,18 @@ func (f *createFlags) register(fs *pflag.FlagSet) {
 		f.maxCost = &n
 		return nil
 	})
+	fs.Func("volume", "mount volume `NAME:/PATH[:ro]` (repeatable; volume create makes one)", func(s string) error {
+		name, rest, ok := strings.Cut(s, ":")
+		if !ok || name == "" || !strings.HasPrefix(rest, "/") {
+			return errors.New("want NAME:/PATH or NAME:/PATH:ro")
+		}
+		m := api.VolumeMount{Name: name, Path: rest}
+		if p, ok := strings.CutSuffix(rest, ":ro"); ok {
+			m.Path, m.ReadOnly = p, true
+		}
+		f.volumes = append(f.volumes, m)
+		return nil
+	})
 	fs.BoolVar(&f.trial, "trial", false, trialCreateHelp)
 	fs.BoolVar(&f.autoResume, "auto-resume", false, "once paused (by --on-lease-end pause or a pause), resume on the next exec, file, code, preview or port-forward call")
 }
@@ -136,6 +149,7 @@ func (f *createFlags) request() api.CreateSandboxRequest {
 	if f.disk > 0 {
 		req.DiskGiB = &f.disk
 	}
+	req.Volumes = f.volumes
 	if len(f.env) > 0 {
 		req.Env = f.env
 	}

@@ -265,7 +265,8 @@ func (h *Host) RemovePath(id, p string) error {
 	return nil
 }
 
-// TarOut writes p in volume id as a tar stream: directories, regular
+// TarOut writes p in volume id as a tar stream (a directory's contents,
+// or one file under its name): directories, regular
 // files and symbolic links (as links, never followed); devices, FIFOs and
 // sockets are left out. The files' bytes all together are bounded by
 // limit (the volume's size: hard links could otherwise repeat a file
@@ -290,15 +291,13 @@ func (h *Host) TarOut(id, p string, w io.Writer, limit int64) error {
 	if err := unix.Fstat(int(top.Fd()), &st); err != nil {
 		return err
 	}
-	name := path.Base(rel)
-	if rel == "." {
-		name = ""
-	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		err = t.dir(top, name, &st, 0)
+		// A directory's contents, named from it: what TarIn of the same
+		// path takes back.
+		err = t.dir(top, "", &st, 0)
 	case unix.S_IFREG:
-		err = t.file(top, name, &st)
+		err = t.file(top, path.Base(rel), &st)
 	default:
 		return sandbox.Errorf(sandbox.KindInvalid, "%s is not a regular file or a directory", p)
 	}

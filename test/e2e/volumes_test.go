@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -289,5 +291,59 @@ func tarEntries(t *testing.T, c *client.Client, p string) map[string]string {
 			data, _ := io.ReadAll(tr)
 			out[hdr.Name] = string(data)
 		}
+	}
+}
+
+// TestVolumeCLI: volume create, cp both ways (a file and a directory),
+// ls, sandbox create --volume, rm refused while mounted, then done.
+func TestVolumeCLI(t *testing.T) {
+	s := testenv.StartServer(t)
+	env := s.Env()
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := cli(t, env, args...)
+		if code != 0 {
+			t.Fatalf("withruntime %v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	run("volume", "create", "cache", "--size-gib", "1")
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "tree", "sub"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "tree", "sub", "f.txt"), []byte("deep"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "one.txt"), []byte("single"), 0o644))
+	run("volume", "cp", filepath.Join(dir, "one.txt"), "cache:/one.txt")
+	run("volume", "cp", filepath.Join(dir, "tree"), "cache:/tree")
+	id := strings.TrimSpace(run("sandbox", "create", "--vcpus", "1", "--memory", "512", "--volume", "cache:/cache:ro"))
+	t.Cleanup(func() { cli(t, env, "sandbox", "stop", id) })
+	out := run("sandbox", "exec", id, "--", "cat", "/cache/one.txt", "/cache/tree/sub/f.txt")
+	if out != "singledeep" {
+		t.Fatalf("sandbox sees %q", out)
+	}
+	if ls := run("volume", "ls"); !strings.Contains(ls, "cache") || !strings.Contains(ls, id) {
+		t.Fatalf("ls: %q", ls)
+	}
+	if _, errOut, code := cli(t, env, "volume", "rm", "cache"); code == 0 || !strings.Contains(errOut, "conflict") {
+		t.Fatalf("rm while mounted: exit %d %q", code, errOut)
+	}
+	back := filepath.Join(t.TempDir(), "back")
+	run("volume", "cp", "cache:/tree", back)
+	if data, err := os.ReadFile(filepath.Join(back, "sub", "f.txt")); err != nil || string(data) != "deep" {
+		t.Fatalf("copied out: %q %v", data, err)
+	}
+	run("volume", "cp", "cache:/one.txt", filepath.Join(dir, "copy.txt"))
+	if data, _ := os.ReadFile(filepath.Join(dir, "copy.txt")); string(data) != "single" {
+		t.Fatalf("file copied out: %q", data)
+	}
+	run("sandbox", "stop", id)
+	if out := run("volume", "rm", "cache"); strings.TrimSpace(out) != "cache" {
+		t.Fatalf("rm: %q", out)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
