@@ -42,7 +42,6 @@ var serveFlags = []flagSpec{
 	{Name: "trial-concurrency", Type: "int", Usage: "how many sandboxes a trial account runs at once", DefValue: "3"},
 	{Name: "trial-max-keys", Type: "int", Usage: "keys a trial account's keys may make, removed ones counted (403 forbidden past it)", DefValue: "2"},
 	{Name: "max-keys-per-account", Type: "int", Usage: "keys an account may hold (409 conflict past it), and keys its keys may make in 24 hours, removed ones counted (429 rate_limited); the admin key is bound by neither", DefValue: "100"},
-	{Name: "storage-quota-gib", Type: "int", Usage: "`GIB` each account may keep in volumes (their sizes) and snapshots together (403 forbidden past it; 0: no quota)", DefValue: "100"},
 	{Name: "max-volume-gib", Type: "int", Usage: "largest volume a create may ask for, in `GIB`", DefValue: "64"},
 	{Name: "max-templates", Type: "int", Usage: "templates an account may hold (403 forbidden past it); a template removed while in use no longer counts", DefValue: "100"},
 	{Name: "max-template-gib", Type: "int64", Usage: "`GIB` an account's templates may hold in all, each counting its own layers (403 forbidden past it); one snapshot or image may not write more either (413)", DefValue: "50"},

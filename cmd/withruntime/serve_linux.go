@@ -19,7 +19,6 @@ import (
 	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/server"
 	"github.com/withruntime/withruntime/internal/setup"
-	"github.com/withruntime/withruntime/internal/storagequota"
 	"github.com/withruntime/withruntime/internal/templates"
 	"github.com/withruntime/withruntime/internal/volume"
 )
@@ -51,7 +50,6 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.IntVar(&cfg.Trial.Concurrency, "trial-concurrency", accounts.DefaultTrialConcurrency, "how many sandboxes a trial account runs at once")
 	fs.IntVar(&cfg.Trial.MaxKeys, "trial-max-keys", accounts.DefaultTrialMaxKeys, "keys a trial account's keys may make, removed ones counted (403 forbidden past it)")
 	fs.IntVar(&cfg.MaxKeysPerAccount, "max-keys-per-account", accounts.DefaultMaxKeysPerAccount, "keys an account may hold (409 conflict past it), and keys its keys may make in 24 hours, removed ones counted (429 rate_limited); the admin key is bound by neither")
-	fs.IntVar(&cfg.StorageQuotaGiB, "storage-quota-gib", storagequota.DefaultGiB, "`GIB` each account may keep in volumes (their sizes) and snapshots together (403 forbidden past it; 0: no quota)")
 	fs.IntVar(&cfg.MaxVolumeGiB, "max-volume-gib", volume.DefaultMaxSizeGiB, "largest volume a create may ask for, in `GIB`")
 	fs.IntVar(&cfg.TemplateQuota.MaxCount, "max-templates", templates.DefaultMaxCount, "templates an account may hold (403 forbidden past it); a template removed while in use no longer counts")
 	templateGiB := fs.Int64("max-template-gib", templates.DefaultMaxBytes>>30, "`GIB` an account's templates may hold in all, each counting its own layers (403 forbidden past it); one snapshot or image may not write more either (413)")

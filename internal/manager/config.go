@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -123,6 +124,10 @@ type Config struct {
 	SnapshotDir       string
 	SnapshotRetention time.Duration
 	StorageQuotaBytes int64
+	// OtherStorage is what else of an account counts against
+	// StorageQuotaBytes besides its snapshots (its volumes' sizes,
+	// internal/volume); nil: nothing.
+	OtherStorage func(ctx context.Context, account string) (int64, error)
 
 	// MaxConcurrentBoots bounds the boots (starts and resumes, pool
 	// members' included) under way at once; a boot past it waits its turn

@@ -134,7 +134,7 @@ func (m *Manager) underStorageQuota(ctx context.Context, account string, extra i
 		return err
 	}
 	if used+extra > q {
-		return sandbox.Errorf(sandbox.KindForbidden, "storage quota exceeded: the account's snapshots take %d bytes, this one %d more, and the quota is %d bytes; remove snapshots you no longer need", used, extra, q)
+		return sandbox.Errorf(sandbox.KindForbidden, "storage quota exceeded: the account's snapshots and volumes take %d bytes, this one %d more, and the quota is %d bytes; remove snapshots or volumes you no longer need", used, extra, q)
 	}
 	return nil
 }
@@ -145,6 +145,11 @@ func (m *Manager) storageUsed(ctx context.Context, account string) (int64, error
 	var n int64
 	for _, s := range list {
 		n += s.SizeBytes
+	}
+	if err == nil && m.cfg.OtherStorage != nil {
+		var other int64
+		other, err = m.cfg.OtherStorage(ctx, account)
+		n += other
 	}
 	return n, err
 }

@@ -62,9 +62,6 @@ type Config struct {
 	// keys make in a day (serve --max-keys-per-account; 0:
 	// accounts.DefaultMaxKeysPerAccount).
 	MaxKeysPerAccount int
-	// StorageQuotaGiB bounds what each account keeps in volumes and
-	// snapshots (serve --storage-quota-gib; 0: no quota).
-	StorageQuotaGiB int
 	// MaxVolumeGiB bounds one volume (serve --max-volume-gib; 0:
 	// volume.DefaultMaxSizeGiB).
 	MaxVolumeGiB int
@@ -209,8 +206,8 @@ func (c *Config) Validate() error {
 	if c.MaxKeysPerAccount < 0 {
 		return errors.New("--max-keys-per-account must not be negative")
 	}
-	if c.StorageQuotaGiB < 0 || c.MaxVolumeGiB < 0 {
-		return errors.New("--storage-quota-gib and --max-volume-gib must not be negative")
+	if c.MaxVolumeGiB < 0 {
+		return errors.New("--max-volume-gib must not be negative")
 	}
 	if err := c.Trial.Validate(); err != nil {
 		return err

@@ -117,6 +117,14 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		metrics = promexport.New()
 		cfg.Manager.Observer = metrics
 	}
+	var quota *storagequota.Quota
+	var vols *volumeAPI // set once the manager is up: the volumes need its disk promise
+	cfg.Manager.OtherStorage = func(ctx context.Context, account string) (int64, error) {
+		if vols == nil {
+			return 0, nil
+		}
+		return vols.svc.Bytes(ctx, account)
+	}
 	mgr, egr, err := startHost(ctx, cfg, dataDir, recorded, vault, sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir, Layers: layers})
 	if err != nil {
 		return nil, err
@@ -131,7 +139,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		}
 	})
 	u.Add(mgr.Close)
-	vols, quota, err := openVolumes(ctx, cfg, dataDir, st, mgr.DiskPromised)
+	vols, quota, err = openVolumes(ctx, cfg, dataDir, st, mgr.DiskPromised)
 	if err != nil {
 		return nil, err
 	}

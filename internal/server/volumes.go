@@ -21,7 +21,19 @@ func openVolumes(ctx context.Context, cfg Config, dataDir string, st store.Store
 	if err != nil {
 		return nil, nil, err
 	}
-	quota := storagequota.New(cfg.StorageQuotaGiB)
+	// One quota (serve --storage-quota-gib) over volumes and snapshots:
+	// the manager counts the volumes in it for a snapshot
+	// (manager.Config.OtherStorage), this counts the snapshots for a
+	// volume.
+	quota := &storagequota.Quota{Bytes: cfg.Manager.StorageQuotaBytes}
+	quota.Add("snapshots", func(ctx context.Context, account string) (int64, error) {
+		list, err := st.ListSnapshots(ctx, account)
+		var n int64
+		for _, s := range list {
+			n += s.SizeBytes
+		}
+		return n, err
+	})
 	svc, err := volume.NewService(ctx, volume.Config{
 		Store: st, Host: host, MaxSizeGiB: cfg.MaxVolumeGiB, Quota: quota,
 		DiskPromised: promised, Logger: cfg.Logger,

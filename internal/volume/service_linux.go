@@ -78,7 +78,7 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, pending: map[string]*claim{}}
 	if cfg.Quota != nil {
-		cfg.Quota.Add("volumes", s.bytes)
+		cfg.Quota.Add("volumes", s.Bytes)
 	}
 	vols, err := cfg.Store.ListVolumes(ctx, "")
 	if err != nil {
@@ -119,8 +119,8 @@ func (s *Service) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// bytes is account's volumes' sizes: what its storage quota counts.
-func (s *Service) bytes(ctx context.Context, account string) (int64, error) {
+// Bytes is account's volumes' sizes: what its storage quota counts.
+func (s *Service) Bytes(ctx context.Context, account string) (int64, error) {
 	vols, err := s.cfg.Store.ListVolumes(ctx, account)
 	if err != nil {
 		return 0, err
