@@ -33,6 +33,12 @@ func (c *Client) DownloadDir(ctx context.Context, id, remoteDir, localDir string
 	if err != nil {
 		return err
 	}
+	return extractDir(rc, localDir, opts)
+}
+
+// extractDir extracts the archive rc into localDir (made if missing) and
+// closes rc.
+func extractDir(rc io.ReadCloser, localDir string, opts []DownloadOption) error {
 	defer rc.Close()
 	if err := os.MkdirAll(localDir, 0o755); err != nil {
 		return err

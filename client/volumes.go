@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/withruntime/withruntime/api"
@@ -153,16 +152,7 @@ func (c *Client) DownloadVolumeDir(ctx context.Context, name, remoteDir, localDi
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
-	if err := os.MkdirAll(localDir, 0o755); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(localDir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	return newExtractor(rc, newDownloadOptions(opts)).extractInto(root, nil, "")
+	return extractDir(rc, localDir, opts)
 }
 
 // VolumePathIsDir reports whether path in volume name is a directory (else

@@ -195,15 +195,21 @@ func (a *App) secretsRemove(cmd *command, s streams) runFunc {
 			return exitFailure
 		}
 		defer done()
-		status := exitOK
-		for _, name := range pos {
-			if err := c.DeleteSecret(ctx, name); err != nil {
-				report(s.stderr, err)
-				status = exitFailure
-				continue
-			}
-			fmt.Fprintln(s.stdout, name)
-		}
-		return status
+		return removeEach(ctx, s, pos, c.DeleteSecret)
 	}
+}
+
+// removeEach removes each of names with rm, printing each name removed
+// and reporting each failure; it fails when any did.
+func removeEach(ctx context.Context, s streams, names []string, rm func(context.Context, string) error) int {
+	status := exitOK
+	for _, name := range names {
+		if err := rm(ctx, name); err != nil {
+			report(s.stderr, err)
+			status = exitFailure
+			continue
+		}
+		fmt.Fprintln(s.stdout, name)
+	}
+	return status
 }

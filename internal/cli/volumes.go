@@ -93,16 +93,7 @@ func (a *App) volumeRemove(cmd *command, s streams) runFunc {
 			return exitFailure
 		}
 		defer done()
-		status := exitOK
-		for _, name := range pos {
-			if err := c.DeleteVolume(ctx, name); err != nil {
-				report(s.stderr, err)
-				status = exitFailure
-				continue
-			}
-			fmt.Fprintln(s.stdout, name)
-		}
-		return status
+		return removeEach(ctx, s, pos, c.DeleteVolume)
 	}
 }
 

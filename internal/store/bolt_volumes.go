@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -16,15 +15,9 @@ var bucketVolumes = []byte("volumes")
 
 // PutVolume inserts v.
 func (b *Bolt) PutVolume(ctx context.Context, v Volume) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := checkVolume(v); err != nil {
-		return err
-	}
-	data, err := json.Marshal(v)
+	data, err := encodeVolume(ctx, v)
 	if err != nil {
-		return fmt.Errorf("encoding volume %s: %w", v.Name, err)
+		return err
 	}
 	return b.db.Update(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bucketVolumes)

@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,15 +11,9 @@ import (
 
 // PutVolume inserts v.
 func (p *Postgres) PutVolume(ctx context.Context, v Volume) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := checkVolume(v); err != nil {
-		return err
-	}
-	data, err := json.Marshal(v)
+	data, err := encodeVolume(ctx, v)
 	if err != nil {
-		return fmt.Errorf("encoding volume %s: %w", v.Name, err)
+		return err
 	}
 	_, err = p.pool.Exec(ctx, `INSERT INTO volumes (id, account, name, created_at, volume) VALUES ($1, $2, $3, $4, $5)`,
 		v.ID, v.Account, v.Name, v.CreatedAt, data)

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -32,6 +34,21 @@ type Volumes interface {
 	ListVolumes(ctx context.Context, account string) ([]Volume, error)
 	// DeleteVolume removes account's volume name's record.
 	DeleteVolume(ctx context.Context, account, name string) error
+}
+
+// encodeVolume checks v and encodes it for a write.
+func encodeVolume(ctx context.Context, v Volume) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkVolume(v); err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encoding volume %s: %w", v.Name, err)
+	}
+	return data, nil
 }
 
 func checkVolume(v Volume) error {

@@ -81,12 +81,17 @@ func pathError(rel string, err error) error {
 	return fmt.Errorf("%s: %w", p, err)
 }
 
-// openRoot opens volume id's mounted root.
-func (h *Host) openRoot(id string) (*os.File, error) {
-	if !ValidID(id) {
-		return nil, fmt.Errorf("bad volume id %q", id)
+// openRoot checks p and opens volume id's mounted root, returning p
+// relative to it.
+func (h *Host) openRoot(id, p string) (root *os.File, rel string, err error) {
+	if rel, err = cleanPath(p); err != nil {
+		return nil, "", err
 	}
-	return os.OpenFile(h.Dir(id), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if !ValidID(id) {
+		return nil, "", fmt.Errorf("bad volume id %q", id)
+	}
+	root, err = os.OpenFile(h.Dir(id), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	return root, rel, err
 }
 
 // Opened is what Open found: a regular file (File, Size) or a directory's
@@ -100,11 +105,7 @@ type Opened struct {
 // Open opens p in volume id: a regular file to read (the caller closes
 // File) or a directory, listed. Anything else is refused.
 func (h *Host) Open(id, p string) (*Opened, error) {
-	rel, err := cleanPath(p)
-	if err != nil {
-		return nil, err
-	}
-	root, err := h.openRoot(id)
+	root, rel, err := h.openRoot(id, p)
 	if err != nil {
 		return nil, err
 	}
@@ -190,18 +191,14 @@ func mkdirs(root *os.File, rel string) (*os.File, error) {
 // parents; a file there is replaced in place. A symbolic link or special
 // file at p or on the way is refused.
 func (h *Host) Write(id, p string, r io.Reader, limit int64) (int64, error) {
-	rel, err := cleanPath(p)
-	if err != nil {
-		return 0, err
-	}
-	if rel == "." {
-		return 0, sandbox.Errorf(sandbox.KindInvalid, "the volume's root is a directory")
-	}
-	root, err := h.openRoot(id)
+	root, rel, err := h.openRoot(id, p)
 	if err != nil {
 		return 0, err
 	}
 	defer root.Close()
+	if rel == "." {
+		return 0, sandbox.Errorf(sandbox.KindInvalid, "the volume's root is a directory")
+	}
 	dir, err := mkdirs(root, rel)
 	if err != nil {
 		return 0, err
@@ -237,18 +234,14 @@ func (h *Host) Write(id, p string, r io.Reader, limit int64) (int64, error) {
 
 // RemovePath removes p in volume id: a file, a link or an empty directory.
 func (h *Host) RemovePath(id, p string) error {
-	rel, err := cleanPath(p)
-	if err != nil {
-		return err
-	}
-	if rel == "." {
-		return sandbox.Errorf(sandbox.KindInvalid, "the volume's root cannot be removed")
-	}
-	root, err := h.openRoot(id)
+	root, rel, err := h.openRoot(id, p)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
+	if rel == "." {
+		return sandbox.Errorf(sandbox.KindInvalid, "the volume's root cannot be removed")
+	}
 	dir, err := openIn(root, path.Dir(rel), unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err
@@ -272,11 +265,7 @@ func (h *Host) RemovePath(id, p string) error {
 // limit (the volume's size: hard links could otherwise repeat a file
 // without end).
 func (h *Host) TarOut(id, p string, w io.Writer, limit int64) error {
-	rel, err := cleanPath(p)
-	if err != nil {
-		return err
-	}
-	root, err := h.openRoot(id)
+	root, rel, err := h.openRoot(id, p)
 	if err != nil {
 		return err
 	}
@@ -449,11 +438,7 @@ func readlinkat(d *os.File, name string) (string, error) {
 // stay inside, parents are real directories, devices and FIFOs are
 // refused; limit bounds the files' bytes.
 func (h *Host) TarIn(id, p string, r io.Reader, limit int64) error {
-	rel, err := cleanPath(p)
-	if err != nil {
-		return err
-	}
-	root, err := h.openRoot(id)
+	root, rel, err := h.openRoot(id, p)
 	if err != nil {
 		return err
 	}
