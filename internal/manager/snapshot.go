@@ -62,6 +62,11 @@ func (m *Manager) Snapshot(ctx context.Context, account, id, name string) (out *
 
 // snapshotLocked takes the snapshot; the caller holds e.mu.
 func (m *Manager) snapshotLocked(ctx context.Context, e *entry, rec *sandbox.Record, name string) (*sandbox.Snapshot, error) {
+	if len(rec.Spec.Volumes) > 0 {
+		// Its copies would all mount the volume writable, past the rule of
+		// one writer, and restore where the volume may be gone.
+		return nil, sandbox.Errorf(sandbox.KindNotSupported, "a sandbox that mounts volumes cannot be snapshotted or forked yet")
+	}
 	if !m.backend().Supports(sandbox.CapSnapshot) {
 		return nil, sandbox.Errorf(sandbox.KindNotSupported, "the %s isolation cannot snapshot a running sandbox", rec.Spec.Isolation)
 	}
@@ -242,6 +247,9 @@ func (m *Manager) sweepSnapshots(ctx context.Context) {
 // req's lease, network, metadata and cost cap (checked as any create's),
 // and req's env over the snapshot's (for the commands it runs from now).
 func (m *Manager) fromSnapshot(ctx context.Context, account string, req service.CreateRequest) (sandbox.Spec, *sandbox.Snapshot, error) {
+	if len(req.Volumes) > 0 {
+		return sandbox.Spec{}, nil, sandbox.Errorf(sandbox.KindNotSupported, "a sandbox started from a snapshot cannot mount volumes yet")
+	}
 	snap, err := m.GetSnapshot(ctx, account, req.Snapshot)
 	if err != nil {
 		return sandbox.Spec{}, nil, err

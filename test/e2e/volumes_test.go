@@ -94,6 +94,9 @@ func TestVolumes(t *testing.T) {
 		if err := c.DeleteVolume(ctx, "data"); apiCode(err) != "conflict" {
 			t.Errorf("delete while mounted: %v, want conflict", err)
 		}
+		if st, body := call(t, s, s.Key, "POST", "/v1/sandboxes/"+writer.ID+"/snapshots", strings.NewReader(`{}`)); st != 422 {
+			t.Errorf("snapshot of a sandbox with a volume: %d %s, want 422", st, body)
+		}
 		for _, p := range []string{"/", "/proc", "/proc/x", "/sys", "/dev", "/run", "/opt/withruntime", "rel", "/a/../b"} {
 			if _, err := create(api.VolumeMount{Name: "data", Path: p, ReadOnly: true}); apiCode(err) != "invalid_request" {
 				t.Errorf("path %q: %v, want invalid_request", p, err)
