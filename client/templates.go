@@ -78,7 +78,8 @@ func (c *Client) importTemplate(ctx context.Context, name string, query url.Valu
 
 // Snapshot makes template name ("name" or "name:tag") from the file
 // system of sandbox id as it is now. The sandbox keeps running; what its
-// processes hold in memory is not part of a template.
+// processes hold in memory is not part of a template (CreateSnapshot
+// keeps that too).
 func (c *Client) Snapshot(ctx context.Context, id, name string) (*api.Template, error) {
 	if name == "" {
 		return nil, badTemplateName(name, "empty")

@@ -141,7 +141,8 @@ Sandboxes:
   sandbox ps ID                            list the background processes of a sandbox (exec -d starts them)
   sandbox logs [-f] ID PID                 print the output of a background process (-f: follow it)
   sandbox kill ID PID...                   kill background processes with their children
-  sandbox snapshot ID -t NAME[:TAG]        make a template from a running sandbox's files
+  sandbox snapshot ID                      save a running sandbox's memory and disk (-t NAME: a template of its files)
+  sandbox fork ID -n N                     start N sandboxes that go on from where a running sandbox is
   sandbox port-forward ID [LOCAL:]REMOTE   forward local TCP ports to ports of a sandbox, like kubectl port-forward
   sandbox expose ID PORT [--private]       make a port's preview URL public (--private: private again)
   sandbox preview-url ID PORT              print a URL that opens a port of a sandbox in a browser
@@ -160,6 +161,11 @@ Volumes (sandbox run|create --volume NAME:/PATH[:ro]):
   volume ls                                list volumes
   volume rm NAME...                        remove volumes and their files
   volume cp SRC DST                        copy a file or directory to or from NAME:/PATH, without a sandbox
+
+Snapshots (sandboxes saved whole: sandbox snapshot, sandbox run|create --snapshot ID):
+  snapshot ls                              list snapshots
+  snapshot get ID                          show one snapshot
+  snapshot rm ID...                        remove snapshots
 
 Secrets:
   secrets set NAME --host HOST             store a secret (typed, or on stdin), sent only to HOST

@@ -75,6 +75,7 @@ type createFlags struct {
 	trial      bool
 	// autoResume: a paused sandbox resumes on its next use.
 	autoResume bool
+	snapshot   string
 }
 
 func (f *createFlags) register(fs *pflag.FlagSet) {
@@ -94,6 +95,7 @@ func (f *createFlags) register(fs *pflag.FlagSet) {
 	fs.Var(&f.allow, "allow", "let the sandbox reach `HOST` (exact or *.domain; repeatable) and no other; without it or --internet the network is off")
 	fs.BoolVar(&f.internet, "internet", false, "turn the internet on with no allow list (with --allow: only those hosts)")
 	fs.StringVar(&f.template, "template", "", "start from template `NAME[:TAG]` (default: the built-in image)")
+	fs.StringVar(&f.snapshot, "snapshot", "", "start from snapshot `ID`: its processes, memory and disk (its template, vCPUs and memory too)")
 	fs.StringVar(&f.image, "image", "", "the same as --template `NAME[:TAG]` (its older name)")
 	fs.Func("isolation", "the sandbox's boundary: `gvisor|microvm` (microvm: its own Linux kernel; server default: serve --isolation)", func(s string) error {
 		if s != "gvisor" && s != "microvm" {
@@ -145,6 +147,7 @@ func (f *createFlags) request() api.CreateSandboxRequest {
 		OnLeaseEnd:     f.onLeaseEnd,
 		MaxCostMicros:  f.maxCost,
 		AutoResume:     f.autoResume,
+		Snapshot:       f.snapshot,
 	}
 	if f.disk > 0 {
 		req.DiskGiB = &f.disk

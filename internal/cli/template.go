@@ -319,44 +319,6 @@ func (a *App) templateRemove(cmd *command, s streams) runFunc {
 	}
 }
 
-const snapshotAbout = `Makes template NAME[:TAG] (tag latest when left out) from the file system of
-a running sandbox as it is now: what its commands installed and wrote. The
-sandbox keeps running; what its processes hold in memory is not kept. Prints
-the template's NAME:TAG and id. A sandbox starts from it with
-"withruntime sandbox create --template NAME".`
-
-// sandboxSnapshotLeaf is "withruntime sandbox snapshot".
-func (a *App) sandboxSnapshotLeaf() leaf {
-	return leaf{use: "snapshot ID -t NAME[:TAG] [--json]", short: "make a template from a running sandbox's files",
-		about: snapshotAbout, define: a.sandboxSnapshot}
-}
-
-func (a *App) sandboxSnapshot(cmd *command, s streams) runFunc {
-	name := templateFlag(cmd)
-	asJSON := cmd.fs.Bool("json", false, "print the template as JSON")
-	trial := trialFlag(cmd.fs)
-	return func(ctx context.Context, pos []string) int {
-		if len(pos) != 1 {
-			return cmd.usageError(s, "want one sandbox ID, got %d arguments", len(pos))
-		}
-		if *name == "" {
-			return cmd.usageError(s, "-t NAME[:TAG] is required: the template to make")
-		}
-		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-		if err != nil {
-			report(s.stderr, err)
-			return exitFailure
-		}
-		defer done()
-		t, err := c.Snapshot(ctx, pos[0], *name)
-		if err != nil {
-			report(s.stderr, err)
-			return exitFailure
-		}
-		return printTemplateMade(s, t, *asJSON)
-	}
-}
-
 func printTemplate(w io.Writer, t *api.Template) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }

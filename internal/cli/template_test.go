@@ -191,7 +191,7 @@ func TestTemplateCommandFailures(t *testing.T) {
 		{[]string{"template", "get", "nope"}, 1, "error: not_found: no template nope\n"},
 		{[]string{"template", "get", "a/../b"}, 1, `error: invalid_request: bad template name "a/../b"`},
 		{[]string{"template", "rm"}, 2, "want at least one template NAME[:TAG]"},
-		{[]string{"sandbox", "snapshot", "sbx_a"}, 2, "-t NAME[:TAG] is required"},
+		{[]string{"sandbox", "snapshot", "sbx_a", "-t", "x", "--name", "y"}, 2, "--name labels a snapshot, -t makes a template"},
 		{[]string{"sandbox", "snapshot", "-t", "x"}, 2, "want one sandbox ID"},
 		{[]string{"sandbox", "snapshot", "sbx_zz", "-t", "x"}, 1, "error: not_found: no sandbox sbx_zz\n"},
 	}

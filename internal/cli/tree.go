@@ -59,9 +59,10 @@ func codeError(code int) error {
 // nouns is the tree below the program.
 func (a *App) nouns() []noun {
 	return []noun{
-		{name: "sandbox", aliases: []string{"sandboxes"}, short: "run commands in sandboxes and manage them", verbs: append(append(append(append(a.sandboxVerbs(), a.processVerbs()...), a.sandboxSnapshotLeaf()), a.previewVerbs()...), a.topVerbs()...)},
+		{name: "sandbox", aliases: []string{"sandboxes"}, short: "run commands in sandboxes and manage them", verbs: append(append(append(append(a.sandboxVerbs(), a.processVerbs()...), a.sandboxSnapshotLeaf(), a.sandboxForkLeaf()), a.previewVerbs()...), a.topVerbs()...)},
 		{name: "template", aliases: []string{"templates"}, short: "templates: the file systems sandboxes start from", verbs: a.templateVerbs()},
 		{name: "volume", aliases: []string{"volumes"}, short: "named persistent volumes that outlive sandboxes", verbs: a.volumeVerbs()},
+		{name: "snapshot", aliases: []string{"snapshots"}, short: "snapshots: sandboxes saved whole, to start others from", verbs: a.snapshotVerbs()},
 		{name: "secrets", aliases: []string{"secret"}, short: "secrets sent only to the hosts they are for", verbs: a.secretsVerbs()},
 		{name: "accounts", aliases: []string{"account"}, short: "accounts (admin key)", verbs: a.accountsVerbs()},
 		{name: "keys", aliases: []string{"key"}, short: "API keys", verbs: a.keysVerbs()},

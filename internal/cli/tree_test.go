@@ -41,7 +41,8 @@ func TestTreeHelp(t *testing.T) {
 	tree := paths(t, a)
 	want := []string{
 		"", " sandbox", " sandbox run", " sandbox create", " sandbox ls", " sandbox exec", " sandbox stop",
-		" sandbox pause", " sandbox resume", " sandbox extend", " sandbox cp", " sandbox egress", " sandbox get", " sandbox ps", " sandbox logs", " sandbox kill", " sandbox snapshot",
+		" sandbox pause", " sandbox resume", " sandbox extend", " sandbox cp", " sandbox egress", " sandbox get", " sandbox ps", " sandbox logs", " sandbox kill", " sandbox snapshot", " sandbox fork",
+		" snapshot", " snapshot ls", " snapshot get", " snapshot rm",
 		" template", " template import", " template ls", " template get", " template rm",
 		" secrets", " secrets set", " secrets ls", " secrets rm", " keys", " keys create", " keys ls", " keys rm",
 		" accounts", " accounts create", " accounts ls", " usage", " setup", " serve", " node", " daemon", " daemon status",
