@@ -107,7 +107,12 @@ func (a *App) sandboxFork(cmd *command, s streams) runFunc {
 			return exitFailure
 		}
 		defer done()
-		// The count goes as given: the server says what it takes.
+		// The API reads a count of 0 as 1; the server says what else it
+		// refuses.
+		if *n < 1 {
+			report(s.stderr, &cliError{client.CodeInvalidRequest, fmt.Sprintf("-n %d: want 1 to 16 sandboxes", *n)})
+			return exitFailure
+		}
 		res, err := c.Fork(ctx, pos[0], *n, *keep)
 		if err != nil {
 			report(s.stderr, err)
