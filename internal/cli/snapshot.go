@@ -44,13 +44,34 @@ func (a *App) sandboxSnapshot(cmd *command, s streams) runFunc {
 	template := cmd.fs.StringP("template", "t", "", "make template `NAME[:TAG]` of the file system instead (tag latest when left out)")
 	label := cmd.fs.String("name", "", "label the snapshot `LABEL` (at most 128 bytes)")
 	asJSON := cmd.fs.Bool("json", false, "print the snapshot (or template) as JSON")
-	trial := trialFlag(cmd.fs)
-	return func(ctx context.Context, pos []string) int {
-		if len(pos) != 1 {
-			return cmd.usageError(s, "want one sandbox ID, got %d arguments", len(pos))
-		}
+	return a.onClient(s, trialFlag(cmd.fs), func(pos []string) int {
 		if *template != "" && *label != "" {
 			return cmd.usageError(s, "--name labels a snapshot, -t makes a template: give one")
+		}
+		return oneArg(cmd, s, pos, "sandbox ID")
+	}, func(ctx context.Context, c *client.Client, pos []string) (int, error) {
+		if *template != "" {
+			t, err := c.Snapshot(ctx, pos[0], *template)
+			if err != nil {
+				return exitFailure, err
+			}
+			return printTemplateMade(s, t, *asJSON), nil
+		}
+		sn, err := c.CreateSnapshot(ctx, pos[0], *label)
+		if err != nil {
+			return exitFailure, err
+		}
+		return printOr(s, *asJSON, sn, func(w io.Writer) { fmt.Fprintln(w, sn.ID) }), nil
+	})
+}
+
+// onClient is what runs a verb: once check passes the positional
+// arguments (exitOK, else a usage error's code), it connects as --trial
+// says and runs call; the error call returns is reported, exit 1.
+func (a *App) onClient(s streams, trial *bool, check func(pos []string) int, call func(ctx context.Context, c *client.Client, pos []string) (int, error)) runFunc {
+	return func(ctx context.Context, pos []string) int {
+		if code := check(pos); code != exitOK {
+			return code
 		}
 		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
 		if err != nil {
@@ -58,25 +79,30 @@ func (a *App) sandboxSnapshot(cmd *command, s streams) runFunc {
 			return exitFailure
 		}
 		defer done()
-		if *template != "" {
-			t, err := c.Snapshot(ctx, pos[0], *template)
-			if err != nil {
-				report(s.stderr, err)
-				return exitFailure
-			}
-			return printTemplateMade(s, t, *asJSON)
-		}
-		sn, err := c.CreateSnapshot(ctx, pos[0], *label)
+		code, err := call(ctx, c, pos)
 		if err != nil {
 			report(s.stderr, err)
 			return exitFailure
 		}
-		if *asJSON {
-			return printJSON(s, sn)
-		}
-		fmt.Fprintln(s.stdout, sn.ID)
-		return exitOK
+		return code
 	}
+}
+
+// oneArg checks that pos is one argument, what.
+func oneArg(cmd *command, s streams, pos []string, what string) int {
+	if len(pos) != 1 {
+		return cmd.usageError(s, "want one %s, got %d arguments", what, len(pos))
+	}
+	return exitOK
+}
+
+// printOr prints v as JSON when asJSON, else as text does.
+func printOr(s streams, asJSON bool, v any, text func(io.Writer)) int {
+	if asJSON {
+		return printJSON(s, v)
+	}
+	text(s.stdout)
+	return exitOK
 }
 
 const forkAbout = `Starts N sandboxes (1 to 16, default 1) from a snapshot of a running sandbox
@@ -96,39 +122,27 @@ func (a *App) sandboxFork(cmd *command, s streams) runFunc {
 	n := cmd.fs.IntP("count", "n", 1, "start `N` sandboxes (1 to 16)")
 	keep := cmd.fs.Bool("keep-snapshot", false, "keep the snapshot they start from (\"withruntime snapshot rm\" removes it)")
 	asJSON := cmd.fs.Bool("json", false, "print the result as JSON: {\"sandboxes\": [...], \"snapshot\": ...}")
-	trial := trialFlag(cmd.fs)
-	return func(ctx context.Context, pos []string) int {
-		if len(pos) != 1 {
-			return cmd.usageError(s, "want one sandbox ID, got %d arguments", len(pos))
-		}
-		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-		if err != nil {
-			report(s.stderr, err)
-			return exitFailure
-		}
-		defer done()
+	return a.onClient(s, trialFlag(cmd.fs), func(pos []string) int {
+		return oneArg(cmd, s, pos, "sandbox ID")
+	}, func(ctx context.Context, c *client.Client, pos []string) (int, error) {
 		// The API reads a count of 0 as 1; the server says what else it
 		// refuses.
 		if *n < 1 {
-			report(s.stderr, &cliError{client.CodeInvalidRequest, fmt.Sprintf("-n %d: want 1 to 16 sandboxes", *n)})
-			return exitFailure
+			return exitFailure, &cliError{client.CodeInvalidRequest, fmt.Sprintf("-n %d: want 1 to 16 sandboxes", *n)}
 		}
 		res, err := c.Fork(ctx, pos[0], *n, *keep)
 		if err != nil {
-			report(s.stderr, err)
-			return exitFailure
+			return exitFailure, err
 		}
-		if *asJSON {
-			return printJSON(s, res)
-		}
-		for _, sb := range res.Sandboxes {
-			fmt.Fprintln(s.stdout, sb.ID)
-		}
-		if res.Snapshot != nil {
-			fmt.Fprintf(s.stderr, "withruntime: kept snapshot %s\n", res.Snapshot.ID)
-		}
-		return exitOK
-	}
+		return printOr(s, *asJSON, res, func(w io.Writer) {
+			for _, sb := range res.Sandboxes {
+				fmt.Fprintln(w, sb.ID)
+			}
+			if res.Snapshot != nil {
+				fmt.Fprintf(s.stderr, "withruntime: kept snapshot %s\n", res.Snapshot.ID)
+			}
+		}), nil
+	})
 }
 
 func (a *App) snapshotList(cmd *command, s streams) runFunc {
@@ -147,63 +161,45 @@ func (a *App) snapshotList(cmd *command, s streams) runFunc {
 
 func (a *App) snapshotGet(cmd *command, s streams) runFunc {
 	asJSON := cmd.fs.Bool("json", false, "print the snapshot as JSON")
-	trial := trialFlag(cmd.fs)
-	return func(ctx context.Context, pos []string) int {
-		if len(pos) != 1 {
-			return cmd.usageError(s, "want one snapshot ID, got %d arguments", len(pos))
-		}
-		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-		if err != nil {
-			report(s.stderr, err)
-			return exitFailure
-		}
-		defer done()
+	return a.onClient(s, trialFlag(cmd.fs), func(pos []string) int {
+		return oneArg(cmd, s, pos, "snapshot ID")
+	}, func(ctx context.Context, c *client.Client, pos []string) (int, error) {
 		sn, err := c.GetSnapshot(ctx, pos[0])
 		if err != nil {
-			report(s.stderr, err)
-			return exitFailure
+			return exitFailure, err
 		}
-		if *asJSON {
-			return printJSON(s, sn)
-		}
-		printSnapshot(s.stdout, sn)
-		return exitOK
-	}
+		return printOr(s, *asJSON, sn, func(w io.Writer) { printSnapshot(w, sn) }), nil
+	})
 }
 
 func (a *App) snapshotRemove(cmd *command, s streams) runFunc {
 	asJSON := cmd.fs.Bool("json", false, "print the removed ids as JSON: {\"removed\": [...]}")
-	trial := trialFlag(cmd.fs)
-	return func(ctx context.Context, pos []string) int {
+	return a.onClient(s, trialFlag(cmd.fs), func(pos []string) int {
 		if len(pos) == 0 {
 			return cmd.usageError(s, "want at least one snapshot ID")
 		}
-		c, done, _, err := a.connectTrial(ctx, s, *trial, false)
-		if err != nil {
-			report(s.stderr, err)
-			return exitFailure
-		}
-		defer done()
+		return exitOK
+	}, func(ctx context.Context, c *client.Client, pos []string) (int, error) {
 		status := exitOK
 		removed := []string{}
 		for _, id := range pos {
+			// Each failure is reported and the others still go.
 			if err := c.DeleteSnapshot(ctx, id); err != nil {
 				report(s.stderr, err)
 				status = exitFailure
 				continue
 			}
 			removed = append(removed, id)
-			if !*asJSON {
-				fmt.Fprintln(s.stdout, id)
-			}
 		}
-		if *asJSON {
-			if code := printJSON(s, map[string][]string{"removed": removed}); code != exitOK {
-				return code
+		if code := printOr(s, *asJSON, map[string][]string{"removed": removed}, func(w io.Writer) {
+			for _, id := range removed {
+				fmt.Fprintln(w, id)
 			}
+		}); code != exitOK {
+			return code, nil
 		}
-		return status
-	}
+		return status, nil
+	})
 }
 
 func printSnapshot(w io.Writer, sn *api.Snapshot) {
