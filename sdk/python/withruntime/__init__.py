@@ -28,6 +28,7 @@ from .process import ExecResult, Process
 from .pty import Pty, PtyHandle
 from .sandbox import Sandbox, SandboxInfo
 from .template import Template, TemplateDefaults, TemplateInfo
+from .volume import Volume, VolumeEntry
 
 __all__ = [
     "__version__",
@@ -36,6 +37,8 @@ __all__ = [
     "Template",
     "TemplateInfo",
     "TemplateDefaults",
+    "Volume",
+    "VolumeEntry",
     "ExecResult",
     "Process",
     "Preview",

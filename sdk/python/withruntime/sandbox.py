@@ -150,6 +150,7 @@ class Sandbox:
         network: Mapping[str, Any] | None = None,
         max_cost_micros: int | None = None,
         auto_resume: bool | None = None,
+        volumes: Sequence[Mapping[str, Any]] | None = None,
         api_key: str | None = None,
         base_url: str | None = None,
     ) -> Sandbox:
@@ -171,7 +172,9 @@ class Sandbox:
         more. With ``auto_resume=True`` a paused sandbox (by its lease's
         ``"pause"`` or :meth:`pause`) is resumed by the next exec, file, code,
         preview or port-forward call, which then proceeds; without it such
-        calls on a paused sandbox raise conflict.
+        calls on a paused sandbox raise conflict. ``volumes`` mounts named
+        volumes (see :class:`withruntime.Volume`):
+        ``[{"name": "data", "path": "/data", "read_only": False}]``.
         ``api_key`` and ``base_url`` default to WITHRUNTIME_API_KEY and
         WITHRUNTIME_BASE_URL (then http://127.0.0.1:7878).
         """
@@ -196,6 +199,8 @@ class Sandbox:
             body["metadata"] = {str(k): str(v) for k, v in metadata.items()}
         if network is not None:
             body["network"] = dict(network)
+        if volumes is not None:
+            body["volumes"] = [dict(v) for v in volumes]
         t = Transport(base_url, api_key)
         info = SandboxInfo.from_json(t.json("POST", "/sandboxes", json_body=body))
         return cls(info.id, _transport=t, _info=info)
