@@ -13,6 +13,8 @@
 export { Sandbox, sandboxInfoOf } from "./sandbox.js";
 export type { CreateOptions, EgressEvent, ListOptions, MetricsOptions, NetworkPolicy, SandboxInfo, SandboxMetric } from "./sandbox.js";
 export { Template, templateInfoOf } from "./template.js";
+export { Volume } from "./volume.js";
+export type { VolumeEntry, VolumeMount } from "./volume.js";
 export type { BuildNetwork, BuildOptions, TemplateDefaults, TemplateInfo } from "./template.js";
 export { Process, WaitTimeoutError, OUTPUT_LIMIT } from "./process.js";
 export { Pty, PtyHandle } from "./pty.js";

@@ -17,6 +17,7 @@ import {
 } from "./process.js";
 import { type TemplateInfo, checkTemplateName, templateInfoOf } from "./template.js";
 import { type ClientOptions, Transport } from "./transport.js";
+import type { VolumeMount } from "./volume.js";
 
 type SandboxWire = components["schemas"]["Sandbox"];
 type EgressWire = components["schemas"]["EgressEvent"];
@@ -199,6 +200,8 @@ export interface CreateOptions extends ClientOptions {
    * exec, file, code, preview or port-forward call, which then proceeds;
    * without it such calls on a paused sandbox are APIError conflict. */
   autoResume?: boolean;
+  /** Named volumes to mount (see Volume): `[{ name: "data", path: "/data", readOnly: false }]`. */
+  volumes?: VolumeMount[];
 }
 
 /** Filters of Sandbox.list. */
@@ -255,6 +258,9 @@ export class Sandbox {
     if (opts.env !== undefined) body.env = stringMap(opts.env);
     if (opts.metadata !== undefined) body.metadata = stringMap(opts.metadata);
     if (opts.network !== undefined) body.network = networkBody(opts.network);
+    if (opts.volumes !== undefined) {
+      body.volumes = opts.volumes.map((v) => ({ name: v.name, path: v.path, ...(v.readOnly ? { read_only: true } : {}) }));
+    }
     const t = new Transport(opts);
     const info = sandboxInfoOf(await t.json<SandboxWire>("POST", "/sandboxes", { json: body }));
     return new Sandbox(info.id, { transport: t, info });

@@ -968,6 +968,100 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/volumes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's account's volumes, by name. */
+        get: operations["listVolumes"];
+        put?: never;
+        /**
+         * Make a named persistent volume of the caller's account.
+         * @description A volume outlives the sandboxes that mount it (CreateSandboxRequest
+         *     volumes). Its size_gib (1 to the server's largest, 64 unless
+         *     configured) is enforced inside (writes past it fail with ENOSPC) and
+         *     counts against the account's storage quota (403 forbidden past it).
+         *     A name the account holds already is 409 conflict. On gVisor only;
+         *     422 not_supported where the server keeps no volumes.
+         */
+        post: operations["createVolume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/volumes/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One volume, with the bytes in use and the sandboxes that mount it. */
+        get: operations["getVolume"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a volume and its bytes.
+         * @description 409 conflict while a live or paused sandbox mounts it.
+         */
+        delete: operations["deleteVolume"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/volumes/{name}/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a file of a volume, or list a directory, without a sandbox.
+         * @description Names are resolved inside the volume without following any symbolic
+         *     link a sandbox made there: a link (or a path through one) is 400
+         *     invalid_request, as are FIFOs, devices and sockets.
+         */
+        get: operations["readVolumeFile"];
+        /** Write a file of a volume (parents are made), without a sandbox. */
+        put: operations["writeVolumeFile"];
+        post?: never;
+        /** Remove a file, a link or an empty directory of a volume. */
+        delete: operations["deleteVolumeFile"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/volumes/{name}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A volume's file or directory as a tar stream.
+         * @description Symbolic links are entries of their own, never followed; FIFOs,
+         *     devices and sockets are left out. The files' bytes are bounded by
+         *     the volume's size.
+         */
+        get: operations["volumeArchiveOut"];
+        /** Extract a tar stream into a directory of a volume (made if missing). */
+        put: operations["volumeArchiveIn"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/secrets": {
         parameters: {
             query?: never;
@@ -1363,6 +1457,43 @@ export interface components {
             /** @description The newest last. */
             events: components["schemas"]["EgressEvent"][];
         };
+        CreateVolumeRequest: {
+            name: string;
+            size_gib: number;
+        };
+        Volume: {
+            name: string;
+            size_gib: number;
+            /**
+             * Format: int64
+             * @description Bytes in use in the volume's file system.
+             */
+            used_bytes: number;
+            /** Format: date-time */
+            created_at: string;
+            /** @description The live and paused sandboxes that mount it. */
+            mounted_by: string[];
+        };
+        VolumeList: {
+            volumes: components["schemas"]["Volume"][];
+        };
+        VolumeMount: {
+            name: string;
+            /** @description Absolute and clean; not /, /proc, /sys, /dev, /run, /opt/withruntime nor under them. */
+            path: string;
+            /** @description Many sandboxes may mount a volume read-only; one at a time writable (409 conflict). */
+            read_only?: boolean;
+        };
+        VolumeEntry: {
+            name: string;
+            /** @enum {string} */
+            type: "file" | "dir" | "symlink" | "other";
+            /** Format: int64 */
+            size: number;
+        };
+        VolumeFileList: {
+            entries: components["schemas"]["VolumeEntry"][];
+        };
         /** @description A secret without its value, which no route returns. */
         SecretInfo: {
             name: string;
@@ -1597,6 +1728,8 @@ export interface components {
             max_cost_micros?: number;
             /** @description Start from this snapshot of the account (its processes go on where they were); isolation, template, size and disk are the snapshot's. */
             snapshot?: string;
+            /** @description Named volumes to mount (gVisor only; 422 not_supported on microvm). An unknown volume is 404 not_found; a second writable mount of a volume 409 conflict. */
+            volumes?: components["schemas"]["VolumeMount"][];
         };
         Sandbox: {
             id: string;
@@ -1640,6 +1773,8 @@ export interface components {
             end_message?: string;
             /** @description The node that holds the sandbox, on a many-host installation (absent on a single box). */
             node?: string;
+            /** @description The volumes it mounts. */
+            volumes?: components["schemas"]["VolumeMount"][];
             /**
              * Format: int64
              * @description What the sandbox has cost so far (its final cost once ended), in USD millionths.
@@ -2141,6 +2276,10 @@ export interface components {
         BuildID: string;
         /** @description A template's name or name:tag, as one path segment; a "/" in the name is sent as %2F (team%2Fapp:v1). */
         TemplateName: string;
+        /** @description A volume's name. */
+        VolumeName: string;
+        /** @description A path inside the volume, absolute ("/" or absent is its root). */
+        VolumePath: string;
         /** @description An environment variable name, [A-Za-z_][A-Za-z0-9_]*, at most 128 characters. */
         SecretName: string;
         /** @description A path inside the sandbox; relative paths are under /workspace. */
@@ -3870,6 +4009,279 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listVolumes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The volumes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    createVolume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateVolumeRequest"];
+            };
+        };
+        responses: {
+            /** @description The volume, empty. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["NotSupported"];
+            503: components["responses"]["CapacityExhausted"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getVolume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A volume's name. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The volume. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteVolume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A volume's name. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    readVolumeFile: {
+        parameters: {
+            query?: {
+                /** @description A path inside the volume, absolute ("/" or absent is its root). */
+                path?: components["parameters"]["VolumePath"];
+            };
+            header?: never;
+            path: {
+                /** @description A volume's name. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes, or a directory's listing. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                    "application/json": components["schemas"]["VolumeFileList"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    writeVolumeFile: {
+        parameters: {
+            query?: {
+                /** @description A path inside the volume, absolute ("/" or absent is its root). */
+                path?: components["parameters"]["VolumePath"];
+            };
+            header?: never;
+            path: {
+                /** @description A volume's name. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description Written. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteVolumeFile: {
+        parameters: {
+            query?: {
+                /** @description A path inside the volume, absolute ("/" or absent is its root). */
+                path?: components["parameters"]["VolumePath"];
+            };
+            header?: never;
+            path: {
+                /** @description A volume's name. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    volumeArchiveOut: {
+        parameters: {
+            query?: {
+                /** @description A path inside the volume, absolute ("/" or absent is its root). */
+                path?: components["parameters"]["VolumePath"];
+            };
+            header?: never;
+            path: {
+                /** @description A volume's name. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tar stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-tar": string;
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["NotSupported"];
+            default: components["responses"]["Error"];
+        };
+    };
+    volumeArchiveIn: {
+        parameters: {
+            query?: {
+                /** @description A path inside the volume, absolute ("/" or absent is its root). */
+                path?: components["parameters"]["VolumePath"];
+            };
+            header?: never;
+            path: {
+                /** @description A volume's name. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-tar": string;
+            };
+        };
+        responses: {
+            /** @description Extracted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             422: components["responses"]["NotSupported"];
             default: components["responses"]["Error"];
         };
