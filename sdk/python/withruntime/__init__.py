@@ -9,7 +9,8 @@
 
 Configuration comes from WITHRUNTIME_API_KEY and WITHRUNTIME_BASE_URL, or from
 the api_key= and base_url= arguments. Templates (what sandboxes start from):
-withruntime.Template. Secrets, keys, usage and accounts:
+withruntime.Template. Sandboxes saved whole, to start others from:
+withruntime.Snapshot (Sandbox.snapshot(), Sandbox.fork(n)). Secrets, keys, usage and accounts:
 withruntime.Client. Agent tools: withruntime.tools; a smolagents CodeAgent
 executor: withruntime.smolagents.
 Standard library only; Python 3.10 or later.
@@ -26,7 +27,8 @@ from .network import EgressEvent, Network
 from .preview import Preview
 from .process import ExecResult, Process
 from .pty import Pty, PtyHandle
-from .sandbox import Sandbox, SandboxInfo
+from .sandbox import Forks, Sandbox, SandboxInfo
+from .snapshot import Snapshot
 from .template import Template, TemplateDefaults, TemplateInfo
 from .volume import Volume, VolumeEntry
 
@@ -34,6 +36,8 @@ __all__ = [
     "__version__",
     "Sandbox",
     "SandboxInfo",
+    "Snapshot",
+    "Forks",
     "Template",
     "TemplateInfo",
     "TemplateDefaults",

@@ -20,9 +20,17 @@ from .network import EgressEvent, Network, network_body
 from .preview import ExpiresIn, Preview, get_preview, host_of, revoke_previews, set_preview, url_of
 from .pty import Pty
 from .process import BytesOutputCallback, Command, ExecResult, OutputCallback, Process, build_exec_body, run_stream
+from .snapshot import Snapshot
 from .template import TemplateInfo, check_template_name
 
 __all__ = ["Sandbox", "SandboxInfo"]
+
+class Forks(List["Sandbox"]):
+    """The sandboxes :meth:`Sandbox.fork` started, in a list; ``snapshot``
+    is the snapshot they started from when the fork kept it, else None."""
+
+    snapshot: Snapshot | None = None
+
 
 # Stopping a sandbox that already ended is not a failure of the stop.
 _ALREADY_GONE = frozenset({"not_found", "conflict", "lease_ended"})
@@ -151,6 +159,7 @@ class Sandbox:
         max_cost_micros: int | None = None,
         auto_resume: bool | None = None,
         volumes: Sequence[Mapping[str, Any]] | None = None,
+        snapshot: str | None = None,
         api_key: str | None = None,
         base_url: str | None = None,
     ) -> Sandbox:
@@ -175,6 +184,9 @@ class Sandbox:
         calls on a paused sandbox raise conflict. ``volumes`` mounts named
         volumes (see :class:`withruntime.Volume`):
         ``[{"name": "data", "path": "/data", "read_only": False}]``.
+        ``snapshot`` (an id of :class:`withruntime.Snapshot`) starts the
+        sandbox from it, its processes and memory going on where they were;
+        its isolation, template, vCPUs and memory are the snapshot's.
         ``api_key`` and ``base_url`` default to WITHRUNTIME_API_KEY and
         WITHRUNTIME_BASE_URL (then http://127.0.0.1:7878).
         """
@@ -190,6 +202,7 @@ class Sandbox:
             ("on_lease_end", on_lease_end),
             ("max_cost_micros", max_cost_micros),
             ("auto_resume", auto_resume),
+            ("snapshot", snapshot),
         ):
             if value is not None:
                 body[name] = value
@@ -309,15 +322,58 @@ class Sandbox:
 
     # -- templates ---------------------------------------------------------
 
-    def snapshot(self, template: str) -> TemplateInfo:
-        """Make template ``template`` (``"name"`` or ``"name:tag"``) from
-        the sandbox's file system as it is now: what its commands installed
-        and wrote. The sandbox keeps running; what its processes hold in
-        memory is not kept. ``Sandbox.create(template=...)`` starts a new
-        sandbox from it. The call waits as long as the server takes."""
+    @overload
+    def snapshot(self, template: str) -> TemplateInfo: ...
+
+    @overload
+    def snapshot(self, template: None = None, *, name: str | None = None) -> Snapshot: ...
+
+    def snapshot(self, template: str | None = None, *, name: str | None = None) -> TemplateInfo | Snapshot:
+        """Without ``template``: save the sandbox whole (memory, processes
+        and disk) as a :class:`withruntime.Snapshot` labelled ``name``;
+        ``Sandbox.create(snapshot=snap.id)`` starts sandboxes that go on from
+        it. The sandbox keeps running (it pauses for the snapshot's
+        ``freeze_ms``).
+
+        With ``template`` (``"name"`` or ``"name:tag"``): make that template
+        from the sandbox's file system as it is now: what its commands
+        installed and wrote; what its processes hold in memory is not kept.
+        ``Sandbox.create(template=...)`` starts a new sandbox from it.
+
+        Either call waits as long as the server takes."""
+        if template is None:
+            body = {"name": name} if name else {}
+            d = self._t.json("POST", f"/sandboxes/{self._id}/snapshots", json_body=body, timeout=None)
+            return Snapshot.from_json(d or {}, self._t)
+        if name is not None:
+            raise ValueError("name labels a snapshot; a template's name is template")
         check_template_name(template)
         d = self._t.json("POST", f"/sandboxes/{self._id}/snapshot", json_body={"template": template}, timeout=None)
         return TemplateInfo.from_json(d or {})
+
+    def fork(self, n: int = 1, *, keep_snapshot: bool = False) -> Forks:
+        """Start ``n`` sandboxes (1 to 16) from a snapshot of this one taken
+        now: each goes on from where this sandbox is, processes and memory
+        included, with its own address, disk, boot id and randomness from
+        then on. This sandbox runs on. All or none: past the account's
+        concurrency nothing starts (APIError concurrency_limit_reached). The
+        snapshot is removed once they run unless ``keep_snapshot``; then
+        the result's ``snapshot`` is it. The new sandboxes are stopped by
+        their own ``stop()`` (or ``with``)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            # The API reads a count of 0 as 1.
+            raise APIError("invalid_request", 400, f"fork count {n!r}: want 1 to 16")
+        body: dict[str, Any] = {"count": n}
+        if keep_snapshot:
+            body["keep_snapshot"] = True
+        d = self._t.json("POST", f"/sandboxes/{self._id}/fork", json_body=body, timeout=None) or {}
+        out = Forks(
+            type(self)(info.id, _transport=self._t, _info=info)
+            for info in (SandboxInfo.from_json(s) for s in d.get("sandboxes") or [])
+        )
+        if d.get("snapshot"):
+            out.snapshot = Snapshot.from_json(d["snapshot"], self._t)
+        return out
 
     # -- network -----------------------------------------------------------
 
