@@ -26,8 +26,10 @@ type Options struct {
 
 // debPackages are the host's Debian packages: mmdebstrap builds the image,
 // iproute2 and nftables serve the network plumbing.
-// qemu-system-x86 runs microVMs.
-var debPackages = []string{"mmdebstrap", "iproute2", "nftables", "iptables", "ca-certificates", "qemu-system-x86"}
+// qemu-system-x86 runs microVMs. e2fsprogs (mkfs.ext4) makes volumes'
+// file systems (internal/volume); Debian installs it by default, a slim
+// image may not.
+var debPackages = []string{"mmdebstrap", "iproute2", "nftables", "iptables", "ca-certificates", "qemu-system-x86", "e2fsprogs"}
 
 const gvisorModule = "gvisor.dev/gvisor"
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -349,4 +350,61 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestVolumeRestart: a server restart while a sandbox mounts a volume
+// leaves the mount where it is (the sandbox keeps its files, the next
+// server takes the mount over, never mounting the image twice); the volume
+// still refuses its deletion, and once the sandbox ends, it is deleted and
+// its loop device released.
+func TestVolumeRestart(t *testing.T) {
+	s := testenv.StartServer(t)
+	ctx := t.Context()
+	c, err := client.New(client.WithBaseURL(s.URL), client.WithAPIKey(s.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateVolume(ctx, "keep", 1); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{VCPUs: 1, MemoryMiB: 512, Volumes: []api.VolumeMount{{Name: "keep", Path: "/keep"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, c, sb.ID, "echo before > /keep/a")
+	s.Stop(false)
+	s.Start()
+	c, _ = client.New(client.WithBaseURL(s.URL), client.WithAPIKey(s.Key))
+	if out := mustExec(t, c, sb.ID, "cat /keep/a && echo after > /keep/b"); out != "before\n" {
+		t.Fatalf("after the restart the sandbox reads %q", out)
+	}
+	if got, err := c.ReadVolumeFile(ctx, "keep", "/b"); err != nil || string(got) != "after\n" {
+		t.Fatalf("files API after the restart: %q %v (the host and the sandbox see one file system)", got, err)
+	}
+	if err := c.DeleteVolume(ctx, "keep"); apiCode(err) != "conflict" {
+		t.Fatalf("delete while mounted, after the restart: %v", err)
+	}
+	if n := loopsOf(t, s.DataDir); n != 1 {
+		t.Fatalf("the volume's image is on %d loop devices, want 1", n)
+	}
+	if _, err := c.StopSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteVolume(ctx, "keep"); err != nil {
+		t.Fatal(err)
+	}
+	if n := loopsOf(t, s.DataDir); n != 0 {
+		t.Fatalf("after delete the image is still on %d loop devices", n)
+	}
+}
+
+// loopsOf counts the loop devices backed by a volume image of dataDir.
+func loopsOf(t *testing.T, dataDir string) int {
+	t.Helper()
+	out, err := exec.Command("losetup", "-a").Output()
+	if err != nil {
+		t.Fatalf("losetup: %v", err)
+	}
+	abs, _ := filepath.Abs(filepath.Join(dataDir, "volumes"))
+	return strings.Count(string(out), abs+"/")
 }
