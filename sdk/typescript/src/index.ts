@@ -11,7 +11,8 @@
  */
 
 export { Sandbox, sandboxInfoOf } from "./sandbox.js";
-export type { CreateOptions, EgressEvent, ListOptions, MetricsOptions, NetworkPolicy, SandboxInfo, SandboxMetric } from "./sandbox.js";
+export { Snapshot } from "./snapshot.js";
+export type { CreateOptions, EgressEvent, Forks, ListOptions, MetricsOptions, NetworkPolicy, SandboxInfo, SandboxMetric } from "./sandbox.js";
 export { Template, templateInfoOf } from "./template.js";
 export { Volume } from "./volume.js";
 export type { VolumeEntry, VolumeMount } from "./volume.js";

@@ -15,6 +15,7 @@ import {
   checkResult,
   runStream,
 } from "./process.js";
+import { Snapshot } from "./snapshot.js";
 import { type TemplateInfo, checkTemplateName, templateInfoOf } from "./template.js";
 import { type ClientOptions, Transport } from "./transport.js";
 import type { VolumeMount } from "./volume.js";
@@ -202,7 +203,15 @@ export interface CreateOptions extends ClientOptions {
   autoResume?: boolean;
   /** Named volumes to mount (see Volume): `[{ name: "data", path: "/data", readOnly: false }]`. */
   volumes?: VolumeMount[];
+  /** Start from this snapshot (see Snapshot): its processes and memory go
+   * on where they were; its isolation, template, vCPUs and memory are the
+   * snapshot's. An unknown one is APIError not_found. */
+  snapshot?: string;
 }
+
+/** The sandboxes Sandbox.fork started; `snapshot` is the one they started
+ * from when the fork kept it. */
+export type Forks = Sandbox[] & { snapshot?: Snapshot };
 
 /** Filters of Sandbox.list. */
 export interface ListOptions extends ClientOptions {
@@ -255,6 +264,7 @@ export class Sandbox {
     if (opts.onLeaseEnd !== undefined) body.on_lease_end = opts.onLeaseEnd;
     if (opts.maxCostMicros !== undefined) body.max_cost_micros = opts.maxCostMicros;
     if (opts.autoResume !== undefined) body.auto_resume = opts.autoResume;
+    if (opts.snapshot !== undefined) body.snapshot = opts.snapshot;
     if (opts.env !== undefined) body.env = stringMap(opts.env);
     if (opts.metadata !== undefined) body.metadata = stringMap(opts.metadata);
     if (opts.network !== undefined) body.network = networkBody(opts.network);
@@ -345,18 +355,51 @@ export class Sandbox {
     }
   }
 
-  /** Make template `template` (`name` or `name:tag`) from the sandbox's
-   * file system as it is now: what its commands installed and wrote. The
-   * sandbox keeps running; what its processes hold in memory is not kept.
-   * `Sandbox.create({ template })` starts a new sandbox from it. The call
-   * waits as long as the server takes. */
-  async snapshot(template: string): Promise<TemplateInfo> {
-    checkTemplateName(template);
-    const d = await this.#t.json<components["schemas"]["Template"]>("POST", `/sandboxes/${this.id}/snapshot`, {
-      json: { template } satisfies components["schemas"]["SnapshotRequest"],
-      timeoutMs: null,
+  /** Without a template name: save the sandbox whole (memory, processes
+   * and disk) as a Snapshot, labelled `opts.name`; `Sandbox.create({
+   * snapshot: snap.id })` starts sandboxes that go on from it. The sandbox
+   * keeps running (it pauses for the snapshot's `freezeMs`).
+   *
+   * With `template` (`name` or `name:tag`): make that template from the
+   * sandbox's file system as it is now: what its commands installed and
+   * wrote; what its processes hold in memory is not kept.
+   * `Sandbox.create({ template })` starts a new sandbox from it.
+   *
+   * Either call waits as long as the server takes. */
+  snapshot(opts?: { name?: string }): Promise<Snapshot>;
+  snapshot(template: string): Promise<TemplateInfo>;
+  async snapshot(arg?: string | { name?: string }): Promise<Snapshot | TemplateInfo> {
+    if (typeof arg === "string") {
+      checkTemplateName(arg);
+      const d = await this.#t.json<components["schemas"]["Template"]>("POST", `/sandboxes/${this.id}/snapshot`, {
+        json: { template: arg } satisfies components["schemas"]["SnapshotRequest"],
+        timeoutMs: null,
+      });
+      return templateInfoOf(d);
+    }
+    const json: components["schemas"]["CreateSnapshotRequest"] = arg?.name ? { name: arg.name } : {};
+    const d = await this.#t.json<components["schemas"]["Snapshot"]>("POST", `/sandboxes/${this.id}/snapshots`, { json, timeoutMs: null });
+    return new Snapshot(d, this.#t);
+  }
+
+  /** Start `n` sandboxes (1 to 16) from a snapshot of this one taken now:
+   * each goes on from where this sandbox is, processes and memory
+   * included, with its own address, disk, boot id and randomness from then
+   * on. This sandbox runs on. All or none: past the account's concurrency
+   * nothing starts (APIError concurrency_limit_reached). The snapshot is
+   * removed once they run unless `keepSnapshot`; then the result's
+   * `snapshot` is it. */
+  async fork(n = 1, opts: { keepSnapshot?: boolean } = {}): Promise<Forks> {
+    // The API reads a count of 0 as 1.
+    if (!Number.isInteger(n) || n < 1) throw new APIError("invalid_request", 400, `fork count ${n}: want 1 to 16`);
+    const json: components["schemas"]["ForkRequest"] = { count: n, ...(opts.keepSnapshot ? { keep_snapshot: true } : {}) };
+    const d = await this.#t.json<components["schemas"]["ForkResult"]>("POST", `/sandboxes/${this.id}/fork`, { json, timeoutMs: null });
+    const out: Forks = (d?.sandboxes ?? []).map((w) => {
+      const info = sandboxInfoOf(w);
+      return new Sandbox(info.id, { transport: this.#t, info });
     });
-    return templateInfoOf(d);
+    if (d?.snapshot) out.snapshot = new Snapshot(d.snapshot, this.#t);
+    return out;
   }
 
   /** The egress policy: `{ internet, allow }`. */
