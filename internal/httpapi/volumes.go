@@ -63,6 +63,7 @@ func (s *server) createVolume(w http.ResponseWriter, r *http.Request, c caller) 
 	if err != nil {
 		return err
 	}
+	infoFrom(r.Context()).target = out.Name
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }

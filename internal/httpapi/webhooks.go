@@ -184,6 +184,8 @@ var auditActions = map[string]string{
 	"POST " + api.Version + "/templates/{name}/publish": "template.publish",
 	"PUT " + api.Version + "/secrets/{name}":            "secret.set",
 	"DELETE " + api.Version + "/secrets/{name}":         "secret.delete",
+	"POST " + api.Version + "/volumes":                  "volume.create",
+	"DELETE " + api.Version + "/volumes/{name}":         "volume.delete",
 	"POST " + api.Version + "/accounts":                 "account.create",
 	"POST " + api.Version + "/keys":                     "key.create",
 	"DELETE " + api.Version + "/keys/{kid}":             "key.revoke",

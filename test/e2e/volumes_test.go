@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -265,6 +266,20 @@ func TestVolumes(t *testing.T) {
 		}
 		if _, err := c.GetVolume(ctx, "data"); apiCode(err) != "not_found" {
 			t.Fatalf("after delete: %v", err)
+		}
+		status, body := call(t, s, s.Key, "GET", "/v1/audit?limit=1000", nil)
+		var audit api.AuditLog
+		if status != 200 || json.Unmarshal(body, &audit) != nil {
+			t.Fatalf("audit: %d %s", status, body)
+		}
+		seen := map[string]bool{}
+		for _, e := range audit.Entries {
+			if e.Target == "data" {
+				seen[e.Action] = true
+			}
+		}
+		if !seen["volume.create"] || !seen["volume.delete"] {
+			t.Fatalf("the audit log lacks the volume's create or delete: %v", seen)
 		}
 	})
 }
