@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/withruntime/withruntime/internal/backend/microvm/guest"
+	"github.com/withruntime/withruntime/internal/guestnet"
 )
 
 const (
@@ -86,7 +87,7 @@ func boot() error {
 		}
 	}
 	if cfg.Net != nil {
-		if err := configureNet(*cfg.Net); err != nil {
+		if err := guestnet.Configure(cfg.Net.Addr, cfg.Net.Prefix, cfg.Net.Gw); err != nil {
 			return fmt.Errorf("network: %w", err)
 		}
 	}

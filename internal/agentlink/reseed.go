@@ -14,18 +14,24 @@ import (
 	"github.com/withruntime/withruntime/api"
 )
 
+// ReseedNet is a restored microVM's own network, for backends that may
+// not import the wire contract.
+type ReseedNet = api.ReseedNet
+
 // reseedWait bounds the reseed of a sandbox started from a snapshot.
 const reseedWait = 10 * time.Second
 
 // Reseed gives a sandbox started from a snapshot its own identity (the
 // agent's POST /reseed) through the agent dial reaches: 64 bytes of the
-// host's randomness for its kernel. It returns the agent's answer; a
-// sandbox whose reseed fails must not be handed out.
-func Reseed(ctx context.Context, dial func(context.Context) (net.Conn, error)) (api.ReseedAnswer, error) {
+// host's randomness for its kernel, and its own network where its kernel
+// keeps the source's (nil: the sandbox's network is the host's doing, as
+// under gVisor). It returns the agent's answer; a sandbox whose reseed
+// fails must not be handed out.
+func Reseed(ctx context.Context, dial func(context.Context) (net.Conn, error), nw *ReseedNet) (api.ReseedAnswer, error) {
 	var ans api.ReseedAnswer
 	ctx, cancel := context.WithTimeout(ctx, reseedWait)
 	defer cancel()
-	req := api.ReseedRequest{Entropy: make([]byte, 64)}
+	req := api.ReseedRequest{Entropy: make([]byte, 64), Net: nw}
 	rand.Read(req.Entropy)
 	body, err := json.Marshal(req)
 	if err != nil {

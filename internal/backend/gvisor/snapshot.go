@@ -83,7 +83,7 @@ func (b *Backend) StartSnapshot(ctx context.Context, id string, spec sandbox.Spe
 	if err != nil {
 		return nil, err
 	}
-	if _, err := agentlink.Reseed(ctx, inst.DialAgent); err != nil {
+	if _, err := agentlink.Reseed(ctx, inst.DialAgent, nil); err != nil {
 		// The undo list closes its link, once.
 		b.mu.Lock()
 		delete(b.instances, id)

@@ -32,7 +32,7 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	defer cancel()
 	stopWatchdog := context.AfterFunc(ctx, i.kill)
 	defer stopWatchdog()
-	if err := i.host.Suspend(ctx); err != nil {
+	if err := i.agent().Suspend(ctx); err != nil {
 		return fmt.Errorf("suspending the agent: %w", err)
 	}
 	if err := os.MkdirAll(p.checkpoint, 0o700); err != nil {
@@ -47,6 +47,27 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	if err := i.qmp.run("stop", nil, nil); err != nil {
 		return err
 	}
+	if err := saveMachine(ctx, i, f); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := os.Rename(state+".tmp", state); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	delete(b.instances, id)
+	b.mu.Unlock()
+	i.kill()
+	<-i.done
+	releaseJail(p)
+	return b.cg.Remove(id)
+}
+
+// saveMachine migrates the stopped machine of i into f. On failure the
+// machine runs on (QMP cont).
+func saveMachine(ctx context.Context, i *instance, f *os.File) error {
 	// QEMU writes into a pipe, and the host copies at most what a machine
 	// of this size can hold into the file: QEMU is untrusted, and a file
 	// it wrote itself could fill the disk.
@@ -99,21 +120,8 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	}
 	if err != nil {
 		i.qmp.run("cont", nil, nil)
-		return err
 	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := os.Rename(state+".tmp", state); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	delete(b.instances, id)
-	b.mu.Unlock()
-	i.kill()
-	<-i.done
-	releaseJail(p)
-	return b.cg.Remove(id)
+	return err
 }
 
 // waitMigration polls query-migrate until it completes.

@@ -76,7 +76,11 @@ func (b *Backend) kernelArgs() string {
 
 // qemuArgs is QEMU's command line; the disks are descriptors 3 (base,
 // read-only), 4 and 6 (the sandbox's disk, read-write and read-only:
-// QEMU asks an fd set for either) and 5 (config, read-only).
+// QEMU asks an fd set for either) and 5 (config, read-only). The disk
+// has no image locks: QEMU takes them per descriptor, so a machine that
+// goes on after a migration (a snapshot) cannot take back its write lock
+// while the read-only descriptor of the same file holds its own; the host
+// gives each disk file to one QEMU only.
 func (b *Backend) qemuArgs(id string, spec sandbox.Spec, incoming, nic bool) []string {
 	cpu := "max"
 	if b.cfg.Accel == "kvm" {
@@ -93,7 +97,7 @@ func (b *Backend) qemuArgs(id string, spec sandbox.Spec, incoming, nic bool) []s
 		"-add-fd", "fd=3,set=1", "-add-fd", "fd=4,set=2", "-add-fd", "fd=6,set=2", "-add-fd", "fd=5,set=3",
 		"-drive", "id=base,file=/dev/fdset/1,format=raw,if=none,readonly=on",
 		"-device", "virtio-blk-device,drive=base,serial=" + guest.SerialBase,
-		"-drive", "id=disk,file=/dev/fdset/2,format=raw,if=none,discard=unmap",
+		"-drive", "id=disk,file=/dev/fdset/2,file.locking=off,format=raw,if=none,discard=unmap",
 		"-device", "virtio-blk-device,drive=disk,serial=" + guest.SerialDisk,
 		"-drive", "id=cfg,file=/dev/fdset/3,format=raw,if=none,readonly=on",
 		"-device", "virtio-blk-device,drive=cfg,serial=" + guest.SerialConfig,

@@ -231,9 +231,11 @@ type instance struct {
 	memMiB int // the guest's memory: what bounds its checkpoint
 	done   chan struct{}
 
-	qmp  *qmp
-	host *agentlink.Host
-	con  *ring
+	qmp *qmp
+	con *ring
+
+	hostMu sync.Mutex // guards host: a snapshot links the agent anew
+	host   *agentlink.Host
 
 	mu       sync.Mutex // guards stopping
 	stopping bool       // the host is ending it: not a crash
@@ -248,7 +250,7 @@ func newInstance(id string, pid int, cg hostcgroup.Layout, memMiB int) *instance
 	return &instance{id: id, pid: pid, cg: cg, memMiB: memMiB, done: make(chan struct{}), con: &ring{max: 16 << 10}}
 }
 
-func (i *instance) DialAgent(ctx context.Context) (net.Conn, error) { return i.host.Dial(ctx) }
+func (i *instance) DialAgent(ctx context.Context) (net.Conn, error) { return i.agent().Dial(ctx) }
 func (i *instance) Done() <-chan struct{}                           { return i.done }
 func (i *instance) Cause() (sandbox.EndReason, string)              { return i.reason, i.message }
 
@@ -288,7 +290,9 @@ func (i *instance) link(ctx context.Context, p paths) error {
 	if err != nil {
 		return err
 	}
+	i.hostMu.Lock()
 	i.host = h
+	i.hostMu.Unlock()
 	go func() {
 		<-i.done
 		h.Close()
@@ -297,6 +301,13 @@ func (i *instance) link(ctx context.Context, p paths) error {
 		return fmt.Errorf("waiting for the agent: %w", err)
 	}
 	return nil
+}
+
+// agent is the host's end of the current link to the agent.
+func (i *instance) agent() *agentlink.Host {
+	i.hostMu.Lock()
+	defer i.hostMu.Unlock()
+	return i.host
 }
 
 // reap waits for a QEMU this process started.
@@ -376,8 +387,8 @@ func (i *instance) close() {
 	if i.qmp != nil {
 		i.qmp.Close()
 	}
-	if i.host != nil {
-		i.host.Close()
+	if h := i.agent(); h != nil {
+		h.Close()
 	}
 }
 

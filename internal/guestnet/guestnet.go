@@ -1,4 +1,8 @@
-package main
+// Package guestnet configures a microVM guest's eth0 from inside: the
+// guest's init at boot, and the agent when a sandbox started from a
+// snapshot takes an address of its own. It imports only the standard
+// library and x/sys/unix: both binaries are small and static.
+package guestnet
 
 import (
 	"encoding/binary"
@@ -7,20 +11,23 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/withruntime/withruntime/internal/backend/microvm/guest"
 )
 
-// configureNet brings up lo and eth0 with the sandbox's address and a
-// default route through the host's end of its link.
-func configureNet(n guest.Net) error {
-	addr, err := netip.ParseAddr(n.Addr)
+// Configure brings up lo and eth0 with addr/prefix and a default route
+// through gw (the host's end of the sandbox's link). On an eth0 that has
+// an address already (a restored machine) it replaces the address and
+// the route.
+func Configure(addrS string, prefix int, gwS string) error {
+	addr, err := netip.ParseAddr(addrS)
 	if err != nil {
 		return err
 	}
-	gw, err := netip.ParseAddr(n.Gw)
+	gw, err := netip.ParseAddr(gwS)
 	if err != nil {
 		return err
+	}
+	if !addr.Is4() || !gw.Is4() || prefix < 1 || prefix > 32 {
+		return fmt.Errorf("guest network %s/%d via %s: want IPv4", addr, prefix, gw)
 	}
 	// IPv4 only, as under gVisor (the host end drops IPv6 anyway).
 	for _, k := range []string{"all", "default", "eth0"} {
@@ -44,7 +51,7 @@ func configureNet(n guest.Net) error {
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFADDR, ifr); err != nil {
 		return fmt.Errorf("address: %w", err)
 	}
-	m := ^uint32(0) << (32 - n.Prefix)
+	m := ^uint32(0) << (32 - prefix)
 	var mb [4]byte
 	binary.BigEndian.PutUint32(mb[:], m)
 	if err := ifr.SetInet4Addr(mb[:]); err != nil {
@@ -74,7 +81,8 @@ func up(fd int, name string) error {
 	return nil
 }
 
-// defaultRoute adds 0.0.0.0/0 via gw with one RTM_NEWROUTE message.
+// defaultRoute sets 0.0.0.0/0 via gw with one RTM_NEWROUTE message
+// (replacing one there is).
 func defaultRoute(gw netip.Addr) error {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 	if err != nil {
@@ -84,7 +92,7 @@ func defaultRoute(gw netip.Addr) error {
 	msg := make([]byte, unix.SizeofNlMsghdr+unix.SizeofRtMsg+8)
 	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
 	binary.NativeEndian.PutUint16(msg[4:], unix.RTM_NEWROUTE)
-	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
+	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_REPLACE)
 	binary.NativeEndian.PutUint32(msg[8:], 1)
 	rt := msg[unix.SizeofNlMsghdr:]
 	rt[0] = unix.AF_INET
