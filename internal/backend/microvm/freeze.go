@@ -16,11 +16,19 @@ func (b *Backend) Freeze(ctx context.Context, id string) error { return b.qmpRun
 func (b *Backend) Thaw(ctx context.Context, id string) error { return b.qmpRun(id, "cont") }
 
 func (b *Backend) qmpRun(id, cmd string) error {
-	b.mu.Lock()
-	i := b.instances[id]
-	b.mu.Unlock()
-	if i == nil {
-		return sandbox.Errorf(sandbox.KindNotFound, "sandbox %s is not running here", id)
+	i, err := b.running(id)
+	if err != nil {
+		return err
 	}
 	return i.qmp.run(cmd, nil, nil)
+}
+
+// running is sandbox id's live instance.
+func (b *Backend) running(id string) (*instance, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if i := b.instances[id]; i != nil {
+		return i, nil
+	}
+	return nil, sandbox.Errorf(sandbox.KindNotFound, "sandbox %s is not running here", id)
 }

@@ -3,15 +3,13 @@ package microvm
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/withruntime/withruntime/internal/network"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/sandbox/backendtest"
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
@@ -20,32 +18,8 @@ import (
 // TCP arrives at the egress proxy's port (a listener of this test).
 func TestVMNetwork(t *testing.T) {
 	testenv.RequiresMicroVM(t)
-	proxy, err := network.ListenTCP(&net.TCPAddr{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	dns, err := net.ListenUDP("udp4", &net.UDPAddr{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dns.Close()
-	got := make(chan string, 4)
-	go func() {
-		for {
-			c, err := proxy.Accept()
-			if err != nil {
-				return
-			}
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			got <- strings.TrimSpace(line)
-			c.Close()
-		}
-	}()
-	tag := fmt.Sprintf("v%02d", os.Getpid()%100)
-	b, err := New(Config{DataDir: t.TempDir(), CacheDir: testenv.CacheDir(), Accel: "tcg", Egress: &sandbox.EgressWiring{Net: network.New(network.Config{
-		Name: tag, ProxyPort: proxy.Addr().(*net.TCPAddr).Port, DNSPort: dns.LocalAddr().(*net.UDPAddr).Port,
-	})}})
+	egress, got := proxyRig(t, "v")
+	b, err := New(Config{DataDir: t.TempDir(), CacheDir: testenv.CacheDir(), Accel: "tcg", Egress: egress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +49,9 @@ timeout 3 bash -c "echo off > /dev/tcp/$gw/80" 2>/dev/null && echo tcp-open || e
 	// 198.18.0.9 is an address no host has: the rules steer it to the proxy.
 	agentSh(t, hc, `timeout 10 bash -c "echo online > /dev/tcp/198.18.0.9/80"`)
 	select {
-	case line := <-got:
-		if line != "online" {
-			t.Errorf("the proxy got %q, want %q (and nothing from offline)", line, "online")
+	case c := <-got:
+		if c.line != "online" || c.from != addr.String() {
+			t.Errorf("the proxy got %q from %s, want %q from %s (and nothing from offline)", c.line, c.from, "online", addr)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the proxy got no connection from the online VM")
@@ -85,4 +59,29 @@ timeout 3 bash -c "echo off > /dev/tcp/$gw/80" 2>/dev/null && echo tcp-open || e
 	if out := agentSh(t, hc, "cat /etc/resolv.conf"); !strings.Contains(out, "nameserver ") {
 		t.Errorf("resolv.conf: %q", out)
 	}
+}
+
+// proxied is what reached a proxyRig's proxy: the first line, and from
+// where.
+type proxied struct{ line, from string }
+
+// proxyRig is egress wiring whose proxy (a listener of the test) reports
+// each connection's first line; its interfaces are named after letter.
+func proxyRig(t *testing.T, letter string) (*sandbox.EgressWiring, <-chan proxied) {
+	t.Helper()
+	egress, proxy := backendtest.EgressProxy(t, letter)
+	got := make(chan proxied, 4)
+	go func() {
+		for {
+			c, err := proxy.Accept()
+			if err != nil {
+				return
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			got <- proxied{strings.TrimSpace(line), c.RemoteAddr().(*net.TCPAddr).IP.String()}
+			c.Close()
+		}
+	}()
+	return egress, got
 }

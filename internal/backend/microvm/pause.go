@@ -18,11 +18,9 @@ import (
 // QEMU migrates the machine (memory, devices) into a file the host
 // opened, and QEMU ends. The disk stays as it is.
 func (b *Backend) Pause(ctx context.Context, id string) error {
-	b.mu.Lock()
-	i := b.instances[id]
-	b.mu.Unlock()
-	if i == nil {
-		return sandbox.Errorf(sandbox.KindNotFound, "sandbox %s is not running here", id)
+	i, err := b.running(id)
+	if err != nil {
+		return err
 	}
 	p := b.paths(id)
 	// A QEMU that stops answering its monitor, or keeps its migration
@@ -166,7 +164,18 @@ func (b *Backend) Resume(ctx context.Context, id string, spec sandbox.Spec) (san
 	if tap != nil {
 		defer tap.Close()
 	}
-	inst, err := b.boot(ctx, id, p, spec, tap, func(q *qmp) error {
+	inst, err := b.boot(ctx, id, p, spec, tap, loadMachine(ctx, f), false)
+	if err != nil {
+		return nil, err
+	}
+	os.RemoveAll(p.checkpoint)
+	return inst, nil
+}
+
+// loadMachine has a QEMU started with -incoming defer take the machine
+// saved in f.
+func loadMachine(ctx context.Context, f *os.File) func(*qmp) error {
+	return func(q *qmp) error {
 		if err := q.sendFD("state", f); err != nil {
 			return err
 		}
@@ -174,12 +183,7 @@ func (b *Backend) Resume(ctx context.Context, id string, spec sandbox.Spec) (san
 			return err
 		}
 		return waitIncoming(ctx, q)
-	}, false)
-	if err != nil {
-		return nil, err
 	}
-	os.RemoveAll(p.checkpoint)
-	return inst, nil
 }
 
 // waitIncoming waits until the incoming migration has loaded the machine

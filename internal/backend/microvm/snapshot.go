@@ -36,11 +36,9 @@ const relinkWait = 30 * time.Second
 // takes the port's next session. The guest runs nothing between the disk
 // copy and the machine's save, so the two are of one instant.
 func (b *Backend) Snapshot(ctx context.Context, id, dir string) error {
-	b.mu.Lock()
-	i := b.instances[id]
-	b.mu.Unlock()
-	if i == nil {
-		return sandbox.Errorf(sandbox.KindNotFound, "sandbox %s is not running here", id)
+	i, err := b.running(id)
+	if err != nil {
+		return err
 	}
 	p := b.paths(id)
 	// As for a pause, a QEMU that stops answering its monitor or keeps
@@ -49,7 +47,7 @@ func (b *Backend) Snapshot(ctx context.Context, id, dir string) error {
 	defer cancel()
 	stopWatchdog := context.AfterFunc(ctx, i.kill)
 	defer stopWatchdog()
-	err := b.save(ctx, i, p, dir)
+	err = b.save(ctx, i, p, dir)
 	// Whatever happened, the guest runs and the agent is linked again.
 	if cerr := i.qmp.run("cont", nil, nil); cerr != nil {
 		return errors.Join(err, fmt.Errorf("letting the machine go on: %w", cerr))
@@ -132,15 +130,7 @@ func (b *Backend) StartSnapshot(ctx context.Context, id string, spec sandbox.Spe
 	if err := b.writeConfig(p.config, spec, link); err != nil {
 		return nil, err
 	}
-	inst, err := b.boot(ctx, id, p, spec, tap, func(q *qmp) error {
-		if err := q.sendFD("state", machine); err != nil {
-			return err
-		}
-		if err := q.run("migrate-incoming", map[string]string{"uri": "fd:state"}, nil); err != nil {
-			return err
-		}
-		return waitIncoming(ctx, q)
-	}, false)
+	inst, err := b.boot(ctx, id, p, spec, tap, loadMachine(ctx, machine), false)
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,10 @@
 package microvm
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,8 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/withruntime/withruntime/internal/network"
-	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/sandbox/backendtest"
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
@@ -27,33 +23,8 @@ import (
 // and kernel randomness, and the source runs on unchanged.
 func TestSnapshotForks(t *testing.T) {
 	testenv.RequiresMicroVM(t)
-	proxy, err := network.ListenTCP(&net.TCPAddr{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	dns, err := net.ListenUDP("udp4", &net.UDPAddr{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dns.Close()
-	// What reaches the proxy: the line sent, and from where.
-	got := make(chan [2]string, 4)
-	go func() {
-		for {
-			c, err := proxy.Accept()
-			if err != nil {
-				return
-			}
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			got <- [2]string{strings.TrimSpace(line), c.RemoteAddr().(*net.TCPAddr).IP.String()}
-			c.Close()
-		}
-	}()
-	b, err := New(Config{DataDir: t.TempDir(), CacheDir: testenv.CacheDir(), Accel: "tcg", Egress: &sandbox.EgressWiring{Net: network.New(network.Config{
-		Name: fmt.Sprintf("f%02d", os.Getpid()%100), ProxyPort: proxy.Addr().(*net.TCPAddr).Port, DNSPort: dns.LocalAddr().(*net.UDPAddr).Port,
-	})}})
+	egress, got := proxyRig(t, "f")
+	b, err := New(Config{DataDir: t.TempDir(), CacheDir: testenv.CacheDir(), Accel: "tcg", Egress: egress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,23 +106,16 @@ for i in $(seq 100); do test -e /tmp/keeper.ready && break; sleep 0.1; done`)
 		}
 		agentSh(t, fc, `timeout 10 bash -c "echo `+id+` > /dev/tcp/198.18.0.9/80"`)
 		select {
-		case g := <-got:
-			if g != [2]string{id, addr.String()} {
-				t.Fatalf("%s: the proxy got %q, want %q from %s", id, g, id, addr)
+		case c := <-got:
+			if c != (proxied{id, addr.String()}) {
+				t.Fatalf("%s: the proxy got %q from %s, want %q from %s", id, c.line, c.from, id, addr)
 			}
 		case <-time.After(20 * time.Second):
 			t.Fatalf("%s: the proxy got no connection", id)
 		}
 	}
-	for _, m := range []map[string]string{boots, rands} {
-		seen := map[string]string{}
-		for id, v := range m {
-			if other, dup := seen[v]; dup || len(strings.TrimSpace(v)) < 16 {
-				t.Fatalf("%s and %s read the same %q", id, other, v)
-			}
-			seen[v] = id
-		}
-	}
+	backendtest.AllDiffer(t, boots)
+	backendtest.AllDiffer(t, rands)
 	if got := agentSh(t, hc, "cat /home/user/own 2>&1 || true; cat /home/user/note"); strings.Contains(got, "sbx_") || !strings.HasSuffix(got, "from-source") {
 		t.Fatalf("the source after the forks: %q", got)
 	}

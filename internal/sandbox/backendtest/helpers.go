@@ -80,6 +80,14 @@ func AgentShell(ctx context.Context, inst sandbox.Instance, cmd string) (string,
 // checks the backend's side of the wiring, not the proxy's.
 func Egress(t *testing.T, letter string) *sandbox.EgressWiring {
 	t.Helper()
+	w, _ := EgressProxy(t, letter)
+	return w
+}
+
+// EgressProxy is Egress with the proxy's listener, for a test that reads
+// what the sandbox sends it.
+func EgressProxy(t *testing.T, letter string) (*sandbox.EgressWiring, net.Listener) {
+	t.Helper()
 	proxy, err := network.ListenTCP(&net.TCPAddr{})
 	if err != nil {
 		t.Fatal(err)
@@ -96,5 +104,20 @@ func Egress(t *testing.T, letter string) *sandbox.EgressWiring {
 		Name:      fmt.Sprintf("%s%02d", letter, os.Getpid()%100),
 		ProxyPort: proxy.Addr().(*net.TCPAddr).Port,
 		DNSPort:   dns.LocalAddr().(*net.UDPAddr).Port,
-	})}
+	})}, proxy
+}
+
+// AllDiffer fails t when two sandboxes read the same value (or one read
+// almost nothing): what each sandbox started from one snapshot must make
+// its own, such as a boot id or random bytes. read maps a sandbox to its
+// value.
+func AllDiffer(t *testing.T, read map[string]string) {
+	t.Helper()
+	seen := map[string]string{}
+	for id, v := range read {
+		if other, dup := seen[v]; dup || len(strings.TrimSpace(v)) < 16 {
+			t.Fatalf("%s and %s read the same %q", id, other, v)
+		}
+		seen[v] = id
+	}
 }
