@@ -31,8 +31,8 @@ func TestAgentToolsResolve(t *testing.T) {
 			if !slices.Equal(names, want) {
 				t.Errorf("%s: tools %v, want %v", s, names, want)
 			}
-		} else if len(names) != 8 {
-			t.Errorf("mcp: %d tools, want 8: %v", len(names), names)
+		} else if len(names) != 9 {
+			t.Errorf("mcp: %d tools, want 9: %v", len(names), names)
 		}
 	}
 	var f struct {

@@ -12,7 +12,7 @@ import (
 
 const mcpAbout = `Serve the sandbox tools (sandbox_create, sandbox_list, sandbox_exec,
 sandbox_run_code, sandbox_read_file, sandbox_write_file, sandbox_list_files,
-sandbox_stop) to an MCP client over stdio: the client starts "withruntime mcp" and speaks
+sandbox_fork, sandbox_stop) to an MCP client over stdio: the client starts "withruntime mcp" and speaks
 MCP on its stdin and stdout. The tools act on the server that other commands
 use (WITHRUNTIME_BASE_URL, WITHRUNTIME_API_KEY, the local daemon), with
 that key's permissions. A server reached over HTTP serves the same tools at

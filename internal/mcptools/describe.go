@@ -24,6 +24,7 @@ var inputTypes = map[string]reflect.Type{
 	"sandbox_create":     reflect.TypeFor[CreateInput](),
 	"sandbox_list":       reflect.TypeFor[ListInput](),
 	"sandbox_stop":       reflect.TypeFor[StopInput](),
+	"sandbox_fork":       reflect.TypeFor[ForkInput](),
 	"sandbox_exec":       reflect.TypeFor[ExecInput](),
 	"sandbox_read_file":  reflect.TypeFor[ReadFileInput](),
 	"sandbox_write_file": reflect.TypeFor[WriteFileInput](),

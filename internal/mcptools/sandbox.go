@@ -52,9 +52,23 @@ type StopOutput struct {
 	Sandbox api.Sandbox `json:"sandbox"`
 }
 
+// ForkInput is sandbox_fork's arguments.
+type ForkInput struct {
+	SandboxID string `json:"sandbox_id"`
+	// Count is a pointer so that an explicit 0 is refused, not read as 1.
+	Count *int `json:"count,omitempty"`
+}
+
+// ForkOutput is the sandboxes a fork started.
+type ForkOutput struct {
+	IDs       []string      `json:"ids" jsonschema:"The new sandboxes' ids: pass each as sandbox_id to the other tools."`
+	Sandboxes []api.Sandbox `json:"sandboxes"`
+}
+
 func (t tools) addSandboxTools(s *mcp.Server) {
 	add(s, t, tool("sandbox_create", nil), create)
 	add(s, t, tool("sandbox_list", &mcp.ToolAnnotations{ReadOnlyHint: true}), list)
+	add(s, t, tool("sandbox_fork", nil), fork)
 	add(s, t, tool("sandbox_stop", &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}), stop)
 }
 
@@ -96,6 +110,30 @@ func stop(ctx context.Context, c *client.Client, in StopInput) (StopOutput, erro
 		return StopOutput{}, err
 	}
 	return StopOutput{Sandbox: *sbx}, nil
+}
+
+func fork(ctx context.Context, c *client.Client, in ForkInput) (ForkOutput, error) {
+	if err := needID(in.SandboxID); err != nil {
+		return ForkOutput{}, err
+	}
+	count := 1
+	if in.Count != nil {
+		// The API reads a count of 0 as 1; the server refuses above 16.
+		if count = *in.Count; count < 1 {
+			return ForkOutput{}, invalid("count must be 1 to 16")
+		}
+	}
+	// Not canceled with the call, as a create: the forks would run on with
+	// ids nobody was told.
+	res, err := c.Fork(context.WithoutCancel(ctx), in.SandboxID, count, false)
+	if err != nil {
+		return ForkOutput{}, err
+	}
+	out := ForkOutput{IDs: make([]string, 0, len(res.Sandboxes)), Sandboxes: res.Sandboxes}
+	for _, sb := range res.Sandboxes {
+		out.IDs = append(out.IDs, sb.ID)
+	}
+	return out, nil
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -60,6 +60,22 @@ func (f *fakeAPI) handler() http.Handler {
 	mux.HandleFunc("GET /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(api.SandboxList{Sandboxes: []api.Sandbox{sbx}})
 	})
+	mux.HandleFunc("POST /v1/sandboxes/sbx-1/fork", func(w http.ResponseWriter, r *http.Request) {
+		var req api.ForkRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		if req.Count > 16 {
+			fail(w, http.StatusBadRequest, "invalid_request", "count must be 1 to 16")
+			return
+		}
+		var out api.ForkResult
+		for i := range req.Count {
+			s := sbx
+			s.ID = fmt.Sprintf("sbx-f%d", i)
+			out.Sandboxes = append(out.Sandboxes, s)
+		}
+		w.WriteHeader(http.StatusCreated)
+		json.NewEncoder(w).Encode(out)
+	})
 	mux.HandleFunc("GET /v1/sandboxes/sbx-1", func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(sbx)
 	})
@@ -228,6 +244,7 @@ func TestToolsAndSchemas(t *testing.T) {
 		"sandbox_write_file": {"content", "path", "sandbox_id"},
 		"sandbox_list_files": {"sandbox_id"},
 		"sandbox_stop":       {"sandbox_id"},
+		"sandbox_fork":       {"sandbox_id"},
 	}
 	got := map[string][]string{}
 	for _, tool := range res.Tools {
@@ -371,6 +388,8 @@ func TestPlatformErrors(t *testing.T) {
 	}{
 		{"unknown sandbox", "sandbox_exec", map[string]any{"sandbox_id": "sbx-gone", "command": "true"}, "not_found: no sandbox sbx-gone/exec"},
 		{"empty id", "sandbox_stop", map[string]any{"sandbox_id": ""}, "invalid_request: sandbox_id is empty"},
+		{"fork of none", "sandbox_fork", map[string]any{"sandbox_id": "sbx-1", "count": 0}, "invalid_request: count must be 1 to 16"},
+		{"fork of too many", "sandbox_fork", map[string]any{"sandbox_id": "sbx-1", "count": 17}, "invalid_request: count must be 1 to 16"},
 		{"run_code in an unknown sandbox", "sandbox_run_code", map[string]any{"sandbox_id": "sbx-gone", "code": "1"}, "not_found: no sandbox sbx-gone/code"},
 		// The SDK's own checks of the arguments, led by the code too.
 		{"missing argument", "sandbox_exec", map[string]any{"sandbox_id": "sbx-1"}, "invalid_request: validating \"arguments\""},
@@ -423,6 +442,15 @@ func TestCreateListStop(t *testing.T) {
 	res = call(t, cs, "sandbox_list", map[string]any{}, &l)
 	if res.IsError || len(l.Sandboxes) != 1 || l.Sandboxes[0].ID != "sbx-1" {
 		t.Errorf("list: got %+v, want sbx-1", l)
+	}
+	var f ForkOutput
+	res = call(t, cs, "sandbox_fork", map[string]any{"sandbox_id": "sbx-1", "count": 2}, &f)
+	if res.IsError || !slices.Equal(f.IDs, []string{"sbx-f0", "sbx-f1"}) || len(f.Sandboxes) != 2 {
+		t.Errorf("fork of 2: got %v %q %+v, want sbx-f0 and sbx-f1", res.IsError, text(res), f)
+	}
+	res = call(t, cs, "sandbox_fork", map[string]any{"sandbox_id": "sbx-1"}, &f)
+	if res.IsError || !slices.Equal(f.IDs, []string{"sbx-f0"}) {
+		t.Errorf("fork without a count: got %v %q %+v, want one", res.IsError, text(res), f)
 	}
 	var s StopOutput
 	res = call(t, cs, "sandbox_stop", map[string]any{"sandbox_id": "sbx-1"}, &s)

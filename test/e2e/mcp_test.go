@@ -120,6 +120,24 @@ func exerciseMCP(t *testing.T, cs *mcp.ClientSession) {
 		t.Errorf("sandbox_list: got %v %s, want %s in it", res.IsError, out, id)
 	}
 
+	// A fork goes on with the source's files and has its own from then on.
+	mcpCall(t, cs, "sandbox_write_file", map[string]any{"sandbox_id": id, "path": "before-fork.txt", "content": "source"})
+	var forked mcptools.ForkOutput
+	res, text, out = mcpCall(t, cs, "sandbox_fork", map[string]any{"sandbox_id": id, "count": 1})
+	if res.IsError || json.Unmarshal([]byte(out), &forked) != nil || len(forked.IDs) != 1 || forked.IDs[0] == id {
+		t.Fatalf("sandbox_fork: got %v %q %s, want one new id", res.IsError, text, out)
+	}
+	fid := forked.IDs[0]
+	t.Cleanup(func() { mcpCall(t, cs, "sandbox_stop", map[string]any{"sandbox_id": fid}) })
+	mcpCall(t, cs, "sandbox_write_file", map[string]any{"sandbox_id": fid, "path": "fork.txt", "content": "fork"})
+	var listed mcptools.ListFilesOutput
+	if _, _, out = mcpCall(t, cs, "sandbox_list_files", map[string]any{"sandbox_id": fid}); json.Unmarshal([]byte(out), &listed) != nil || len(listed.Entries) != 2 {
+		t.Errorf("the fork's files: %s, want before-fork.txt and fork.txt", out)
+	}
+	if _, _, out = mcpCall(t, cs, "sandbox_list_files", map[string]any{"sandbox_id": id}); strings.Contains(out, `"name":"fork.txt"`) {
+		t.Errorf("the source's files after the fork wrote: %s", out)
+	}
+
 	var ex mcptools.ExecOutput
 	res, text, out = mcpCall(t, cs, "sandbox_exec", map[string]any{"sandbox_id": id, "command": "echo hi; echo err >&2; pwd; exit 3"})
 	json.Unmarshal([]byte(out), &ex)
