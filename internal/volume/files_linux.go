@@ -103,8 +103,10 @@ type Opened struct {
 }
 
 // Open opens p in volume id: a regular file to read (the caller closes
-// File) or a directory, listed. Anything else is refused.
-func (h *Host) Open(id, p string) (*Opened, error) {
+// File) or a directory, listed. Anything else is refused, and so is a file
+// whose size passes limit (the volume's size: a sparse file may claim far
+// more than the volume holds).
+func (h *Host) Open(id, p string, limit int64) (*Opened, error) {
 	root, rel, err := h.openRoot(id, p)
 	if err != nil {
 		return nil, err
@@ -121,6 +123,10 @@ func (h *Host) Open(id, p string) (*Opened, error) {
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
+		if st.Size > limit {
+			f.Close()
+			return nil, sandbox.Errorf(sandbox.KindPayloadTooLarge, "%s claims %d bytes, more than the volume's size (a sparse file)", p, st.Size)
+		}
 		return &Opened{File: f, Size: st.Size}, nil
 	case unix.S_IFDIR:
 		defer f.Close()
@@ -261,9 +267,10 @@ func (h *Host) RemovePath(id, p string) error {
 // TarOut writes p in volume id as a tar stream (a directory's contents,
 // or one file under its name): directories, regular
 // files and symbolic links (as links, never followed); devices, FIFOs and
-// sockets are left out. The files' bytes all together are bounded by
-// limit (the volume's size: hard links could otherwise repeat a file
-// without end).
+// sockets are left out, and so are sparse files claiming more than limit
+// (the volume's size). A file's other names go out as hard links. The
+// files' bytes all together are bounded by limit: past it (sparse files
+// again) the archive fails.
 func (h *Host) TarOut(id, p string, w io.Writer, limit int64) error {
 	root, rel, err := h.openRoot(id, p)
 	if err != nil {
@@ -275,7 +282,7 @@ func (h *Host) TarOut(id, p string, w io.Writer, limit int64) error {
 		return err
 	}
 	defer top.Close()
-	t := &tarOut{tw: tar.NewWriter(w), budget: limit}
+	t := &tarOut{tw: tar.NewWriter(w), limit: limit, budget: limit}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(top.Fd()), &st); err != nil {
 		return err
@@ -298,8 +305,12 @@ func (h *Host) TarOut(id, p string, w io.Writer, limit int64) error {
 
 type tarOut struct {
 	tw      *tar.Writer
-	budget  int64
+	limit   int64 // the volume's size
+	budget  int64 // what is left of it for the files' bytes
 	entries int
+	// links names the first entry of each file with more than one name
+	// (by device and inode): its other names go out as hard links.
+	links map[[2]uint64]string
 }
 
 func header(name string, st *unix.Stat_t) *tar.Header {
@@ -358,7 +369,10 @@ func (t *tarOut) dir(d *os.File, name string, st *unix.Stat_t, depth int) error 
 			if err := t.tw.WriteHeader(hdr); err != nil {
 				return err
 			}
-		case unix.S_IFDIR, unix.S_IFREG:
+		case unix.S_IFREG, unix.S_IFDIR:
+			if cst.Mode&unix.S_IFMT == unix.S_IFREG && cst.Size > t.limit {
+				continue // sparse, claiming more than the volume holds: left out
+			}
 			flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
 			fd, err := unix.Openat(int(d.Fd()), n, flags, 0)
 			if err != nil {
@@ -395,6 +409,18 @@ func (t *tarOut) child(f *os.File, name string, depth int) error {
 func (t *tarOut) file(f *os.File, name string, st *unix.Stat_t) error {
 	if err := t.count(); err != nil {
 		return err
+	}
+	if st.Nlink > 1 {
+		key := [2]uint64{uint64(st.Dev), st.Ino}
+		if first, ok := t.links[key]; ok {
+			hdr := header(name, st)
+			hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
+			return t.tw.WriteHeader(hdr)
+		}
+		if t.links == nil {
+			t.links = map[[2]uint64]string{}
+		}
+		t.links[key] = name
 	}
 	if st.Size > t.budget {
 		return sandbox.Errorf(sandbox.KindPayloadTooLarge, "the archive would be larger than the volume's size")

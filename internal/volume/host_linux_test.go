@@ -48,7 +48,7 @@ func TestHostFiles(t *testing.T) {
 	if _, err := h.Write(id, "/a/b/c.txt", strings.NewReader("hello"), 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	o, err := h.Open(id, "/a/b/c.txt")
+	o, err := h.Open(id, "/a/b/c.txt", 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestHostFiles(t *testing.T) {
 	if string(data) != "hello" || o.Size != 5 {
 		t.Fatalf("read %q size %d", data, o.Size)
 	}
-	o, err = h.Open(id, "/")
+	o, err = h.Open(id, "/", 1<<30)
 	if err != nil || len(o.Entries) != 1 || o.Entries[0].Name != "a" || o.Entries[0].Type != "dir" {
 		t.Fatalf("root listing: %+v %v", o, err)
 	}
@@ -67,14 +67,14 @@ func TestHostFiles(t *testing.T) {
 	if err := h.RemovePath(id, "/a/b/c.txt"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Open(id, "/a/b/c.txt"); sandbox.KindOf(err) != sandbox.KindNotFound {
+	if _, err := h.Open(id, "/a/b/c.txt", 1<<30); sandbox.KindOf(err) != sandbox.KindNotFound {
 		t.Fatalf("after delete: %v", err)
 	}
 	if err := h.RemovePath(id, "/a"); sandbox.KindOf(err) != sandbox.KindConflict {
 		t.Fatalf("non-empty dir: %v", err)
 	}
 	for _, p := range []string{"a", "/a/../b", "/a/"} {
-		if _, err := h.Open(id, p); sandbox.KindOf(err) != sandbox.KindInvalid {
+		if _, err := h.Open(id, p, 1<<30); sandbox.KindOf(err) != sandbox.KindInvalid {
 			t.Errorf("path %q: %v", p, err)
 		}
 	}
@@ -98,6 +98,9 @@ func TestHostHostile(t *testing.T) {
 	must(os.Symlink("/", filepath.Join(dir, "rootlink")))
 	must(syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o666))
 	must(os.WriteFile(filepath.Join(dir, "real"), []byte("mine"), 0o644))
+	// A sparse file far past the volume's size.
+	must(os.WriteFile(filepath.Join(dir, "sparse"), nil, 0o644))
+	must(os.Truncate(filepath.Join(dir, "sparse"), 1<<40))
 	must(os.Link(filepath.Join(dir, "real"), filepath.Join(dir, "hard")))
 	// A hard link to a host file cannot be made: another file system.
 	if err := os.Link("/etc/passwd", filepath.Join(dir, "passwd")); err == nil {
@@ -108,7 +111,7 @@ func TestHostHostile(t *testing.T) {
 	go func() {
 		defer close(done)
 		for _, p := range []string{"/x", "/up/passwd", "/rootlink/etc/passwd", "/fifo"} {
-			if o, err := h.Open(id, p); err == nil {
+			if o, err := h.Open(id, p, 1<<30); err == nil {
 				if o.File != nil {
 					data, _ := io.ReadAll(o.File)
 					t.Errorf("%s read: %q", p, data)
@@ -118,6 +121,9 @@ func TestHostHostile(t *testing.T) {
 			if _, err := h.Write(id, p, strings.NewReader("owned"), 100); err == nil {
 				t.Errorf("%s written", p)
 			}
+		}
+		if _, err := h.Open(id, "/sparse", 1<<30); sandbox.KindOf(err) != sandbox.KindPayloadTooLarge {
+			t.Errorf("a 1 TiB sparse file: %v, want payload_too_large", err)
 		}
 		if _, err := h.Write(id, "/rootlink/tmp/owned", strings.NewReader("owned"), 100); err == nil {
 			t.Error("write through a directory link")
@@ -145,11 +151,14 @@ func TestHostHostile(t *testing.T) {
 				}
 			}
 		}
-		if names["x"] != tar.TypeSymlink || names["up"] != tar.TypeSymlink || names["real"] != tar.TypeReg || names["hard"] != tar.TypeReg {
+		if names["x"] != tar.TypeSymlink || names["up"] != tar.TypeSymlink || names["real"]+names["hard"] != tar.TypeReg+tar.TypeLink {
 			t.Errorf("archive entries: %v", names)
 		}
 		if _, ok := names["fifo"]; ok {
 			t.Error("the FIFO is in the archive")
+		}
+		if _, ok := names["sparse"]; ok {
+			t.Error("the sparse file past the volume's size is in the archive")
 		}
 	}()
 	select {

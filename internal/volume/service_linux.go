@@ -382,7 +382,7 @@ func (s *Service) Open(ctx context.Context, account, name, p string) (*Opened, e
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Host.Open(v.ID, p)
+	return s.cfg.Host.Open(v.ID, p, int64(v.SizeGiB)<<30)
 }
 
 // Write is Host.Write in account's volume name, bounded by its size.

@@ -190,7 +190,8 @@ func TestVolumes(t *testing.T) {
 	t.Run("a sandbox's root attacks the host through the volume", func(t *testing.T) {
 		mustExec(t, c, writer.ID, `sudo sh -c '
 			ln -s /etc/shadow /data/x && ln -s ../../../../../../etc /data/up2 && ln -s / /data/root &&
-			mkfifo /data/fifo && (ln /etc/passwd /data/hard 2>/dev/null; true) && ln /data/a.txt /data/hard2'`)
+			mkfifo /data/fifo && (ln /etc/passwd /data/hard 2>/dev/null; true) && ln /data/a.txt /data/hard2 &&
+			truncate -s 1T /data/sparse'`)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -214,8 +215,16 @@ func TestVolumes(t *testing.T) {
 			if _, ok := entries["fifo"]; ok {
 				t.Error("the FIFO is in the archive")
 			}
-			if entries["hard2"] != "three\n" {
-				t.Errorf("hard link inside the volume: %q", entries["hard2"])
+			if _, ok := entries["sparse"]; ok {
+				t.Error("a 1 TiB sparse file is in the archive")
+			}
+			if _, err := c.ReadVolumeFile(ctx, "data", "/sparse"); apiCode(err) != "payload_too_large" {
+				t.Errorf("reading a 1 TiB sparse file: %v, want payload_too_large", err)
+			}
+			// a.txt and hard2 are one file: its first name carries the bytes,
+			// the other is a hard link to it.
+			if pair := entries["a.txt"] + "|" + entries["hard2"]; pair != "three\n|=> a.txt" && pair != "=> hard2|three\n" {
+				t.Errorf("hard link inside the volume: %q", pair)
 			}
 			for name, data := range entries {
 				if strings.Contains(data, "root:") {
@@ -285,7 +294,7 @@ func TestVolumes(t *testing.T) {
 }
 
 // tarEntries reads volume data's archive of p: each file's contents, each
-// link as "-> target".
+// symbolic link as "-> target", each hard link as "=> target".
 func tarEntries(t *testing.T, c *client.Client, p string) map[string]string {
 	t.Helper()
 	rc, err := c.DownloadVolumeArchive(t.Context(), "data", p)
@@ -306,6 +315,8 @@ func tarEntries(t *testing.T, c *client.Client, p string) map[string]string {
 		switch hdr.Typeflag {
 		case tar.TypeSymlink:
 			out[hdr.Name] = "-> " + hdr.Linkname
+		case tar.TypeLink:
+			out[hdr.Name] = "=> " + hdr.Linkname
 		case tar.TypeReg:
 			data, _ := io.ReadAll(tr)
 			out[hdr.Name] = string(data)
