@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,86 +15,14 @@ import (
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
-// TestFork forks a sandbox whose Python kernel holds a variable and whose
-// server serves a file: each fork goes on with both, writes files of its
-// own, and has its own boot id and kernel randomness; the source runs on
-// unchanged. Then the server dies in the middle of a fork of four and
+// TestFork forks a sandbox twice over (forkAndCheck). Then the server dies in the middle of a fork of four and
 // comes back: every fork it recorded running answers, the rest are ended,
 // no snapshot is left that no record names, and nothing of any of them
 // stays on the host once they are stopped.
 func TestFork(t *testing.T) {
 	s := testenv.StartServer(t)
 	c := newClient(t, s, s.Key)
-	ctx := t.Context()
-	status, data := call(t, s, s.Key, "POST", "/v1/sandboxes", strings.NewReader(`{"vcpus":1,"memory_mib":1024}`))
-	var src api.Sandbox
-	if status != 201 || json.Unmarshal(data, &src) != nil {
-		t.Fatalf("create: %d %s", status, data)
-	}
-	run := func(id, cmd string) string {
-		t.Helper()
-		res, err := c.Exec(ctx, id, api.ExecRequest{Cmd: api.Command{Shell: cmd}, TimeoutMs: 60_000}, client.ExecOptions{})
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("exec %q in %s: %+v %v", cmd, id, res, err)
-		}
-		return res.Stdout
-	}
-	if ex, err := c.RunCode(ctx, src.ID, api.CodeRequest{Code: "x = 40\nx"}, client.CodeOptions{}); err != nil || ex.Error != nil || ex.Text() != "40" {
-		t.Fatalf("run_code in the source: %+v %v", ex, err)
-	}
-	run(src.ID, "mkdir -p /workspace/site && echo served-by-source > /workspace/site/index.txt")
-	status, data = call(t, s, s.Key, "POST", "/v1/sandboxes/"+src.ID+"/exec", strings.NewReader(`{"cmd":"cd /workspace/site && exec python3 -m http.server 8000","background":true}`))
-	if status != 201 {
-		t.Fatalf("starting the server: %d %s", status, data)
-	}
-	page := func(id string) (int, string) {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			status, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+id+"/ports/8000/index.txt", nil)
-			if status == 200 || time.Now().After(deadline) {
-				return status, string(data)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	if st, body := page(src.ID); st != 200 || body != "served-by-source\n" {
-		t.Fatalf("the source's server: %d %q", st, body)
-	}
-
-	status, data = call(t, s, s.Key, "POST", "/v1/sandboxes/"+src.ID+"/fork", strings.NewReader(`{"count":2}`))
-	var fork api.ForkResult
-	if status != 201 || json.Unmarshal(data, &fork) != nil || len(fork.Sandboxes) != 2 || fork.Snapshot != nil {
-		t.Fatalf("fork: %d %s", status, data)
-	}
-	boots := map[string]string{run(src.ID, "cat /proc/sys/kernel/random/boot_id"): src.ID}
-	rands := map[string]string{run(src.ID, "head -c 16 /dev/urandom | od -An -tx1"): src.ID}
-	for _, f := range fork.Sandboxes {
-		if f.ID == src.ID || f.State != "running" {
-			t.Fatalf("a fork: %+v", f)
-		}
-		if ex, err := c.RunCode(ctx, f.ID, api.CodeRequest{Code: "x + 2"}, client.CodeOptions{}); err != nil || ex.Error != nil || ex.Text() != "42" {
-			t.Fatalf("run_code in fork %s: %+v %v, want 42 from the source's kernel", f.ID, ex, err)
-		}
-		if st, body := page(f.ID); st != 200 || body != "served-by-source\n" {
-			t.Fatalf("fork %s's server: %d %q", f.ID, st, body)
-		}
-		run(f.ID, "echo "+f.ID+" > /workspace/site/own.txt")
-		if st, body := call(t, s, s.Key, "GET", "/v1/sandboxes/"+f.ID+"/ports/8000/own.txt", nil); st != 200 || string(body) != f.ID+"\n" {
-			t.Fatalf("fork %s serves its own file: %d %q", f.ID, st, body)
-		}
-		for m, v := range map[*map[string]string]string{&boots: run(f.ID, "cat /proc/sys/kernel/random/boot_id"), &rands: run(f.ID, "head -c 16 /dev/urandom | od -An -tx1")} {
-			if other, dup := (*m)[v]; dup {
-				t.Fatalf("fork %s and %s read the same %q", f.ID, other, v)
-			}
-			(*m)[v] = f.ID
-		}
-	}
-	if out := run(src.ID, "ls /workspace/site"); out != "index.txt\n" {
-		t.Fatalf("the source after the forks: %q", out)
-	}
-	if ex, err := c.RunCode(ctx, src.ID, api.CodeRequest{Code: "x + 1"}, client.CodeOptions{}); err != nil || ex.Error != nil || ex.Text() != "41" {
-		t.Fatalf("the source's kernel after the forks: %+v %v", ex, err)
-	}
+	src, run := forkAndCheck(t, s, c, `{"vcpus":1,"memory_mib":1024}`, 2)
 
 	// The server dies while a fork of four is under way.
 	done := make(chan struct{})
@@ -118,7 +47,7 @@ func TestFork(t *testing.T) {
 	s.Stop(true)
 	<-done
 	s.Start()
-	_, data = call(t, s, s.Key, "GET", "/v1/sandboxes", nil)
+	_, data := call(t, s, s.Key, "GET", "/v1/sandboxes", nil)
 	var list api.SandboxList
 	if err := json.Unmarshal(data, &list); err != nil {
 		t.Fatalf("list: %v %s", err, data)
@@ -163,5 +92,121 @@ func TestFork(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(s.DataDir, "snapshots")); len(entries) != 0 {
 		t.Fatalf("snapshot dirs left after their removal: %d", len(entries))
+	}
+}
+
+// forkAndCheck creates a sandbox from body whose Python kernel holds a
+// variable and whose server serves a file, and forks it n times: each fork
+// goes on with both, writes files of its own, and has its own boot id and
+// kernel randomness; the source runs on unchanged. It returns the source
+// and a function that runs a shell command in a sandbox.
+func forkAndCheck(t *testing.T, s *testenv.Server, c *client.Client, body string, n int) (api.Sandbox, func(id, cmd string) string) {
+	t.Helper()
+	ctx := t.Context()
+	status, data := call(t, s, s.Key, "POST", "/v1/sandboxes", strings.NewReader(body))
+	var src api.Sandbox
+	if status != 201 || json.Unmarshal(data, &src) != nil {
+		t.Fatalf("create: %d %s", status, data)
+	}
+	run := func(id, cmd string) string {
+		t.Helper()
+		res, err := c.Exec(ctx, id, api.ExecRequest{Cmd: api.Command{Shell: cmd}, TimeoutMs: 60_000}, client.ExecOptions{})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec %q in %s: %+v %v", cmd, id, res, err)
+		}
+		return res.Stdout
+	}
+	if ex, err := c.RunCode(ctx, src.ID, api.CodeRequest{Code: "x = 40\nx"}, client.CodeOptions{}); err != nil || ex.Error != nil || ex.Text() != "40" {
+		t.Fatalf("run_code in the source: %+v %v", ex, err)
+	}
+	run(src.ID, "mkdir -p /workspace/site && echo served-by-source > /workspace/site/index.txt")
+	status, data = call(t, s, s.Key, "POST", "/v1/sandboxes/"+src.ID+"/exec", strings.NewReader(`{"cmd":"cd /workspace/site && exec python3 -m http.server 8000","background":true}`))
+	if status != 201 {
+		t.Fatalf("starting the server: %d %s", status, data)
+	}
+	page := func(id string) (int, string) {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			status, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+id+"/ports/8000/index.txt", nil)
+			if status == 200 || time.Now().After(deadline) {
+				return status, string(data)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if st, body := page(src.ID); st != 200 || body != "served-by-source\n" {
+		t.Fatalf("the source's server: %d %q", st, body)
+	}
+
+	// Linux makes its boot id at the first read: one read before the fork
+	// is in the forks' memory.
+	bootBefore := run(src.ID, "cat /proc/sys/kernel/random/boot_id")
+	began := time.Now()
+	status, data = call(t, s, s.Key, "POST", "/v1/sandboxes/"+src.ID+"/fork", strings.NewReader(fmt.Sprintf(`{"count":%d}`, n)))
+	t.Logf("fork of %d: %s", n, time.Since(began))
+	var fork api.ForkResult
+	if status != 201 || json.Unmarshal(data, &fork) != nil || len(fork.Sandboxes) != n || fork.Snapshot != nil {
+		t.Fatalf("fork: %d %s", status, data)
+	}
+	boots := map[string]string{run(src.ID, "cat /proc/sys/kernel/random/boot_id"): src.ID}
+	if _, same := boots[bootBefore]; !same {
+		t.Fatalf("the source's boot id changed with the fork")
+	}
+	rands := map[string]string{run(src.ID, "head -c 16 /dev/urandom | od -An -tx1"): src.ID}
+	for _, f := range fork.Sandboxes {
+		if f.ID == src.ID || f.State != "running" {
+			t.Fatalf("a fork: %+v", f)
+		}
+		if ex, err := c.RunCode(ctx, f.ID, api.CodeRequest{Code: "x + 2"}, client.CodeOptions{}); err != nil || ex.Error != nil || ex.Text() != "42" {
+			t.Fatalf("run_code in fork %s: %+v %v, want 42 from the source's kernel", f.ID, ex, err)
+		}
+		if st, body := page(f.ID); st != 200 || body != "served-by-source\n" {
+			t.Fatalf("fork %s's server: %d %q", f.ID, st, body)
+		}
+		run(f.ID, "echo "+f.ID+" > /workspace/site/own.txt")
+		if st, body := call(t, s, s.Key, "GET", "/v1/sandboxes/"+f.ID+"/ports/8000/own.txt", nil); st != 200 || string(body) != f.ID+"\n" {
+			t.Fatalf("fork %s serves its own file: %d %q", f.ID, st, body)
+		}
+		for m, v := range map[*map[string]string]string{&boots: run(f.ID, "cat /proc/sys/kernel/random/boot_id"), &rands: run(f.ID, "head -c 16 /dev/urandom | od -An -tx1")} {
+			if other, dup := (*m)[v]; dup {
+				t.Fatalf("fork %s and %s read the same %q", f.ID, other, v)
+			}
+			(*m)[v] = f.ID
+		}
+	}
+	if out := run(src.ID, "ls /workspace/site"); out != "index.txt\n" {
+		t.Fatalf("the source after the forks: %q", out)
+	}
+	if ex, err := c.RunCode(ctx, src.ID, api.CodeRequest{Code: "x + 1"}, client.CodeOptions{}); err != nil || ex.Error != nil || ex.Text() != "41" {
+		t.Fatalf("the source's kernel after the forks: %+v %v", ex, err)
+	}
+	return src, run
+}
+
+// TestForkMicroVM is TestFork's first part for a microVM (under TCG: one
+// fork), through the API: the fork's kernel, server, files, boot id,
+// randomness and address are its own.
+func TestForkMicroVM(t *testing.T) {
+	testenv.RequiresMicroVM(t)
+	s := testenv.StartServer(t, "--microvm-accel", "tcg")
+	c := newClient(t, s, s.Key)
+	src, _ := forkAndCheck(t, s, c, `{"isolation":"microvm","vcpus":1,"memory_mib":1024}`, 1)
+	_, data := call(t, s, s.Key, "GET", "/v1/sandboxes", nil)
+	var list api.SandboxList
+	if err := json.Unmarshal(data, &list); err != nil || len(list.Sandboxes) != 2 {
+		t.Fatalf("list: %v %s", err, data)
+	}
+	var ids []string
+	for _, sb := range list.Sandboxes {
+		if sb.Isolation != "microvm" {
+			t.Fatalf("%s: isolation %q", sb.ID, sb.Isolation)
+		}
+		ids = append(ids, sb.ID)
+		if st, data := call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+sb.ID, nil); st != 204 && st != 200 {
+			t.Fatalf("stopping %s: %d %s", sb.ID, st, data)
+		}
+	}
+	if got := leftovers(t, s.DataDir, append(ids, src.ID)); len(got) > 0 {
+		t.Fatalf("left behind: %v", got)
 	}
 }
