@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -111,7 +112,8 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, rec *sandbox.Rec
 }
 
 // dirSize is the bytes of the regular files under dir (what the backend
-// wrote there).
+// wrote there). A sparse file (a microVM's disk) counts what it holds, not
+// its holes.
 func dirSize(dir string) (int64, error) {
 	var n int64
 	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
@@ -121,6 +123,9 @@ func dirSize(dir string) (int64, error) {
 		fi, err := d.Info()
 		if err == nil {
 			n += fi.Size()
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Blocks*512 < fi.Size() {
+				n += st.Blocks*512 - fi.Size()
+			}
 		}
 		return err
 	})

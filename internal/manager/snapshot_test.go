@@ -229,3 +229,31 @@ func TestSnapshotSweep(t *testing.T) {
 		t.Fatalf("a recorded snapshot was swept: %v", err)
 	}
 }
+
+// TestDirSize: a snapshot's size is what its files hold; a sparse file
+// (a microVM's disk) counts its data, not its holes.
+func TestDirSize(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "small"), []byte("0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "disk.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 64<<10), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Sync()
+	n, err := dirSize(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10+64<<10 || n > 10+4<<20 {
+		t.Fatalf("got %d bytes, want 10 and the sparse disk's 64 KiB (give or take its blocks), not its 1 GiB", n)
+	}
+}
