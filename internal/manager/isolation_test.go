@@ -149,3 +149,28 @@ func TestIsolationOfOldRecords(t *testing.T) {
 		t.Errorf("old microvm record after a restart: got %s (%s), want running", got.State, got.EndMessage)
 	}
 }
+
+// TestVolumesOnGVisorOnly: volumes mount on gVisor and are carried into
+// the record; a microVM create that asks for them is not_supported, and
+// none boots.
+func TestVolumesOnGVisorOnly(t *testing.T) {
+	r, vm := isoRig(t, nil)
+	mounts := []sandbox.VolumeMount{{ID: "vol_0123456789abcdef", Name: "data", Path: "/data", HostDir: "/run/x/vol_0123456789abcdef"}}
+	rec := r.create(service.CreateRequest{Volumes: mounts})
+	if got := r.record(rec.ID).Spec.Volumes; len(got) != 1 || got[0] != mounts[0] {
+		t.Fatalf("stored volumes: %+v", got)
+	}
+	starts := func() int {
+		vm.mu.Lock()
+		defer vm.mu.Unlock()
+		return vm.calls["start"]
+	}
+	before := starts()
+	_, err := r.m.Create(t.Context(), "acct", "", service.CreateRequest{Isolation: sandbox.IsolationMicroVM, Volumes: mounts})
+	if sandbox.KindOf(err) != sandbox.KindNotSupported || !strings.Contains(err.Error(), "volumes") {
+		t.Fatalf("microvm with volumes: %v, want not_supported naming volumes", err)
+	}
+	if starts() != before {
+		t.Fatal("a microVM booted for a refused create")
+	}
+}

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -391,5 +392,22 @@ func TestPoolNotEvictedForACreateThatCannotFit(t *testing.T) {
 	}
 	if n := r.m.pools.counts()[defaultKey]; n != 2 {
 		t.Errorf("%d members after a create that could not fit, want 2 (none evicted for nothing)", n)
+	}
+}
+
+// TestPoolSkipsVolumes: a create that mounts volumes boots its own
+// sandbox (a member booted without them), leaving the pool's members.
+func TestPoolSkipsVolumes(t *testing.T) {
+	r := poolRig(t, []Pool{{VCPUs: 2, MemoryMiB: 4096, Size: 1}}, func(c *Config) {
+		c.Backend = namedFake{c.Backend.(*fakeBackend), sandbox.IsolationGVisor} // volumes are gVisor's
+	})
+	r.waitPool(defaultKey, 1)
+	members := r.members(defaultKey)
+	rec := r.create(service.CreateRequest{VCPUs: 2, MemoryMiB: 4096, Volumes: []sandbox.VolumeMount{{ID: "vol_0123456789abcdef", Name: "d", Path: "/d", HostDir: "/run/x"}}})
+	if members[rec.ID] {
+		t.Fatalf("the create with a volume took pool member %s", rec.ID)
+	}
+	if got := r.members(defaultKey); len(got) != 1 || !maps.Equal(got, members) {
+		t.Fatalf("pool after the create: %v, want %v", got, members)
 	}
 }
