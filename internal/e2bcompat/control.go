@@ -57,9 +57,6 @@ const templateAPIPart = "this part of E2B's template API (withruntime serves the
 
 // unsupportedRoutes are E2B features withruntime does not offer, by route.
 var unsupportedRoutes = map[string]string{
-	"POST /sandboxes/{id}/fork":      "forking a sandbox",
-	"/sandboxes/{id}/snapshots":      "snapshots",
-	"/snapshots":                     "snapshots",
 	"/snapshots/":                    "snapshots",
 	"/templates":                     templateAPIPart,
 	"/templates/":                    templateAPIPart,

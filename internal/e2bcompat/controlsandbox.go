@@ -48,7 +48,12 @@ func (n *newSandbox) createRequest(noInternet bool) (api.CreateSandboxRequest, e
 	case n.AutoPauseMemory != nil && !*n.AutoPauseMemory:
 		return req, unsupported("a pause without memory (autoPauseMemory: false; withruntime's pause keeps memory and processes)")
 	}
-	if !templates[n.TemplateID] {
+	switch {
+	case isSnapshotID(n.TemplateID):
+		// Sandbox.create(snapshotID): the snapshot gives the template,
+		// the size and the processes.
+		req.Snapshot = n.TemplateID
+	case !templates[n.TemplateID]:
 		// Any other name is a withruntime template of the key's account
 		// (or a public one): an unknown one is the API's not_found.
 		req.Template = n.TemplateID
