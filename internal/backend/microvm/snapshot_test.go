@@ -35,10 +35,12 @@ func TestSnapshotForks(t *testing.T) {
 		t.Cleanup(func() { b.Destroy(context.Background(), id) })
 	}
 	spec := testSpec()
+	t0 := time.Now()
 	inst, err := b.Start(ctx, src, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("cold start took %s", time.Since(t0))
 	hc := agentClient(inst)
 	agentSh(t, hc, "echo from-source > /home/user/note; echo in-memory > /tmp/mem")
 	agentSh(t, hc, `nohup sh -c 's=$(cat /proc/sys/kernel/random/uuid); trap "echo \$s > /home/user/said" USR1; touch /tmp/keeper.ready; while :; do sleep 0.2; done' >/dev/null 2>&1 & echo $! > /tmp/keeper.pid
@@ -52,7 +54,7 @@ for i in $(seq 100); do test -e /tmp/keeper.ready && break; sleep 0.1; done`)
 	// snapshot is in the forks' memory.
 	srcBoot := agentSh(t, hc, "cat /proc/sys/kernel/random/boot_id")
 	dir := t.TempDir()
-	t0 := time.Now()
+	t0 = time.Now()
 	if err := b.Snapshot(ctx, src, dir); err != nil {
 		t.Fatal(err)
 	}
