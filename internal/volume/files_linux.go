@@ -167,30 +167,40 @@ func list(d *os.File) ([]Entry, error) {
 }
 
 // mkdirs makes the parents of rel inside root (real directories only) and
-// returns the last one open.
+// returns the last one open. Each is made and opened by one name relative
+// to its parent's descriptor: mkdirat of a longer path would resolve a
+// link on the way (the sandbox's "up -> ../../..") and make a directory on
+// the host.
 func mkdirs(root *os.File, rel string) (*os.File, error) {
-	dir := path.Dir(rel)
-	cur := "."
-	if dir != "." {
-		for _, part := range strings.Split(dir, "/") {
-			cur = path.Join(cur, part)
-			err := unix.Mkdirat(int(root.Fd()), cur, 0o755)
-			if err == nil {
-				// Made by the host for the sandbox user; mkdirat itself does
-				// not follow a final symbolic link, and the parents were
-				// just resolved without any.
-				d, err := openIn(root, cur, unix.O_PATH|unix.O_DIRECTORY, 0)
-				if err != nil {
-					return nil, err
-				}
-				unix.Fchownat(int(d.Fd()), "", SandboxUID, SandboxUID, unix.AT_EMPTY_PATH)
-				d.Close()
-			} else if !errors.Is(err, unix.EEXIST) {
-				return nil, pathError(cur, err)
-			}
-		}
+	cur, err := openIn(root, ".", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
 	}
-	return openIn(root, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	dir := path.Dir(rel)
+	if dir == "." {
+		return cur, nil
+	}
+	done := "."
+	for _, part := range strings.Split(dir, "/") {
+		done = path.Join(done, part)
+		err := unix.Mkdirat(int(cur.Fd()), part, 0o755)
+		made := err == nil
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			cur.Close()
+			return nil, pathError(done, err)
+		}
+		next, err := openIn(cur, part, unix.O_PATH|unix.O_DIRECTORY, 0)
+		cur.Close()
+		if err != nil {
+			return nil, err
+		}
+		if made {
+			// Made by the host for the sandbox user.
+			unix.Fchownat(int(next.Fd()), "", SandboxUID, SandboxUID, unix.AT_EMPTY_PATH)
+		}
+		cur = next
+	}
+	return cur, nil
 }
 
 // Write writes r (at most limit bytes) to p in volume id, making its

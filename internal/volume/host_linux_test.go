@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -127,6 +128,23 @@ func TestHostHostile(t *testing.T) {
 		}
 		if _, err := h.Write(id, "/rootlink/tmp/owned", strings.NewReader("owned"), 100); err == nil {
 			t.Error("write through a directory link")
+		}
+		// Parents to make, behind a link out of the volume: nothing is made
+		// on the host.
+		canary := "withruntime-volume-canary-" + filepath.Base(dir)
+		for _, p := range []string{"/rootlink/" + canary + "/f", "/up/" + canary + "/f"} {
+			if _, err := h.Write(id, p, strings.NewReader("owned"), 100); err == nil {
+				t.Errorf("%s written", p)
+			}
+			if err := h.TarIn(id, path.Dir(p), strings.NewReader(""), 100); err == nil {
+				t.Errorf("archive into %s", path.Dir(p))
+			}
+		}
+		for _, host := range []string{"/" + canary, "/etc/" + canary} {
+			if _, err := os.Lstat(host); err == nil {
+				os.RemoveAll(host)
+				t.Errorf("%s was made on the host", host)
+			}
 		}
 		var buf bytes.Buffer
 		if err := h.TarOut(id, "/", &buf, 1<<30); err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -207,6 +208,23 @@ func TestVolumes(t *testing.T) {
 			}
 			if err := c.WriteVolumeFile(ctx, "data", "/root/tmp/owned", strings.NewReader("x")); err == nil {
 				t.Error("a write through the sandbox's link")
+			}
+			// Parents to make behind the sandbox's links: nothing appears on
+			// the host.
+			canary := "withruntime-e2e-canary-" + filepath.Base(s.DataDir)
+			for _, p := range []string{"/root/" + canary + "/f", "/up2/" + canary + "/f"} {
+				if err := c.WriteVolumeFile(ctx, "data", p, strings.NewReader("x")); err == nil {
+					t.Errorf("%s written", p)
+				}
+				if err := c.UploadVolumeArchive(ctx, "data", path.Dir(p), bytes.NewReader(nil)); err == nil {
+					t.Errorf("archive into %s", path.Dir(p))
+				}
+			}
+			for _, host := range []string{"/" + canary, "/etc/" + canary} {
+				if _, err := os.Lstat(host); err == nil {
+					os.RemoveAll(host)
+					t.Errorf("%s was made on the host", host)
+				}
 			}
 			entries := tarEntries(t, c, "/")
 			if entries["x"] != "-> /etc/shadow" || entries["root"] != "-> /" {
