@@ -8,12 +8,11 @@ Python kernel holds a variable.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from cannedserver import CannedServer
+from cannedserver import CannedServer, canned  # noqa: F401 - the fixture
 from conftest import SMALL
 
 import withruntime
@@ -32,24 +31,21 @@ def snap(id: str = "snap_00aa", **kw: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def canned(monkeypatch: pytest.MonkeyPatch) -> Iterator[CannedServer]:
-    srv = CannedServer()
-    monkeypatch.setenv("WITHRUNTIME_BASE_URL", srv.base_url)
+def served(canned: CannedServer, monkeypatch: pytest.MonkeyPatch) -> CannedServer:
+    """The canned server, as the SDK's default server and key."""
+    monkeypatch.setenv("WITHRUNTIME_BASE_URL", canned.base_url)
     monkeypatch.setenv("WITHRUNTIME_API_KEY", "test-key")
-    try:
-        yield srv
-    finally:
-        srv.stop()
+    return canned
 
 
-def test_snapshot_fork_and_create_from_one(canned: CannedServer) -> None:
-    canned.answer("POST", "/v1/sandboxes/sbx_a/snapshots", 201, snap(name="before", newer="kept in raw"))
-    canned.answer("POST", "/v1/sandboxes/sbx_a/fork", 201,
+def test_snapshot_fork_and_create_from_one(served: CannedServer) -> None:
+    served.answer("POST", "/v1/sandboxes/sbx_a/snapshots", 201, snap(name="before", newer="kept in raw"))
+    served.answer("POST", "/v1/sandboxes/sbx_a/fork", 201,
                   {"sandboxes": [{"id": "sbx_b", "state": "running"}, {"id": "sbx_c", "state": "running"}]})
-    canned.answer("POST", "/v1/sandboxes", 201, {"id": "sbx_d", "state": "running"})
-    canned.answer("GET", "/v1/snapshots", 200, {"snapshots": [snap("snap_00bb"), snap()]})
-    canned.answer("GET", "/v1/snapshots/snap_00aa", 200, snap())
-    canned.answer("DELETE", "/v1/snapshots/snap_00aa", 204, None)
+    served.answer("POST", "/v1/sandboxes", 201, {"id": "sbx_d", "state": "running"})
+    served.answer("GET", "/v1/snapshots", 200, {"snapshots": [snap("snap_00bb"), snap()]})
+    served.answer("GET", "/v1/snapshots/snap_00aa", 200, snap())
+    served.answer("DELETE", "/v1/snapshots/snap_00aa", 204, None)
     sbx = Sandbox("sbx_a")
 
     got = sbx.snapshot(name="before")
@@ -65,7 +61,7 @@ def test_snapshot_fork_and_create_from_one(canned: CannedServer) -> None:
     one = Snapshot.get("snap_00aa")
     one.delete()
 
-    sent = [(s.method, s.path, s.json() if s.body else None) for s in canned.sent]
+    sent = [(s.method, s.path, s.json() if s.body else None) for s in served.sent]
     assert sent == [
         ("POST", "/v1/sandboxes/sbx_a/snapshots", {"name": "before"}),
         ("POST", "/v1/sandboxes/sbx_a/fork", {"count": 2}),
@@ -76,35 +72,35 @@ def test_snapshot_fork_and_create_from_one(canned: CannedServer) -> None:
     ], f"got {sent}"
 
 
-def test_fork_keeps_its_snapshot(canned: CannedServer) -> None:
-    canned.answer("POST", "/v1/sandboxes/sbx_a/fork", 201,
+def test_fork_keeps_its_snapshot(served: CannedServer) -> None:
+    served.answer("POST", "/v1/sandboxes/sbx_a/fork", 201,
                   {"sandboxes": [{"id": "sbx_b", "state": "running"}], "snapshot": snap()})
     forks = Sandbox("sbx_a").fork(keep_snapshot=True)
     assert [f.id for f in forks] == ["sbx_b"] and forks.snapshot is not None and forks.snapshot.id == "snap_00aa"
-    assert canned.sent[0].json() == {"count": 1, "keep_snapshot": True}
+    assert served.sent[0].json() == {"count": 1, "keep_snapshot": True}
 
 
-def test_a_template_name_still_makes_a_template(canned: CannedServer) -> None:
-    canned.answer("POST", "/v1/sandboxes/sbx_a/snapshot", 201,
+def test_a_template_name_still_makes_a_template(served: CannedServer) -> None:
+    served.answer("POST", "/v1/sandboxes/sbx_a/snapshot", 201,
                   {"id": "tpl_a", "name": "app", "tag": "latest", "source": "snapshot", "created_at": NOW})
     got = Sandbox("sbx_a").snapshot("app")
     assert isinstance(got, TemplateInfo) and got.ref == "app:latest", f"got {got!r}"
-    assert canned.sent[0].path == "/v1/sandboxes/sbx_a/snapshot" and canned.sent[0].json() == {"template": "app"}
+    assert served.sent[0].path == "/v1/sandboxes/sbx_a/snapshot" and served.sent[0].json() == {"template": "app"}
     with pytest.raises(ValueError):
         Sandbox("sbx_a").snapshot("app", name="label")
 
 
 @pytest.mark.parametrize("n", [0, -1, True, 1.5])
-def test_fork_counts_refused_before_sending(canned: CannedServer, n: Any) -> None:
+def test_fork_counts_refused_before_sending(served: CannedServer, n: Any) -> None:
     with pytest.raises(APIError) as e:
         Sandbox("sbx_a").fork(n)
     assert e.value.code == "invalid_request"
-    assert canned.sent == []
+    assert served.sent == []
 
 
-def test_refusals_are_api_errors(canned: CannedServer) -> None:
-    canned.error("POST", "/v1/sandboxes/sbx_a/fork", 429, "concurrency_limit_reached", "past 2")
-    canned.error("GET", "/v1/snapshots/snap_x", 404, "not_found", "no snapshot snap_x")
+def test_refusals_are_api_errors(served: CannedServer) -> None:
+    served.error("POST", "/v1/sandboxes/sbx_a/fork", 429, "concurrency_limit_reached", "past 2")
+    served.error("GET", "/v1/snapshots/snap_x", 404, "not_found", "no snapshot snap_x")
     with pytest.raises(APIError) as e:
         Sandbox("sbx_a").fork(3)
     assert e.value.code == "concurrency_limit_reached"
