@@ -12,7 +12,7 @@
  *
  * A snapshot is kept until its `expiresAt` (the server's retention) or until
  * it is deleted; its `sizeBytes` counts in the account's storage quota.
- * gVisor sandboxes only, for now (a microVM's is APIError not_supported).
+ * Both isolations snapshot (gVisor and microVM); a sandbox that mounts volumes does not (APIError not_supported).
  */
 
 import type { components } from "./generated/openapi.js";
