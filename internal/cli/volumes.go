@@ -165,8 +165,9 @@ func volumeCopyOut(ctx context.Context, c *client.Client, name, p, dst string) e
 	return f.Close()
 }
 
-// volumeCopyIn copies the local src to a volume's path: a file becomes p
-// (inside p when p ends in "/"), a directory's tree lands in p.
+// volumeCopyIn copies the local src to a volume's path: a file becomes p,
+// or lands inside it when p ends in "/" or is a directory; a directory's
+// tree lands in p.
 func volumeCopyIn(ctx context.Context, c *client.Client, src, name, p string) error {
 	fi, err := os.Stat(src)
 	if err != nil {
@@ -180,6 +181,8 @@ func volumeCopyIn(ctx context.Context, c *client.Client, src, name, p string) er
 	}
 	if strings.HasSuffix(p, "/") {
 		p += filepath.Base(src)
+	} else if isDir, err := c.VolumePathIsDir(ctx, name, p); err == nil && isDir {
+		p = path.Join(p, filepath.Base(src)) // into an existing directory, as cp does
 	}
 	f, err := os.Open(src)
 	if err != nil {

@@ -362,10 +362,11 @@ func TestVolumeCLI(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "one.txt"), []byte("single"), 0o644))
 	run("volume", "cp", filepath.Join(dir, "one.txt"), "cache:/one.txt")
 	run("volume", "cp", filepath.Join(dir, "tree"), "cache:/tree")
+	run("volume", "cp", filepath.Join(dir, "one.txt"), "cache:/tree") // into the directory
 	id := strings.TrimSpace(run("sandbox", "create", "--vcpus", "1", "--memory", "512", "--volume", "cache:/cache:ro"))
 	t.Cleanup(func() { cli(t, env, "sandbox", "stop", id) })
-	out := run("sandbox", "exec", id, "--", "cat", "/cache/one.txt", "/cache/tree/sub/f.txt")
-	if out != "singledeep" {
+	out := run("sandbox", "exec", id, "--", "cat", "/cache/one.txt", "/cache/tree/sub/f.txt", "/cache/tree/one.txt")
+	if out != "singledeepsingle" {
 		t.Fatalf("sandbox sees %q", out)
 	}
 	if ls := run("volume", "ls"); !strings.Contains(ls, "cache") || !strings.Contains(ls, id) {
