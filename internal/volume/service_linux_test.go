@@ -92,3 +92,23 @@ func TestServiceRules(t *testing.T) {
 		t.Fatalf("images left: %v", imgs)
 	}
 }
+
+// TestServiceDiskAdmission: a volume's whole size must fit the data dir's
+// free disk besides what the live sandboxes were promised.
+func TestServiceDiskAdmission(t *testing.T) {
+	h, _ := openTestHost(t)
+	st := storetest.OpenBolt(t)
+	var promised int64
+	svc, err := NewService(t.Context(), Config{Store: st, Host: h, DiskPromised: func() int64 { return promised }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	promised = 1 << 60
+	if _, err := svc.Create(t.Context(), "acct", "data", 1); sandbox.KindOf(err) != sandbox.KindCapacityExhausted {
+		t.Fatalf("with the disk promised away: %v, want capacity_exhausted", err)
+	}
+	promised = 0
+	if _, err := svc.Create(t.Context(), "acct", "data", 1); err != nil {
+		t.Fatalf("with the disk free: %v", err)
+	}
+}
