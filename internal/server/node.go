@@ -25,6 +25,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/clusterpki"
 	"github.com/withruntime/withruntime/internal/defaults"
+	"github.com/withruntime/withruntime/internal/image"
 	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/node"
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -377,6 +378,25 @@ func nodeCompat(ctx context.Context, cacheDir string) (string, error) {
 	}
 	fmt.Fprintf(h, "\x00cpu-flags\x00%s", flags)
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32], nil
+}
+
+// boxCompat is a single box's compat, what its snapshots need of the
+// host that starts them: the runsc build (its pinned version, size and
+// time: hashing its 100 MB at every start would cost half a second), the
+// CPU's features and the built-in image's recipe. A snapshot taken before
+// an upgrade of any of them is refused, never restored half-way. What it
+// cannot read counts as empty: a server whose backend needs none of it
+// (a test's) starts all the same.
+func boxCompat(cacheDir string) string {
+	runsc := filepath.Join(cacheDir, "bin", "runsc")
+	h := sha256.New()
+	if fi, err := os.Stat(runsc); err == nil {
+		fmt.Fprintf(h, "runsc\x00%d\x00%d\x00", fi.Size(), fi.ModTime().UnixNano())
+	}
+	version, _ := os.ReadFile(runsc + ".version")
+	flags, _ := cpuFlags()
+	fmt.Fprintf(h, "%s\x00cpu-flags\x00%s\x00image\x00%s", bytes.TrimSpace(version), flags, image.Default.Key())
+	return "box:sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // cpuFlags is the first flags line of /proc/cpuinfo.

@@ -239,6 +239,11 @@ func startHost(ctx context.Context, cfg Config, dataDir string, st store.Store, 
 	}
 	mcfg := cfg.Manager
 	mcfg.Backend, mcfg.Store, mcfg.Logger = backend, st, cfg.Logger
+	if mcfg.NodeCompat == "" {
+		// A single box: its snapshots are checked against its own later
+		// self (a node's compat is set by its registration).
+		mcfg.NodeCompat = boxCompat(bcfg.CacheDir)
+	}
 	mcfg.Snapshots = st
 	mcfg.DataDir = dataDir             // disk quotas are admitted against its free space
 	mcfg.AdminAccount = DefaultAccount // not held to AccountHostShare
