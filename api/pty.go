@@ -58,3 +58,14 @@ type PtyMessage struct {
 	Code     string `json:"code,omitempty"`
 	Message  string `json:"message,omitempty"`
 }
+
+// A browser cannot set Authorization on a WebSocket, so a terminal's
+// WebSocket also takes its key as a subprotocol: the client offers
+// PtySubprotocol and PtyBearerPrefix+KEY (Sec-WebSocket-Protocol:
+// withruntime.pty, withruntime.bearer.KEY); the server selects
+// PtySubprotocol, never echoing the key. Never put the key in the URL:
+// URLs reach access logs and histories.
+const (
+	PtySubprotocol  = "withruntime.pty"
+	PtyBearerPrefix = "withruntime.bearer."
+)

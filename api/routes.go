@@ -61,6 +61,7 @@ package api
 //	GET    /v1/accounts                          -> AccountList (admin key only)
 //	POST   /v1/keys                              CreateKeyRequest -> 201 Key with its secret (full or admin key)
 //	GET    /v1/keys                              ?account= (admin) -> KeyList (never secrets)
+//	GET    /v1/keys/current                      -> Key (the caller's own, without its secret)
 //	DELETE /v1/keys/{kid}                        -> 204 (the key stops working at once)
 //	GET    /v1/usage                             ?account= (admin) &key=&from=&to= -> Usage
 //	POST   /v1/webhooks                          CreateWebhookRequest -> 201 Webhook with its secret (shown once)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/accounts"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
@@ -30,15 +31,53 @@ func (c caller) who() accounts.Caller {
 	return accounts.Caller{Account: c.account, KeyID: c.keyID, Kind: c.kind}
 }
 
-// authenticate finds the key of "Authorization: Bearer KEY". The store
-// finds it by the SHA-256 of the secret; the hash is compared again in
-// constant time so that an index lookup is never the only check.
-func (s *server) authenticate(r *http.Request) (caller, error) {
+// authenticate finds the key of "Authorization: Bearer KEY", or on a
+// WebSocket route the key a browser's handshake offers as a subprotocol
+// (wsBearer). The store finds it by the SHA-256 of the secret; the hash is
+// compared again in constant time so that an index lookup is never the
+// only check.
+func (s *server) authenticate(r *http.Request, rt Route) (caller, error) {
 	secret, ok := bearer(r.Header.Get("Authorization"))
+	if !ok && rt.WebSocket {
+		var err error
+		if secret, ok, err = wsBearer(r.Header); err != nil {
+			return caller{}, err
+		}
+	}
 	if !ok {
 		return caller{}, sandbox.Errorf(sandbox.KindUnauthorized, "missing API key: send Authorization: Bearer KEY")
 	}
 	return keyCaller(r.Context(), s.cfg.Store, secret)
+}
+
+// wsBearer returns the key of a WebSocket handshake's subprotocols
+// (api.PtyBearerPrefix+KEY). The handshake must offer api.PtySubprotocol
+// too, the one the server selects: a browser fails a handshake whose
+// offered subprotocols the server answers with none.
+func wsBearer(h http.Header) (string, bool, error) {
+	var key string
+	var found, named bool
+	for _, v := range h.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(v, ",") {
+			p = strings.TrimSpace(p)
+			switch {
+			case p == api.PtySubprotocol:
+				named = true
+			case strings.HasPrefix(p, api.PtyBearerPrefix):
+				if found {
+					return "", false, sandbox.Errorf(sandbox.KindUnauthorized, "more than one key offered as a subprotocol")
+				}
+				key, found = strings.TrimPrefix(p, api.PtyBearerPrefix), true
+			}
+		}
+	}
+	if !found || key == "" {
+		return "", false, nil
+	}
+	if !named {
+		return "", false, sandbox.Errorf(sandbox.KindUnauthorized, "a key offered as a subprotocol needs subprotocol %s offered too", api.PtySubprotocol)
+	}
+	return key, true, nil
 }
 
 // KeyLookup is what authentication reads of the store: the key whose

@@ -7,6 +7,7 @@ import (
 
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/accounts"
+	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -49,6 +50,23 @@ func (s *server) listKeys(w http.ResponseWriter, r *http.Request, c caller) erro
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// currentKey shows the caller's own key, without its secret: what a
+// client (the web console) learns its kind and limit from.
+func (s *server) currentKey(w http.ResponseWriter, r *http.Request, c caller) error {
+	keys, err := s.cfg.Store.ListKeys(r.Context(), c.account)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k.ID == c.keyID {
+			writeJSON(w, http.StatusOK, keyView(k))
+			return nil
+		}
+	}
+	// Removed between the lookup and now.
+	return sandbox.Errorf(sandbox.KindUnauthorized, "unknown API key")
 }
 
 // deleteKey removes a key and the keys made through it, under the rules

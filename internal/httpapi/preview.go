@@ -196,7 +196,7 @@ func (s *server) proxyPreview(w http.ResponseWriter, r *http.Request, t previewT
 // in; every other case is the same 401, whether or not the sandbox exists.
 func (s *server) previewCaller(r *http.Request, ports service.Ports, t previewTarget) (*sandbox.Record, error) {
 	if h := r.Header.Get("Authorization"); h != "" {
-		c, err := s.authenticate(r)
+		c, err := s.authenticate(r, Route{})
 		if err != nil {
 			return nil, err
 		}

@@ -169,7 +169,9 @@ func (s *server) pty(w http.ResponseWriter, r *http.Request, c caller) error {
 			return err
 		}
 	}
-	conn, err := websocket.Accept(w, r, nil)
+	// A client that offered the subprotocol (a browser sending its key as
+	// another, auth.go) gets it selected; others get none, as before.
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{api.PtySubprotocol}})
 	if err != nil {
 		// Accept answered the client (not a WebSocket handshake, or an
 		// origin refused).

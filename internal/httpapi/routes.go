@@ -20,6 +20,9 @@ type Route struct {
 	Mutating bool
 	// Admin routes are for the admin key only: other keys are refused them.
 	Admin bool
+	// WebSocket routes also take the key as a subprotocol of the
+	// handshake (api.PtyBearerPrefix), which browsers can send.
+	WebSocket bool
 
 	handler handlerFunc
 }
@@ -55,7 +58,7 @@ func Routes() []Route {
 		agentRoute(http.MethodPost, "/processes/{pid}/resize", bodyJSON),
 		// A WebSocket: a GET that writes (keystrokes), so read-only keys
 		// are refused it.
-		{Method: http.MethodGet, Pattern: sandboxPrefix + "/pty", Mutating: true, handler: (*server).pty},
+		{Method: http.MethodGet, Pattern: sandboxPrefix + "/pty", Mutating: true, WebSocket: true, handler: (*server).pty},
 		agentRoute(http.MethodGet, "/processes/{pid}/stream", bodyJSON),
 		agentRoute(http.MethodGet, "/files", bodyJSON),
 		agentRoute(http.MethodPut, "/files", bodyFile),
@@ -113,6 +116,7 @@ func Routes() []Route {
 		{Method: http.MethodGet, Pattern: api.Version + "/accounts", Admin: true, handler: (*server).listAccounts},
 		{Method: http.MethodPost, Pattern: api.Version + "/keys", Mutating: true, handler: (*server).createKey},
 		{Method: http.MethodGet, Pattern: api.Version + "/keys", handler: (*server).listKeys},
+		{Method: http.MethodGet, Pattern: api.Version + "/keys/current", handler: (*server).currentKey},
 		{Method: http.MethodDelete, Pattern: api.Version + "/keys/{kid}", Mutating: true, handler: (*server).deleteKey},
 		{Method: http.MethodGet, Pattern: api.Version + "/usage", handler: (*server).usage},
 		{Method: http.MethodPost, Pattern: api.Version + "/webhooks", Mutating: true, handler: (*server).createWebhook},

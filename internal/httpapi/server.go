@@ -294,7 +294,7 @@ func (s *server) route(rt Route) http.Handler {
 		var c caller
 		if !rt.Public {
 			var err error
-			if c, err = s.authenticate(r); err != nil {
+			if c, err = s.authenticate(r, rt); err != nil {
 				writeError(w, r, err)
 				return
 			}

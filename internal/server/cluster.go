@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/cluster"
+	"github.com/withruntime/withruntime/internal/console"
 	"github.com/withruntime/withruntime/internal/e2bcompat"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/promexport"
@@ -101,7 +102,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 		URL: "http://" + l.Addr().String(), AdminKey: key,
 		cfg: cfg, store: st, control: ctl, done: make(chan error, 3),
 		idle: idle, stop: make(chan struct{}),
-		http: l.HTTPServer(idle.wrap(sdkdist.Mount(cfg.SDKDir, apiHandler))),
+		http: l.HTTPServer(idle.wrap(console.Mount(sdkdist.Mount(cfg.SDKDir, apiHandler)))),
 	}
 	if cfg.E2BListen != "" {
 		secret, err := sharedValue(ctx, st, valueE2BKey, e2bcompat.SecretSize)

@@ -15,6 +15,7 @@ import (
 	_ "github.com/withruntime/withruntime/internal/backend/all" // registers every backend
 	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/cluster"
+	"github.com/withruntime/withruntime/internal/console"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
 	"github.com/withruntime/withruntime/internal/promexport"
@@ -177,7 +178,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		idle: idle, stop: make(chan struct{}),
 		// Header and idle timeouts, header bound and connection limit:
 		// see admission.Listener.
-		http: l.HTTPServer(idle.wrap(pv.route(sdkdist.Mount(cfg.SDKDir, apiHandler), apiHandler))),
+		http: l.HTTPServer(idle.wrap(pv.route(console.Mount(sdkdist.Mount(cfg.SDKDir, apiHandler)), apiHandler))),
 	}
 	if pv.l != nil {
 		s.preview, s.PreviewURL = pv.l.HTTPServer(idle.wrap(httpapi.PreviewHandler(apiHandler))), "http://"+pv.l.Addr().String()

@@ -1,0 +1,156 @@
+// DOM helpers: every value shown is text (textContent), never HTML.
+
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(el.dataset, v);
+    else if (v === true) el.setAttribute(k, "");
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+export function clear(el) {
+  while (el.firstChild) el.removeChild(el.firstChild);
+  return el;
+}
+
+// table builds a table of rows, each a list of cells (text or nodes).
+export function table(id, head, rows, rowAttrs) {
+  return h("div", { class: "scroll" },
+    h("table", { id },
+      h("thead", {}, h("tr", {}, head.map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, rows.map((r, i) => h("tr", rowAttrs ? rowAttrs(i) : {}, r.map((c) => h("td", {}, c)))))));
+}
+
+// errorBox shows a refusal with its code and message.
+export function errorBox(id) {
+  const el = h("p", { id, class: "error", role: "alert", hidden: true });
+  el.show = (e) => {
+    if (!e) {
+      el.hidden = true;
+      el.textContent = "";
+      return;
+    }
+    el.hidden = false;
+    el.textContent = e.code ? e.code + ": " + e.message.replace(/^[^:]*: /, "") : String(e.message || e);
+    el.dataset.code = e.code || "";
+  };
+  return el;
+}
+
+// confirmAction asks in the page's dialog (not window.confirm, which a
+// keyboard and a test both reach the same way) and resolves to true on
+// Confirm.
+export function confirmAction(text) {
+  const d = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = text;
+  return new Promise((resolve) => {
+    d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true });
+    d.returnValue = "cancel";
+    d.showModal();
+    document.getElementById("confirm-cancel").focus();
+  });
+}
+
+export function dollars(micros) {
+  return "$" + (micros / 1e6).toFixed(micros < 10000 ? 4 : 2);
+}
+
+export function duration(ms) {
+  if (ms < 0) return "—";
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return s + "s";
+  const m = Math.floor(s / 60);
+  if (m < 60) return m + "m " + (s % 60) + "s";
+  const hr = Math.floor(m / 60);
+  if (hr < 48) return hr + "h " + (m % 60) + "m";
+  return Math.floor(hr / 24) + "d " + (hr % 24) + "h";
+}
+
+export function bytes(n) {
+  if (n < 1024) return n + " B";
+  const u = ["KiB", "MiB", "GiB", "TiB"];
+  let i = -1;
+  do {
+    n /= 1024;
+    i++;
+  } while (n >= 1024 && i < u.length - 1);
+  return n.toFixed(1) + " " + u[i];
+}
+
+export function when(t) {
+  return t ? new Date(t).toLocaleString() : "—";
+}
+
+// chart draws series (each {label, points: [[x, y]], cls}) as lines in an
+// SVG of y from 0 to max.
+export function chart(id, series, max, yLabel) {
+  const ns = "http://www.w3.org/2000/svg";
+  const W = 600, H = 160, pad = 30;
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("id", id);
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("role", "img");
+  svg.setAttribute("class", "chart");
+  const xs = series.flatMap((s) => s.points.map((p) => p[0]));
+  const x0 = Math.min(...xs), x1 = Math.max(...xs);
+  const sx = (x) => pad + (x1 === x0 ? 0 : ((x - x0) / (x1 - x0)) * (W - 2 * pad));
+  const sy = (y) => H - pad - (Math.min(y, max) / max) * (H - 2 * pad);
+  const add = (tag, attrs, text) => {
+    const el = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+    if (text) el.textContent = text;
+    svg.appendChild(el);
+  };
+  add("line", { x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, class: "axis" });
+  add("line", { x1: pad, y1: pad, x2: pad, y2: H - pad, class: "axis" });
+  add("text", { x: 2, y: pad - 6, class: "label" }, yLabel);
+  series.forEach((s, i) => {
+    if (s.points.length === 0) return;
+    add("polyline", { points: s.points.map((p) => sx(p[0]) + "," + sy(p[1])).join(" "), class: "line " + s.cls });
+    add("text", { x: W - pad - 150, y: 14 + 14 * i, class: "legend " + s.cls }, s.label);
+  });
+  return svg;
+}
+
+// bars draws one bar per item ({label, value}) with an optional limit
+// line.
+export function bars(id, items, limit, fmt) {
+  const ns = "http://www.w3.org/2000/svg";
+  const W = 600, H = 180, pad = 30;
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("id", id);
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("role", "img");
+  svg.setAttribute("class", "chart");
+  const max = Math.max(1, limit || 0, ...items.map((i) => i.value));
+  const bw = (W - 2 * pad) / Math.max(items.length, 1);
+  const add = (tag, attrs, text) => {
+    const el = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+    if (text) {
+      const t = document.createElementNS(ns, "title");
+      t.textContent = text;
+      el.appendChild(t);
+    }
+    svg.appendChild(el);
+    return el;
+  };
+  items.forEach((it, i) => {
+    const bh = (it.value / max) * (H - 2 * pad);
+    add("rect", { x: pad + i * bw + 2, y: H - pad - bh, width: Math.max(bw - 4, 1), height: bh, class: "bar" }, it.label + ": " + fmt(it.value));
+  });
+  if (limit) {
+    const y = H - pad - (limit / max) * (H - 2 * pad);
+    add("line", { x1: pad, y1: y, x2: W - pad, y2: y, class: "limit" }, "daily limit " + fmt(limit));
+  }
+  add("line", { x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, class: "axis" });
+  return svg;
+}
