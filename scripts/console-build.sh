@@ -24,7 +24,8 @@ if [ "${1:-}" = "--check" ]; then
 fi
 
 cd "$src"
-if [ ! -x node_modules/.bin/esbuild ] || ! cmp -s package-lock.json node_modules/.package-lock.json 2>/dev/null; then
+# npm ci again when the lock file changed since the last install.
+if [ ! -x node_modules/.bin/esbuild ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error >/dev/null
 fi
 

@@ -32,6 +32,14 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
+echo "==> web console (internal/console/assets rebuilt from console/'s pinned packages: the committed bundle must match byte for byte)"
+./scripts/console-build.sh --check
+
+# Where tests leave what a person looks at afterwards (test/e2e's
+# TestConsole: screenshots of the web console).
+WITHRUNTIME_TEST_ARTIFACTS="${WITHRUNTIME_TEST_ARTIFACTS:-/tmp/withruntime-test-artifacts}"
+export WITHRUNTIME_TEST_ARTIFACTS
+
 echo "==> go vet"
 go vet ./...
 

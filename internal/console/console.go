@@ -13,6 +13,7 @@ package console
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -21,6 +22,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -45,10 +47,14 @@ type asset struct {
 	body []byte
 	typ  string
 	etag string
+	// gz is body compressed, for clients that accept gzip (the script is
+	// a quarter of its size so).
+	gz []byte
 }
 
-// files are the assets by URL path; "/console/" is the page.
-var files = func() map[string]asset {
+// files are the assets by URL path; "/console/" is the page. Made on first
+// use, not at start: every command of the binary would pay the compression.
+var files = sync.OnceValue(func() map[string]asset {
 	m := map[string]asset{}
 	entries, err := fs.ReadDir(assets, "assets")
 	if err != nil {
@@ -63,7 +69,12 @@ var files = func() map[string]asset {
 			panic(err)
 		}
 		sum := sha256.Sum256(b)
-		a := asset{body: b, typ: mime.TypeByExtension(path.Ext(e.Name())), etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
+		a := asset{body: b, typ: mime.TypeByExtension(path.Ext(e.Name())), etag: hex.EncodeToString(sum[:12])}
+		var gz bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression) // a valid level: no error
+		zw.Write(b)
+		zw.Close()
+		a.gz = gz.Bytes()
 		if e.Name() == "index.html" {
 			m[Prefix] = a
 			continue
@@ -71,7 +82,7 @@ var files = func() map[string]asset {
 		m[Prefix+e.Name()] = a
 	}
 	return m
-}()
+})
 
 // Headers sets the headers every answer of the console carries.
 func Headers(h http.Header) {
@@ -99,15 +110,34 @@ func Handler() http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		a, ok := files[r.URL.Path]
+		a, ok := files()[r.URL.Path]
 		if !ok {
 			http.Error(w, "not found", http.StatusNotFound)
 			return
 		}
 		w.Header().Set("Content-Type", a.typ)
-		w.Header().Set("ETag", a.etag)
-		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
+		w.Header().Set("Vary", "Accept-Encoding")
+		body, etag := a.body, a.etag
+		if acceptsGzip(r.Header) {
+			w.Header().Set("Content-Encoding", "gzip")
+			body, etag = a.gz, etag+"-gz"
+		}
+		w.Header().Set("ETag", `"`+etag+`"`)
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 	})
+}
+
+// acceptsGzip reports whether Accept-Encoding lists gzip (without q=0).
+func acceptsGzip(h http.Header) bool {
+	for _, v := range h.Values("Accept-Encoding") {
+		for _, e := range strings.Split(v, ",") {
+			name, params, _ := strings.Cut(strings.TrimSpace(e), ";")
+			if strings.EqualFold(strings.TrimSpace(name), "gzip") && strings.ReplaceAll(params, " ", "") != "q=0" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Mount serves the console below Prefix and passes every other request

@@ -103,6 +103,32 @@ func TestServes(t *testing.T) {
 		}
 	})
 
+	t.Run("gzip for those who take it", func(t *testing.T) {
+		_, plain := get(t, "GET", "/console/console.js") // Go's client asks gzip and unpacks it
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/console/console.js", nil)
+		req.Header.Set("Accept-Encoding", "identity")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.Header.Get("Content-Encoding") != "" || string(raw) != plain || len(plain) < 1000 {
+			t.Fatalf("identity: encoding %q, %d bytes, want the %d bytes unpacked", resp.Header.Get("Content-Encoding"), len(raw), len(plain))
+		}
+		req.Header.Set("Accept-Encoding", "gzip")
+		tr := &http.Transport{DisableCompression: true}
+		resp, err = (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zipped, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.Header.Get("Content-Encoding") != "gzip" || len(zipped) >= len(plain)/2 {
+			t.Fatalf("gzip: encoding %q, %d bytes of %d", resp.Header.Get("Content-Encoding"), len(zipped), len(plain))
+		}
+	})
+
 	t.Run("revalidation", func(t *testing.T) {
 		resp, _ := get(t, "GET", "/console/console.js")
 		req, _ := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/console/console.js", nil)

@@ -1,0 +1,255 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
+	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/console"
+	"github.com/withruntime/withruntime/internal/testenv"
+)
+
+// artifactDir is where the console test writes its screenshots:
+// $WITHRUNTIME_TEST_ARTIFACTS/console when set (CI keeps that folder),
+// else a folder of the test's own that goes with it.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if root := os.Getenv("WITHRUNTIME_TEST_ARTIFACTS"); root != "" {
+		dir = filepath.Join(root, "console")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// step runs chromedp actions with a timeout of their own.
+func (b *browserTab) step(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		t.Fatalf("%s: %v\npage: %s", what, err, page)
+	}
+}
+
+// until polls a JavaScript expression until it is true.
+func (b *browserTab) until(t *testing.T, what, expr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(200*time.Millisecond))); err != nil {
+		page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		t.Fatalf("%s never held (%s): %v\npage: %s", what, expr, err, page)
+	}
+}
+
+// shoot writes a screenshot of the whole page to dir/name.png.
+func (b *browserTab) shoot(t *testing.T, dir, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s (%d bytes)", p, len(png))
+}
+
+// TestConsole drives the web console in headless Chromium against a real
+// server: sign in with the admin key, find a sandbox made through the API,
+// run a command in its terminal and read the output off the page, download
+// a file, see a refused connection in its egress log, find a read-only
+// key's console without a stop (and the server refusing one), and stop the
+// sandbox through the confirmation.
+func TestConsole(t *testing.T) {
+	requireChromium(t)
+	s := testenv.StartServer(t)
+	r := &recorder{s: s}
+	shots := artifactDir(t)
+
+	st, data := call(t, s, s.Key, "POST", "/v1/keys", strings.NewReader(`{"kind":"read_only","name":"viewer"}`))
+	var ro api.Key
+	if st != http.StatusCreated || json.Unmarshal(data, &ro) != nil || ro.Secret == "" {
+		t.Fatalf("creating a read-only key: %d %s", st, data)
+	}
+	sbx := newBox(t, r, `{"internet":true,"allow":["allowed.example.test"]}`, nil)
+	const fileBody = "downloaded through the console\n"
+	sbx.put(t, "/workspace/console-download.txt", []byte(fileBody))
+
+	downloads := t.TempDir()
+	b := startBrowser(t)
+	b.step(t, "allowing downloads", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.CallBrowser(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+			Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads,
+		})
+		return err
+	}))
+
+	signIn := func(t *testing.T, key string) {
+		t.Helper()
+		b.open(t, "about:blank") // a navigation of its own, never within the page
+		resp := b.open(t, s.URL+"/console/")
+		if resp.Status != http.StatusOK {
+			t.Fatalf("/console/ answered %d", resp.Status)
+		}
+		if got := fmt.Sprint(resp.Headers["Content-Security-Policy"]); got != console.CSP {
+			t.Fatalf("the page's CSP: %q, want %q", got, console.CSP)
+		}
+		b.step(t, "signing in", chromedp.WaitVisible(chromedp.CSS("#key")), chromedp.SendKeys(chromedp.CSS("#key"), key), chromedp.Click(chromedp.CSS("#signin-submit")))
+		b.until(t, "the sandbox in the list", fmt.Sprintf(`!!document.querySelector('#sandboxes tr[data-id=%q]')`, sbx.ID))
+	}
+
+	t.Run("sign in, the sandbox in the live list", func(t *testing.T) {
+		signIn(t, s.Key)
+		if got := b.eval(t, `sessionStorage.getItem("withruntime.key") === `+jsString(s.Key)+` ? "kept" : "missing"`); got != "kept" {
+			t.Fatalf("the key in session storage: %s", got)
+		}
+		if c := b.eval(t, `document.cookie`); c != "" {
+			t.Fatalf("the console set cookies: %q", c)
+		}
+		b.until(t, "the row's state", fmt.Sprintf(`document.querySelector('#sandboxes tr[data-id=%q]').dataset.state === "running"`, sbx.ID))
+		// A sandbox made now appears without a reload: the list refreshes.
+		other := newBox(t, r, `{"internet":false}`, nil)
+		b.until(t, "a new sandbox in the list", fmt.Sprintf(`!!document.querySelector('#sandboxes tr[data-id=%q]')`, other.ID))
+		call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+other.ID, nil)
+		b.step(t, "a narrow screen", chromedp.EmulateViewport(390, 844))
+		b.shoot(t, shots, "01-list-narrow")
+		b.step(t, "a wide screen", chromedp.EmulateViewport(1280, 900))
+		b.shoot(t, shots, "02-list")
+	})
+
+	t.Run("open it, a command in its terminal", func(t *testing.T) {
+		b.step(t, "opening the sandbox", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#sandboxes tr[data-id=%q] a`, sbx.ID))))
+		b.until(t, "the sandbox page", `document.querySelector("#sbx-state") && document.querySelector("#sbx-state").textContent === "running"`)
+		b.step(t, "opening a terminal", chromedp.Click(chromedp.CSS("#term-start")))
+		b.until(t, "the terminal started", `/^terminal \d+$/.test(document.querySelector("#term-status").textContent)`)
+		b.step(t, "typing", chromedp.Click(chromedp.CSS("#terminal .xterm-screen")), typeText("echo hello-from-console"), pressEnter())
+		// The output line, not the typed command (which has "echo " before).
+		b.until(t, "the command's output in the page", `[...document.querySelectorAll("#terminal .xterm-rows > div")].some(d => d.textContent.trim() === "hello-from-console")`)
+		b.shoot(t, shots, "03-terminal")
+	})
+
+	t.Run("download a file", func(t *testing.T) {
+		sel := `#files button.download[data-path="/workspace/console-download.txt"]`
+		b.until(t, "the file in the list", `!!document.querySelector('`+sel+`')`)
+		b.step(t, "downloading", chromedp.Click(chromedp.CSS(sel)))
+		p := filepath.Join(downloads, "console-download.txt")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, err := os.ReadFile(p)
+			if err == nil && string(got) == fileBody {
+				break
+			}
+			if time.Now().After(deadline) {
+				entries, _ := os.ReadDir(downloads)
+				t.Fatalf("the download: %q, %v (folder holds %v)", got, err, entries)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
+	t.Run("the egress log shows a refused connection", func(t *testing.T) {
+		sbx.sh(t, `python3 -c 'import socket
+try: socket.getaddrinfo("denied.example.test", 443)
+except OSError: pass'`)
+		sbx.expectEvent(t, 0, "denied.example.test", "refused", "name not allowed")
+		b.step(t, "refreshing the log", chromedp.Click(chromedp.CSS("#egress-refresh")))
+		b.until(t, "the refusal in the page", `[...document.querySelectorAll("#egress tbody tr")].some(r => r.textContent.includes("denied.example.test") && r.textContent.includes("refused") && r.textContent.includes("name not allowed"))`)
+		b.until(t, "the network policy", `document.querySelector("#network").textContent.includes("allowed.example.test")`)
+		b.shoot(t, shots, "04-sandbox")
+	})
+
+	t.Run("a read-only key's console has no stop, and the server refuses one", func(t *testing.T) {
+		b.step(t, "signing out", chromedp.Click(chromedp.CSS("#logout")))
+		b.until(t, "the sign-in page", `!!document.querySelector("#signin") && sessionStorage.getItem("withruntime.key") === null`)
+		signIn(t, ro.Secret)
+		b.step(t, "opening the sandbox", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#sandboxes tr[data-id=%q] a`, sbx.ID))))
+		b.until(t, "the read-only page", `!!document.querySelector("#read-only-note") && document.querySelector("#sbx-state").textContent === "running"`)
+		if got := b.eval(t, `String(!!document.querySelector("#btn-stop")) + " " + String(!!document.querySelector("#term-start"))`); got != "false false" {
+			t.Fatalf("stop button, terminal button: %s, want neither", got)
+		}
+		// What the page would send, were the button there.
+		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		defer cancel()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`fetch("/v1/sandboxes/%s/stop", {method: "POST", headers: {Authorization: "Bearer " + sessionStorage.getItem("withruntime.key")}}).then(r => r.json().then(j => r.status + " " + j.error.code))`, sbx.ID), chromedp.EvalAsValue, chromedp.EvalAwaitPromise))
+		if err != nil || got != "403 forbidden" {
+			t.Fatalf("a stop with the read-only key: %q %v, want 403 forbidden", got, err)
+		}
+		b.shoot(t, shots, "05-read-only")
+		b.step(t, "signing out", chromedp.Click(chromedp.CSS("#logout")))
+	})
+
+	t.Run("stop it through the confirmation", func(t *testing.T) {
+		signIn(t, s.Key)
+		b.step(t, "opening the sandbox", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#sandboxes tr[data-id=%q] a`, sbx.ID))))
+		b.until(t, "the stop button", `!!document.querySelector("#btn-stop")`)
+		// Cancel first: nothing happens.
+		b.step(t, "asking to stop", chromedp.Click(chromedp.CSS("#btn-stop")))
+		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
+		b.step(t, "cancelling", chromedp.Click(chromedp.CSS("#confirm-cancel")))
+		b.until(t, "the confirmation closed", `!document.querySelector("#confirm").open`)
+		if st, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sbx.ID, nil); st != http.StatusOK || !bytes.Contains(data, []byte(`"state":"running"`)) {
+			t.Fatalf("after cancel: %d %s, want running", st, data)
+		}
+		b.step(t, "asking to stop", chromedp.Click(chromedp.CSS("#btn-stop")))
+		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
+		b.shoot(t, shots, "06-confirm")
+		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.until(t, "ended, stopped", `document.querySelector("#sbx-state").textContent === "ended" && document.querySelector("#sbx-end-reason").textContent.startsWith("stopped")`)
+		var got api.Sandbox
+		if st, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sbx.ID, nil); st != http.StatusOK || json.Unmarshal(data, &got) != nil || got.State != "ended" || got.EndReason != "stopped" {
+			t.Fatalf("after the console's stop: %d %s", st, data)
+		}
+		b.shoot(t, shots, "07-stopped")
+	})
+}
+
+// typeText inserts text into the focused element as a keyboard's input
+// event does (SendKeys' key events reach xterm.js twice: as a keydown with
+// text and as a char).
+func typeText(s string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: s})
+		return err
+	})
+}
+
+// pressEnter presses and releases Enter, which xterm.js reads off the
+// keydown.
+func pressEnter() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		for _, typ := range []input.DispatchKeyEventType{input.DispatchKeyEventTypeRawKeyDown, input.DispatchKeyEventTypeKeyUp} {
+			_, err := cdp.Call(ctx, tg, input.DispatchKeyEvent, input.DispatchKeyEventParams{
+				Type: typ, Key: "Enter", Code: "Enter", WindowsVirtualKeyCode: 13, NativeVirtualKeyCode: 13,
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
