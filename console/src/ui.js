@@ -47,15 +47,29 @@ export function errorBox(id) {
 
 // confirmAction asks in the page's dialog (not window.confirm, which a
 // keyboard and a test both reach the same way) and resolves to true on
-// Confirm.
+// Confirm; Cancel and Escape resolve to false. The buttons answer this
+// question only: no listener outlives it.
 export function confirmAction(text) {
   const d = document.getElementById("confirm");
+  const ok = document.getElementById("confirm-ok");
+  const cancel = document.getElementById("confirm-cancel");
   document.getElementById("confirm-text").textContent = text;
   return new Promise((resolve) => {
-    d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true });
-    d.returnValue = "cancel";
+    const done = (ev, v) => {
+      ev.preventDefault();
+      ok.removeEventListener("click", onOk);
+      cancel.removeEventListener("click", onCancel);
+      d.removeEventListener("cancel", onCancel);
+      d.close();
+      resolve(v);
+    };
+    const onOk = (ev) => done(ev, true);
+    const onCancel = (ev) => done(ev, false);
+    ok.addEventListener("click", onOk);
+    cancel.addEventListener("click", onCancel);
+    d.addEventListener("cancel", onCancel);
     d.showModal();
-    document.getElementById("confirm-cancel").focus();
+    cancel.focus();
   });
 }
 
@@ -89,26 +103,36 @@ export function when(t) {
   return t ? new Date(t).toLocaleString() : "—";
 }
 
-// chart draws series (each {label, points: [[x, y]], cls}) as lines in an
-// SVG of y from 0 to max.
-export function chart(id, series, max, yLabel) {
+// svg makes an SVG chart of W x H and the function that adds an element
+// to it (text, when given, as a title when tip, else as content).
+function svg(id, W, H) {
   const ns = "http://www.w3.org/2000/svg";
+  const root = document.createElementNS(ns, "svg");
+  for (const [k, v] of Object.entries({ id, viewBox: `0 0 ${W} ${H}`, role: "img", class: "chart" })) root.setAttribute(k, v);
+  const add = (tag, attrs, text, tip) => {
+    const el = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+    if (text && tip) {
+      const t = document.createElementNS(ns, "title");
+      t.textContent = text;
+      el.appendChild(t);
+    } else if (text) {
+      el.textContent = text;
+    }
+    root.appendChild(el);
+  };
+  return [root, add];
+}
+
+// chart draws series (each {label, points: [[x, y]], cls}) as lines, y
+// from 0 to max.
+export function chart(id, series, max, yLabel) {
   const W = 600, H = 160, pad = 30;
-  const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("id", id);
-  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-  svg.setAttribute("role", "img");
-  svg.setAttribute("class", "chart");
+  const [root, add] = svg(id, W, H);
   const xs = series.flatMap((s) => s.points.map((p) => p[0]));
   const x0 = Math.min(...xs), x1 = Math.max(...xs);
   const sx = (x) => pad + (x1 === x0 ? 0 : ((x - x0) / (x1 - x0)) * (W - 2 * pad));
   const sy = (y) => H - pad - (Math.min(y, max) / max) * (H - 2 * pad);
-  const add = (tag, attrs, text) => {
-    const el = document.createElementNS(ns, tag);
-    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-    if (text) el.textContent = text;
-    svg.appendChild(el);
-  };
   add("line", { x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, class: "axis" });
   add("line", { x1: pad, y1: pad, x2: pad, y2: H - pad, class: "axis" });
   add("text", { x: 2, y: pad - 6, class: "label" }, yLabel);
@@ -117,40 +141,24 @@ export function chart(id, series, max, yLabel) {
     add("polyline", { points: s.points.map((p) => sx(p[0]) + "," + sy(p[1])).join(" "), class: "line " + s.cls });
     add("text", { x: W - pad - 150, y: 14 + 14 * i, class: "legend " + s.cls }, s.label);
   });
-  return svg;
+  return root;
 }
 
-// bars draws one bar per item ({label, value}) with an optional limit
-// line.
+// bars draws one bar per item ({label, value}) and, when given, the limit
+// as a line.
 export function bars(id, items, limit, fmt) {
-  const ns = "http://www.w3.org/2000/svg";
   const W = 600, H = 180, pad = 30;
-  const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("id", id);
-  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-  svg.setAttribute("role", "img");
-  svg.setAttribute("class", "chart");
+  const [root, add] = svg(id, W, H);
   const max = Math.max(1, limit || 0, ...items.map((i) => i.value));
   const bw = (W - 2 * pad) / Math.max(items.length, 1);
-  const add = (tag, attrs, text) => {
-    const el = document.createElementNS(ns, tag);
-    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-    if (text) {
-      const t = document.createElementNS(ns, "title");
-      t.textContent = text;
-      el.appendChild(t);
-    }
-    svg.appendChild(el);
-    return el;
-  };
   items.forEach((it, i) => {
     const bh = (it.value / max) * (H - 2 * pad);
-    add("rect", { x: pad + i * bw + 2, y: H - pad - bh, width: Math.max(bw - 4, 1), height: bh, class: "bar" }, it.label + ": " + fmt(it.value));
+    add("rect", { x: pad + i * bw + 2, y: H - pad - bh, width: Math.max(bw - 4, 1), height: bh, class: "bar" }, it.label + ": " + fmt(it.value), true);
   });
   if (limit) {
     const y = H - pad - (limit / max) * (H - 2 * pad);
-    add("line", { x1: pad, y1: y, x2: W - pad, y2: y, class: "limit" }, "daily limit " + fmt(limit));
+    add("line", { x1: pad, y1: y, x2: W - pad, y2: y, class: "limit" }, "daily limit " + fmt(limit), true);
   }
   add("line", { x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, class: "axis" });
-  return svg;
+  return root;
 }
