@@ -754,8 +754,8 @@ export interface paths {
          *     /v1/sandboxes {"snapshot": ID} starts sandboxes from it, whose
          *     processes go on where they were. It counts in the account's
          *     storage quota (403 past it) and is removed when its retention ends.
-         *     A paused or ended sandbox: 409 conflict. gVisor sandboxes only
-         *     (422 not_supported on a microVM, for now).
+         *     A paused or ended sandbox: 409 conflict. Both isolations; a
+         *     sandbox that mounts volumes: 422 not_supported (for now).
          */
         post: operations["createSnapshot"];
         delete?: never;
