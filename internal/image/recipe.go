@@ -25,6 +25,8 @@ var Default = Recipe{
 	Variant: "minbase",
 	Packages: []string{
 		"python3", "python3-pip", "python3-venv", "sudo", "ca-certificates",
+		// `python` runs python3, as E2B's and most images' does.
+		"python-is-python3",
 		"curl", "git", "procps", "iproute2",
 		// Building software: the documents promise npm test, go build and
 		// sqlite3 work out of the box.
