@@ -36,9 +36,9 @@ func TestImageBuildsSoftware(t *testing.T) {
 	}
 
 	t.Run("versions", func(t *testing.T) {
-		out := sh(t, "go version; node --version; npm --version; gcc --version | head -1; make --version | head -1; sqlite3 --version; python3 --version; jq --version; unzip -v | head -1; less --version | head -1")
+		out := sh(t, "go version; node --version; npm --version; gcc --version | head -1; make --version | head -1; sqlite3 --version; python3 --version; python -c 'import sys; print(\"python is %d.%d\" % sys.version_info[:2])'; jq --version; unzip -v | head -1; less --version | head -1")
 		t.Logf("tool versions:\n%s", out)
-		for _, want := range []string{"go version go1.", "\nv", "gcc", "GNU Make", "Python 3.13", "jq-"} {
+		for _, want := range []string{"go version go1.", "\nv", "gcc", "GNU Make", "Python 3.13", "python is 3.13", "jq-"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("got %q, want it to contain %q", out, want)
 			}
