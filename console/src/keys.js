@@ -67,10 +67,15 @@ export function keysPage(el, session) {
       const u = await get("/v1/usage" + q({ from }));
       const perDay = new Map();
       for (const r of u.rows || []) perDay.set(r.day, (perDay.get(r.day) || 0) + r.cost_micros);
+      const perKey = new Map();
+      for (const r of u.rows || []) perKey.set(r.key_id, (perKey.get(r.key_id) || 0) + r.cost_micros);
       const days = [...perDay.keys()].sort();
       clear(usage).append(
         h("p", {}, "Last 30 days: ", h("strong", { id: "usage-total" }, dollars(u.cost_micros))),
+        h("h3", {}, "Per day, against this key's daily limit"),
         bars("usage-chart", days.map((d) => ({ label: d, value: perDay.get(d) })), session.key.daily_limit_micros || 0, dollars),
+        h("h3", {}, "Per key"),
+        bars("usage-keys-chart", [...perKey.keys()].sort().map((k) => ({ label: k, value: perKey.get(k) })), 0, dollars),
         table("usage-table", ["Day", "Key", "Sandbox h", "CPU h", "GiB·h", "Cost"], (u.rows || []).map((r) => [
           r.day, r.key_id, r.sandbox_hours.toFixed(3), r.cpu_hours.toFixed(3), r.memory_gib_hours.toFixed(3), dollars(r.cost_micros)])));
     } catch (e) {

@@ -173,7 +173,9 @@ export function sandboxPage(el, session, id) {
     ferr.show(null);
     try {
       const resp = await call("GET", base + "/files" + q({ path }), undefined, true);
-      const url = URL.createObjectURL(await resp.blob());
+      // Whatever the sandbox says the file is, the browser gets bytes to
+      // save, never a page to render in the console's origin.
+      const url = URL.createObjectURL(new Blob([await resp.arrayBuffer()], { type: "application/octet-stream" }));
       const a = h("a", { href: url, download: name, hidden: true });
       document.body.append(a);
       a.click();

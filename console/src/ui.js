@@ -74,7 +74,7 @@ export function confirmAction(text) {
 }
 
 export function dollars(micros) {
-  return "$" + (micros / 1e6).toFixed(micros < 10000 ? 4 : 2);
+  return "$" + (micros / 1e6).toFixed(micros < 100 ? 6 : micros < 10000 ? 4 : 2);
 }
 
 export function duration(ms) {
@@ -153,7 +153,9 @@ export function bars(id, items, limit, fmt) {
   const bw = (W - 2 * pad) / Math.max(items.length, 1);
   items.forEach((it, i) => {
     const bh = (it.value / max) * (H - 2 * pad);
-    add("rect", { x: pad + i * bw + 2, y: H - pad - bh, width: Math.max(bw - 4, 1), height: bh, class: "bar" }, it.label + ": " + fmt(it.value), true);
+    const w = Math.min(Math.max(bw - 4, 1), 60);
+    add("rect", { x: pad + (i + 0.5) * bw - w / 2, y: H - pad - bh, width: w, height: bh, class: "bar" }, it.label + ": " + fmt(it.value), true);
+    if (items.length <= 12) add("text", { x: pad + (i + 0.5) * bw, y: H - pad + 14, class: "label", "text-anchor": "middle" }, it.label.slice(-10));
   });
   if (limit) {
     const y = H - pad - (limit / max) * (H - 2 * pad);

@@ -185,6 +185,41 @@ func TestConsole(t *testing.T) {
 		}
 	})
 
+	t.Run("upload a file", func(t *testing.T) {
+		local := filepath.Join(t.TempDir(), "from-the-browser.txt")
+		if err := os.WriteFile(local, []byte("uploaded through the console\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.step(t, "choosing the file", chromedp.SetUploadFiles(chromedp.CSS("#upload"), []string{local}))
+		b.until(t, "the upload in the list", `!!document.querySelector('#files button.download[data-path="/workspace/from-the-browser.txt"]')`)
+		if res := sbx.sh(t, "cat /workspace/from-the-browser.txt"); res.Out != "uploaded through the console\n" {
+			t.Fatalf("the uploaded file in the sandbox: %s", res)
+		}
+	})
+
+	t.Run("extend the lease through the confirmation", func(t *testing.T) {
+		var before api.Sandbox
+		_, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sbx.ID, nil)
+		if err := json.Unmarshal(data, &before); err != nil {
+			t.Fatal(err)
+		}
+		b.step(t, "asking for 2 hours", chromedp.SetValue(chromedp.CSS("#extend-minutes"), "120"), chromedp.Click(chromedp.CSS("#btn-extend")))
+		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
+		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var after api.Sandbox
+			_, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sbx.ID, nil)
+			if json.Unmarshal(data, &after) == nil && after.LeaseEndsAt.Sub(time.Now()) > 100*time.Minute {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the lease ends at %v (was %v), want about 2 hours from now", after.LeaseEndsAt, before.LeaseEndsAt)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
 	t.Run("the egress log shows a refused connection", func(t *testing.T) {
 		sbx.sh(t, `python3 -c 'import socket
 try: socket.getaddrinfo("denied.example.test", 443)
@@ -263,6 +298,11 @@ except OSError: pass'`)
 		if st, _ := call(t, s, secret, "GET", "/v1/keys/current", nil); st != http.StatusUnauthorized {
 			t.Fatalf("the revoked key: %d, want 401", st)
 		}
+	})
+
+	t.Run("the admin sees accounts", func(t *testing.T) {
+		b.step(t, "the accounts page", chromedp.Click(chromedp.CSS(`#nav a[href="#/accounts"]`)))
+		b.until(t, "the default account", `[...document.querySelectorAll("#accounts tbody tr")].some(r => r.textContent.startsWith("default"))`)
 	})
 }
 
