@@ -168,20 +168,7 @@ func (b *Backend) ResumeDigest(ctx context.Context, id string, spec sandbox.Spec
 			b.removeLocal(p)
 		}
 	})
-	// Restored, a sandbox has the normal CPU priority whatever it booted
-	// with.
-	ln, err := b.prepare(id, p, spec, false)
-	if err != nil {
-		return nil, err
-	}
-	u.Add(ln.close)
-	if err := b.runscDetached(ctx, id, &spec, "restore", "--detach", "--image-path", dir, "--bundle", p.bundle, "--pid-file", p.pidFile, id); err != nil {
-		return nil, err
-	}
-	if err := ln.dir.SetResume(); err != nil {
-		return nil, err
-	}
-	inst, err := b.connect(ctx, id, p, ln, spec, 30*time.Second)
+	inst, err := b.restore(ctx, id, p, spec, dir, &u)
 	if err != nil {
 		return nil, err
 	}
@@ -193,4 +180,23 @@ func (b *Backend) ResumeDigest(ctx context.Context, id string, spec sandbox.Spec
 		os.RemoveAll(p.checkpoint)
 	}
 	return inst, nil
+}
+
+// restore makes sandbox id's dirs, listener and namespace, restores the
+// checkpoint in dir into them and waits for the agent; u gets what undoes
+// the listener. Restored, a sandbox has the normal CPU priority whatever
+// it booted with.
+func (b *Backend) restore(ctx context.Context, id string, p paths, spec sandbox.Spec, dir string, u *undo.List) (*instance, error) {
+	ln, err := b.prepare(id, p, spec, false)
+	if err != nil {
+		return nil, err
+	}
+	u.Add(ln.close)
+	if err := b.runscDetached(ctx, id, &spec, "restore", "--detach", "--image-path", dir, "--bundle", p.bundle, "--pid-file", p.pidFile, id); err != nil {
+		return nil, err
+	}
+	if err := ln.dir.SetResume(); err != nil {
+		return nil, err
+	}
+	return b.connect(ctx, id, p, ln, spec, 30*time.Second)
 }

@@ -68,18 +68,7 @@ func (b *Backend) StartSnapshot(ctx context.Context, id string, spec sandbox.Spe
 	var u undo.List
 	defer u.Run(&retErr)
 	u.Add(func() { b.Destroy(context.WithoutCancel(ctx), id) })
-	ln, err := b.prepare(id, p, spec, false)
-	if err != nil {
-		return nil, err
-	}
-	u.Add(ln.close)
-	if err := b.runscDetached(ctx, id, &spec, "restore", "--detach", "--image-path", fdPath(f), "--bundle", p.bundle, "--pid-file", p.pidFile, id); err != nil {
-		return nil, err
-	}
-	if err := ln.dir.SetResume(); err != nil {
-		return nil, err
-	}
-	inst, err := b.connect(ctx, id, p, ln, spec, 30*time.Second)
+	inst, err := b.restore(ctx, id, p, spec, fdPath(f), &u)
 	if err != nil {
 		return nil, err
 	}
