@@ -286,6 +286,9 @@ except OSError: pass'`)
 		b.step(t, "creating a key", chromedp.SendKeys(chromedp.CSS("#key-name"), "console-made"), chromedp.SetValue(chromedp.CSS("#key-kind"), "read_only"), chromedp.Click(chromedp.CSS("#key-create")))
 		b.until(t, "the secret shown", `/^wr_/.test(document.querySelector("#key-secret") ? document.querySelector("#key-secret").textContent : "")`)
 		secret := b.eval(t, `document.querySelector("#key-secret").textContent`)
+		// A refusal shows its code and message.
+		b.step(t, "a name too long", chromedp.SetValue(chromedp.CSS("#key-name"), strings.Repeat("n", 300)), chromedp.Click(chromedp.CSS("#key-create")))
+		b.until(t, "the refusal", `document.querySelector("#keys-error").dataset.code === "invalid_request" && document.querySelector("#keys-error").textContent.startsWith("invalid_request: name must be at most")`)
 		var k api.Key
 		if st, data := call(t, s, secret, "GET", "/v1/keys/current", nil); st != http.StatusOK || json.Unmarshal(data, &k) != nil || k.Name != "console-made" || k.Kind != "read_only" {
 			t.Fatalf("the console's new key: %d %s", st, data)
