@@ -27,9 +27,9 @@ export class ApiError extends Error {
 
 // call sends one request; body, when given, is sent as JSON. raw: the
 // Response is returned as it is (a file's bytes).
-export async function call(method, path, body, raw) {
+export async function call(method, path, body, raw, signal) {
   const headers = { Authorization: "Bearer " + getKey() };
-  const init = { method, headers, cache: "no-store", credentials: "omit", redirect: "error" };
+  const init = { method, headers, cache: "no-store", credentials: "omit", redirect: "error", signal };
   if (body !== undefined) {
     if (body instanceof Blob) {
       init.body = body;
@@ -42,6 +42,7 @@ export async function call(method, path, body, raw) {
   try {
     resp = await fetch(path, init);
   } catch (e) {
+    if (e.name === "AbortError") throw e;
     throw new ApiError(0, "network", String(e.message || e));
   }
   if (!resp.ok) {

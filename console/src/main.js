@@ -85,7 +85,7 @@ async function route(reason) {
   let page;
   if (parts[0] === "sandboxes" && parts[1]) page = sandboxPage(el, session, decodeURIComponent(parts[1]));
   else if (parts[0] === "keys") page = keysPage(el, session);
-  else if (parts[0] === "templates") page = templatesPage(el, session);
+  else if (parts[0] === "templates") page = templatesPage(el, session, parts[1] === "builds" && parts[2] ? decodeURIComponent(parts[2]) : "");
   else if (parts[0] === "accounts" && session.admin) page = accountsPage(el, session);
   else page = sandboxesPage(el, session);
   leave = page || null;

@@ -50,9 +50,15 @@ func (b *browserTab) step(t *testing.T, what string, actions ...chromedp.Action[
 // until polls a JavaScript expression until it is true.
 func (b *browserTab) until(t *testing.T, what, expr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	b.untilFor(t, 55*time.Second, what, expr)
+}
+
+// untilFor is until, for at most d.
+func (b *browserTab) untilFor(t *testing.T, d time.Duration, what, expr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, d+5*time.Second)
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(55*time.Second))); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(d))); err != nil {
 		page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
 		t.Fatalf("%s never held (%s): %v\npage: %s", what, expr, err, page)
 	}
@@ -301,6 +307,22 @@ except OSError: pass'`)
 		if st, _ := call(t, s, secret, "GET", "/v1/keys/current", nil); st != http.StatusUnauthorized {
 			t.Fatalf("the revoked key: %d, want 401", st)
 		}
+	})
+
+	t.Run("a template build's live log", func(t *testing.T) {
+		st, data := call(t, s, s.Key, "POST", "/v1/templates", strings.NewReader(`{"name":"console-demo:v1","dockerfile":"FROM default\nRUN echo console-build-marker\n"}`))
+		var bl api.TemplateBuild
+		if st != http.StatusAccepted || json.Unmarshal(data, &bl) != nil || bl.ID == "" {
+			t.Fatalf("starting a build: %d %s", st, data)
+		}
+		b.step(t, "the templates page", chromedp.Click(chromedp.CSS(`#nav a[href="#/templates"]`)))
+		b.step(t, "following the build", chromedp.SendKeys(chromedp.CSS("#build-id"), bl.ID), chromedp.Click(chromedp.CSS("#build-follow")))
+		b.untilFor(t, 5*time.Minute, "the build's output and its end in the page",
+			`document.querySelector("#build-log").textContent.includes("console-build-marker") && document.querySelector("#build-state").dataset.state === "succeeded"`)
+		if got := b.eval(t, `location.hash`); got != "#/templates/builds/"+bl.ID {
+			t.Fatalf("the page is at %q, want the build's own address", got)
+		}
+		b.shoot(t, shots, "09-build")
 	})
 
 	t.Run("the admin sees accounts", func(t *testing.T) {
