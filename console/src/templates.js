@@ -10,11 +10,13 @@ export function templatesPage(el, session, buildID) {
   const build = buildSection(buildID);
   el.append(h("h1", {}, "Templates"), terr, tbody, build.el, h("h1", {}, "Snapshots"), serr, sbody);
   get("/v1/templates").then((l) => {
-    tbody.append(table("templates", ["Name", "State", "Source", "Size", "Public", "Created"], (l.templates || []).map((t) => [
+    if (!(l.templates || []).length) tbody.append(h("p", { class: "muted" }, "No templates of this account or public ones (the built-in default is always there)."));
+    else tbody.append(table("templates", ["Name", "State", "Source", "Size", "Public", "Created"], (l.templates || []).map((t) => [
       t.name + ":" + t.tag, t.state || "", t.source, bytes(t.size_bytes || 0), t.public ? "yes" : "", when(t.created_at)])));
   }, (e) => terr.show(e));
   get("/v1/snapshots").then((l) => {
-    sbody.append(table("snapshots", ["Id", "Name", "Sandbox", "Template", "Size", "Created", "Expires"], (l.snapshots || []).map((s) => [
+    if (!(l.snapshots || []).length) sbody.append(h("p", { class: "muted" }, "No snapshots."));
+    else sbody.append(table("snapshots", ["Id", "Name", "Sandbox", "Template", "Size", "Created", "Expires"], (l.snapshots || []).map((s) => [
       s.id, s.name || "", s.sandbox_id, s.template, bytes(s.size_bytes || 0), when(s.created_at), when(s.expires_at)])));
   }, (e) => serr.show(e));
   return build.leave;
