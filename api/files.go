@@ -20,7 +20,21 @@ type FileInfo struct {
 	Mode    uint32    `json:"mode"`
 	ModTime time.Time `json:"mtime"`
 	Target  string    `json:"target,omitempty"`
+	// Owner and Group name the file's owner and group as the sandbox's
+	// /etc/passwd and /etc/group have them (the decimal id where they
+	// name none). Empty from agents older than these fields.
+	Owner string `json:"owner,omitempty"`
+	Group string `json:"group,omitempty"`
+	// Attrs are the file's extended attributes in the user namespace,
+	// named without the "user." prefix (set with ?attr=NAME=VALUE on a
+	// write). Attributes over MaxFileAttrBytes in all, or whose value is
+	// not text, are left out.
+	Attrs map[string]string `json:"attrs,omitempty"`
 }
+
+// MaxFileAttrBytes bounds the attributes one write sets (names, with
+// their "user." prefix, plus values) and those FileInfo.Attrs reports.
+const MaxFileAttrBytes = 4096
 
 // FileList is the body of GET /v1/sandboxes/{id}/files/list.
 type FileList struct {

@@ -54,13 +54,32 @@ func (c *Client) ReadFile(ctx context.Context, id, path string) ([]byte, error) 
 // (0644); only the permission bits are sent. One file is at most
 // api.MaxFileBody bytes: move larger trees with UploadArchive or UploadDir.
 func (c *Client) WriteFile(ctx context.Context, id, path string, r io.Reader, mode fs.FileMode) (*api.FileInfo, error) {
+	return c.WriteFileWith(ctx, id, path, r, WriteFileOptions{Mode: mode})
+}
+
+// WriteFileOptions shape a write.
+type WriteFileOptions struct {
+	// Mode is the file's permission bits; zero takes the server's
+	// default (0644).
+	Mode fs.FileMode
+	// Attrs are extended attributes in the user namespace (names
+	// without "user.") set on the written file, at most
+	// api.MaxFileAttrBytes in all; the file keeps no others.
+	Attrs map[string]string
+}
+
+// WriteFileWith is WriteFile with options.
+func (c *Client) WriteFileWith(ctx context.Context, id, path string, r io.Reader, o WriteFileOptions) (*api.FileInfo, error) {
 	p, err := sandboxPath(id, "/files")
 	if err != nil {
 		return nil, err
 	}
 	q := c.pathQuery(path)
-	if mode != 0 {
-		q.Set("mode", fmt.Sprintf("%04o", uint32(mode.Perm())))
+	if o.Mode != 0 {
+		q.Set("mode", fmt.Sprintf("%04o", uint32(o.Mode.Perm())))
+	}
+	for name, value := range o.Attrs {
+		q.Add("attr", name+"="+value)
 	}
 	req := request{method: http.MethodPut, path: p, query: q, body: r, contentType: "application/octet-stream", maxBody: maxInfoBody}
 	resp, err := c.do(ctx, req)

@@ -21,18 +21,22 @@ const (
 	codeTooLarge = "payload_too_large"
 	codeDenied   = "forbidden"
 	codeInternal = "internal"
+	// codeUnsupported: the sandbox cannot do what was asked (a
+	// filesystem without extended attributes).
+	codeUnsupported = "not_supported"
 	// codeBadGateway: nothing answers on a sandbox's port.
 	codeBadGateway = "bad_gateway"
 )
 
 var statusOf = map[string]int{
-	codeInvalid:    http.StatusBadRequest,
-	codeNotFound:   http.StatusNotFound,
-	codeConflict:   http.StatusConflict,
-	codeTooLarge:   http.StatusRequestEntityTooLarge,
-	codeDenied:     http.StatusForbidden,
-	codeInternal:   http.StatusInternalServerError,
-	codeBadGateway: http.StatusBadGateway,
+	codeInvalid:     http.StatusBadRequest,
+	codeNotFound:    http.StatusNotFound,
+	codeConflict:    http.StatusConflict,
+	codeTooLarge:    http.StatusRequestEntityTooLarge,
+	codeDenied:      http.StatusForbidden,
+	codeInternal:    http.StatusInternalServerError,
+	codeUnsupported: http.StatusUnprocessableEntity,
+	codeBadGateway:  http.StatusBadGateway,
 }
 
 // reqError is an error with a stable code and a message fit for the client.
@@ -49,6 +53,10 @@ func invalidf(format string, a ...any) error {
 
 func notFoundf(format string, a ...any) error {
 	return &reqError{codeNotFound, fmt.Sprintf(format, a...)}
+}
+
+func unsupportedf(format string, a ...any) error {
+	return &reqError{codeUnsupported, fmt.Sprintf(format, a...)}
 }
 
 func conflictf(format string, a ...any) error {

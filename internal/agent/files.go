@@ -96,6 +96,10 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, user identity) (r
 	if err != nil {
 		return err
 	}
+	attrs, err := attrParams(r)
+	if err != nil {
+		return err
+	}
 	if r.ContentLength > api.MaxFileBody {
 		return &http.MaxBytesError{Limit: api.MaxFileBody}
 	}
@@ -133,6 +137,11 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, user identity) (r
 		}
 	}()
 	if _, err := io.Copy(tmp, http.MaxBytesReader(w, r.Body, api.MaxFileBody)); err != nil {
+		return err
+	}
+	// Set while the file is still the agent's: a write replaces the file,
+	// so it keeps none of the attributes the old one had.
+	if err := setAttrs(tmp, attrs); err != nil {
 		return err
 	}
 	// A user may not give a file away: then it stays the user's.

@@ -91,6 +91,10 @@ func fileInfo(path string, fi fs.FileInfo) api.FileInfo {
 		Size:    fi.Size(),
 		Mode:    unixMode(fi.Mode()),
 		ModTime: fi.ModTime().UTC(),
+		Attrs:   readAttrs(path),
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		info.Owner, info.Group = ownerGroup(st.Uid, st.Gid)
 	}
 	switch m := fi.Mode(); {
 	case m.IsRegular():

@@ -40,6 +40,8 @@ type writtenFile struct {
 	Name string `json:"name"`
 	Type string `json:"type"`
 	Path string `json:"path"`
+	// Metadata is what the upload set (envd 0.6.2).
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
@@ -92,13 +94,18 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request) {
 		writeFilesError(w, err)
 		return
 	}
+	attrs, err := uploadMetadata(r.Header)
+	if err != nil {
+		writeFilesError(w, err)
+		return
+	}
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var out []writtenFile
 	switch mt {
 	case "multipart/form-data":
-		out, err = writeMultipart(r, sb, params["boundary"])
+		out, err = writeMultipart(r, sb, params["boundary"], attrs)
 	case "application/octet-stream", "":
-		out, err = writeOctets(r, sb)
+		out, err = writeOctets(r, sb, attrs)
 	default:
 		err = &Error{Status: http.StatusBadRequest, Message: "Content-Type must be multipart/form-data or application/octet-stream"}
 	}
@@ -111,7 +118,7 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeOctets writes the body, gzip-decoded if so encoded, to ?path=.
-func writeOctets(r *http.Request, sb *Sandbox) ([]writtenFile, error) {
+func writeOctets(r *http.Request, sb *Sandbox, attrs map[string]string) ([]writtenFile, error) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		return nil, &Error{Status: http.StatusBadRequest, Message: "path is required for an application/octet-stream upload"}
@@ -129,7 +136,7 @@ func writeOctets(r *http.Request, sb *Sandbox) ([]writtenFile, error) {
 	default:
 		return nil, &Error{Status: http.StatusBadRequest, Message: "unsupported Content-Encoding " + enc}
 	}
-	fi, err := writeAs(r.Context(), sb, resolvePath(sb.User, p), body)
+	fi, err := writeAs(r.Context(), sb, resolvePath(sb.User, p), body, attrs)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +145,7 @@ func writeOctets(r *http.Request, sb *Sandbox) ([]writtenFile, error) {
 
 // writeMultipart writes each part named "file" to the path its filename
 // holds; ?path=, sent with a single file, names the first one.
-func writeMultipart(r *http.Request, sb *Sandbox, boundary string) ([]writtenFile, error) {
+func writeMultipart(r *http.Request, sb *Sandbox, boundary string, attrs map[string]string) ([]writtenFile, error) {
 	if boundary == "" {
 		return nil, &Error{Status: http.StatusBadRequest, Message: "multipart body without a boundary"}
 	}
@@ -177,7 +184,7 @@ func writeMultipart(r *http.Request, sb *Sandbox, boundary string) ([]writtenFil
 		if target == "" {
 			return nil, &Error{Status: http.StatusBadRequest, Message: "a file part has no filename (the path to write)"}
 		}
-		fi, err := writeAs(r.Context(), sb, resolvePath(sb.User, target), part)
+		fi, err := writeAs(r.Context(), sb, resolvePath(sb.User, target), part, attrs)
 		part.Close()
 		if err != nil {
 			return nil, err
@@ -205,7 +212,7 @@ func written(fi *api.FileInfo) writtenFile {
 	if fi.Type == api.FileTypeDir {
 		t = "dir"
 	}
-	return writtenFile{Name: fi.Name, Type: t, Path: fi.Path}
+	return writtenFile{Name: fi.Name, Type: t, Path: fi.Path, Metadata: fileMetadata(fi.Attrs)}
 }
 
 // checkSigned verifies a pre-signed URL's signature when the request has

@@ -46,8 +46,8 @@ func openAs(ctx context.Context, sb *Sandbox, p string) (io.ReadCloser, error) {
 	return filesClient(sb).OpenFile(ctx, sb.ID, p)
 }
 
-func writeAs(ctx context.Context, sb *Sandbox, p string, r io.Reader) (*api.FileInfo, error) {
-	return filesClient(sb).WriteFile(ctx, sb.ID, p, r, 0)
+func writeAs(ctx context.Context, sb *Sandbox, p string, r io.Reader, attrs map[string]string) (*api.FileInfo, error) {
+	return filesClient(sb).WriteFileWith(ctx, sb.ID, p, r, client.WriteFileOptions{Attrs: attrs})
 }
 
 // moveAs renames src to dst inside the sandbox with mv run as the

@@ -10,10 +10,10 @@ import (
 	fspb "github.com/withruntime/withruntime/internal/e2bcompat/proto/filesystem"
 )
 
-// entryInfo is fi as E2B's clients read it. withruntime's FileInfo carries
-// no owner, so owner and group name the user the call acts as: right for
-// what that user made (everything under its home), an approximation
-// elsewhere.
+// entryInfo is fi as E2B's clients read it. An agent older than
+// FileInfo's owner and group reports neither: then they name the user the
+// call acts as (right for what that user made, an approximation
+// elsewhere).
 func entryInfo(fi api.FileInfo, user string) *fspb.EntryInfo {
 	e := &fspb.EntryInfo{
 		Name:         fi.Name,
@@ -25,6 +25,13 @@ func entryInfo(fi api.FileInfo, user string) *fspb.EntryInfo {
 		Owner:        user,
 		Group:        user,
 		ModifiedTime: timestamppb.New(fi.ModTime),
+		Metadata:     fileMetadata(fi.Attrs),
+	}
+	if fi.Owner != "" {
+		e.Owner = fi.Owner
+	}
+	if fi.Group != "" {
+		e.Group = fi.Group
 	}
 	if fi.ModTime.IsZero() {
 		e.ModifiedTime = timestamppb.New(time.Unix(0, 0))

@@ -24,10 +24,11 @@ type fakeFiles struct {
 	files map[string][]byte // path -> content; directories are nil
 	puts  []string
 	users map[string]string // path -> the user= of the last call naming it
+	attrs map[string]map[string]string
 }
 
 func newFakeFiles() *fakeFiles {
-	return &fakeFiles{files: map[string][]byte{"/": nil, "/home": nil, "/home/user": nil, "/root": nil}, users: map[string]string{}}
+	return &fakeFiles{files: map[string][]byte{"/": nil, "/home": nil, "/home/user": nil, "/root": nil}, users: map[string]string{}, attrs: map[string]map[string]string{}}
 }
 
 func apiError(w http.ResponseWriter, status int, code, msg string) {
@@ -42,6 +43,7 @@ func (f *fakeFiles) info(p string) api.FileInfo {
 	if isFile && c != nil {
 		fi.Type, fi.Size, fi.Mode = api.FileTypeFile, int64(len(c)), 0o644
 	}
+	fi.Attrs = f.attrs[p]
 	return fi
 }
 
@@ -120,6 +122,14 @@ func (f *fakeFiles) handler(t *testing.T) http.Handler {
 		f.mkdirs(path.Dir(p))
 		f.files[p] = append([]byte{}, b...)
 		f.puts = append(f.puts, p)
+		delete(f.attrs, p) // a write replaces the file
+		for _, a := range r.URL.Query()["attr"] {
+			name, value, _ := strings.Cut(a, "=")
+			if f.attrs[p] == nil {
+				f.attrs[p] = map[string]string{}
+			}
+			f.attrs[p][name] = value
+		}
 		writeJSON(w, f.info(p))
 	}))
 	mux.HandleFunc("DELETE /v1/sandboxes/{id}/files", guard(func(w http.ResponseWriter, r *http.Request) {

@@ -10,7 +10,7 @@ import os
 import socket
 import stat as _stat
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, List, Mapping, Union
 
@@ -33,7 +33,10 @@ MAX_FILE_BODY = 512 << 20
 @dataclass(frozen=True)
 class FileInfo:
     """One file inside a sandbox. ``path`` is absolute; ``type`` is one of
-    ``file``, ``dir``, ``symlink``, ``other``; ``target`` is a link's target."""
+    ``file``, ``dir``, ``symlink``, ``other``; ``target`` is a link's target;
+    ``owner`` and ``group`` are names from the sandbox's /etc/passwd and
+    /etc/group (the decimal id where none); ``attrs`` are the extended
+    attributes in the user namespace, named without ``user.``."""
 
     name: str
     path: str
@@ -42,6 +45,9 @@ class FileInfo:
     mode: int
     mtime: datetime | None
     target: str | None = None
+    owner: str | None = None
+    group: str | None = None
+    attrs: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def is_dir(self) -> bool:
@@ -65,6 +71,9 @@ class FileInfo:
             mode=int(d.get("mode") or 0),
             mtime=parse_time(d.get("mtime")),
             target=d.get("target") or None,
+            owner=d.get("owner") or None,
+            group=d.get("group") or None,
+            attrs={str(k): str(v) for k, v in (d.get("attrs") or {}).items()},
         )
 
 

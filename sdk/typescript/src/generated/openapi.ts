@@ -2055,6 +2055,14 @@ export interface components {
             mtime: string;
             /** @description Where a symlink points. */
             target?: string;
+            /** @description The owner's name in the sandbox's /etc/passwd (its decimal uid where none); absent from older agents. */
+            owner?: string;
+            /** @description The group's name in the sandbox's /etc/group (its decimal gid where none); absent from older agents. */
+            group?: string;
+            /** @description Extended attributes in the user namespace, named without "user.", at most 4096 bytes (names with the prefix, plus values); values that are not text are left out. */
+            attrs?: {
+                [key: string]: string;
+            };
         };
         FileList: {
             entries: components["schemas"]["FileInfo"][];
@@ -2905,6 +2913,8 @@ export interface operations {
                 user?: components["parameters"]["User"];
                 /** @description Permission bits in octal (default 0644). */
                 mode?: string;
+                /** @description NAME=VALUE, repeatable: an extended attribute in the user namespace (NAME without "user.") set on the written file, which otherwise has none. Printable ASCII; at most 4096 bytes in all, names counted with their "user." prefix. */
+                attr?: string[];
             };
             header?: never;
             path: {
