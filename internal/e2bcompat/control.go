@@ -15,10 +15,11 @@ import (
 // calls to withruntime's own API with the caller's key.
 
 // EnvdVersion is the envd version sandboxes report: clients switch
-// features on by it (0.6.2: file metadata; 0.5.7: streamed uploads; below
-// 0.4.0 they would name the user on every call). 0.6.3 would turn on watch
-// events with entry info, 0.6.4 watches of network mounts: not served yet.
-const EnvdVersion = "0.6.2"
+// features on by it (0.6.4: watches of network mounts, which polled
+// listings see like any other; 0.6.3: entry info in watch events; 0.6.2:
+// file metadata; 0.5.7: streamed uploads; below 0.4.0 they would name the
+// user on every call).
+const EnvdVersion = "0.6.4"
 
 // clientID is what E2B calls the node a sandbox runs on: the clients
 // require it and use it for nothing.

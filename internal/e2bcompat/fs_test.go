@@ -119,6 +119,8 @@ func TestChanges(t *testing.T) {
 		"relinked": {Type: "symlink", Target: "b", ModTime: t0},
 		"chmodded": {Type: "file", Size: 1, ModTime: t0, Mode: 0o600},
 		"new/f":    {Type: "file", Name: "f", Path: "/w/new/f"},
+		"new/g":    {Type: "file", Name: "g", Path: "/w/new/g", Size: 3},
+		"new/dir":  {Type: "dir", Name: "dir", Path: "/w/new/dir"},
 		"swapped":  {Type: "dir", ModTime: t0},
 	})
 	cur := mustSnapshot(t, l)
@@ -126,7 +128,11 @@ func TestChanges(t *testing.T) {
 	for _, ev := range changes(old, cur, l, false, "user") {
 		got = append(got, ev.Type.String()+" "+ev.Name)
 	}
-	want := "EVENT_TYPE_CHMOD chmodded,EVENT_TYPE_REMOVE gone,EVENT_TYPE_WRITE grown,EVENT_TYPE_CREATE new/f," +
+	// A new file counts as envd counts an upload's events: create, chmod
+	// and, with content, write; a new directory is a create.
+	want := "EVENT_TYPE_CHMOD chmodded,EVENT_TYPE_REMOVE gone,EVENT_TYPE_WRITE grown,EVENT_TYPE_CREATE new/dir," +
+		"EVENT_TYPE_CREATE new/f,EVENT_TYPE_CHMOD new/f," +
+		"EVENT_TYPE_CREATE new/g,EVENT_TYPE_CHMOD new/g,EVENT_TYPE_WRITE new/g," +
 		"EVENT_TYPE_WRITE relinked,EVENT_TYPE_REMOVE swapped,EVENT_TYPE_CREATE swapped,EVENT_TYPE_WRITE touched"
 	if strings.Join(got, ",") != want {
 		t.Errorf("got %s, want %s", strings.Join(got, ","), want)
@@ -324,7 +330,7 @@ func TestFilesystemRPCs(t *testing.T) {
 	ff.files["/home/user/new/w.txt"] = []byte("1")
 	code, out = rpc(t, s, mk, "GetWatcherEvents", `{"watcherId":"`+wid+`"}`)
 	evs, _ := json.Marshal(out["events"])
-	if code != 200 || string(evs) != `[{"name":"w.txt","type":"EVENT_TYPE_CREATE"}]` {
+	if code != 200 || string(evs) != `[{"name":"w.txt","type":"EVENT_TYPE_CREATE"},{"name":"w.txt","type":"EVENT_TYPE_CHMOD"},{"name":"w.txt","type":"EVENT_TYPE_WRITE"}]` {
 		t.Errorf("GetWatcherEvents: got %d %s", code, evs)
 	}
 	if code, _ = rpc(t, s, mk, "RemoveWatcher", `{"watcherId":"`+wid+`"}`); code != 200 {

@@ -21,8 +21,10 @@ import (
 // watch compares listings of the directory taken through the API: a
 // stream every pollEvery, a polled watcher (CreateWatcher) at each
 // GetWatcherEvents. Changes that come and go between two listings are not
-// seen, a rename shows as a remove and a create. Between listings a watch
-// keeps only a digest of each entry (snapshot), within byte bounds.
+// seen, a rename shows as a remove and a create, a new file as the events
+// envd's inotify gives for an upload (create, chmod, and write unless it is
+// empty). Between listings a watch keeps only a digest of each entry
+// (snapshot), within byte bounds.
 const (
 	pollEvery = time.Second
 	// Keepalive-Ping-Interval is honoured within these bounds.
@@ -118,6 +120,14 @@ func changes(old, cur snapshot, l *listing, withEntry bool, user string) []*fspb
 		switch {
 		case !ok || prev.typ != st.typ:
 			add(name, fspb.EventType_EVENT_TYPE_CREATE, fi)
+			if fi.Type == api.FileTypeFile {
+				// A new file shows as envd shows an upload, event by
+				// event: made, its mode set, then (not empty) written.
+				add(name, fspb.EventType_EVENT_TYPE_CHMOD, fi)
+				if fi.Size > 0 {
+					add(name, fspb.EventType_EVENT_TYPE_WRITE, fi)
+				}
+			}
 		case prev.sum != st.sum:
 			add(name, fspb.EventType_EVENT_TYPE_WRITE, fi)
 		case prev.mode != st.mode:

@@ -81,3 +81,22 @@ def test_metadata_bounds(sbx: Any) -> None:
     with pytest.raises(e2b.InvalidArgumentException):
         sbx.files.write("md/big.txt", "x", metadata={"k": "v" * 5000})
     assert sbx.files.exists("md/big.txt") is False
+
+
+def test_watch_entry_info(sbx: Any) -> None:
+    # envd 0.6.3 and 0.6.4: entry info in events, network mounts allowed
+    # (a polled watch sees every filesystem alike).
+    sbx.files.make_dir("watched-meta")
+    w = sbx.files.watch_dir("watched-meta", include_entry=True, allow_network_mounts=True)
+    try:
+        sbx.files.write("watched-meta/n.txt", "abc", metadata={"k": "v"})
+        events = w.get_new_events()
+        assert [e.type.name for e in events] == ["CREATE", "CHMOD", "WRITE"]
+        entry = events[-1].entry
+        assert entry is not None
+        assert (entry.name, entry.path, entry.size, entry.owner) == ("n.txt", "/home/user/watched-meta/n.txt", 3, "user")
+        assert entry.metadata == {"k": "v"}
+        sbx.files.write("watched-meta/n.txt", "abcd")
+        assert [(e.type.name, e.entry.size) for e in w.get_new_events()] == [("WRITE", 4)]
+    finally:
+        w.stop()
