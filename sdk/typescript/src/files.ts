@@ -14,7 +14,10 @@ type FileInfoWire = components["schemas"]["FileInfo"];
 const MAX_FILE_BODY = 512 << 20;
 
 /** One file inside a sandbox. `path` is absolute; `type` is `file`, `dir`,
- * `symlink` or `other`; `target` is a link's target. */
+ * `symlink` or `other`; `target` is a link's target; `owner` and `group` are
+ * names from the sandbox's /etc/passwd and /etc/group (the decimal id where
+ * none); `attrs` are the extended attributes in the user namespace, named
+ * without `user.`. */
 export interface FileInfo {
   name: string;
   path: string;
@@ -23,6 +26,9 @@ export interface FileInfo {
   mode: number;
   mtime?: Date;
   target?: string;
+  owner?: string;
+  group?: string;
+  attrs?: Record<string, string>;
 }
 
 /** What an upload or download moved: regular files and links, and bytes. */
@@ -40,6 +46,9 @@ export function fileInfoOf(d: FileInfoWire): FileInfo {
     mode: Number(d?.mode ?? 0),
     mtime: parseTime(d?.mtime),
     ...(d?.target ? { target: d.target } : {}),
+    ...(d?.owner ? { owner: d.owner } : {}),
+    ...(d?.group ? { group: d.group } : {}),
+    ...(d?.attrs && Object.keys(d.attrs).length ? { attrs: { ...d.attrs } } : {}),
   };
 }
 
