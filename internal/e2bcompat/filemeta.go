@@ -1,7 +1,6 @@
 package e2bcompat
 
 import (
-	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -18,18 +17,16 @@ const (
 	// metadataAttrPrefix is what a key is stored under, without the
 	// "user." every user-namespace attribute has.
 	metadataAttrPrefix = "e2b."
-	// maxMetadataKey is the kernel's 255 bytes of an attribute name less
-	// "user.e2b.".
-	maxMetadataKey = 255 - len("user."+metadataAttrPrefix)
 )
 
 // uploadMetadata is the attributes an upload's X-Metadata-* headers ask
-// for: keys lowercased, the first value of a repeated header, printable
-// ASCII only, at most api.MaxFileAttrBytes in all with "user.e2b."
-// counted per key. No header: none, which clears what the file had.
-func uploadMetadata(h http.Header) (map[string]string, error) {
+// for: keys lowercased, the first value of a repeated header. The agent
+// checks them as it checks every attribute (printable ASCII, at most
+// api.MaxFileAttrBytes with "user.e2b." counted per key: E2B's bounds)
+// before it writes anything. No header: none, which clears what the file
+// had.
+func uploadMetadata(h http.Header) map[string]string {
 	var attrs map[string]string
-	total := 0
 	keys := make([]string, 0, len(h))
 	for k := range h {
 		keys = append(keys, k)
@@ -39,35 +36,26 @@ func uploadMetadata(h http.Header) (map[string]string, error) {
 		if len(k) <= len(metadataHeaderPrefix) || !strings.EqualFold(k[:len(metadataHeaderPrefix)], metadataHeaderPrefix) {
 			continue
 		}
-		key := strings.ToLower(k[len(metadataHeaderPrefix):])
-		value := h[k][0]
-		if !printableASCII(key) || strings.ContainsAny(key, " =") || !printableASCII(value) {
-			return nil, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("metadata key %q or its value is not printable US-ASCII", key)}
-		}
-		if len(key) > maxMetadataKey {
-			return nil, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("metadata key %q is over %d bytes", key, maxMetadataKey)}
-		}
-		if _, dup := attrs[metadataAttrPrefix+key]; dup {
+		name := metadataAttrPrefix + strings.ToLower(k[len(metadataHeaderPrefix):])
+		if _, dup := attrs[name]; dup {
 			continue
-		}
-		if total += len("user."+metadataAttrPrefix) + len(key) + len(value); total > api.MaxFileAttrBytes {
-			return nil, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("metadata is over %d bytes (keys with their user.e2b. prefix, plus values)", api.MaxFileAttrBytes)}
 		}
 		if attrs == nil {
 			attrs = map[string]string{}
 		}
-		attrs[metadataAttrPrefix+key] = value
+		attrs[name] = h[k][0]
 	}
-	return attrs, nil
+	return attrs
 }
 
-func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
+// checkMetadataKept refuses a write whose file came back without the
+// metadata asked for: a sandbox whose agent predates attributes ignores
+// them.
+func checkMetadataKept(asked map[string]string, fi *api.FileInfo) error {
+	if len(asked) > 0 && len(fi.Attrs) == 0 {
+		return &Error{Status: http.StatusBadRequest, Message: "this sandbox keeps no file metadata (its agent is older than it): " + fi.Path + " was written without it"}
 	}
-	return true
+	return nil
 }
 
 // fileMetadata is the E2B metadata among a file's attributes: those named

@@ -94,11 +94,7 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request) {
 		writeFilesError(w, err)
 		return
 	}
-	attrs, err := uploadMetadata(r.Header)
-	if err != nil {
-		writeFilesError(w, err)
-		return
-	}
+	attrs := uploadMetadata(r.Header)
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var out []writtenFile
 	switch mt {

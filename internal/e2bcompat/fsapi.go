@@ -47,7 +47,11 @@ func openAs(ctx context.Context, sb *Sandbox, p string) (io.ReadCloser, error) {
 }
 
 func writeAs(ctx context.Context, sb *Sandbox, p string, r io.Reader, attrs map[string]string) (*api.FileInfo, error) {
-	return filesClient(sb).WriteFileWith(ctx, sb.ID, p, r, client.WriteFileOptions{Attrs: attrs})
+	fi, err := filesClient(sb).WriteFileWith(ctx, sb.ID, p, r, client.WriteFileOptions{Attrs: attrs})
+	if err != nil {
+		return nil, err
+	}
+	return fi, checkMetadataKept(attrs, fi)
 }
 
 // moveAs renames src to dst inside the sandbox with mv run as the

@@ -119,6 +119,15 @@ func (f *fakeFiles) handler(t *testing.T) http.Handler {
 			apiError(w, 413, "payload_too_large", p+": no space left on device")
 			return
 		}
+		for _, a := range r.URL.Query()["attr"] {
+			if strings.HasSuffix(a, "=bad") { // as the agent refuses one
+				apiError(w, 400, "invalid_request", "attr "+a+": not printable")
+				return
+			}
+		}
+		if p == "/home/user/old-agent.txt" {
+			r.URL.RawQuery = "" // an agent older than attributes
+		}
 		f.mkdirs(path.Dir(p))
 		f.files[p] = append([]byte{}, b...)
 		f.puts = append(f.puts, p)
