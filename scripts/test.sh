@@ -49,7 +49,8 @@ RACE_PKGS="$(go list ./internal/manager/ ./internal/store/ ./internal/httpapi/ \
   ./internal/egress/ ./internal/agent/ ./internal/agentlink/ ./internal/network/ ./internal/server/ \
   ./internal/backend/gvisor/ ./client/ ./internal/e2bcompat/ ./internal/selfcall/ ./internal/mcptools/ \
   ./internal/cluster/ ./internal/node/ ./internal/noderpc/ ./internal/clusterpki/ ./internal/membudget/ \
-  ./internal/admission/ ./internal/accounts/ ./internal/templates/ ./internal/layer/ ./internal/webhooks/)"
+  ./internal/admission/ ./internal/accounts/ ./internal/templates/ ./internal/layer/ ./internal/webhooks/ \
+  ./internal/volume/)"
 
 echo "==> go test"
 # Two cores: run packages one at a time so the gVisor suites do not starve
