@@ -111,6 +111,7 @@ func TestChanges(t *testing.T) {
 		"chmodded": {Type: "file", Size: 1, ModTime: t0, Mode: 0o644},
 		"gone":     {Type: "file", Size: 1, ModTime: t0},
 		"swapped":  {Type: "file", Size: 1, ModTime: t0},
+		"filled":   {Type: "dir", Size: 1, ModTime: t0, Mode: 0o755},
 	}))
 	l := listingOf(map[string]api.FileInfo{
 		"same":     {Type: "file", Size: 1, ModTime: t0, Mode: 0o644},
@@ -122,6 +123,7 @@ func TestChanges(t *testing.T) {
 		"new/g":    {Type: "file", Name: "g", Path: "/w/new/g", Size: 3},
 		"new/dir":  {Type: "dir", Name: "dir", Path: "/w/new/dir"},
 		"swapped":  {Type: "dir", ModTime: t0},
+		"filled":   {Type: "dir", Size: 2, ModTime: t1, Mode: 0o755},
 	})
 	cur := mustSnapshot(t, l)
 	var got []string

@@ -128,7 +128,10 @@ func changes(old, cur snapshot, l *listing, withEntry bool, user string) []*fspb
 					add(name, fspb.EventType_EVENT_TYPE_WRITE, fi)
 				}
 			}
-		case prev.sum != st.sum:
+		case prev.sum != st.sum && fi.Type != api.FileTypeDir:
+			// A directory's own times and size change with what it
+			// holds, which has events of its own (inotify gives none
+			// for the directory).
 			add(name, fspb.EventType_EVENT_TYPE_WRITE, fi)
 		case prev.mode != st.mode:
 			add(name, fspb.EventType_EVENT_TYPE_CHMOD, fi)
