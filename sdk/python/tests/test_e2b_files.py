@@ -198,7 +198,11 @@ def test_watch_dir(sbx: Any) -> None:
         sbx.files.write("watched/new.txt", "n")
         events = watcher.get_new_events()
         # One by one, as envd counts an upload's events.
-        assert [(e.name, e.type.name) for e in events] == [("new.txt", "CREATE"), ("new.txt", "CHMOD"), ("new.txt", "WRITE")]
+        assert [(e.name, e.type.name) for e in events] == [
+            ("new.txt", "CREATE"),
+            ("new.txt", "CHMOD"),
+            ("new.txt", "WRITE"),
+        ]
         sbx.files.remove("watched/new.txt")
         assert [(e.name, e.type.name) for e in watcher.get_new_events()] == [("new.txt", "REMOVE")]
     finally:
@@ -266,7 +270,9 @@ def test_write_metadata_round_trip(sbx: Any, native: withruntime.Sandbox) -> Non
     assert sbx.files.get_info("md/one.txt").metadata == md
     octet = sbx.files.write("md/two.txt", "y", metadata={"Stage": "octet"}, use_octet_stream=True)
     assert octet.metadata == {"stage": "octet"}  # keys lowercased, as envd does
-    many = sbx.files.write_files([WriteEntry(path="md/m1", data="1"), WriteEntry(path="md/m2", data="2")], metadata={"src": "suite"})
+    many = sbx.files.write_files(
+        [WriteEntry(path="md/m1", data="1"), WriteEntry(path="md/m2", data="2")], metadata={"src": "suite"}
+    )
     assert [i.metadata for i in many] == [{"src": "suite"}] * 2
     listed = {e.name: e.metadata for e in sbx.files.list("md")}
     assert listed == {"one.txt": md, "two.txt": {"stage": "octet"}, "m1": {"src": "suite"}, "m2": {"src": "suite"}}
@@ -279,8 +285,12 @@ def test_write_metadata_round_trip(sbx: Any, native: withruntime.Sandbox) -> Non
     r = sbx.commands.run("python3 -c \"import os; os.setxattr('/home/user/md/m1', 'user.e2b.author', b'shell')\"")
     assert r.exit_code == 0
     assert sbx.files.get_info("md/m1").metadata == {"src": "suite", "author": "shell"}
-    # withruntime's own API sees them as user-namespace attributes.
+    # withruntime's own API sees them as user-namespace attributes, and
+    # sets them.
     assert native.files.stat("/home/user/md/m1").attrs == {"e2b.src": "suite", "e2b.author": "shell"}
+    made = native.files.write("/home/user/md/native.txt", "n", attrs={"e2b.from": "native", "e2b.eq": "a=b"})
+    assert made.attrs == {"e2b.from": "native", "e2b.eq": "a=b"}
+    assert sbx.files.get_info("md/native.txt").metadata == {"from": "native", "eq": "a=b"}
 
 
 def test_metadata_bounds(sbx: Any) -> None:
@@ -301,7 +311,8 @@ def test_watch_entry_info(sbx: Any) -> None:
         assert [e.type.name for e in events] == ["CREATE", "CHMOD", "WRITE"]
         entry = events[-1].entry
         assert entry is not None
-        assert (entry.name, entry.path, entry.size, entry.owner) == ("n.txt", "/home/user/watched-meta/n.txt", 3, "user")
+        assert (entry.name, entry.path, entry.size) == ("n.txt", "/home/user/watched-meta/n.txt", 3)
+        assert entry.owner == "user"
         assert entry.metadata == {"k": "v"}
         sbx.files.write("watched-meta/n.txt", "abcd")
         assert [(e.type.name, e.entry.size) for e in w.get_new_events()] == [("WRITE", 4)]

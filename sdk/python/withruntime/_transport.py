@@ -195,9 +195,14 @@ class Transport:
     def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
         u = self._prefix + path
         if query:
-            q = {k: _query_value(v) for k, v in query.items() if v is not None}
+            # A list or tuple is the parameter repeated, once per element.
+            q = {
+                k: [_query_value(x) for x in v] if isinstance(v, (list, tuple)) else _query_value(v)
+                for k, v in query.items()
+                if v is not None
+            }
             if q:
-                u += "?" + urllib.parse.urlencode(q, quote_via=urllib.parse.quote, safe="/")
+                u += "?" + urllib.parse.urlencode(q, doseq=True, quote_via=urllib.parse.quote, safe="/")
         return u
 
     def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:

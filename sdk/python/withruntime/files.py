@@ -130,13 +130,25 @@ class Files:
                 resp.read()
             return data, total
 
-    def write(self, path: PathArg, data: str | bytes, mode: int = 0o644, *, user: str | None = None) -> FileInfo:
-        """Write a whole file (str is encoded as UTF-8); parent directories are made."""
+    def write(
+        self,
+        path: PathArg,
+        data: str | bytes,
+        mode: int = 0o644,
+        *,
+        user: str | None = None,
+        attrs: Mapping[str, str] | None = None,
+    ) -> FileInfo:
+        """Write a whole file (str is encoded as UTF-8); parent directories are
+        made. ``attrs`` are extended attributes in the user namespace (names
+        without ``user.``; printable ASCII, at most 4096 bytes in all) set on
+        the new file, which keeps no others."""
         body = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        attr = [f"{k}={v}" for k, v in (attrs or {}).items()] or None
         d = self._t.json(
             "PUT",
             self._p("files"),
-            query=_query(path, user, mode=f"{mode & 0o777:04o}"),
+            query=_query(path, user, mode=f"{mode & 0o777:04o}", attr=attr),
             body=body,
             headers={"Content-Type": "application/octet-stream"},
         )
