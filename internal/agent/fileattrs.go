@@ -29,6 +29,9 @@ const (
 	// namesTTL is how long the names read stay in use: a listing of many
 	// files reads the two files once.
 	namesTTL = 2 * time.Second
+	// maxAttrList is the kernel's own bound on a file's list of
+	// attribute names.
+	maxAttrList = 64 << 10
 )
 
 type idNames struct {
@@ -94,8 +97,17 @@ func readIDNames(path string) map[uint32]string {
 // symlink not followed), at most api.MaxFileAttrBytes of them; values
 // that are not text are left out. A filesystem without them has none.
 func readAttrs(path string) map[string]string {
-	buf := make([]byte, 64<<10) // the kernel's limit on a list
+	// Most files have none: one call that asks only the list's size.
+	size, err := unix.Llistxattr(path, nil)
+	if err != nil || size <= 0 {
+		return nil
+	}
+	buf := make([]byte, min(size, maxAttrList))
 	n, err := unix.Llistxattr(path, buf)
+	if errors.Is(err, syscall.ERANGE) && len(buf) < maxAttrList { // grown meanwhile
+		buf = make([]byte, maxAttrList)
+		n, err = unix.Llistxattr(path, buf)
+	}
 	if err != nil || n <= 0 {
 		return nil
 	}
