@@ -134,10 +134,22 @@ export class Files {
   }
 
   /** Write a whole file (a string is encoded as UTF-8); parent directories are made. */
-  async write(path: string, data: string | Uint8Array, opts: { mode?: number } & AsUser = {}): Promise<FileInfo> {
+  async write(
+    path: string,
+    data: string | Uint8Array,
+    opts: { mode?: number; attrs?: Record<string, string> } & AsUser = {},
+  ): Promise<FileInfo> {
     const body = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    // attrs: extended attributes in the user namespace (names without
+    // "user."), one attr=NAME=VALUE each; the new file keeps no others.
+    const query: Array<[string, string]> = [
+      ["path", remote(path)],
+      ["mode", mode4(opts.mode ?? 0o644)],
+      ...(opts.user !== undefined ? [["user", opts.user] as [string, string]] : []),
+      ...Object.entries(opts.attrs ?? {}).map(([k, v]): [string, string] => ["attr", `${k}=${v}`]),
+    ];
     const d = await this.#t.json<FileInfoWire>("PUT", this.#p("files"), {
-      query: { path: remote(path), mode: mode4(opts.mode ?? 0o644), user: opts.user },
+      query,
       body,
       headers: { "Content-Type": "application/octet-stream" },
     });

@@ -44,6 +44,16 @@ describe("files", () => {
     const st = await sbx.files.stat("notes/b.bin");
     assert.equal(st.mode & 0o777, 0o600);
     assert.ok(st.mtime instanceof Date);
+    assert.deepEqual([st.owner, st.group, st.attrs], ["user", "user", undefined]);
+    assert.equal((await sbx.files.stat("/etc/passwd")).owner, "root");
+    const tagged = await sbx.files.write("notes/t.txt", "t", { attrs: { "app.tag": "x=1", "app.by": "ts" } });
+    assert.deepEqual(tagged.attrs, { "app.tag": "x=1", "app.by": "ts" });
+    assert.deepEqual((await sbx.files.stat("notes/t.txt")).attrs, { "app.tag": "x=1", "app.by": "ts" });
+    await assert.rejects(
+      sbx.files.write("notes/t.txt", "t", { attrs: { "bad name": "v" } }),
+      (e: unknown) => e instanceof APIError && e.code === "invalid_request",
+    );
+    await sbx.files.remove("notes/t.txt");
     const head = await sbx.files.readHead("notes/a.txt", 2);
     assert.deepEqual([...head.data], [0x68, 0xc3]);
     assert.equal(head.size, Buffer.byteLength("héllo\n"));
