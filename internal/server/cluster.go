@@ -49,7 +49,6 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	var u undo.List
 	defer u.Run(&retErr)
 	u.Add(func() { st.Close() })
-	hooks := newHookService(cfg, st)
 	key, made, err := clusterAdminKey(ctx, st, dataDir)
 	if err != nil {
 		return nil, err
@@ -69,6 +68,8 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	if err != nil {
 		return nil, err
 	}
+	sealed := sealedHooks{Store: st, vault: vault}
+	hooks := newHookService(cfg, sealed)
 	ctl, err := cluster.New(cluster.Config{
 		// What the control plane writes (a lost node's sandboxes ended)
 		// appends the webhooks' events too.
@@ -93,7 +94,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	}
 	apiHandler := httpapi.NewServer(httpapi.Config{
 		Sandboxes: ctl, Store: st, Logger: cfg.Logger, Secrets: vault, Observe: apiObserver(metrics),
-		Hooks: st, CheckWebhookURL: hooks.checkURL,
+		Hooks: sealed, CheckWebhookURL: hooks.checkURL,
 		DefaultConcurrency: ctl.DefaultConcurrency(), Trial: cfg.Trial,
 		AgentMemory: cfg.agentBudget(),
 		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,

@@ -88,7 +88,6 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	var u undo.List
 	defer u.Run(&retErr)
 	u.Add(func() { st.Close() })
-	hooks := newHookService(cfg, st)
 	key, made, err := adminKey(ctx, st, dataDir)
 	if err != nil {
 		return nil, err
@@ -100,6 +99,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	sealed := sealedHooks{Store: st, vault: vault}
+	hooks := newHookService(cfg, sealed)
 	tracing, err := openTracing(ctx, &cfg)
 	if err != nil {
 		return nil, err
@@ -168,7 +169,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		AgentMemory: cfg.agentBudget(),
 		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,
 		PreviewSecret: pv.secret, PreviewDomain: cfg.PreviewDomain, PreviewPort: pv.port,
-		Observe: apiObserver(metrics), Hooks: st, CheckWebhookURL: hooks.checkURL,
+		Observe: apiObserver(metrics), Hooks: sealed, CheckWebhookURL: hooks.checkURL,
 		Volumes: vols,
 	})
 	s := &Server{
