@@ -80,7 +80,7 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 			return 2
 		}
 		cfg.TemplateQuota.MaxBytes = *templateGiB << 30
-		cfg.Manager.StorageQuotaBytes = *storageGiB << 30
+		cfg.StorageQuotaBytes = *storageGiB << 30
 		cfg.E2BNoInternet = !*e2bInternet
 		if *pidFile != "" {
 			f, err := holdPidFile(*pidFile)

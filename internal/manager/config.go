@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/withruntime/withruntime/internal/defaults"
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/storagequota"
 	"github.com/withruntime/withruntime/internal/store"
 )
 
@@ -118,16 +118,13 @@ type Config struct {
 	// Snapshots keeps the snapshots' records (nil: snapshots and forks
 	// are not offered). SnapshotDir holds their files on this node
 	// (default DataDir/snapshots), SnapshotRetention is how long one is
-	// kept (default defaults.Retention), and StorageQuotaBytes bounds what
-	// an account's snapshots take together (0: no bound).
+	// kept (default defaults.Retention), and StorageQuota is the
+	// accounts' storage quota a snapshot must fit in, with everything
+	// that counts there (snapshots, volumes; nil: no bound).
 	Snapshots         store.Snapshots
 	SnapshotDir       string
 	SnapshotRetention time.Duration
-	StorageQuotaBytes int64
-	// OtherStorage is what else of an account counts against
-	// StorageQuotaBytes besides its snapshots (its volumes' sizes,
-	// internal/volume); nil: nothing.
-	OtherStorage func(ctx context.Context, account string) (int64, error)
+	StorageQuota      *storagequota.Quota
 
 	// MaxConcurrentBoots bounds the boots (starts and resumes, pool
 	// members' included) under way at once; a boot past it waits its turn

@@ -11,5 +11,5 @@ import (
 // converted at the edge (internal/httpapi), so a create option reaches the manager as a field of
 // service.CreateRequest.
 func TestImports(t *testing.T) {
-	testenv.CheckImports(t, testenv.OwnPackages("internal/sandbox", "internal/service", "internal/store", "internal/image", "internal/template", "internal/billing", "internal/egress", "internal/defaults"))
+	testenv.CheckImports(t, testenv.OwnPackages("internal/sandbox", "internal/service", "internal/store", "internal/image", "internal/template", "internal/billing", "internal/egress", "internal/defaults", "internal/storagequota"))
 }

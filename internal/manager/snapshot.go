@@ -71,7 +71,7 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, rec *sandbox.Rec
 	if !m.backend().Supports(sandbox.CapSnapshot) {
 		return nil, sandbox.Errorf(sandbox.KindNotSupported, "the %s isolation cannot snapshot a running sandbox", rec.Spec.Isolation)
 	}
-	if err := m.underStorageQuota(ctx, rec.Account, 0); err != nil {
+	if err := m.cfg.StorageQuota.Check(ctx, rec.Account, 0); err != nil {
 		return nil, err
 	}
 	snap := &sandbox.Snapshot{
@@ -96,7 +96,7 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, rec *sandbox.Rec
 	size, err := dirSize(dir)
 	if err == nil {
 		snap.SizeBytes = size
-		err = m.underStorageQuota(ctx, rec.Account, size)
+		err = m.cfg.StorageQuota.Check(ctx, rec.Account, size)
 	}
 	if err == nil {
 		snap.CreatedAt = m.now()
@@ -129,38 +129,6 @@ func dirSize(dir string) (int64, error) {
 		}
 		return err
 	})
-	return n, err
-}
-
-// underStorageQuota refuses (forbidden) when the account's snapshots and
-// extra more bytes would pass the storage quota.
-func (m *Manager) underStorageQuota(ctx context.Context, account string, extra int64) error {
-	q := m.cfg.StorageQuotaBytes
-	if q <= 0 {
-		return nil
-	}
-	used, err := m.storageUsed(ctx, account)
-	if err != nil {
-		return err
-	}
-	if used+extra > q {
-		return sandbox.Errorf(sandbox.KindForbidden, "storage quota exceeded: the account's snapshots and volumes take %d bytes, this one %d more, and the quota is %d bytes; remove snapshots or volumes you no longer need", used, extra, q)
-	}
-	return nil
-}
-
-// storageUsed is what the account's snapshots take.
-func (m *Manager) storageUsed(ctx context.Context, account string) (int64, error) {
-	list, err := m.cfg.Snapshots.ListSnapshots(ctx, account)
-	var n int64
-	for _, s := range list {
-		n += s.SizeBytes
-	}
-	if err == nil && m.cfg.OtherStorage != nil {
-		var other int64
-		other, err = m.cfg.OtherStorage(ctx, account)
-		n += other
-	}
 	return n, err
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
+	"github.com/withruntime/withruntime/internal/storagequota"
 )
 
 // snapRig is a rig that keeps snapshots in a directory of the test's.
@@ -131,7 +132,8 @@ func TestSnapshotRefusals(t *testing.T) {
 	r.m.cfg.NodeCompat = "runsc-a"
 
 	other := r.create(service.CreateRequest{})
-	r.m.cfg.StorageQuotaBytes = snap.SizeBytes + 1
+	r.m.cfg.StorageQuota = &storagequota.Quota{Bytes: snap.SizeBytes + 1}
+	r.m.cfg.StorageQuota.Add("snapshots", storagequota.Snapshots(r.st))
 	_, err = r.m.Snapshot(ctx, "acct", other.ID, "")
 	wantErrKind(t, "past the storage quota", err, sandbox.KindForbidden)
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {

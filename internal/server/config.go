@@ -62,6 +62,9 @@ type Config struct {
 	// keys make in a day (serve --max-keys-per-account; 0:
 	// accounts.DefaultMaxKeysPerAccount).
 	MaxKeysPerAccount int
+	// StorageQuotaBytes bounds what an account's snapshots and volumes
+	// take together (serve --storage-quota-gib; 0: no bound).
+	StorageQuotaBytes int64
 	// MaxVolumeGiB bounds one volume (serve --max-volume-gib; 0:
 	// volume.DefaultMaxSizeGiB).
 	MaxVolumeGiB int

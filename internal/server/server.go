@@ -56,9 +56,6 @@ type Server struct {
 	idle    *idleWatch
 	stop    chan struct{} // closed by Close
 	volumes *volumeAPI    // nil on an API server of many hosts
-	// StorageQuota is the accounts' storage quota: volumes count in it,
-	// and snapshots may (Add). nil on an API server of many hosts.
-	StorageQuota *storagequota.Quota
 }
 
 // Start opens the data dir, recovers what an earlier server left and starts
@@ -119,14 +116,19 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		metrics = promexport.New()
 		cfg.Manager.Observer = metrics
 	}
-	var quota *storagequota.Quota
+	// One quota (serve --storage-quota-gib) over snapshots and volumes,
+	// which the manager checks a snapshot against and the volumes a
+	// volume.
+	quota := &storagequota.Quota{Bytes: cfg.StorageQuotaBytes}
+	quota.Add("snapshots", storagequota.Snapshots(st))
 	var vols *volumeAPI // set once the manager is up: the volumes need its disk promise
-	cfg.Manager.OtherStorage = func(ctx context.Context, account string) (int64, error) {
+	quota.Add("volumes", func(ctx context.Context, account string) (int64, error) {
 		if vols == nil {
 			return 0, nil
 		}
 		return vols.svc.Bytes(ctx, account)
-	}
+	})
+	cfg.Manager.StorageQuota = quota
 	mgr, egr, err := startHost(ctx, cfg, dataDir, recorded, vault, sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir, Layers: layers})
 	if err != nil {
 		return nil, err
@@ -141,7 +143,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		}
 	})
 	u.Add(mgr.Close)
-	vols, quota, err = openVolumes(ctx, cfg, dataDir, st, mgr.DiskPromised)
+	vols, err = openVolumes(ctx, cfg, dataDir, st, quota, mgr.DiskPromised)
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +177,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	s := &Server{
 		URL: "http://" + l.Addr().String(), AdminKey: key,
 		cfg: cfg, store: st, manager: mgr, egress: egr, tracing: tracing, done: make(chan error, 4),
-		volumes: vols, StorageQuota: quota,
-		idle: idle, stop: make(chan struct{}),
+		volumes: vols,
+		idle:    idle, stop: make(chan struct{}),
 		// Header and idle timeouts, header bound and connection limit:
 		// see admission.Listener.
 		http: l.HTTPServer(idle.wrap(pv.route(console.Mount(sdkdist.Mount(cfg.SDKDir, apiHandler)), apiHandler))),

@@ -14,35 +14,21 @@ import (
 )
 
 // openVolumes opens the volumes of a single box: images in DATA/volumes,
-// mounted under the run dir while the server runs. The quota it counts
-// in is returned with it, for the snapshots to count in too.
-func openVolumes(ctx context.Context, cfg Config, dataDir string, st store.Store, promised func() int64) (*volumeAPI, *storagequota.Quota, error) {
+// mounted under the run dir while the server runs, checked against quota.
+func openVolumes(ctx context.Context, cfg Config, dataDir string, st store.Store, quota *storagequota.Quota, promised func() int64) (*volumeAPI, error) {
 	host, err := volume.OpenHost(filepath.Join(dataDir, "volumes"), sandbox.RunDir("/run/withruntime-volumes", dataDir))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	// One quota (serve --storage-quota-gib) over volumes and snapshots:
-	// the manager counts the volumes in it for a snapshot
-	// (manager.Config.OtherStorage), this counts the snapshots for a
-	// volume.
-	quota := &storagequota.Quota{Bytes: cfg.Manager.StorageQuotaBytes}
-	quota.Add("snapshots", func(ctx context.Context, account string) (int64, error) {
-		list, err := st.ListSnapshots(ctx, account)
-		var n int64
-		for _, s := range list {
-			n += s.SizeBytes
-		}
-		return n, err
-	})
 	svc, err := volume.NewService(ctx, volume.Config{
 		Store: st, Host: host, MaxSizeGiB: cfg.MaxVolumeGiB, Quota: quota,
 		DiskPromised: promised, Logger: cfg.Logger,
 	})
 	if err != nil {
 		host.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return &volumeAPI{svc}, quota, nil
+	return &volumeAPI{svc}, nil
 }
 
 // volumeAPI is the volume service as the API takes it.

@@ -75,3 +75,17 @@ func (q *Quota) Check(ctx context.Context, account string, extra int64) error {
 	}
 	return nil
 }
+
+// Snapshots is the Source of an account's snapshots' bytes in st.
+func Snapshots(st interface {
+	ListSnapshots(ctx context.Context, account string) ([]*sandbox.Snapshot, error)
+}) Source {
+	return func(ctx context.Context, account string) (int64, error) {
+		list, err := st.ListSnapshots(ctx, account)
+		var n int64
+		for _, s := range list {
+			n += s.SizeBytes
+		}
+		return n, err
+	}
+}
