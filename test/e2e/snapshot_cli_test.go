@@ -189,9 +189,13 @@ func TestSnapshotCLI(t *testing.T) {
 	if ls := cliOut(t, small, "snapshot", "ls", "--json"); strings.Contains(ls, "snap_") {
 		t.Fatalf("a refused fork left a snapshot: %s", ls)
 	}
-	if ids := strings.Fields(cliOut(t, small, "sandbox", "fork", one)); len(ids) != 1 {
+	ids := strings.Fields(cliOut(t, small, "sandbox", "fork", one))
+	if len(ids) != 1 {
 		t.Fatalf("a fork within the concurrency: %q", ids)
 	}
+	// Stopping the server leaves its sandboxes running: the test stops
+	// its own.
+	cliOut(t, small, "sandbox", "stop", one, ids[0])
 
 	// A paused sandbox is neither snapshotted nor forked.
 	wr("sandbox", "pause", src)
@@ -208,6 +212,7 @@ func TestSnapshotCLI(t *testing.T) {
 	if out := sh(forks[0], "echo alive"); out != "alive\n" {
 		t.Fatalf("a fork after its snapshot is removed: %q", out)
 	}
+	wr("sandbox", "stop", forks[0], src)
 }
 
 // cliOut runs the CLI with env and returns its stdout; it must succeed.
