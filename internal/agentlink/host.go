@@ -139,11 +139,7 @@ func (h *Host) Dial(ctx context.Context) (net.Conn, error) {
 
 // Ready waits until the agent answers its health route.
 func (h *Host) Ready(ctx context.Context) error {
-	client := &http.Client{Transport: &http.Transport{
-		DialContext:            func(ctx context.Context, _, _ string) (net.Conn, error) { return h.Dial(ctx) },
-		DisableKeepAlives:      true,
-		MaxResponseHeaderBytes: 4 << 10,
-	}}
+	client := oneShotClient(h.Dial)
 	var err error
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/healthz", nil)

@@ -37,11 +37,7 @@ func Reseed(ctx context.Context, dial func(context.Context) (net.Conn, error), n
 	if err != nil {
 		return ans, err
 	}
-	c := &http.Client{Transport: &http.Transport{
-		DialContext:            func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
-		DisableKeepAlives:      true,
-		MaxResponseHeaderBytes: 4 << 10,
-	}}
+	c := oneShotClient(dial)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent/reseed", bytes.NewReader(body))
 	if err != nil {
 		return ans, err

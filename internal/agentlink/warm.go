@@ -28,11 +28,7 @@ const warmWait = 15 * time.Second
 func WarmCaches(ctx context.Context, dial func(context.Context) (net.Conn, error)) {
 	ctx, cancel := context.WithTimeout(ctx, warmWait)
 	defer cancel()
-	c := &http.Client{Transport: &http.Transport{
-		DialContext:            func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
-		DisableKeepAlives:      true,
-		MaxResponseHeaderBytes: 4 << 10,
-	}}
+	c := oneShotClient(dial)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent/exec", strings.NewReader(warmExec))
 	if err != nil {
 		return
@@ -44,4 +40,15 @@ func WarmCaches(ctx context.Context, dial func(context.Context) (net.Conn, error
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+}
+
+// oneShotClient is an HTTP client of the host's one-off calls to the
+// agent (health, warm-up, reseed): a connection per request through
+// dial, and a small bound on the answer's headers.
+func oneShotClient(dial func(context.Context) (net.Conn, error)) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:            func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
+		DisableKeepAlives:      true,
+		MaxResponseHeaderBytes: 4 << 10,
+	}}
 }
