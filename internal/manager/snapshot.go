@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -248,13 +249,11 @@ func (m *Manager) fromSnapshot(ctx context.Context, account string, req service.
 	s.Network, s.MaxCostMicros = checked.Network, checked.MaxCostMicros
 	s.AutoResume = checked.AutoResume
 	if len(req.Env) > 0 {
-		env := make(map[string]string, len(s.Env)+len(req.Env))
-		for k, v := range s.Env {
-			env[k] = v
+		env := maps.Clone(s.Env)
+		if env == nil {
+			env = map[string]string{}
 		}
-		for k, v := range checked.Env {
-			env[k] = v
-		}
+		maps.Copy(env, checked.Env)
 		s.Env = env
 	}
 	return s, snap, nil
