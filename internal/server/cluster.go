@@ -73,7 +73,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	ctl, err := cluster.New(cluster.Config{
 		// What the control plane writes (a lost node's sandboxes ended)
 		// appends the webhooks' events too.
-		Store: hooks.record(cfg, st), Authority: ca, Logger: cfg.Logger, DetectInterval: cfg.DetectInterval,
+		Store: hooks.record(st), Authority: ca, Logger: cfg.Logger, DetectInterval: cfg.DetectInterval,
 		DefaultVCPUs: cfg.Manager.DefaultVCPUs, DefaultMemoryMiB: cfg.Manager.DefaultMemoryMiB,
 		DefaultDiskMiB: cfg.Manager.DiskMiB, DefaultConcurrency: cfg.Manager.DefaultConcurrency,
 	})

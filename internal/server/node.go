@@ -182,7 +182,8 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 	u.Add(func() { tracing(context.WithoutCancel(ctx)) })
 	// The node's sandbox changes append the webhooks' events; the API
 	// servers deliver them (they poll the shared store).
-	mgr, egr, err := startHost(ctx, cfg.Config, dataDir, webhooks.Record(st, cfg.Logger, nil), vault, bcfg)
+	st.SetEventSource(webhooks.Source(nil))
+	mgr, egr, err := startHost(ctx, cfg.Config, dataDir, st, vault, bcfg)
 	if err != nil {
 		return nil, err
 	}

@@ -105,7 +105,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	u.Add(func() { tracing(context.WithoutCancel(ctx)) })
 	// What the manager and the template builds write appends the
 	// webhooks' events.
-	recorded := hooks.record(cfg, st)
+	recorded := hooks.record(st)
 	layers, lib, err := openTemplates(cfg, dataDir, recorded)
 	if err != nil {
 		return nil, err

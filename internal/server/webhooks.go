@@ -20,10 +20,11 @@ func newHookService(cfg Config, st store.Store) *hookService {
 	return &hookService{checker: c, worker: webhooks.NewWorker(webhooks.Config{Store: st, Checker: c, Log: cfg.Logger})}
 }
 
-// record is st with the lifecycle events of what is written through it
-// appended to its log, waking the worker.
-func (h *hookService) record(cfg Config, st store.Store) store.Store {
-	return webhooks.Record(st, cfg.Logger, h.worker.Kick)
+// record makes what is written to st append the lifecycle events, in the
+// writes' own transactions, waking the worker, and returns st.
+func (h *hookService) record(st store.Store) store.Store {
+	st.SetEventSource(webhooks.Source(h.worker.Kick))
+	return st
 }
 
 // run delivers until stop is closed.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -38,6 +39,8 @@ const lockTimeout = time.Second
 type Bolt struct {
 	db    *bolt.DB
 	locks locks
+	// events is the EventSource of SetEventSource (nil: none).
+	events atomic.Pointer[EventSource]
 }
 
 var _ Store = (*Bolt)(nil)
@@ -93,7 +96,7 @@ func (b *Bolt) PutSandbox(ctx context.Context, r *sandbox.Record) error {
 	if r == nil || r.ID == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "sandbox record needs an id")
 	}
-	return b.update(r, func(tx *bolt.Tx) error { return casSandboxTx(tx, r) })
+	return b.update(r, func(tx *bolt.Tx) error { return b.casSandboxTx(tx, r) })
 }
 
 // GetSandbox returns the record with id.

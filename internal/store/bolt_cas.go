@@ -16,9 +16,10 @@ type storedVersion struct {
 }
 
 // casSandboxTx writes r if the stored record still has r's version (or,
-// for version 0, does not exist), bumping r.Version; in tx. A failed
-// transaction leaves r.Version as it was.
-func casSandboxTx(tx *bolt.Tx, r *sandbox.Record) error {
+// for version 0, does not exist), bumping r.Version, and appends the
+// event of the change (SetEventSource); in tx. A failed transaction
+// leaves r.Version as it was.
+func (b *Bolt) casSandboxTx(tx *bolt.Tx, r *sandbox.Record) error {
 	old := tx.Bucket(bucketSandboxes).Get([]byte(r.ID))
 	if err := checkVersion(r, old); err != nil {
 		return err
@@ -29,7 +30,10 @@ func casSandboxTx(tx *bolt.Tx, r *sandbox.Record) error {
 		r.Version--
 		return fmt.Errorf("encoding sandbox %s: %w", r.ID, err)
 	}
-	return putSandboxTx(tx, r, data)
+	if err := putSandboxTx(tx, r, data); err != nil {
+		return err
+	}
+	return b.sandboxEventTx(tx, old, r)
 }
 
 // checkVersion reports ErrStale unless old (the stored JSON, nil when
@@ -86,7 +90,7 @@ func (b *Bolt) AdmitSandbox(ctx context.Context, r *sandbox.Record, limit int) e
 				return concurrencyError(r.Account, n)
 			}
 		}
-		return casSandboxTx(tx, r)
+		return b.casSandboxTx(tx, r)
 	})
 }
 

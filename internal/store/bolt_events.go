@@ -10,6 +10,9 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/template"
 )
 
 // The event log's buckets (events.go).
@@ -33,22 +36,72 @@ func (b *Bolt) AppendEvent(ctx context.Context, e *Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	return b.db.Update(func(tx *bolt.Tx) error { return appendEventTx(tx, e) })
+}
+
+// appendEventTx adds e to the log in tx.
+func appendEventTx(tx *bolt.Tx, e *Event) error {
 	if e.At.IsZero() {
 		e.At = time.Now().UTC()
 	}
-	return b.db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bucketEvents)
-		n, err := bk.NextSequence()
-		if err != nil {
-			return err
+	bk := tx.Bucket(bucketEvents)
+	n, err := bk.NextSequence()
+	if err != nil {
+		return err
+	}
+	e.Seq = int64(n)
+	v, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encoding event: %w", err)
+	}
+	return bk.Put(seqKey(n), v)
+}
+
+// SetEventSource makes the sandbox writes and template inserts append
+// src's events in their transactions.
+func (b *Bolt) SetEventSource(src EventSource) { b.events.Store(&src) }
+
+// sandboxEventTx appends, in tx, the event of the change from old (the
+// stored JSON, nil for an insert) to r.
+func (b *Bolt) sandboxEventTx(tx *bolt.Tx, old []byte, r *sandbox.Record) error {
+	src := b.events.Load()
+	if src == nil || src.Sandbox == nil {
+		return nil
+	}
+	var prev *sandbox.Record
+	if old != nil {
+		prev = new(sandbox.Record)
+		if err := json.Unmarshal(old, prev); err != nil {
+			return fmt.Errorf("decoding sandbox %s: %w", r.ID, err)
 		}
-		e.Seq = int64(n)
-		v, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("encoding event: %w", err)
-		}
-		return bk.Put(seqKey(n), v)
-	})
+	}
+	e, err := src.Sandbox(prev, r)
+	return appendSourcedTx(tx, src, e, err)
+}
+
+// templateEventTx appends, in tx, the event of t's insert.
+func (b *Bolt) templateEventTx(tx *bolt.Tx, t *template.Template) error {
+	src := b.events.Load()
+	if src == nil || src.Template == nil {
+		return nil
+	}
+	e, err := src.Template(t)
+	return appendSourcedTx(tx, src, e, err)
+}
+
+// appendSourcedTx appends e (nil: none), which src made (err: failed to),
+// and has src hear of it once tx commits.
+func appendSourcedTx(tx *bolt.Tx, src *EventSource, e *Event, err error) error {
+	if err != nil || e == nil {
+		return err
+	}
+	if err := appendEventTx(tx, e); err != nil {
+		return err
+	}
+	if src.Appended != nil {
+		tx.OnCommit(src.Appended)
+	}
+	return nil
 }
 
 // ListEvents returns account's events after after.

@@ -167,8 +167,10 @@ func (b *Bolt) PutTemplate(ctx context.Context, t *template.Template, q Template
 		return err
 	}
 	return b.db.Update(func(tx *bolt.Tx) error {
-		_, err := insertTemplateTx(tx, t, q, false)
-		return err
+		if _, err := insertTemplateTx(tx, t, q, false); err != nil {
+			return err
+		}
+		return b.templateEventTx(tx, t)
 	})
 }
 
@@ -184,8 +186,10 @@ func (b *Bolt) ReplaceTemplate(ctx context.Context, t *template.Template, q Temp
 	var old *template.Template
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		var err error
-		old, err = insertTemplateTx(tx, t, q, true)
-		return err
+		if old, err = insertTemplateTx(tx, t, q, true); err != nil {
+			return err
+		}
+		return b.templateEventTx(tx, t)
 	})
 	if err != nil {
 		return nil, err

@@ -21,7 +21,7 @@ func (b *Bolt) RecordUsage(ctx context.Context, r *sandbox.Record, delta UsageDe
 	}
 	return b.update(r, func(tx *bolt.Tx) error {
 		// The version check comes first: a stale bill changes nothing.
-		if err := casSandboxTx(tx, r); err != nil {
+		if err := b.casSandboxTx(tx, r); err != nil {
 			return err
 		}
 		if !delta.Empty() {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/template"
 )
 
 // Events keeps what the lifecycle webhooks deliver and the audit log: an
@@ -54,6 +55,29 @@ type Events interface {
 	// ListAudit returns the audit entries made at or after since, oldest
 	// first, at most limit.
 	ListAudit(ctx context.Context, since time.Time, limit int) ([]AuditEntry, error)
+
+	// SetEventSource makes every later sandbox write (PutSandbox,
+	// AdmitSandbox, RecordUsage) and template insert (PutTemplate,
+	// ReplaceTemplate) append the events src makes of it in the write's
+	// own transaction. Call it before the store is shared.
+	SetEventSource(src EventSource)
+}
+
+// EventSource makes the events of the writes webhooks announce: a
+// sandbox record's change of state, a template's insert. A store given
+// one appends what it makes in the same transaction as the write: a
+// change never commits without its event, nor an event without its change,
+// so a process killed between the two cannot lose one (the durable queue
+// of the webhooks).
+type EventSource struct {
+	// Sandbox is the event of the change from old (nil: an insert) to r,
+	// or nil for none.
+	Sandbox func(old, r *sandbox.Record) (*Event, error)
+	// Template is the event of t's insert, or nil for none.
+	Template func(t *template.Template) (*Event, error)
+	// Appended, when set, is called once a write that appended an event
+	// has committed (to wake what delivers them).
+	Appended func()
 }
 
 // MaxDeliveries is how many deliveries each webhook's log keeps.

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -27,6 +28,8 @@ import (
 // processes; TryLock is a session advisory lock.
 type Postgres struct {
 	pool *pgxpool.Pool
+	// events is the EventSource of SetEventSource (nil: none).
+	events atomic.Pointer[EventSource]
 
 	mu     sync.Mutex
 	held   map[*pgLock]bool // TryLock locks not yet unlocked

@@ -14,26 +14,63 @@ import (
 // AppendEvent adds e to the log. The Seq is taken under a transaction
 // advisory lock, so appends commit in Seq order.
 func (p *Postgres) AppendEvent(ctx context.Context, e *Event) error {
+	return p.inTx(ctx, func(tx pgx.Tx) error { return appendEventPG(ctx, tx, e) })
+}
+
+// appendEventPG adds e to the log in tx. The events lock it takes is held
+// until tx ends, so it comes last in every transaction that appends.
+func appendEventPG(ctx context.Context, tx pgx.Tx, e *Event) error {
 	if e.At.IsZero() {
 		e.At = time.Now().UTC()
 	}
 	if !storable(e.Account, e.Type, e.Subject) {
 		return sandbox.Errorf(sandbox.KindInvalid, "event %s holds characters the store cannot keep", e.Type)
 	}
-	return p.inTx(ctx, func(tx pgx.Tx) error {
-		if err := xactLock(ctx, tx, "events"); err != nil {
-			return err
-		}
-		if err := tx.QueryRow(ctx, "SELECT nextval('events_seq')").Scan(&e.Seq); err != nil {
-			return err
-		}
-		data, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("encoding event: %w", err)
-		}
-		_, err = tx.Exec(ctx, "INSERT INTO events (seq, account, at, event) VALUES ($1, $2, $3, $4)", e.Seq, e.Account, e.At, data)
-		return dataError(err, "event")
+	if err := xactLock(ctx, tx, "events"); err != nil {
+		return err
+	}
+	if err := tx.QueryRow(ctx, "SELECT nextval('events_seq')").Scan(&e.Seq); err != nil {
+		return err
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encoding event: %w", err)
+	}
+	_, err = tx.Exec(ctx, "INSERT INTO events (seq, account, at, event) VALUES ($1, $2, $3, $4)", e.Seq, e.Account, e.At, data)
+	return dataError(err, "event")
+}
+
+// SetEventSource makes the sandbox writes and template inserts append
+// src's events in their transactions.
+func (p *Postgres) SetEventSource(src EventSource) { p.events.Store(&src) }
+
+// sourced runs fn in a transaction with the store's event source (nil:
+// none) and, when fn appended an event, has the source hear of it once
+// the transaction committed. fn reports through its appended flag.
+func (p *Postgres) sourced(ctx context.Context, fn func(tx pgx.Tx, src *EventSource, appended *bool) error) error {
+	src := p.events.Load()
+	appended := false
+	err := p.inTx(ctx, func(tx pgx.Tx) error {
+		appended = false
+		return fn(tx, src, &appended)
 	})
+	if err == nil && appended && src.Appended != nil {
+		src.Appended()
+	}
+	return err
+}
+
+// appendMade appends e (nil: none), made by an event source (err: failed
+// to), in tx, and marks it appended.
+func appendMade(ctx context.Context, tx pgx.Tx, e *Event, err error, appended *bool) error {
+	if err != nil || e == nil {
+		return err
+	}
+	if err := appendEventPG(ctx, tx, e); err != nil {
+		return err
+	}
+	*appended = true
+	return nil
 }
 
 // ListEvents returns account's events after after.

@@ -21,12 +21,52 @@ func (p *Postgres) PutSandbox(ctx context.Context, r *sandbox.Record) error {
 	if r == nil || r.ID == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "sandbox record needs an id")
 	}
-	next, err := casSandbox(ctx, p.pool, r)
+	var next int64
+	err := p.sourced(ctx, func(tx pgx.Tx, src *EventSource, appended *bool) error {
+		prev, err := prevSandbox(ctx, tx, src, r)
+		if err != nil {
+			return err
+		}
+		if next, err = casSandbox(ctx, tx, r); err != nil {
+			return err
+		}
+		return sandboxEventPG(ctx, tx, src, prev, r, next, appended)
+	})
 	if err != nil {
 		return err
 	}
 	r.Version = next
 	return nil
+}
+
+// prevSandbox returns the stored record r replaces, locked for the rest of
+// tx, when src makes sandbox events (nil otherwise, for an insert, or when
+// it is not at r's version: casSandbox then refuses the write).
+func prevSandbox(ctx context.Context, tx pgx.Tx, src *EventSource, r *sandbox.Record) (*sandbox.Record, error) {
+	if src == nil || src.Sandbox == nil || r.Version == 0 {
+		return nil, nil
+	}
+	var data []byte
+	err := tx.QueryRow(ctx, "SELECT record FROM sandboxes WHERE id = $1 AND version = $2 FOR UPDATE", r.ID, r.Version).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, dataError(err, "sandbox "+r.ID)
+	}
+	return decode[sandbox.Record]("sandbox", r.ID, data)
+}
+
+// sandboxEventPG appends, in tx, src's event of the change from prev to r
+// at version next. It comes last in its transaction (appendEventPG).
+func sandboxEventPG(ctx context.Context, tx pgx.Tx, src *EventSource, prev, r *sandbox.Record, next int64, appended *bool) error {
+	if src == nil || src.Sandbox == nil {
+		return nil
+	}
+	cur := *r
+	cur.Version = next
+	e, err := src.Sandbox(prev, &cur)
+	return appendMade(ctx, tx, e, err, appended)
 }
 
 // AdmitSandbox writes r like PutSandbox unless its account already has
@@ -40,7 +80,7 @@ func (p *Postgres) AdmitSandbox(ctx context.Context, r *sandbox.Record, limit in
 		return sandbox.Errorf(sandbox.KindInvalid, "sandbox record needs an id")
 	}
 	var next int64
-	err := p.inTx(ctx, func(tx pgx.Tx) error {
+	err := p.sourced(ctx, func(tx pgx.Tx, src *EventSource, appended *bool) error {
 		if limit > 0 {
 			if err := xactLock(ctx, tx, "account:"+r.Account); err != nil {
 				return err
@@ -55,9 +95,14 @@ WHERE account = $1 AND state IN ('starting', 'running') AND id <> $2`, r.Account
 				return concurrencyError(r.Account, n)
 			}
 		}
-		var err error
-		next, err = casSandbox(ctx, tx, r)
-		return err
+		prev, err := prevSandbox(ctx, tx, src, r)
+		if err != nil {
+			return err
+		}
+		if next, err = casSandbox(ctx, tx, r); err != nil {
+			return err
+		}
+		return sandboxEventPG(ctx, tx, src, prev, r, next, appended)
 	})
 	if err != nil {
 		return err
@@ -215,29 +260,39 @@ func (p *Postgres) RecordUsage(ctx context.Context, r *sandbox.Record, delta Usa
 		return sandbox.Errorf(sandbox.KindInvalid, "usage delta needs a day")
 	}
 	var next int64
-	err := p.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
+	err := p.sourced(ctx, func(tx pgx.Tx, src *EventSource, appended *bool) error {
+		prev, err := prevSandbox(ctx, tx, src, r)
+		if err != nil {
+			return err
+		}
 		if next, err = casSandbox(ctx, tx, r); err != nil {
 			return err
 		}
-		if delta.Empty() {
-			return nil
+		if !delta.Empty() {
+			if err := addUsage(ctx, tx, delta); err != nil {
+				return err
+			}
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO usage_ledger AS u (day, account, key_id, alive_ms, memory_mib_ms, cpu_ns, cost_nanos)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (day, account, key_id) DO UPDATE SET
-    alive_ms = u.alive_ms + EXCLUDED.alive_ms,
-    memory_mib_ms = u.memory_mib_ms + EXCLUDED.memory_mib_ms,
-    cpu_ns = u.cpu_ns + EXCLUDED.cpu_ns,
-    cost_nanos = u.cost_nanos + EXCLUDED.cost_nanos`,
-			delta.Day, delta.Account, delta.KeyID, delta.AliveMs, delta.MemoryMiBMs, delta.CPUNs, delta.CostNanos)
-		return dataError(err, "the usage delta")
+		return sandboxEventPG(ctx, tx, src, prev, r, next, appended)
 	})
 	if err != nil {
 		return err
 	}
 	r.Version = next
 	return nil
+}
+
+// addUsage adds delta to its ledger row in tx.
+func addUsage(ctx context.Context, tx pgx.Tx, delta UsageDelta) error {
+	_, err := tx.Exec(ctx, `INSERT INTO usage_ledger AS u (day, account, key_id, alive_ms, memory_mib_ms, cpu_ns, cost_nanos)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (day, account, key_id) DO UPDATE SET
+    alive_ms = u.alive_ms + EXCLUDED.alive_ms,
+    memory_mib_ms = u.memory_mib_ms + EXCLUDED.memory_mib_ms,
+    cpu_ns = u.cpu_ns + EXCLUDED.cpu_ns,
+    cost_nanos = u.cost_nanos + EXCLUDED.cost_nanos`,
+		delta.Day, delta.Account, delta.KeyID, delta.AliveMs, delta.MemoryMiBMs, delta.CPUNs, delta.CostNanos)
+	return dataError(err, "the usage delta")
 }
 
 // Usage returns the ledger rows that pass f, by day, account and key.

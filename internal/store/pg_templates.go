@@ -84,7 +84,7 @@ func oneTemplate(ctx context.Context, q querier, sql string, args ...any) (*temp
 // last insert committed: of racing inserts of one name:tag, one wins.
 func (p *Postgres) insertTemplate(ctx context.Context, t *template.Template, q TemplateQuota, replace bool) (*template.Template, error) {
 	var old *template.Template
-	err := p.inTx(ctx, func(tx pgx.Tx) error {
+	err := p.sourced(ctx, func(tx pgx.Tx, src *EventSource, appended *bool) error {
 		old = nil
 		if err := xactLock(ctx, tx, "templates:"+t.Account); err != nil {
 			return err
@@ -126,7 +126,14 @@ WHERE account = $1 AND deleted_at IS NULL AND id <> $2`, t.Account, except).Scan
 			}
 			old = cur
 		}
-		return writeTemplate(ctx, tx, t, false)
+		if err := writeTemplate(ctx, tx, t, false); err != nil {
+			return err
+		}
+		if src == nil || src.Template == nil {
+			return nil
+		}
+		e, err := src.Template(t)
+		return appendMade(ctx, tx, e, err, appended)
 	})
 	if err != nil {
 		return nil, err

@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/template"
 )
 
 // TestEventLog: events get increasing Seqs, are listed by account after a
@@ -151,6 +153,92 @@ func TestAudit(t *testing.T) {
 		}
 		if _, na, err := st.PruneEvents(ctx, time.Time{}, time.Now().Add(-90*24*time.Hour)); err != nil || na != 1 {
 			t.Fatalf("PruneEvents audit = %d, %v; want 1", na, err)
+		}
+	})
+}
+
+// TestEventSource: a store given an event source appends, in the write's
+// own transaction, the event it makes of each sandbox write (handing it
+// the record replaced) and template insert; the source hears each after
+// the commit. When the event cannot be made, the write itself does not
+// happen: the record keeps its version and the ledger its sums.
+func TestEventSource(t *testing.T) {
+	eachStore(t, func(t *testing.T, st Store) {
+		ctx := context.Background()
+		var fail error
+		var prevs []string
+		heard := 0
+		st.SetEventSource(EventSource{
+			Sandbox: func(old, r *sandbox.Record) (*Event, error) {
+				if fail != nil {
+					return nil, fail
+				}
+				prev := "none"
+				if old != nil {
+					prev = string(old.State)
+				}
+				prevs = append(prevs, prev)
+				if old != nil && old.State == r.State {
+					return nil, nil
+				}
+				return &Event{Account: r.Account, Type: "sandbox." + string(r.State), Subject: r.ID}, nil
+			},
+			Template: func(tp *template.Template) (*Event, error) {
+				return &Event{Account: tp.Account, Type: "template.built", Subject: tp.ID}, nil
+			},
+			Appended: func() { heard++ },
+		})
+		r := &sandbox.Record{ID: "sb1", Account: "a", State: sandbox.StateStarting}
+		if err := st.PutSandbox(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		r.State = sandbox.StateRunning
+		if err := st.AdmitSandbox(ctx, r, 5); err != nil {
+			t.Fatal(err)
+		}
+		day := UsageDelta{Day: "2026-12-05", Account: "a", KeyID: "k", AliveMs: 10}
+		if err := st.RecordUsage(ctx, r, day); err != nil { // no change of state: no event
+			t.Fatal(err)
+		}
+		fail = errors.New("no event")
+		r.State = sandbox.StateEnded
+		v := r.Version
+		if err := st.RecordUsage(ctx, r, day); err == nil {
+			t.Fatal("a write whose event failed was taken")
+		}
+		if r.Version != v {
+			t.Fatalf("version %d after a refused write, want %d", r.Version, v)
+		}
+		if got, _ := st.GetSandbox(ctx, "sb1"); got.State != sandbox.StateRunning || got.Version != v {
+			t.Fatalf("stored %s v%d after a refused write, want running v%d", got.State, got.Version, v)
+		}
+		if rows, _ := st.Usage(ctx, UsageFilter{Account: "a"}); len(rows) != 1 || rows[0].AliveMs != 10 {
+			t.Fatalf("ledger %+v after a refused write, want 10 ms", rows)
+		}
+		fail = nil
+		if err := st.PutSandbox(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.PutTemplate(ctx, tpl("tpl_e", "a", "app:v1", 0, 1), TemplateQuota{}); err != nil {
+			t.Fatal(err)
+		}
+		events, err := st.ListEvents(ctx, "a", 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range events {
+			got = append(got, e.Subject+":"+e.Type)
+		}
+		want := []string{"sb1:sandbox.starting", "sb1:sandbox.running", "sb1:sandbox.ended", "tpl_e:template.built"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+		if wantPrevs := "[none starting running running]"; fmt.Sprint(prevs) != wantPrevs {
+			t.Errorf("the source was handed %v as the records replaced, want %s", prevs, wantPrevs)
+		}
+		if heard != len(want) {
+			t.Errorf("the source heard of %d appends, want %d", heard, len(want))
 		}
 	})
 }

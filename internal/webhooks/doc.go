@@ -2,10 +2,11 @@
 // log to the URLs accounts register (POST /v1/webhooks), signed the
 // Standard Webhooks way, and records those events as they happen.
 //
-//   - Record wraps a store so that every sandbox state change and every
-//     template insert appends an event (sandbox.created, sandbox.paused,
-//     sandbox.resumed, sandbox.ended, template.built) after the write that
-//     made it succeeded, in the process that made it.
+//   - Source is the store's event source: every sandbox state change and
+//     every template insert appends an event (sandbox.created,
+//     sandbox.paused, sandbox.resumed, sandbox.ended, template.built) in
+//     the transaction of the write that made it, so neither commits
+//     without the other.
 //   - Worker delivers each webhook's events in the log's order (so in order
 //     per sandbox), at least once: a delivery is retried with exponential
 //     backoff and jitter up to Config.MaxAttempts, then logged as failed,

@@ -10,14 +10,15 @@ import (
 	"github.com/withruntime/withruntime/internal/template"
 )
 
-// TestRecord: state changes append their events, writes that change no
+// TestSource: state changes append their events, writes that change no
 // state (the meter's) and writes the store refuses append none, and a
 // template insert appends template.built; notify hears each.
-func TestRecord(t *testing.T) {
+func TestSource(t *testing.T) {
 	ctx := context.Background()
 	base := storetest.OpenBolt(t)
 	kicks := 0
-	st := Record(base, nil, func() { kicks++ })
+	base.SetEventSource(Source(func() { kicks++ }))
+	st := base
 	lifecycle(t, st, "a", "sb1")
 	// A stale write: refused, no event.
 	stale := &sandbox.Record{ID: "sb1", Account: "a", State: sandbox.StatePaused, Version: 1}

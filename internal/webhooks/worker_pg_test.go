@@ -43,11 +43,13 @@ func TestDeliveryPostgresTwoServers(t *testing.T) {
 	defer stopB()
 	go NewWorker(cfg(b)).Run(cb)
 
-	lifecycle(t, Record(a, nil, nil), "acct", "sb1")
+	a.SetEventSource(Source(nil))
+	lifecycle(t, a, "acct", "sb1")
 	waitFor(t, "4 deliveries", func() bool { return len(rc.received()) >= 4 })
 	stopA()
 	<-doneA
-	lifecycle(t, Record(b, nil, nil), "acct", "sb2")
+	b.SetEventSource(Source(nil))
+	lifecycle(t, b, "acct", "sb2")
 	waitFor(t, "8 deliveries", func() bool { return len(rc.received()) >= 8 })
 	time.Sleep(200 * time.Millisecond)
 	got := rc.received()

@@ -107,7 +107,8 @@ func lifecycle(t *testing.T, st store.Store, account, id string) {
 func TestDeliveryOrderRetries(t *testing.T) {
 	base := storetest.OpenBolt(t)
 	w := NewWorker(Config{Store: base, Checker: loopbackChecker(), MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Poll: 50 * time.Millisecond})
-	st := Record(base, nil, w.Kick)
+	base.SetEventSource(Source(w.Kick))
+	st := base
 	rc := &receiver{t: t, secret: NewSecret(), fail: 2, tries: map[string]int{}}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
