@@ -40,7 +40,7 @@ func checkFileSignature(sig, expStr, path, op, user, token string, now time.Time
 			return errors.New("invalid signature_expiration")
 		}
 		if now.Unix() > exp {
-			return errors.New("signature expired")
+			return errors.New("signature is already expired")
 		}
 	}
 	want := fileSignature(path, op, user, token, exp)

@@ -66,12 +66,22 @@ func (s *Server) sandbox(r *http.Request) (*Sandbox, error) {
 		token = r.Header.Get(headerTrafficToken)
 	}
 	if token == "" {
-		return nil, &Error{Status: http.StatusUnauthorized, Message: "missing access token (X-Access-Token)"}
+		// A pre-signed URL carries no token: its signature names one.
+		_, tok, signed, err := s.signedToken(r, id)
+		if err != nil {
+			return nil, err
+		}
+		if !signed {
+			return nil, &Error{Status: http.StatusUnauthorized, Message: "missing access token (X-Access-Token)"}
+		}
+		token = tok
+		r.Header.Set(headerAccessToken, tok) // what checkSigned verifies against
 	}
 	key, err := s.openToken(id, token)
 	if err != nil {
 		return nil, &Error{Status: http.StatusUnauthorized, Message: "invalid access token for sandbox " + id}
 	}
+	s.known.add(id, token)
 	user, err := requestUser(r)
 	if err != nil {
 		return nil, err

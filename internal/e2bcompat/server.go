@@ -68,8 +68,10 @@ type Config struct {
 
 // Server serves the E2B API.
 type Server struct {
-	cfg         Config
-	tokens      *tokens
+	cfg    Config
+	tokens *tokens
+	// known are the access tokens handed out or opened (signedurls.go).
+	known       knownTokens
 	hc          *http.Client
 	control     *http.ServeMux
 	envd        *http.ServeMux
@@ -125,8 +127,19 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, port, ok := s.route(r)
 	if !ok {
-		s.control.ServeHTTP(w, r)
-		return
+		// A pre-signed /files URL routed by header names no sandbox: its
+		// signature does (signedurls.go).
+		sb, tok, signed, err := s.signedToken(r, "")
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if !signed {
+			s.control.ServeHTTP(w, r)
+			return
+		}
+		id, port = sb, EnvdPort
+		r.Header.Set(headerAccessToken, tok)
 	}
 	var mux *http.ServeMux
 	switch port {

@@ -82,6 +82,10 @@ func (t *tokens) open(id, token string) (string, error) {
 }
 
 // sealToken and openToken are the plan's names for the server's tokens.
-func (s *Server) sealToken(id, key string) string { return s.tokens.seal(id, key) }
+func (s *Server) sealToken(id, key string) string {
+	tok := s.tokens.seal(id, key)
+	s.known.add(id, tok)
+	return tok
+}
 
 func (s *Server) openToken(id, token string) (string, error) { return s.tokens.open(id, token) }

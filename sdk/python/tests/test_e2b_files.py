@@ -318,3 +318,33 @@ def test_watch_entry_info(sbx: Any) -> None:
         assert [(e.type.name, e.entry.size) for e in w.get_new_events()] == [("WRITE", 4)]
     finally:
         w.stop()
+
+
+def test_signed_urls_without_a_token(sbx: Any, native: withruntime.Sandbox) -> None:
+    # A pre-signed URL is fetched as a browser would: no header at all,
+    # here routed by header (E2B_SANDBOX_URL), so no sandbox id in it.
+    import json
+    import urllib.error
+    import urllib.request
+
+    sbx.files.write("signed.txt", "shared by URL")
+    with urllib.request.urlopen(sbx.download_url("signed.txt", "user")) as resp:
+        assert resp.status == 200 and resp.read() == b"shared by URL"
+    with urllib.request.urlopen(sbx.download_url("signed.txt", "user", 120)) as resp:
+        assert resp.read() == b"shared by URL"
+    up = urllib.request.Request(sbx.upload_url("by-url.txt", "user"), data=b"uploaded by URL",
+                                headers={"Content-Type": "application/octet-stream"}, method="POST")
+    with urllib.request.urlopen(up) as resp:
+        assert resp.status == 200
+    assert native.files.read("/home/user/by-url.txt") == "uploaded by URL"
+    for bad in (sbx.download_url("signed.txt", "user", use_signature_expiration=-120),
+                sbx.download_url("signed.txt", "user").replace("signature=v1_", "signature=v1_x")):
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(bad)
+        assert exc.value.code == 401
+        body = json.loads(exc.value.read().decode())
+        assert body["code"] == 401 and "shared by URL" not in body["message"]
+    expired = sbx.download_url("signed.txt", "user", use_signature_expiration=-120)
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(expired)
+    assert json.loads(exc.value.read().decode()) == {"code": 401, "message": "signature is already expired"}
