@@ -5,10 +5,13 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/withruntime/withruntime/internal/backend/microvm"
 )
 
 // TestBoxCompat: a single box's compat changes with the runsc build (its
-// pinned version, its size or its time) and stays the same otherwise, so
+// pinned version, its size or its time) and the guest kernel of the
+// microVMs, and stays the same otherwise, so
 // a snapshot taken before an upgrade is refused after it.
 func TestBoxCompat(t *testing.T) {
 	cache := t.TempDir()
@@ -28,6 +31,11 @@ func TestBoxCompat(t *testing.T) {
 		"version": func() { os.WriteFile(runsc+".version", []byte("v2\n"), 0o644) },
 		"bytes":   func() { os.WriteFile(runsc, []byte("runsc two, longer"), 0o755); os.Chtimes(runsc, at, at) },
 		"time":    func() { os.Chtimes(runsc, at.Add(time.Hour), at.Add(time.Hour)) },
+		"guest kernel": func() {
+			dir := microvm.KernelDir(cache)
+			os.MkdirAll(dir, 0o755)
+			os.WriteFile(filepath.Join(dir, "current"), []byte("6.1.0-58-cloud-amd64\n"), 0o644)
+		},
 	} {
 		change()
 		got := boxCompat(cache)

@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/withruntime/withruntime/internal/backend/microvm"
 	"github.com/withruntime/withruntime/internal/clusterpki"
 	"github.com/withruntime/withruntime/internal/defaults"
 	"github.com/withruntime/withruntime/internal/image"
@@ -354,7 +355,8 @@ func nodeID(dataDir string) (string, error) {
 // nodeCompat is what a checkpoint made on this host needs of the host that
 // restores it, hashed into one string that must be equal: the runsc
 // build (its version line, and its bytes, since a build from source may
-// print no version) and the CPU's features.
+// print no version), the CPU's features, and QEMU's build and the guest
+// kernel (microvm.Compat).
 func nodeCompat(ctx context.Context, cacheDir string) (string, error) {
 	runsc := filepath.Join(cacheDir, "bin", "runsc")
 	h := sha256.New()
@@ -377,14 +379,15 @@ func nodeCompat(ctx context.Context, cacheDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(h, "\x00cpu-flags\x00%s", flags)
+	fmt.Fprintf(h, "\x00cpu-flags\x00%s\x00%s", flags, microvm.Compat(cacheDir))
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:32], nil
 }
 
 // boxCompat is a single box's compat, what its snapshots need of the
 // host that starts them: the runsc build (its pinned version, size and
 // time: hashing its 100 MB at every start would cost half a second), the
-// CPU's features and the built-in image's recipe. A snapshot taken before
+// CPU's features, the built-in image's recipe, and QEMU's build and the
+// guest kernel (microvm.Compat). A snapshot taken before
 // an upgrade of any of them is refused, never restored half-way. What it
 // cannot read counts as empty: a server whose backend needs none of it
 // (a test's) starts all the same.
@@ -396,7 +399,7 @@ func boxCompat(cacheDir string) string {
 	}
 	version, _ := os.ReadFile(runsc + ".version")
 	flags, _ := cpuFlags()
-	fmt.Fprintf(h, "%s\x00cpu-flags\x00%s\x00image\x00%s", bytes.TrimSpace(version), flags, image.Default.Key())
+	fmt.Fprintf(h, "%s\x00cpu-flags\x00%s\x00image\x00%s\x00%s", bytes.TrimSpace(version), flags, image.Default.Key(), microvm.Compat(cacheDir))
 	return "box:sha256:" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 

@@ -203,3 +203,18 @@ func initramfs(kdir, agent, initBin string) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// Compat is what a microVM's saved machine (a pause's, a snapshot's)
+// needs of the host that resumes it, as text for the host's compat hash:
+// QEMU's build (its size and time: its migration stream is read only by a
+// QEMU that can) and the guest kernel installed. What it cannot read
+// counts as empty, on a host without microVMs too.
+func Compat(cacheDir string) string {
+	var b strings.Builder
+	if fi, err := os.Stat(qemuBinary); err == nil {
+		fmt.Fprintf(&b, "qemu\x00%d\x00%d\x00", fi.Size(), fi.ModTime().UnixNano())
+	}
+	kernel, _ := os.ReadFile(filepath.Join(KernelDir(cacheDir), "current"))
+	fmt.Fprintf(&b, "guest-kernel\x00%s", strings.TrimSpace(string(kernel)))
+	return b.String()
+}
