@@ -21,14 +21,32 @@ func (p *Postgres) PutSandbox(ctx context.Context, r *sandbox.Record) error {
 	if r == nil || r.ID == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "sandbox record needs an id")
 	}
+	return p.writeSandbox(ctx, r, nil, nil)
+}
+
+// writeSandbox is the conditional write of r in one transaction: first
+// before (nil: none), then the write, then after (nil: none), and last
+// the event of the change (SetEventSource). On success r.Version is the
+// new version; otherwise r is as it was.
+func (p *Postgres) writeSandbox(ctx context.Context, r *sandbox.Record, before, after func(tx pgx.Tx) error) error {
 	var next int64
 	err := p.sourced(ctx, func(tx pgx.Tx, src *EventSource, appended *bool) error {
+		if before != nil {
+			if err := before(tx); err != nil {
+				return err
+			}
+		}
 		prev, err := prevSandbox(ctx, tx, src, r)
 		if err != nil {
 			return err
 		}
 		if next, err = casSandbox(ctx, tx, r); err != nil {
 			return err
+		}
+		if after != nil {
+			if err := after(tx); err != nil {
+				return err
+			}
 		}
 		return sandboxEventPG(ctx, tx, src, prev, r, next, appended)
 	})
@@ -79,36 +97,24 @@ func (p *Postgres) AdmitSandbox(ctx context.Context, r *sandbox.Record, limit in
 	if r == nil || r.ID == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "sandbox record needs an id")
 	}
-	var next int64
-	err := p.sourced(ctx, func(tx pgx.Tx, src *EventSource, appended *bool) error {
-		if limit > 0 {
-			if err := xactLock(ctx, tx, "account:"+r.Account); err != nil {
-				return err
-			}
-			var n int
-			err := tx.QueryRow(ctx, `SELECT count(*) FROM sandboxes
-WHERE account = $1 AND state IN ('starting', 'running') AND id <> $2`, r.Account, r.ID).Scan(&n)
-			if err != nil {
-				return err
-			}
-			if n >= limit {
-				return concurrencyError(r.Account, n)
-			}
+	if limit <= 0 {
+		return p.writeSandbox(ctx, r, nil, nil)
+	}
+	return p.writeSandbox(ctx, r, func(tx pgx.Tx) error {
+		if err := xactLock(ctx, tx, "account:"+r.Account); err != nil {
+			return err
 		}
-		prev, err := prevSandbox(ctx, tx, src, r)
+		var n int
+		err := tx.QueryRow(ctx, `SELECT count(*) FROM sandboxes
+WHERE account = $1 AND state IN ('starting', 'running') AND id <> $2`, r.Account, r.ID).Scan(&n)
 		if err != nil {
 			return err
 		}
-		if next, err = casSandbox(ctx, tx, r); err != nil {
-			return err
+		if n >= limit {
+			return concurrencyError(r.Account, n)
 		}
-		return sandboxEventPG(ctx, tx, src, prev, r, next, appended)
-	})
-	if err != nil {
-		return err
-	}
-	r.Version = next
-	return nil
+		return nil
+	}, nil)
 }
 
 // casSandbox writes r at version r.Version+1 if the stored record is at
@@ -256,30 +262,13 @@ func (p *Postgres) RecordUsage(ctx context.Context, r *sandbox.Record, delta Usa
 	if r == nil || r.ID == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "sandbox record needs an id")
 	}
-	if !delta.Empty() && delta.Day == "" {
+	if delta.Empty() {
+		return p.writeSandbox(ctx, r, nil, nil)
+	}
+	if delta.Day == "" {
 		return sandbox.Errorf(sandbox.KindInvalid, "usage delta needs a day")
 	}
-	var next int64
-	err := p.sourced(ctx, func(tx pgx.Tx, src *EventSource, appended *bool) error {
-		prev, err := prevSandbox(ctx, tx, src, r)
-		if err != nil {
-			return err
-		}
-		if next, err = casSandbox(ctx, tx, r); err != nil {
-			return err
-		}
-		if !delta.Empty() {
-			if err := addUsage(ctx, tx, delta); err != nil {
-				return err
-			}
-		}
-		return sandboxEventPG(ctx, tx, src, prev, r, next, appended)
-	})
-	if err != nil {
-		return err
-	}
-	r.Version = next
-	return nil
+	return p.writeSandbox(ctx, r, nil, func(tx pgx.Tx) error { return addUsage(ctx, tx, delta) })
 }
 
 // addUsage adds delta to its ledger row in tx.
