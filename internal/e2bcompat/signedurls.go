@@ -22,9 +22,11 @@ import (
 // one SHA-256 each (about a millisecond for all).
 const maxKnownTokens = 4096
 
-// knownTokens are the access tokens seen, each with its sandbox id.
+// knownTokens are the access tokens seen, each with its sandbox id. Every
+// sandbox-side call adds its token (a read lock, once it is known), and
+// searches hold the read lock: a flood of forged signatures slows no call.
 type knownTokens struct {
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	sandbox map[string]string // token -> sandbox id
 	order   []string          // tokens, oldest first
 }
@@ -32,6 +34,12 @@ type knownTokens struct {
 // add remembers token as sandbox id's, forgetting the oldest past the
 // bound.
 func (k *knownTokens) add(id, token string) {
+	k.mu.RLock()
+	_, seen := k.sandbox[token]
+	k.mu.RUnlock()
+	if seen {
+		return
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.sandbox == nil {
@@ -51,8 +59,8 @@ func (k *knownTokens) add(id, token string) {
 // find returns the first token (and its sandbox) that match accepts, among
 // sandbox id's ("": every sandbox's).
 func (k *knownTokens) find(id string, match func(token string) bool) (sandbox, token string, ok bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	k.mu.RLock()
+	defer k.mu.RUnlock()
 	for _, t := range k.order {
 		sb := k.sandbox[t]
 		if (id == "" || sb == id) && match(t) {
