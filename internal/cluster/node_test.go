@@ -88,6 +88,7 @@ func serveNode(t *testing.T, st store.Store, id string, tc *tls.Config) *fakeNod
 	mux.HandleFunc("POST "+noderpc.PathOp, n.op)
 	mux.HandleFunc("PUT "+noderpc.PathNetwork, n.network)
 	mux.HandleFunc(noderpc.PathAgent+"{rest...}", n.agent)
+	mux.HandleFunc("DELETE "+noderpc.PathDeleteSnapshot, n.deleteSnapshot)
 	srv := &http.Server{Handler: mux, ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 		return context.WithValue(ctx, connKey{}, c)
 	}}
@@ -182,6 +183,20 @@ func (n *fakeNode) op(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n.answer(w, http.StatusOK, rec)
+}
+
+// deleteSnapshot removes the snapshot's record, as a node does with its
+// files.
+func (n *fakeNode) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	n.mu.Lock()
+	n.ops = append(n.ops, "delete_snapshot "+id+" "+r.URL.Query().Get("account"))
+	n.mu.Unlock()
+	if err := n.st.DeleteSnapshot(r.Context(), id); err != nil {
+		n.fail(w, sandbox.KindInternal, err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // network answers with the stored record, its policy unchanged.

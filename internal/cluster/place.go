@@ -48,6 +48,9 @@ func (c *Control) Create(ctx context.Context, account, keyID string, req service
 	if err := sandbox.CheckIsolation(req.Isolation); err != nil {
 		return nil, err
 	}
+	if req.Snapshot != "" {
+		return c.createFrom(ctx, account, keyID, req)
+	}
 	nodes, err := c.cfg.Store.ListNodes(ctx)
 	if err != nil {
 		return nil, err
@@ -99,6 +102,37 @@ func (c *Control) Create(ctx context.Context, account, keyID string, req service
 		}
 	}
 	return nil, sandbox.Errorf(sandbox.KindCapacityExhausted, "no node has room for a sandbox of %d vCPUs and %d MiB", sz.vcpus, sz.memoryMiB)
+}
+
+// createFrom places a create from a snapshot on the snapshot's node
+// (snapshotNode), the one node that can start it: a refusal there (no
+// room, say) is the answer, never a start on another node.
+func (c *Control) createFrom(ctx context.Context, account, keyID string, req service.CreateRequest) (*sandbox.Record, error) {
+	n, sn, err := c.snapshotNode(ctx, account, req.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := c.client(n)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := cl.Create(ctx, noderpc.CreateRequest{Account: account, KeyID: keyID, Request: req})
+	if err != nil && noderpc.IsDialError(err) {
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "node "+n.ID+", which holds snapshot "+sn.ID+", cannot be reached")
+	}
+	if err != nil && noderpc.IsTransportError(err) {
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "node "+n.ID+" did not answer; the sandbox may exist")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := trust(rec, "", account, []string{n.ID}); err != nil {
+		c.log.Error("node answered a create with a record not its own", "node", n.ID, "err", err)
+		return nil, err
+	}
+	c.place(n, size{sn.Spec.VCPUs, sn.Spec.MemoryMiB, sn.Spec.DiskMiB})
+	c.log.Info("sandbox placed on its snapshot's node", "sandbox_id", rec.ID, "node", n.ID, "snapshot_id", sn.ID)
+	return rec, nil
 }
 
 // candidates are the live nodes that run isolation ("": any) and whose

@@ -74,6 +74,9 @@ func NewHandler(cfg Config) http.Handler {
 	mux.HandleFunc("PUT "+noderpc.PathNetwork, s.handle(s.network))
 	mux.HandleFunc("GET "+noderpc.PathEgress, s.handle(s.egress))
 	mux.HandleFunc(noderpc.PathAgent+"{path...}", s.handle(s.agent))
+	mux.HandleFunc("POST "+noderpc.PathSnapshot, s.handle(s.snapshot))
+	mux.HandleFunc("POST "+noderpc.PathFork, s.handle(s.fork))
+	mux.HandleFunc("DELETE "+noderpc.PathDeleteSnapshot, s.handle(s.deleteSnapshot))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, sandbox.Errorf(sandbox.KindNotFound, "no route %s %s on the node", r.Method, r.URL.Path))
 	})

@@ -151,6 +151,24 @@ func (c *Client) Egress(ctx context.Context, account, id string) ([]egress.Event
 	return evs, c.call(ctx, http.MethodGet, p, nil, http.StatusOK, &evs)
 }
 
+// Snapshot asks the node for a snapshot of sandbox id.
+func (c *Client) Snapshot(ctx context.Context, id string, req SnapshotRequest) (*sandbox.Snapshot, error) {
+	var sn sandbox.Snapshot
+	return &sn, c.call(ctx, http.MethodPost, sandboxPath(PathSnapshot, id, ""), req, http.StatusCreated, &sn)
+}
+
+// Fork asks the node to fork sandbox id.
+func (c *Client) Fork(ctx context.Context, id string, req ForkRequest) (*ForkResult, error) {
+	var fr ForkResult
+	return &fr, c.call(ctx, http.MethodPost, sandboxPath(PathFork, id, ""), req, http.StatusOK, &fr)
+}
+
+// DeleteSnapshot asks the node to remove snapshot id of account.
+func (c *Client) DeleteSnapshot(ctx context.Context, account, id string) error {
+	p := sandboxPath(PathDeleteSnapshot, id, "") + "?" + url.Values{"account": {account}}.Encode()
+	return c.call(ctx, http.MethodDelete, p, nil, http.StatusNoContent, nil)
+}
+
 func sandboxPath(pattern, id, op string) string {
 	p := strings.Replace(pattern, "{id}", url.PathEscape(id), 1)
 	return strings.Replace(p, "{op}", url.PathEscape(op), 1)
@@ -189,6 +207,9 @@ func (c *Client) call(ctx context.Context, method, path string, body any, want i
 	}
 	if resp.StatusCode != want {
 		return c.answerError(resp.StatusCode, data)
+	}
+	if out == nil {
+		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return sandbox.Wrap(sandbox.KindInternal, err, fmt.Sprintf("node %s answered a body that is not what was asked", c.node))

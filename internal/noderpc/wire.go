@@ -27,6 +27,15 @@ const (
 	// method, /node/v1/sandboxes/{id}/agent/PATH?QUERY reaches the agent's
 	// /PATH?QUERY, streamed both ways, for the account in HeaderAccount.
 	PathAgent = "/node/v1/sandboxes/{id}/agent/"
+	// PathSnapshot (POST SnapshotRequest) snapshots a running sandbox and
+	// answers 201 with its sandbox.Snapshot.
+	PathSnapshot = "/node/v1/sandboxes/{id}/snapshots"
+	// PathFork (POST ForkRequest) forks a running sandbox on the node and
+	// answers 200 with a ForkResult.
+	PathFork = "/node/v1/sandboxes/{id}/fork"
+	// PathDeleteSnapshot (DELETE, ?account=) removes a snapshot of the
+	// node's disk, files and record, and answers 204.
+	PathDeleteSnapshot = "/node/v1/snapshots/{id}"
 )
 
 // Operations of PathOp.
@@ -62,6 +71,27 @@ type OpRequest struct {
 	// retention ends, as that node's reaper would have. Anything else is
 	// refused (invalid).
 	Reason sandbox.EndReason `json:"reason,omitempty"`
+}
+
+// SnapshotRequest asks for a snapshot of one sandbox of Account.
+type SnapshotRequest struct {
+	Account string `json:"account"`
+	Name    string `json:"name,omitempty"`
+}
+
+// ForkRequest asks for Count sandboxes forked from one of Account's, for
+// the key KeyID; Keep keeps their snapshot afterwards.
+type ForkRequest struct {
+	Account string `json:"account"`
+	KeyID   string `json:"key_id"`
+	Count   int    `json:"count"`
+	Keep    bool   `json:"keep,omitempty"`
+}
+
+// ForkResult is a fork's answer: the forks, and the snapshot when kept.
+type ForkResult struct {
+	Snapshot  *sandbox.Snapshot `json:"snapshot,omitempty"`
+	Sandboxes []*sandbox.Record `json:"sandboxes"`
 }
 
 // NetworkRequest replaces a sandbox's egress policy.

@@ -89,9 +89,9 @@ type CreateRequest struct {
 	Volumes []sandbox.VolumeMount `json:"volumes,omitempty"`
 }
 
-// Snapshots is what snapshots and forks need of the sandboxes. A
-// Sandboxes without it (the many-host control plane, for now) answers
-// them not_supported.
+// Snapshots is what snapshots and forks need of the sandboxes (a
+// manager, or the many-host control plane, which forwards them to the
+// nodes). A Sandboxes without it answers them not_supported.
 type Snapshots interface {
 	// Snapshot saves running sandbox id whole; it keeps running.
 	Snapshot(ctx context.Context, account, id, name string) (*sandbox.Snapshot, error)

@@ -35,6 +35,7 @@ func TestCluster(t *testing.T) {
 		{"NodeCutOffFencesItself", nodeCutOff},
 		{"NodeKilled", nodeKilled},
 		{"PauseHereResumeThere", pauseHereResumeThere},
+		{"SnapshotAndForkAcrossAPIs", snapshotAndFork},
 		{"RaceForTheLastSlot", raceForLastSlot},
 	}
 	for _, s := range steps {
