@@ -61,13 +61,20 @@ func (c *Control) entryOf(ctx context.Context, rec *sandbox.Record) (*store.Node
 	return n, cl, err
 }
 
-// op runs a noderpc operation on the record's node.
-func (c *Control) op(ctx context.Context, account, id, op string, timeout time.Duration) (*sandbox.Record, error) {
+// sandboxNode returns the account's sandbox id and its node's client, or
+// errNodeGone.
+func (c *Control) sandboxNode(ctx context.Context, account, id string) (*sandbox.Record, *noderpc.Client, error) {
 	rec, err := c.Get(ctx, account, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cl, err := c.nodeOf(ctx, rec)
+	return rec, cl, err
+}
+
+// op runs a noderpc operation on the record's node.
+func (c *Control) op(ctx context.Context, account, id, op string, timeout time.Duration) (*sandbox.Record, error) {
+	rec, cl, err := c.sandboxNode(ctx, account, id)
 	if err != nil {
 		return nil, err
 	}
@@ -261,11 +268,7 @@ func (c *Control) compatible(ctx context.Context, rec *sandbox.Record) ([]store.
 
 // SetNetwork replaces a sandbox's egress policy on its node.
 func (c *Control) SetNetwork(ctx context.Context, account, id string, n sandbox.Network) (*sandbox.Record, error) {
-	rec, err := c.Get(ctx, account, id)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := c.nodeOf(ctx, rec)
+	rec, cl, err := c.sandboxNode(ctx, account, id)
 	if err != nil {
 		return nil, err
 	}
@@ -274,11 +277,7 @@ func (c *Control) SetNetwork(ctx context.Context, account, id string, n sandbox.
 
 // Egress returns a sandbox's egress log from its node.
 func (c *Control) Egress(ctx context.Context, account, id string) ([]egress.Event, error) {
-	rec, err := c.Get(ctx, account, id)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := c.nodeOf(ctx, rec)
+	_, cl, err := c.sandboxNode(ctx, account, id)
 	if err != nil {
 		return nil, err
 	}

@@ -18,11 +18,7 @@ var _ service.Snapshots = (*Control)(nil)
 
 // Snapshot has the sandbox's node take a snapshot of it.
 func (c *Control) Snapshot(ctx context.Context, account, id, name string) (*sandbox.Snapshot, error) {
-	rec, err := c.Get(ctx, account, id)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := c.nodeOf(ctx, rec)
+	rec, cl, err := c.sandboxNode(ctx, account, id)
 	if err != nil {
 		return nil, err
 	}
@@ -37,11 +33,7 @@ func (c *Control) Snapshot(ctx context.Context, account, id, name string) (*sand
 // made there, all or none, the account's concurrency checked against the
 // shared store (every node's sandboxes) before anything is made.
 func (c *Control) Fork(ctx context.Context, account, keyID, id string, count int, keep bool) (*sandbox.Snapshot, []*sandbox.Record, error) {
-	rec, err := c.Get(ctx, account, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	cl, err := c.nodeOf(ctx, rec)
+	rec, cl, err := c.sandboxNode(ctx, account, id)
 	if err != nil {
 		return nil, nil, err
 	}

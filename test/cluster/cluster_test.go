@@ -395,14 +395,7 @@ func pauseHereResumeThere(t *testing.T, r *rig) {
 	key := r.account("migrate", 0, 0)
 	sb := r.mustCreate(r.apis[0], key, "{"+small+"}")
 	n := r.byID(sb.Node)
-	st, data := r.do(r.apis[0], key, "POST", "/v1/sandboxes/"+sb.ID+"/exec",
-		`{"cmd":"i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done","background":true}`)
-	if st != 201 {
-		t.Fatalf("starting the counter: %d %s", st, data)
-	}
-	if res := r.exec(r.apis[0], key, sb.ID, "echo kept > /workspace/file && sleep 1 && cat /tmp/count"); res.status != 200 || res.exit != 0 {
-		t.Fatalf("writing the state: %v", res)
-	}
+	r.makeState(r.apis[0], key, sb.ID)
 	if st, data := r.do(r.apis[1], key, "POST", "/v1/sandboxes/"+sb.ID+"/pause", nil); st != 200 {
 		t.Fatalf("pause: %d %s", st, data)
 	}
@@ -434,7 +427,7 @@ func pauseHereResumeThere(t *testing.T, r *rig) {
 	if got := r.get(r.apis[1], key, sb.ID); got.State != "paused" {
 		t.Fatalf("a paused sandbox with a shared checkpoint ended with its node: %s %s", got.State, got.EndReason)
 	}
-	st, data = r.do(r.apis[1], key, "POST", "/v1/sandboxes/"+sb.ID+"/resume", nil)
+	st, data := r.do(r.apis[1], key, "POST", "/v1/sandboxes/"+sb.ID+"/resume", nil)
 	if st != 200 {
 		t.Fatalf("resume after its node was lost: %d %s", st, data)
 	}
@@ -442,19 +435,43 @@ func pauseHereResumeThere(t *testing.T, r *rig) {
 	if resumed.State != "running" || resumed.Node == n.id || resumed.Node == "" {
 		t.Fatalf("after resume: state %s on %q, want running on another node than %s", resumed.State, resumed.Node, n.id)
 	}
-	res := r.exec(r.apis[0], key, sb.ID, "cat /workspace/file; a=$(cat /tmp/count); sleep 1; echo $a $(cat /tmp/count)")
-	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
-	if res.status != 200 || len(lines) != 2 || lines[0] != "kept" {
-		t.Fatalf("after resume on %s: %v, want the file and the counter", resumed.Node, res)
-	}
-	counts := strings.Fields(lines[1])
-	a, _ := strconv.Atoi(counts[0])
-	b, _ := strconv.Atoi(counts[len(counts)-1])
-	if a < 5 || b <= a {
-		t.Fatalf("the counter did not go on from where it was: %q", lines[1])
-	}
+	a, b := r.checkState(r.apis[0], key, sb.ID)
 	t.Logf("paused on %s, resumed on %s, counter %d -> %d", n.id, resumed.Node, a, b)
 	r.endOwned(key, sb.ID)
+}
+
+// makeState starts a counter in sandbox id (a process that writes
+// /tmp/count ten times a second) and writes /workspace/file: what a
+// sandbox moved or copied whole must still have.
+func (r *rig) makeState(a *apiServer, key, id string) {
+	r.t.Helper()
+	st, data := r.do(a, key, "POST", "/v1/sandboxes/"+id+"/exec",
+		`{"cmd":"i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done","background":true}`)
+	if st != 201 {
+		r.t.Fatalf("starting the counter: %d %s", st, data)
+	}
+	if res := r.exec(a, key, id, "echo kept > /workspace/file && sleep 1 && cat /tmp/count"); res.status != 200 || res.exit != 0 {
+		r.t.Fatalf("writing the state: %v", res)
+	}
+}
+
+// checkState fails the test unless sandbox id has makeState's file and
+// a counter that goes on from where it was; it returns the counter a
+// second apart.
+func (r *rig) checkState(a *apiServer, key, id string) (int, int) {
+	r.t.Helper()
+	res := r.exec(a, key, id, "cat /workspace/file; a=$(cat /tmp/count); sleep 1; echo $a $(cat /tmp/count)")
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	if res.status != 200 || len(lines) != 2 || lines[0] != "kept" {
+		r.t.Fatalf("in %s: %v, want the file and the counter", id, res)
+	}
+	counts := strings.Fields(lines[1])
+	c0, _ := strconv.Atoi(counts[0])
+	c1, _ := strconv.Atoi(counts[len(counts)-1])
+	if c0 < 5 || c1 <= c0 {
+		r.t.Fatalf("the counter in %s did not go on from where it was: %q", id, lines[1])
+	}
+	return c0, c1
 }
 
 func raceForLastSlot(t *testing.T, r *rig) {

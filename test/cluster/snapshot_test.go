@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"encoding/json"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,15 +18,8 @@ func snapshotAndFork(t *testing.T, r *rig) {
 	key := r.account("snapfork", 0, 0)
 	sb := r.mustCreate(r.apis[0], key, "{"+small+"}")
 	n := r.byID(sb.Node)
-	st, data := r.do(r.apis[0], key, "POST", "/v1/sandboxes/"+sb.ID+"/exec",
-		`{"cmd":"i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done","background":true}`)
-	if st != 201 {
-		t.Fatalf("starting the counter: %d %s", st, data)
-	}
-	if res := r.exec(r.apis[0], key, sb.ID, "echo kept > /workspace/file && sleep 1"); res.status != 200 || res.exit != 0 {
-		t.Fatalf("writing the state: %v", res)
-	}
-	st, data = r.do(r.apis[0], key, "POST", "/v1/sandboxes/"+sb.ID+"/snapshots", `{"name":"before"}`)
+	r.makeState(r.apis[0], key, sb.ID)
+	st, data := r.do(r.apis[0], key, "POST", "/v1/sandboxes/"+sb.ID+"/snapshots", `{"name":"before"}`)
 	if st != 201 {
 		t.Fatalf("snapshot through %s: %d %s", r.apis[0].name, st, data)
 	}
@@ -59,17 +51,7 @@ func snapshotAndFork(t *testing.T, r *rig) {
 		if s.Node != sb.Node {
 			t.Fatalf("%s started on %s, want the snapshot's node %s", s.ID, s.Node, sb.Node)
 		}
-		res := r.exec(r.apis[0], key, s.ID, "cat /workspace/file; a=$(cat /tmp/count); sleep 1; echo $a $(cat /tmp/count)")
-		lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
-		if res.status != 200 || len(lines) != 2 || lines[0] != "kept" {
-			t.Fatalf("in %s: %v, want the file and the counter", s.ID, res)
-		}
-		counts := strings.Fields(lines[1])
-		a, _ := strconv.Atoi(counts[0])
-		b, _ := strconv.Atoi(counts[len(counts)-1])
-		if a < 5 || b <= a {
-			t.Fatalf("the counter in %s did not go on from the source's: %q", s.ID, lines[1])
-		}
+		a, b := r.checkState(r.apis[0], key, s.ID)
 		t.Logf("%s on %s: counter %d -> %d", s.ID, s.Node, a, b)
 	}
 	for _, s := range started {
