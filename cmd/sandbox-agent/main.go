@@ -77,7 +77,7 @@ func serve() int {
 			go (&agent.MemFSWatch{End: powerOff}).Run()
 		}
 	}
-	link := &agentlink.Agent{Handler: h}
+	link := &agentlink.Agent{Handler: h, Suspending: h.Suspending, Resumed: h.Resumed}
 	if port := os.Getenv(channelVar); port != "" {
 		f, err := os.OpenFile(port, os.O_RDWR, 0)
 		if err != nil {

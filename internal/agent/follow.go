@@ -77,6 +77,9 @@ func (s *Server) handleProcessStream(w http.ResponseWriter, r *http.Request) err
 		case <-rung:
 		case <-ctx.Done():
 			return nil
+		case <-s.suspend.wait():
+			// The link is going: the host follows again from its offsets.
+			return nil
 		}
 	}
 }

@@ -59,6 +59,22 @@ func (es *eventStream) send(ev api.ExecEvent) {
 	}
 }
 
+// detach stops every later write: the handler is about to return, and
+// the output goes on only into the command's kept tails.
+func (es *eventStream) detach() {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	es.failed = true
+}
+
+// both calls f then g.
+func both(f, g func([]byte)) func([]byte) {
+	return func(b []byte) {
+		f(b)
+		g(b)
+	}
+}
+
 // end clears the write deadline, which would outlive the response on a
 // kept-alive connection.
 func (es *eventStream) end() {
@@ -79,7 +95,11 @@ func (s *Server) runForeground(w http.ResponseWriter, r *http.Request, l *launch
 	es := newEventStream(w, cancel)
 	defer es.end()
 	begun := time.Now()
-	p, err := s.start(l, es.begin, es.output(api.EventStdout), es.output(api.EventStderr))
+	// The output is kept as a background process's is, besides being
+	// streamed: a suspend hands the command over to the process table,
+	// where the host follows it on from the bytes it has.
+	stdout, stderr := newTail(api.OutputCap), newTail(api.OutputCap)
+	p, err := s.start(l, es.begin, both(stdout.write, es.output(api.EventStdout)), both(stderr.write, es.output(api.EventStderr)))
 	var nr *notRunnable
 	if errors.As(err, &nr) {
 		es.begin(0)
@@ -91,8 +111,21 @@ func (s *Server) runForeground(w http.ResponseWriter, r *http.Request, l *launch
 		return err
 	}
 	stop := context.AfterFunc(ctx, p.kill)
-	<-p.done
-	stop()
+	select {
+	case <-p.done:
+		stop()
+	case <-s.suspend.wait():
+		if stop() {
+			// The link is going (a pause, a snapshot): the command goes
+			// on, kept in the table, and this stream ends without its
+			// exit event, so the host knows to follow it again.
+			es.detach()
+			p.stdout, p.stderr = stdout, stderr
+			s.procs.add(p)
+			return nil
+		}
+		<-p.done // the request had ended already: the kill ran
+	}
 	info := p.info()
 	es.send(exitEvent(*info.ExitCode, info.TimedOut, begun))
 	return nil

@@ -75,6 +75,8 @@ type Server struct {
 
 	// ports counts the port connections open (ports.go).
 	ports portConns
+	// suspend is set while the link is suspended (suspend.go).
+	suspend suspending
 }
 
 var _ http.Handler = (*Server)(nil)

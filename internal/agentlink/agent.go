@@ -22,6 +22,10 @@ type Agent struct {
 	WaitResume func(ctx context.Context) error
 	// Spares is how many idle connections the agent keeps open; default 4.
 	Spares int
+	// Suspending, when set, is called as the host asks for a suspend,
+	// before running requests get their moment to finish; Resumed once
+	// the link is back.
+	Suspending, Resumed func()
 }
 
 // errSuspended ends a session whose host asked for a suspend.
@@ -36,6 +40,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		if err := a.WaitResume(ctx); err != nil {
 			return err
+		}
+		if a.Resumed != nil {
+			a.Resumed()
 		}
 	}
 }
@@ -65,6 +72,9 @@ func (a *Agent) session(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	stopDialing()
+	if control != nil && a.Suspending != nil {
+		a.Suspending()
+	}
 	s.closeIdle()
 	s.wg.Wait()
 	// Running requests get a moment to finish, then their connections go.

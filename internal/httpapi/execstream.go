@@ -90,9 +90,18 @@ func (s *server) guardStream(r *http.Request, c caller, resp *http.Response, k s
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		return
 	}
-	resp.Body = &streamGuard{kind: k, body: resp.Body, reason: func(cause error) error {
+	g := &streamGuard{kind: k, body: resp.Body, reason: func(cause error) error {
 		return s.streamBreak(r.Context(), c, r.PathValue("id"), k.what, cause)
 	}, hold: s.cfg.AgentMemory.Hold(c.account, r.PathValue("id"))}
+	if k.what == execStream.what {
+		// A foreground command outlives a suspend of the link: its stream
+		// is followed on (execresume.go).
+		g.progress = &execProgress{}
+		g.followOn = func(p *execProgress) (io.ReadCloser, error) {
+			return s.followOn(r.Context(), c, r.PathValue("id"), p)
+		}
+	}
+	resp.Body = g
 }
 
 // streamBreak says why a stream broke under what ran, once the sandbox's
@@ -152,6 +161,10 @@ type streamGuard struct {
 	// hold reserves the buffers above in the server's budget of agents'
 	// answers (agentmemory.go) before they grow; nil reserves nothing.
 	hold *membudget.Hold
+	// progress and followOn, set for exec streams, follow the command on
+	// when the stream breaks under it (execresume.go).
+	progress *execProgress
+	followOn func(*execProgress) (io.ReadCloser, error)
 }
 
 func (g *streamGuard) Read(p []byte) (int, error) {
@@ -198,6 +211,13 @@ func (g *streamGuard) Read(p []byte) (int, error) {
 			cause = fmt.Errorf("the stream ended without an %s event", g.kind.end)
 		}
 		g.line = nil // a cut line is never passed on
+		if g.followOn != nil {
+			if body, ferr := g.followOn(g.progress); ferr == nil {
+				g.body.Close()
+				g.body = body
+				continue
+			}
+		}
 		g.tail = bytes.NewReader(g.errorEvent(g.reason(cause)))
 	}
 }
@@ -254,6 +274,11 @@ func (g *streamGuard) take(b []byte) error {
 		g.last = g.last[:0]
 		if len(g.line) <= maxTerminalLine {
 			g.last = append(g.last, g.line...)
+		}
+		if g.progress != nil && !g.progress.see(g.line) {
+			g.line = g.line[:0]
+			b = b[i+1:]
+			continue
 		}
 		if err := g.reserveGrowth(g.ready, len(g.ready)+len(g.line)+1); err != nil {
 			return err

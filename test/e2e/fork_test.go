@@ -98,7 +98,8 @@ func TestFork(t *testing.T) {
 // forkAndCheck creates a sandbox from body whose Python kernel holds a
 // variable and whose server serves a file, and forks it n times: each fork
 // goes on with both, writes files of its own, and has its own boot id and
-// kernel randomness; the source runs on unchanged. It returns the source
+// kernel randomness; the source runs on unchanged, and a command whose
+// output streams through the fork ends whole. It returns the source
 // and a function that runs a shell command in a sandbox.
 func forkAndCheck(t *testing.T, s *testenv.Server, c *client.Client, body string, n int) (api.Sandbox, func(id, cmd string) string) {
 	t.Helper()
@@ -138,7 +139,24 @@ func forkAndCheck(t *testing.T, s *testenv.Server, c *client.Client, body string
 		t.Fatalf("the source's server: %d %q", st, body)
 	}
 
-	// Linux makes its boot id at the first read: one read before the fork
+	// A command that streams through the fork: the snapshot suspends the
+	// agent's link for a moment, and the stream is followed on, whole.
+	type result struct {
+		res *client.ExecResult
+		err error
+	}
+	through := make(chan result, 1)
+	go func() {
+		res, err := c.Exec(ctx, src.ID, api.ExecRequest{Cmd: api.Command{Shell: "echo before; while [ ! -e /tmp/go-on ]; do sleep 0.05; done; echo after; exit 7"}, TimeoutMs: 120_000}, client.ExecOptions{})
+		through <- result{res, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(run(src.ID, "ps -eo args"), "while [ ! -e /tmp/go-on ]"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the streaming command did not start")
+		}
+	}
+
+		// Linux makes its boot id at the first read: one read before the fork
 	// is in the forks' memory.
 	bootBefore := run(src.ID, "cat /proc/sys/kernel/random/boot_id")
 	began := time.Now()
@@ -147,6 +165,10 @@ func forkAndCheck(t *testing.T, s *testenv.Server, c *client.Client, body string
 	var fork api.ForkResult
 	if status != 201 || json.Unmarshal(data, &fork) != nil || len(fork.Sandboxes) != n || fork.Snapshot != nil {
 		t.Fatalf("fork: %d %s", status, data)
+	}
+	run(src.ID, "touch /tmp/go-on")
+	if r := <-through; r.err != nil || r.res.ExitCode != 7 || r.res.Stdout != "before\nafter\n" {
+		t.Fatalf("a command streaming through the fork: %+v %v, want exit 7 and both lines once", r.res, r.err)
 	}
 	boots := map[string]string{run(src.ID, "cat /proc/sys/kernel/random/boot_id"): src.ID}
 	if _, same := boots[bootBefore]; !same {
