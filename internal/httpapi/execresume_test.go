@@ -35,7 +35,7 @@ func TestStreamGuardFollowsOn(t *testing.T) {
 	}
 	var asked []execProgress
 	g := &streamGuard{kind: execStream, body: &cutReader{strings.NewReader(first), io.ErrUnexpectedEOF},
-		reason: func(error) error { return sandbox.Errorf(sandbox.KindConflict, "paused") },
+		reason:   func(error) error { return sandbox.Errorf(sandbox.KindConflict, "paused") },
 		progress: &execProgress{}, followOn: func(p *execProgress) (io.ReadCloser, error) {
 			asked = append(asked, *p)
 			if len(asked) > 1 {

@@ -156,7 +156,7 @@ func forkAndCheck(t *testing.T, s *testenv.Server, c *client.Client, body string
 		}
 	}
 
-		// Linux makes its boot id at the first read: one read before the fork
+	// Linux makes its boot id at the first read: one read before the fork
 	// is in the forks' memory.
 	bootBefore := run(src.ID, "cat /proc/sys/kernel/random/boot_id")
 	began := time.Now()
