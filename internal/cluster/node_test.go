@@ -238,6 +238,7 @@ func (n *fakeNode) counts() (int, []string) {
 // nodeOpts is how a test registers a node.
 type nodeOpts struct {
 	cpus, memoryMiB int
+	diskMiB         int64
 	load            store.NodeLoad
 	ttl             time.Duration
 	lost            bool
@@ -261,7 +262,7 @@ func register(t *testing.T, st store.Store, n *fakeNode, o nodeOpts) {
 	if o.addr != "" {
 		addr = o.addr
 	}
-	e := &store.Node{ID: n.id, Addr: addr, CPUs: o.cpus, MemoryMiB: o.memoryMiB, Overcommit: 1, Compat: o.compat, SharedCheckpoints: o.shared, Isolations: o.isolations, CSR: o.csr}
+	e := &store.Node{ID: n.id, Addr: addr, CPUs: o.cpus, MemoryMiB: o.memoryMiB, DiskMiB: o.diskMiB, Overcommit: 1, Compat: o.compat, SharedCheckpoints: o.shared, Isolations: o.isolations, CSR: o.csr}
 	n.mu.Lock()
 	n.isolations = o.isolations
 	n.mu.Unlock()

@@ -48,7 +48,7 @@ func (c *Control) Create(ctx context.Context, account, keyID string, req service
 	if err := sandbox.CheckIsolation(req.Isolation); err != nil {
 		return nil, err
 	}
-	if req.Snapshot != "" {
+	if req.Snapshot != "" || len(req.Volumes) > 0 {
 		return c.createFrom(ctx, account, keyID, req)
 	}
 	nodes, err := c.cfg.Store.ListNodes(ctx)
@@ -105,10 +105,30 @@ func (c *Control) Create(ctx context.Context, account, keyID string, req service
 }
 
 // createFrom places a create from a snapshot on the snapshot's node
-// (snapshotNode), the one node that can start it: a refusal there (no
-// room, say) is the answer, never a start on another node.
+// (snapshotNode), the one node that can start it; one that mounts volumes
+// on theirs (MountsNode). A refusal there (no room, say) is the answer,
+// never a start on another node. A snapshot's sandbox mounts no volume
+// (the node refuses both at once).
 func (c *Control) createFrom(ctx context.Context, account, keyID string, req service.CreateRequest) (*sandbox.Record, error) {
-	n, sn, err := c.snapshotNode(ctx, account, req.Snapshot)
+	var n store.Node
+	var sz size
+	var err error
+	what := "the volumes it mounts"
+	if req.Snapshot != "" {
+		var sn *sandbox.Snapshot
+		n, sn, err = c.snapshotNode(ctx, account, req.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		sz, what = size{sn.Spec.VCPUs, sn.Spec.MemoryMiB, sn.Spec.DiskMiB}, "snapshot "+sn.ID
+	} else {
+		names := make([]string, 0, len(req.Volumes))
+		for _, m := range req.Volumes {
+			names = append(names, m.Name)
+		}
+		n, err = c.MountsNode(ctx, account, names)
+		sz = c.sizeOf(req)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +138,7 @@ func (c *Control) createFrom(ctx context.Context, account, keyID string, req ser
 	}
 	rec, err := cl.Create(ctx, noderpc.CreateRequest{Account: account, KeyID: keyID, Request: req})
 	if err != nil && noderpc.IsDialError(err) {
-		return nil, sandbox.Wrap(sandbox.KindInternal, err, "node "+n.ID+", which holds snapshot "+sn.ID+", cannot be reached")
+		return nil, sandbox.Wrap(sandbox.KindInternal, err, "node "+n.ID+", which holds "+what+", cannot be reached")
 	}
 	if err != nil && noderpc.IsTransportError(err) {
 		return nil, sandbox.Wrap(sandbox.KindInternal, err, "node "+n.ID+" did not answer; the sandbox may exist")
@@ -130,8 +150,8 @@ func (c *Control) createFrom(ctx context.Context, account, keyID string, req ser
 		c.log.Error("node answered a create with a record not its own", "node", n.ID, "err", err)
 		return nil, err
 	}
-	c.place(n, size{sn.Spec.VCPUs, sn.Spec.MemoryMiB, sn.Spec.DiskMiB})
-	c.log.Info("sandbox placed on its snapshot's node", "sandbox_id", rec.ID, "node", n.ID, "snapshot_id", sn.ID)
+	c.place(n, sz)
+	c.log.Info("sandbox placed on the node of "+what, "sandbox_id", rec.ID, "node", n.ID)
 	return rec, nil
 }
 

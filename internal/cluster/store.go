@@ -11,8 +11,8 @@ import (
 // Store is what the control plane reads and writes of internal/store: the
 // records it routes by and ends when their node is lost, the node
 // registry it places on and watches (with what the authority writes there,
-// clusterpki.Issuer), the snapshots' records (which name the node each
-// lives on), and the lock that keeps one failure detector at work
+// clusterpki.Issuer), the snapshots' and volumes' records (which name
+// the node each lives on), and the lock that keeps one failure detector at work
 // at a time.
 type Store interface {
 	GetSandbox(ctx context.Context, id string) (*sandbox.Record, error)
@@ -23,6 +23,7 @@ type Store interface {
 	GetSnapshot(ctx context.Context, id string) (*sandbox.Snapshot, error)
 	ListSnapshots(ctx context.Context, account string) ([]*sandbox.Snapshot, error)
 	DeleteSnapshot(ctx context.Context, id string) error
+	GetVolume(ctx context.Context, account, name string) (*store.Volume, error)
 	clusterpki.Issuer
 	store.Locks
 }

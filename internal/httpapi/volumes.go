@@ -33,7 +33,7 @@ type Volumes interface {
 // server keeps none.
 func (s *server) volumes() (Volumes, error) {
 	if s.cfg.Volumes == nil {
-		return nil, sandbox.Errorf(sandbox.KindNotSupported, "this server keeps no volumes (a many-host installation does not yet)")
+		return nil, sandbox.Errorf(sandbox.KindNotSupported, "this server keeps no volumes")
 	}
 	return s.cfg.Volumes, nil
 }
@@ -125,13 +125,19 @@ func (s *server) readVolumeFile(w http.ResponseWriter, r *http.Request, c caller
 		writeJSON(w, http.StatusOK, api.VolumeFileList{Entries: entries})
 		return nil
 	}
+	ServeVolumeFile(w, rc, size)
+	return nil
+}
+
+// ServeVolumeFile answers a volume's file of size bytes from rc, and
+// closes rc. The sandbox may grow the file meanwhile: no more than
+// announced goes out.
+func ServeVolumeFile(w http.ResponseWriter, rc io.ReadCloser, size int64) {
 	defer rc.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
-	// The sandbox may grow the file meanwhile: no more than announced.
 	io.Copy(w, io.LimitReader(rc, size))
-	return nil
 }
 
 func (s *server) writeVolumeFile(w http.ResponseWriter, r *http.Request, c caller) error {

@@ -78,7 +78,11 @@ func (f *fakeManager) rec(id, account string) (*sandbox.Record, error) {
 }
 
 func (f *fakeManager) Create(_ context.Context, account, keyID string, req service.CreateRequest) (*sandbox.Record, error) {
-	f.record("create " + account + " " + keyID + " " + req.Image)
+	call := "create " + account + " " + keyID + " " + req.Image
+	for _, m := range req.Volumes {
+		call += " " + m.ID + "@" + m.HostDir
+	}
+	f.record(call)
 	return f.rec("sb1", account)
 }
 

@@ -53,7 +53,17 @@ type Config struct {
 	Sandboxes service.Acts
 	State     State
 	Logger    *slog.Logger
+	// Volumes resolves the volumes a create mounts to this node's own,
+	// claimed until release is called (nil: the node keeps none, and
+	// refuses them).
+	Volumes VolumeResolver
 }
+
+// VolumeResolver resolves the mounts an API server named (Name, Path,
+// ReadOnly: whatever else it sent, a host dir above all, is not read) to
+// this node's volumes, checked and claimed as on a single box; release
+// once the create is done.
+type VolumeResolver func(ctx context.Context, account string, ms []sandbox.VolumeMount) (_ []sandbox.VolumeMount, release func(), _ error)
 
 type rpc struct {
 	cfg      Config
@@ -135,6 +145,17 @@ func (s *rpc) create(w http.ResponseWriter, r *http.Request) error {
 	}
 	if s.cfg.State.Fenced() {
 		return sandbox.Errorf(sandbox.KindCapacityExhausted, "node %s is fenced: it cannot reach the store", s.cfg.Node)
+	}
+	if len(req.Request.Volumes) > 0 {
+		if s.cfg.Volumes == nil {
+			return sandbox.Errorf(sandbox.KindNotSupported, "node %s keeps no volumes", s.cfg.Node)
+		}
+		ms, release, err := s.cfg.Volumes(r.Context(), req.Account, req.Request.Volumes)
+		if err != nil {
+			return err
+		}
+		defer release()
+		req.Request.Volumes = ms
 	}
 	rec, err := s.cfg.Sandboxes.Create(r.Context(), req.Account, req.KeyID, req.Request)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/withruntime/withruntime/api"
 	"github.com/withruntime/withruntime/internal/clusterpki"
 	"github.com/withruntime/withruntime/internal/noderpc"
+	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
 )
 
@@ -30,7 +31,11 @@ type rig struct {
 	url   string
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
+
+// newRigWith is newRig with the handler's configuration changed by set
+// (nil: as it is).
+func newRigWith(t *testing.T, set func(*Config)) *rig {
 	t.Helper()
 	auth, err := clusterpki.New()
 	if err != nil {
@@ -45,7 +50,11 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(NewHandler(Config{Node: testNode, Sandboxes: r.mgr, State: r.state}), tlsCfg, nil)
+	cfg := Config{Node: testNode, Sandboxes: r.mgr, State: r.state}
+	if set != nil {
+		set(&cfg)
+	}
+	srv := NewServer(NewHandler(cfg), tlsCfg, nil)
 	go Serve(srv, l)
 	t.Cleanup(func() { srv.Close() })
 	r.url = "https://" + l.Addr().String()
@@ -164,6 +173,38 @@ func TestRPCCreateAndOps(t *testing.T) {
 	want := []string{"create acct key1 python", "stop acct sb2", "pause acct sb2", "resume acct sb2", "extend acct sb2 1m0s", "set_lease acct sb2 1m0s"}
 	if got := r.mgr.Calls(); !slices.Equal(got, want) {
 		t.Fatalf("got calls %q, want %q", got, want)
+	}
+}
+
+// A create's volumes are the node's own: resolved again there from their
+// names, whatever host dir the caller sent, claimed until the create is
+// done; a node without volumes refuses them.
+func TestRPCCreateResolvesVolumes(t *testing.T) {
+	var released, resolved int
+	r := newRigWith(t, func(c *Config) {
+		c.Volumes = func(_ context.Context, account string, ms []sandbox.VolumeMount) ([]sandbox.VolumeMount, func(), error) {
+			resolved++
+			out := slices.Clone(ms)
+			for i := range out {
+				out[i].ID, out[i].HostDir = "vol-"+out[i].Name, "/node/volumes/"+account+"/"+out[i].Name
+			}
+			return out, func() { released++ }, nil
+		}
+	})
+	c := r.apiClient(t)
+	req := service.CreateRequest{Volumes: []sandbox.VolumeMount{{Name: "data", Path: "/data", HostDir: "/etc"}}}
+	resp, b := postJSON(t, c, r.url+noderpc.PathCreate, noderpc.CreateRequest{Account: "acct", KeyID: "key1", Request: req})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create with a volume: got %d %s", resp.StatusCode, b)
+	}
+	if want := []string{"create acct key1  vol-data@/node/volumes/acct/data"}; !slices.Equal(r.mgr.Calls(), want) || resolved != 1 || released != 1 {
+		t.Fatalf("got calls %q (resolved %d, released %d), want %q, one claim released", r.mgr.Calls(), resolved, released, want)
+	}
+
+	plain := newRig(t)
+	resp, b = postJSON(t, plain.apiClient(t), plain.url+noderpc.PathCreate, noderpc.CreateRequest{Account: "acct", Request: req})
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(b), "not_supported") || len(plain.mgr.Calls()) != 0 {
+		t.Fatalf("create with a volume on a node without: got %d %s, calls %q", resp.StatusCode, b, plain.mgr.Calls())
 	}
 }
 

@@ -169,6 +169,38 @@ func (c *Client) DeleteSnapshot(ctx context.Context, account, id string) error {
 	return c.call(ctx, http.MethodDelete, p, nil, http.StatusNoContent, nil)
 }
 
+// VolumePath is pattern (a PathVolume* constant) for volume name, with
+// query q.
+func VolumePath(pattern, name string, q url.Values) string {
+	return strings.Replace(pattern, "{name}", url.PathEscape(name), 1) + "?" + q.Encode()
+}
+
+// Stream sends body (nil: none) to path and returns the answer of status
+// want, its body unread, for the caller to stream and close; any other
+// status is the node's error.
+func (c *Client) Stream(ctx context.Context, method, path string, body io.Reader, want int) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, &transportError{c.node, err}
+	}
+	if resp.StatusCode == want {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
+	return nil, c.answerError(resp.StatusCode, data)
+}
+
+// Call is call for callers outside the package: body as JSON (nil:
+// none), an answer of status want decoded into out (nil: not read).
+func (c *Client) Call(ctx context.Context, method, path string, body any, want int, out any) error {
+	return c.call(ctx, method, path, body, want, out)
+}
+
 func sandboxPath(pattern, id, op string) string {
 	p := strings.Replace(pattern, "{id}", url.PathEscape(id), 1)
 	return strings.Replace(p, "{op}", url.PathEscape(op), 1)

@@ -36,7 +36,24 @@ const (
 	// PathDeleteSnapshot (DELETE, ?account=) removes a snapshot of the
 	// node's disk, files and record, and answers 204.
 	PathDeleteSnapshot = "/node/v1/snapshots/{id}"
+	// PathVolumes (POST VolumeCreateRequest) makes a volume on the node
+	// and answers 201 with its api.Volume.
+	PathVolumes = "/node/v1/volumes"
+	// PathVolume (GET, DELETE; ?account=) is one volume of the node: its
+	// api.Volume, or 204 once removed.
+	PathVolume = "/node/v1/volumes/{name}"
+	// PathVolumeFiles (GET, PUT, DELETE; ?account=&path=) is the public
+	// API's /v1/volumes/{name}/files on the node: a GET of a directory
+	// answers api.VolumeFileList with HeaderVolumeDir set, of a file its
+	// bytes; PUT streams the body in; both others answer 204.
+	PathVolumeFiles = "/node/v1/volumes/{name}/files"
+	// PathVolumeArchive (GET, PUT; ?account=&path=) streams a tar out of
+	// or into the volume, as the public API's /archive.
+	PathVolumeArchive = "/node/v1/volumes/{name}/archive"
 )
+
+// HeaderVolumeDir marks a PathVolumeFiles answer that lists a directory.
+const HeaderVolumeDir = "X-Withruntime-Volume-Dir"
 
 // Operations of PathOp.
 const (
@@ -92,6 +109,13 @@ type ForkRequest struct {
 type ForkResult struct {
 	Snapshot  *sandbox.Snapshot `json:"snapshot,omitempty"`
 	Sandboxes []*sandbox.Record `json:"sandboxes"`
+}
+
+// VolumeCreateRequest asks a node for a volume of Account.
+type VolumeCreateRequest struct {
+	Account string `json:"account"`
+	Name    string `json:"name"`
+	SizeGiB int    `json:"size_gib"`
 }
 
 // NetworkRequest replaces a sandbox's egress policy.

@@ -94,7 +94,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	}
 	apiHandler := httpapi.NewServer(httpapi.Config{
 		Sandboxes: ctl, Store: st, Logger: cfg.Logger, Secrets: vault, Observe: apiObserver(metrics),
-		Hooks: sealed, CheckWebhookURL: hooks.checkURL,
+		Volumes: &clusterVolumes{ctl: ctl, st: st}, Hooks: sealed, CheckWebhookURL: hooks.checkURL,
 		DefaultConcurrency: ctl.DefaultConcurrency(), Trial: cfg.Trial,
 		AgentMemory: cfg.agentBudget(),
 		DefaultSize: cfg.defaultSize(), MaxKeysPerAccount: cfg.MaxKeysPerAccount,

@@ -96,6 +96,7 @@ type Node struct {
 	cfg     NodeConfig
 	store   store.Store
 	manager *manager.Manager
+	volumes *volumeAPI
 	egress  *egressServices
 	// tracing flushes and stops the export of the manager's spans.
 	tracing func(context.Context) error
@@ -229,9 +230,19 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 	if err := lease.Register(ctx); err != nil {
 		return nil, fmt.Errorf("registering node %s: %w", id, err)
 	}
+	// The node's volumes: the images of the volumes placed here, served
+	// to the API servers beside the sandboxes' RPC.
+	vols, err := openVolumes(ctx, cfg.Config, dataDir, id, st, nil, mgr.DiskPromised)
+	if err != nil {
+		return nil, err
+	}
+	u.Add(func() { vols.svc.Close(context.WithoutCancel(ctx)) })
+	mux := http.NewServeMux()
+	(&nodeVolumes{api: vols, fenced: lease.Fenced, log: cfg.Logger}).mount(mux)
+	mux.Handle("/", node.NewHandler(node.Config{Node: id, Sandboxes: mgr, State: lease, Logger: cfg.Logger, Volumes: vols.resolveNamed}))
 	n := &Node{
-		ID: id, Addr: addr, cfg: cfg, store: st, manager: mgr, egress: egr, tracing: tracing, lock: lock, lease: lease,
-		http:    node.NewServer(node.NewHandler(node.Config{Node: id, Sandboxes: mgr, State: lease, Logger: cfg.Logger}), tlsCfg, cfg.Logger),
+		ID: id, Addr: addr, cfg: cfg, store: st, manager: mgr, volumes: vols, egress: egr, tracing: tracing, lock: lock, lease: lease,
+		http:    node.NewServer(mux, tlsCfg, cfg.Logger),
 		done:    make(chan error, 2),
 		renewed: make(chan struct{}),
 		certs:   make(chan struct{}),
@@ -295,6 +306,9 @@ func (n *Node) Close() error {
 	<-n.renewed
 	<-n.certs
 	<-n.blocked
+	if verr := n.volumes.svc.Close(ctx); verr != nil {
+		n.cfg.Logger.Warn("unmounting volumes", "err", verr)
+	}
 	n.manager.Close()
 	// After the manager: the spans of its last operations go too.
 	if terr := n.tracing(ctx); terr != nil {

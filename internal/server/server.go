@@ -143,7 +143,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		}
 	})
 	u.Add(mgr.Close)
-	vols, err = openVolumes(ctx, cfg, dataDir, st, quota, mgr.DiskPromised)
+	vols, err = openVolumes(ctx, cfg, dataDir, "", st, quota, mgr.DiskPromised)
 	if err != nil {
 		return nil, err
 	}

@@ -13,15 +13,16 @@ import (
 	"github.com/withruntime/withruntime/internal/volume"
 )
 
-// openVolumes opens the volumes of a single box: images in DATA/volumes,
-// mounted under the run dir while the server runs, checked against quota.
-func openVolumes(ctx context.Context, cfg Config, dataDir string, st store.Store, quota *storagequota.Quota, promised func() int64) (*volumeAPI, error) {
+// openVolumes opens the volumes of a single box, or of node ("" on a
+// single box): images in DATA/volumes, mounted under the run dir while
+// the server runs, checked against quota.
+func openVolumes(ctx context.Context, cfg Config, dataDir, node string, st store.Store, quota *storagequota.Quota, promised func() int64) (*volumeAPI, error) {
 	host, err := volume.OpenHost(filepath.Join(dataDir, "volumes"), sandbox.RunDir("/run/withruntime-volumes", dataDir))
 	if err != nil {
 		return nil, err
 	}
 	svc, err := volume.NewService(ctx, volume.Config{
-		Store: st, Host: host, MaxSizeGiB: cfg.MaxVolumeGiB, Quota: quota,
+		Store: st, Host: host, Node: node, MaxSizeGiB: cfg.MaxVolumeGiB, Quota: quota,
 		DiskPromised: promised, Logger: cfg.Logger,
 	})
 	if err != nil {
@@ -73,6 +74,16 @@ func (a *volumeAPI) Delete(ctx context.Context, account, name string) error {
 }
 
 func (a *volumeAPI) Resolve(ctx context.Context, account string, ms []api.VolumeMount) ([]sandbox.VolumeMount, func(), error) {
+	in := make([]volume.Mount, 0, len(ms))
+	for _, m := range ms {
+		in = append(in, volume.Mount{Name: m.Name, Path: m.Path, ReadOnly: m.ReadOnly})
+	}
+	return a.svc.Resolve(ctx, account, in)
+}
+
+// resolveNamed is Resolve of the mounts an API server of many hosts sent
+// a node (node.VolumeResolver): their names, paths and modes only.
+func (a *volumeAPI) resolveNamed(ctx context.Context, account string, ms []sandbox.VolumeMount) ([]sandbox.VolumeMount, func(), error) {
 	in := make([]volume.Mount, 0, len(ms))
 	for _, m := range ms {
 		in = append(in, volume.Mount{Name: m.Name, Path: m.Path, ReadOnly: m.ReadOnly})

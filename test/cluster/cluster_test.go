@@ -36,6 +36,7 @@ func TestCluster(t *testing.T) {
 		{"NodeKilled", nodeKilled},
 		{"PauseHereResumeThere", pauseHereResumeThere},
 		{"SnapshotAndForkAcrossAPIs", snapshotAndFork},
+		{"VolumeOnItsNode", volumeOnItsNode},
 		{"RaceForTheLastSlot", raceForLastSlot},
 	}
 	for _, s := range steps {
