@@ -7,7 +7,9 @@ import "time"
 // runs. CPU is what the host measured of the sandbox where the backend
 // meters it; memory, disk and network are what the sandbox's own kernel
 // reports (its agent reads them inside, so root there could misreport
-// its own figures: they are for watching, never for billing).
+// its own figures: they are for watching, never for billing). CostMicros
+// is the other way round: the sandbox's cost so far at the sample's time,
+// as its record and the usage ledger count it (USD millionths).
 type SandboxMetric struct {
 	Timestamp  time.Time `json:"timestamp"`
 	CPUCount   int       `json:"cpu_count"`
@@ -18,6 +20,7 @@ type SandboxMetric struct {
 	DiskTotal  int64     `json:"disk_total_bytes"`
 	NetRx      int64     `json:"net_rx_bytes"`
 	NetTx      int64     `json:"net_tx_bytes"`
+	CostMicros int64     `json:"cost_micros"`
 }
 
 // SandboxMetrics is GET /v1/sandboxes/{id}/metrics's answer, oldest first.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/withruntime/withruntime/api"
+	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
 )
@@ -36,7 +37,11 @@ func (s *server) sandboxMetrics(w http.ResponseWriter, r *http.Request, c caller
 	}
 	v := api.SandboxMetrics{Metrics: make([]api.SandboxMetric, 0, len(out))}
 	for _, m := range out {
-		v.Metrics = append(v.Metrics, api.SandboxMetric(m))
+		v.Metrics = append(v.Metrics, api.SandboxMetric{
+			Timestamp: m.Timestamp, CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct,
+			MemUsed: m.MemUsed, MemTotal: m.MemTotal, DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal,
+			NetRx: m.NetRx, NetTx: m.NetTx, CostMicros: billing.Micros(m.CostNanos),
+		})
 	}
 	writeJSON(w, http.StatusOK, v)
 	return nil

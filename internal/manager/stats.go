@@ -140,8 +140,15 @@ func (m *Manager) sampleStats(ctx context.Context) {
 					cpu = d.Seconds()
 				}
 			}
+			// The cost so far is the record's, which the meter keeps
+			// (every MeterInterval): the chart of cost and the bill are
+			// one figure.
+			var cost int64
+			if rec, err := m.cfg.Store.GetSandbox(ctx, tg.id); err == nil {
+				cost = rec.Usage.CostNanos
+			}
 			m.stats.add(tg.id, sandbox.Metric{
-				Timestamp: m.now().UTC(), CPUCount: st.CPUCount,
+				Timestamp: m.now().UTC(), CPUCount: st.CPUCount, CostNanos: cost,
 				MemUsed: st.MemUsed, MemTotal: st.MemTotal, DiskUsed: st.DiskUsed, DiskTotal: st.DiskTotal,
 				NetRx: st.NetRx, NetTx: st.NetTx,
 			}, cpu)

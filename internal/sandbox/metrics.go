@@ -14,6 +14,10 @@ type Metric struct {
 	DiskTotal  int64
 	NetRx      int64
 	NetTx      int64
+	// CostNanos is the sandbox's cost so far when the sample was taken:
+	// its record's, as the meter keeps it (the ledger's figure, never
+	// recomputed here).
+	CostNanos int64
 }
 
 // MetricsInterval is how often a running sandbox is sampled.

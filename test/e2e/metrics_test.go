@@ -13,7 +13,8 @@ import (
 
 // TestSandboxMetrics: a sandbox that writes a 64 MiB file, spins a CPU
 // and holds 300 MiB shows all three in its samples (taken every 5 s),
-// within its sizes; an ended one has none.
+// within its sizes; its cost so far grows from sample to sample and
+// agrees with its record's; an ended one has none.
 func TestSandboxMetrics(t *testing.T) {
 	s := testenv.StartServer(t)
 	c, err := client.New(client.WithBaseURL(s.URL), client.WithAPIKey(s.Key))
@@ -57,6 +58,37 @@ func TestSandboxMetrics(t *testing.T) {
 	}
 	if busy.CPUCount != 2 || busy.MemTotal < busy.MemUsed || busy.DiskTotal <= 0 || busy.DiskUsed <= 0 || busy.CPUUsedPct > 100 {
 		t.Errorf("sample %+v: want 2 CPUs, memory used within the total, a disk", *busy)
+	}
+	// The cost so far: never falling, growing over the samples (1 GiB
+	// costs about 11 micros every 5 s), and the record's own figure: no
+	// sample ahead of the record read after it, none behind the record
+	// read before it was taken.
+	before, err := c.GetSandbox(t.Context(), sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAt := time.Now()
+	time.Sleep(6 * time.Second)
+	ms := metrics()
+	after, err := c.GetSandbox(t.Context(), sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range ms {
+		if i > 0 && m.CostMicros < ms[i-1].CostMicros {
+			t.Errorf("sample %d's cost %d is below the one before's, %d", i, m.CostMicros, ms[i-1].CostMicros)
+		}
+		if m.CostMicros > after.CostMicros {
+			t.Errorf("sample %d's cost %d is ahead of the record's read after it, %d", i, m.CostMicros, after.CostMicros)
+		}
+		// (The meter runs every second: a sample a second after the read
+		// sees at least what the read saw.)
+		if m.Timestamp.After(readAt.Add(time.Second)) && m.CostMicros < before.CostMicros {
+			t.Errorf("sample %d (%v) costs %d, behind the record read before it (%d)", i, m.Timestamp, m.CostMicros, before.CostMicros)
+		}
+	}
+	if len(ms) < 2 || ms[len(ms)-1].CostMicros <= ms[0].CostMicros || ms[0].CostMicros < 0 {
+		t.Errorf("the cost did not grow over %d samples: %+v", len(ms), ms)
 	}
 	if _, err := c.StopSandbox(t.Context(), sb.ID); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ SAMPLE = {
     "disk_total_bytes": 10 << 30,
     "net_rx_bytes": 1000,
     "net_tx_bytes": 2000,
+    "cost_micros": 42,
 }
 
 
@@ -51,6 +52,7 @@ def test_get_metrics_parses(canned: CannedServer, box: Sandbox) -> None:
         disk_total_bytes=10 << 30,
         net_rx_bytes=1000,
         net_tx_bytes=2000,
+        cost_micros=42,
     )
     if len(got) != 2 or got[0] != want or got[1].cpu_used_pct != 0.0:
         pytest.fail(f"got {got}, want [{want}, a second sample]")

@@ -24,6 +24,8 @@ class SandboxMetric:
     ``net_rx_bytes`` and ``net_tx_bytes`` count every byte received and sent
     since the sandbox started. Memory, disk and network are what the
     sandbox's own kernel reports: for watching, never for billing.
+    ``cost_micros`` is the sandbox's cost so far (USD millionths) when the
+    sample was taken, as its record and the usage ledger count it.
     """
 
     timestamp: datetime | None
@@ -35,6 +37,7 @@ class SandboxMetric:
     disk_total_bytes: int = 0
     net_rx_bytes: int = 0
     net_tx_bytes: int = 0
+    cost_micros: int = 0
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SandboxMetric:
@@ -48,6 +51,7 @@ class SandboxMetric:
             disk_total_bytes=int(d.get("disk_total_bytes") or 0),
             net_rx_bytes=int(d.get("net_rx_bytes") or 0),
             net_tx_bytes=int(d.get("net_tx_bytes") or 0),
+            cost_micros=int(d.get("cost_micros") or 0),
         )
 
 

@@ -95,7 +95,9 @@ export interface EgressEvent {
  * CPUs used since the sample before (0 to 100); memory and disk are used and
  * total bytes; `netRxBytes` and `netTxBytes` count every byte received and
  * sent since it started. Memory, disk and network are what the sandbox's
- * own kernel reports: for watching, never for billing. */
+ * own kernel reports: for watching, never for billing. `costMicros` is the
+ * sandbox's cost so far (USD millionths) when the sample was taken, as its
+ * record and the usage ledger count it. */
 export interface SandboxMetric {
   timestamp?: Date;
   cpuCount: number;
@@ -106,6 +108,7 @@ export interface SandboxMetric {
   diskTotalBytes: number;
   netRxBytes: number;
   netTxBytes: number;
+  costMicros: number;
 }
 
 /** The bounds of `getMetrics`: Dates, or Unix seconds; absent: open. */
@@ -134,6 +137,7 @@ function sandboxMetricOf(m: MetricWire): SandboxMetric {
     diskTotalBytes: m?.disk_total_bytes ?? 0,
     netRxBytes: m?.net_rx_bytes ?? 0,
     netTxBytes: m?.net_tx_bytes ?? 0,
+    costMicros: m?.cost_micros ?? 0,
   };
 }
 

@@ -1422,6 +1422,11 @@ export interface components {
              * @description Sent by its interfaces (loopback left out) since it started.
              */
             net_tx_bytes: number;
+            /**
+             * Format: int64
+             * @description The sandbox's cost so far (USD millionths) when the sample was taken, as its record and the usage ledger count it.
+             */
+            cost_micros: number;
         };
         PreviewSettings: {
             public_ports: number[];
