@@ -96,5 +96,6 @@ var nodeFlags = []flagSpec{
 	{Name: "pool", Type: "func", Usage: "a warm pool `[TEMPLATE:]SIZE=N`: N started sandboxes of SIZE (VCPUSxMEMORY_MIB) kept ready for the creates of that size, e.g. 2x4096=8, of the default image or of a template the admin account holds or sees published, e.g. myteam/app:2x4096=4 (repeatable; given pools replace the default 2x4096=2; none: no pool)"},
 	{Name: "pool-max-age", Type: "duration", Usage: "replace a warm sandbox that has waited this long unclaimed", DefValue: "30m0s"},
 	{Name: "shared-checkpoints", Type: "string", Usage: "a `DIR` every node mounts (e.g. NFS) for paused sandboxes' checkpoints, so that any node with the same runsc and CPU may resume them"},
+	{Name: "storage-quota-gib", Type: "int64", Usage: "`GIB` an account's snapshots and volumes may take in all, counted over every node's (403 forbidden past it; 0: no bound); give every node the same", DefValue: "100"},
 	{Name: "node-lease", Type: "duration", Usage: "the node's lease in the store: renewed every fifth of it; the node stops serving sandboxes after half of it without a renewal, and is declared lost after all of it", DefValue: "15s"},
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/node"
 	"github.com/withruntime/withruntime/internal/server"
+	"github.com/withruntime/withruntime/internal/storagequota"
 )
 
 // runNode is `withruntime node`: a node daemon of a many-host
@@ -28,12 +29,14 @@ func nodeWith(fs *pflag.FlagSet, run func(context.Context, server.NodeConfig) er
 	// limits, the isolation, egress and the pools.
 	cfg.RegisterFlags(fs)
 	fs.StringVar(&cfg.SharedCheckpoints, "shared-checkpoints", "", "a `DIR` every node mounts (e.g. NFS) for paused sandboxes' checkpoints, so that any node with the same runsc and CPU may resume them")
+	storageGiB := fs.Int64("storage-quota-gib", storagequota.DefaultGiB, "`GIB` an account's snapshots and volumes may take in all, counted over every node's (403 forbidden past it; 0: no bound); give every node the same")
 	fs.DurationVar(&cfg.LeaseTTL, "node-lease", node.DefaultLeaseTTL, "the node's lease in the store: renewed every fifth of it; the node stops serving sandboxes after half of it without a renewal, and is declared lost after all of it")
 	return func(args []string) int {
 		if len(args) > 0 {
 			fmt.Fprintf(os.Stderr, "node: unexpected argument %q\nusage: withruntime node [flags] (\"withruntime node --help\" lists the flags)\n", args[0])
 			return 2
 		}
+		cfg.StorageQuotaBytes = *storageGiB << 30
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		if err := run(ctx, cfg); err != nil {

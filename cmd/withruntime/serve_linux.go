@@ -19,6 +19,7 @@ import (
 	"github.com/withruntime/withruntime/internal/membudget"
 	"github.com/withruntime/withruntime/internal/server"
 	"github.com/withruntime/withruntime/internal/setup"
+	"github.com/withruntime/withruntime/internal/storagequota"
 	"github.com/withruntime/withruntime/internal/templates"
 	"github.com/withruntime/withruntime/internal/volume"
 )
@@ -54,7 +55,7 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 	fs.IntVar(&cfg.TemplateQuota.MaxCount, "max-templates", templates.DefaultMaxCount, "templates an account may hold (403 forbidden past it); a template removed while in use no longer counts")
 	templateGiB := fs.Int64("max-template-gib", templates.DefaultMaxBytes>>30, "`GIB` an account's templates may hold in all, each counting its own layers (403 forbidden past it); one snapshot or image may not write more either (413)")
 	fs.DurationVar(&cfg.Manager.SnapshotRetention, "snapshot-retention", defaults.Retention, "how long a snapshot is kept before it is removed (a fork's is removed once its sandboxes run unless it asked to keep it)")
-	storageGiB := fs.Int64("storage-quota-gib", 100, "`GIB` an account's snapshots and volumes may take in all (403 forbidden past it; 0: no bound)")
+	storageGiB := fs.Int64("storage-quota-gib", storagequota.DefaultGiB, "`GIB` an account's snapshots and volumes may take in all (403 forbidden past it; 0: no bound)")
 	fs.BoolVar(&cfg.PrivateRegistries, "allow-private-registries", false, "let template imports read images from registries at loopback, private and link-local addresses (an own registry on the internal network); without it only public addresses, so a reference cannot make the server call its own network")
 	fs.DurationVar(&cfg.IdleExit, "idle-exit", 0, "exit once no request has been in flight and no sandbox alive (running or paused) for this long (0: never; the local daemon runs with 10m)")
 	fs.StringVar(&cfg.E2BListen, "e2b-listen", "", "also serve E2B's API (control plane and in-sandbox protocol) on `ADDRESS`: point E2B_API_URL and E2B_SANDBOX_URL at it, a withruntime key as E2B_API_KEY")

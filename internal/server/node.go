@@ -176,6 +176,10 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 		mc.Overcommit = defaults.Overcommit
 	}
 	mc.Node, mc.NodeCompat, mc.SharedCheckpoints = id, compat, cfg.SharedCheckpoints != ""
+	// The node checks the storage quota of what it makes (snapshots,
+	// volumes) against every node's records in the store.
+	quota := storageQuota(cfg.StorageQuotaBytes, st)
+	mc.StorageQuota = quota
 	bcfg := sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir, SharedCheckpoints: cfg.SharedCheckpoints}
 	tracing, err := openTracing(ctx, &cfg.Config)
 	if err != nil {
@@ -232,7 +236,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 	}
 	// The node's volumes: the images of the volumes placed here, served
 	// to the API servers beside the sandboxes' RPC.
-	vols, err := openVolumes(ctx, cfg.Config, dataDir, id, st, nil, mgr.DiskPromised)
+	vols, err := openVolumes(ctx, cfg.Config, dataDir, id, st, quota, mgr.DiskPromised)
 	if err != nil {
 		return nil, err
 	}

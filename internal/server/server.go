@@ -22,7 +22,6 @@ import (
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/sdkdist"
 	"github.com/withruntime/withruntime/internal/secrets"
-	"github.com/withruntime/withruntime/internal/storagequota"
 	"github.com/withruntime/withruntime/internal/store"
 	"github.com/withruntime/withruntime/internal/undo"
 )
@@ -119,15 +118,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	// One quota (serve --storage-quota-gib) over snapshots and volumes,
 	// which the manager checks a snapshot against and the volumes a
 	// volume.
-	quota := &storagequota.Quota{Bytes: cfg.StorageQuotaBytes}
-	quota.Add("snapshots", storagequota.Snapshots(st))
-	var vols *volumeAPI // set once the manager is up: the volumes need its disk promise
-	quota.Add("volumes", func(ctx context.Context, account string) (int64, error) {
-		if vols == nil {
-			return 0, nil
-		}
-		return vols.svc.Bytes(ctx, account)
-	})
+	quota := storageQuota(cfg.StorageQuotaBytes, st)
 	cfg.Manager.StorageQuota = quota
 	mgr, egr, err := startHost(ctx, cfg, dataDir, recorded, vault, sandbox.BackendConfig{DataDir: dataDir, CacheDir: cfg.CacheDir, Layers: layers})
 	if err != nil {
@@ -143,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		}
 	})
 	u.Add(mgr.Close)
-	vols, err = openVolumes(ctx, cfg, dataDir, "", st, quota, mgr.DiskPromised)
+	vols, err := openVolumes(ctx, cfg, dataDir, "", st, quota, mgr.DiskPromised)
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,17 @@ func openVolumes(ctx context.Context, cfg Config, dataDir, node string, st store
 	return &volumeAPI{svc}, nil
 }
 
+// storageQuota is the one quota (--storage-quota-gib) over an account's
+// snapshots and volumes, both read from the store's records (every node's
+// on many hosts), which the manager checks a snapshot against and the
+// volumes a volume.
+func storageQuota(bytes int64, st store.Store) *storagequota.Quota {
+	q := &storagequota.Quota{Bytes: bytes}
+	q.Add("snapshots", storagequota.Snapshots(st))
+	q.Add("volumes", volume.QuotaSource(st))
+	return q
+}
+
 // volumeAPI is the volume service as the API takes it.
 type volumeAPI struct{ svc *volume.Service }
 

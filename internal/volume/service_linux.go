@@ -121,15 +121,24 @@ func (s *Service) Close(ctx context.Context) error {
 
 // Bytes is account's volumes' sizes: what its storage quota counts.
 func (s *Service) Bytes(ctx context.Context, account string) (int64, error) {
-	vols, err := s.cfg.Store.ListVolumes(ctx, account)
-	if err != nil {
-		return 0, err
+	return QuotaSource(s.cfg.Store)(ctx, account)
+}
+
+// QuotaSource is what an account's volumes take of its storage quota:
+// their whole sizes, from the store's records, so on many hosts every
+// node's volumes count wherever the quota is checked.
+func QuotaSource(st store.Volumes) storagequota.Source {
+	return func(ctx context.Context, account string) (int64, error) {
+		vols, err := st.ListVolumes(ctx, account)
+		if err != nil {
+			return 0, err
+		}
+		var n int64
+		for _, v := range vols {
+			n += int64(v.SizeGiB) << 30
+		}
+		return n, nil
 	}
-	var n int64
-	for _, v := range vols {
-		n += int64(v.SizeGiB) << 30
-	}
-	return n, nil
 }
 
 func newID() string {

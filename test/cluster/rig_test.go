@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,10 @@ import (
 // nodeLease is the nodes' lease: short, so that a lost node is declared
 // lost within seconds.
 const nodeLease = 3 * time.Second
+
+// nodeStorageQuotaGiB is the nodes' storage quota: small, so that a
+// scenario reaches it with one volume.
+const nodeStorageQuotaGiB = 4
 
 // detectEvery is the API servers' failure detector interval.
 const detectEvery = 500 * time.Millisecond
@@ -261,7 +266,7 @@ func (r *rig) startNode(n *node) {
 	t.Helper()
 	args := []string{"node", "--store", r.nodeDBURL, "--data-dir", n.dataDir, "--cache-dir", testenv.CacheDir(),
 		"--listen", n.addr + ":" + nodePort, "--node-lease", nodeLease.String(), "--overcommit", "8",
-		"--pool", "none", "--shared-checkpoints", r.shared}
+		"--pool", "none", "--shared-checkpoints", r.shared, "--storage-quota-gib", strconv.Itoa(nodeStorageQuotaGiB)}
 	args = append(args, n.extra...)
 	if n.proc == nil {
 		n.proc = r.newProc(n.name, n.ns, args...)

@@ -10,7 +10,8 @@ import (
 	"github.com/withruntime/withruntime/api"
 )
 
-// volumeOnItsNode makes a volume through one API server, writes it from
+// volumeOnItsNode makes a volume through one API server (a second one,
+// past the account's storage quota, is refused), writes it from
 // a sandbox, reads it from another sandbox placed on the same node and
 // through the other API server's files API; once the node is lost, the
 // volume's calls and creates that mount it are refused (503
@@ -22,6 +23,11 @@ func volumeOnItsNode(t *testing.T, r *rig) {
 	vpath := "/v1/volumes/" + name
 	if st, data := r.do(r.apis[0], key, "POST", "/v1/volumes", api.CreateVolumeRequest{Name: name, SizeGiB: 1}); st != 201 {
 		t.Fatalf("creating a volume through %s: %d %s", r.apis[0].name, st, data)
+	}
+	// The nodes hold the account to its storage quota, counted over every
+	// node's volumes: 1 GiB held, 4 more is past it.
+	if st, data := r.do(r.apis[1], key, "POST", "/v1/volumes", api.CreateVolumeRequest{Name: "big-" + r.tag, SizeGiB: nodeStorageQuotaGiB}); st != 403 || !strings.Contains(string(data), "storage quota") {
+		t.Fatalf("a volume past the storage quota: %d %s, want 403", st, data)
 	}
 	mount := func(ro bool) string {
 		return `{` + small + `,"volumes":[{"name":"` + name + `","path":"/data","read_only":` + map[bool]string{true: "true", false: "false"}[ro] + `}]}`
