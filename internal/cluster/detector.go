@@ -71,6 +71,7 @@ func (c *Control) detect(ctx context.Context) {
 		}
 	}
 	c.endRetained(ctx, nodes)
+	c.expireLostSnapshots(ctx, nodes)
 }
 
 // endSandboxesOf ends node id's sandboxes that nothing can bring back

@@ -83,3 +83,34 @@ func (c *Control) unremovable(id string, waits bool) bool {
 	c.unremoved[id] = true
 	return true
 }
+
+// expireLostSnapshots removes the records of snapshots whose retention is
+// over and whose node is lost (or has no entry): a live node's reaper
+// removes its own, files and record, but a lost node's would stay listed
+// and counted in its account's storage quota. The node sweeps the files
+// no record names when it comes back. entries are the registry's nodes as
+// this pass left them.
+func (c *Control) expireLostSnapshots(ctx context.Context, entries []store.Node) {
+	live := map[string]bool{}
+	for _, n := range entries {
+		if !n.Lost {
+			live[n.ID] = true
+		}
+	}
+	snaps, err := c.cfg.Store.ListSnapshots(ctx, "")
+	if err != nil {
+		c.log.Warn("failure detector: listing snapshots", "err", err)
+		return
+	}
+	now := c.now()
+	for _, sn := range snaps {
+		if live[sn.Node] || sn.ExpiresAt.IsZero() || now.Before(sn.ExpiresAt) {
+			continue
+		}
+		if err := c.cfg.Store.DeleteSnapshot(ctx, sn.ID); err != nil {
+			c.log.Warn("failure detector: removing the record of a lost node's expired snapshot", "snapshot_id", sn.ID, "node", sn.Node, "err", err)
+			continue
+		}
+		c.log.Info("record of a lost node's snapshot removed: its retention ended", "snapshot_id", sn.ID, "node", sn.Node)
+	}
+}

@@ -71,3 +71,43 @@ func TestDetectorEndsRetainedCheckpoints(t *testing.T) {
 		t.Errorf("no remover logged %d times over two passes, want once", got)
 	}
 }
+
+// TestDetectorExpiresLostSnapshots: the record of a lost node's snapshot
+// whose retention is over goes; one whose retention runs on stays, and so
+// does an expired one on a live node (its own reaper removes it, files and
+// all).
+func TestDetectorExpiresLostSnapshots(t *testing.T) {
+	st := storetest.OpenBolt(t)
+	ca := mustAuthority(t)
+	live := startNode(t, ca, st, "live")
+	gone := startNode(t, ca, st, "gone")
+	register(t, st, live, nodeOpts{compat: "c"})
+	register(t, st, gone, nodeOpts{ttl: 50 * time.Millisecond, compat: "c", lost: true})
+	c := newControl(t, st, ca, &logBuffer{}, time.Hour)
+	ctx := t.Context()
+	now := time.Now().UTC()
+	for _, sn := range []*sandbox.Snapshot{
+		{ID: "snap-over", Node: "gone", ExpiresAt: now.Add(-time.Second)},
+		{ID: "snap-no-entry", Node: "ghost", ExpiresAt: now.Add(-time.Second)},
+		{ID: "snap-kept", Node: "gone", ExpiresAt: now.Add(time.Hour)},
+		{ID: "snap-on-live", Node: "live", ExpiresAt: now.Add(-time.Second)},
+	} {
+		sn.Account, sn.SandboxID, sn.CreatedAt = "acct", "sb", now.Add(-time.Hour)
+		if err := st.PutSnapshot(ctx, sn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.DetectOnce(ctx)
+	left, err := st.ListSnapshots(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, sn := range left {
+		ids = append(ids, sn.ID)
+	}
+	slices.Sort(ids)
+	if want := []string{"snap-kept", "snap-on-live"}; !slices.Equal(ids, want) {
+		t.Fatalf("snapshots left %v, want %v", ids, want)
+	}
+}
