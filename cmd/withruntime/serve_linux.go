@@ -69,7 +69,6 @@ func serveWith(fs *pflag.FlagSet, run func(context.Context, server.Config) error
 		cfg.WebhookPermit = append(cfg.WebhookPermit, p)
 		return nil
 	})
-	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at GET /metrics on `ADDRESS` (off by default; keep it off the public network: it tells how busy the host is)")
 	fs.StringVar(&cfg.PreviewListen, "preview-listen", "", "serve the preview URLs' host form, <port>-<id>.DOMAIN, on `ADDRESS` too (and nothing else there); DOMAIN is --preview-domain, localhost without it")
 	fs.StringVar(&cfg.PreviewDomain, "preview-domain", "", "serve the preview URLs' host form <port>-<id>.`DOMAIN` (on the API's address, and on --preview-listen): needs wildcard DNS for DOMAIN, except localhost, whose names resolve to loopback")
 	fs.StringVar(&cfg.Store, "store", "", "serve as one API server of a many-host installation on the shared database at `URL` (postgres://...): sandboxes then run on the nodes (withruntime node) registered there, and this server runs none")

@@ -75,6 +75,24 @@ next:
 	return -1
 }
 
+// sample is a value a scrape must have: the family's metric with labels
+// (name=value pairs).
+type sample struct {
+	name   string
+	labels []string
+	want   float64
+}
+
+// checkValues fails t for each sample fams does not have.
+func checkValues(t *testing.T, fams map[string]*dto.MetricFamily, want []sample) {
+	t.Helper()
+	for _, c := range want {
+		if got := value(fams, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
 func TestExporterCounts(t *testing.T) {
 	e := New()
 	for range 3 {
@@ -98,11 +116,7 @@ func TestExporterCounts(t *testing.T) {
 		}, nil
 	})
 	fams := scrape(t, e)
-	for _, c := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	checkValues(t, fams, []sample{
 		{"withruntime_api_requests_total", []string{"route", "POST /v1/sandboxes", "code", "201"}, 3},
 		{"withruntime_api_requests_total", []string{"route", "preview", "code", "502"}, 1},
 		{"withruntime_api_request_duration_seconds", []string{"route", "POST /v1/sandboxes"}, 3},
@@ -116,11 +130,7 @@ func TestExporterCounts(t *testing.T) {
 		{"withruntime_admission_capacity", []string{"resource", "memory_mib"}, 32768},
 		{"withruntime_pool_ready", []string{"pool", "web:latest:1x1024"}, 0},
 		{"withruntime_census_up", nil, 1},
-	} {
-		if got := value(fams, c.name, c.labels...); got != c.want {
-			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
-		}
-	}
+	})
 	if got := value(fams, "withruntime_admission_capacity", "resource", "disk_mib"); got != -1 {
 		t.Errorf("an unknown disk capacity is shown as %v, want no sample", got)
 	}

@@ -87,10 +87,12 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 	}
 	u.Add(func() { l.Close() })
 	idle := newIdleWatch(cfg.IdleExit, st)
-	// The API's metrics only: the sandboxes are the nodes'.
+	// The API's metrics, the store's health and the node registry: the
+	// sandboxes' own are the nodes' (node --metrics-listen).
 	var metrics *promexport.Exporter
 	if cfg.MetricsListen != "" {
 		metrics = promexport.New()
+		metrics.WatchCluster(st)
 	}
 	apiHandler := httpapi.NewServer(httpapi.Config{
 		Sandboxes: ctl, Store: st, Logger: cfg.Logger, Secrets: vault, Observe: apiObserver(metrics),
@@ -118,7 +120,7 @@ func startAPI(ctx context.Context, cfg Config, dataDir string) (_ *Server, retEr
 		go func() { s.done <- e2b.Serve(el) }()
 	}
 	if metrics != nil {
-		if err := s.serveMetrics(cfg.MetricsListen, metrics); err != nil {
+		if s.metrics, s.MetricsURL, err = serveMetrics(cfg.MetricsListen, metrics, s.done); err != nil {
 			return nil, err
 		}
 	}

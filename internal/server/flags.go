@@ -17,8 +17,8 @@ import (
 
 // RegisterFlags registers on fs the flags of the settings serve and node
 // share, which fill c: the cache, the manager's limits and prices, the
-// isolation and the backends' own options, the egress services and the
-// warm pools. Each flag's default is the one the packages apply to a zero
+// isolation and the backends' own options, the egress services, the
+// warm pools and the metrics listener. Each flag's default is the one the packages apply to a zero
 // setting (package defaults, or the package's own constant), so that a
 // server started in-process with a zero Config and one started by the
 // command agree. The commands register what only they have (listen,
@@ -29,6 +29,7 @@ func (c *Config) RegisterFlags(fs *pflag.FlagSet) {
 	c.isolationFlags(fs)
 	c.egressFlags(fs)
 	poolFlags(fs, &c.Manager)
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at GET /metrics on `ADDRESS` (off by default; keep it off the public network: it tells how busy the host is)")
 }
 
 // managerFlags registers the flags of the manager's limits and prices.

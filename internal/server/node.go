@@ -46,7 +46,8 @@ const DefaultNodeListen = ":7879"
 
 // NodeConfig is a node daemon's configuration (withruntime node). Of
 // Config, the node uses Listen (the RPC's address), DataDir, CacheDir,
-// Backend, Logger, Manager, PricesFile and the egress settings.
+// Backend, Logger, Manager, PricesFile, MetricsListen and the egress
+// settings.
 type NodeConfig struct {
 	Config
 	// Store is the installation's store (postgres://...); required.
@@ -92,6 +93,9 @@ func (c *NodeConfig) Validate() error {
 type Node struct {
 	// ID is the node's id (DATA/node.id), Addr where API servers reach it.
 	ID, Addr string
+	// MetricsURL is where GET /metrics is served ("" without
+	// MetricsListen).
+	MetricsURL string
 
 	cfg     NodeConfig
 	store   store.Store
@@ -103,6 +107,7 @@ type Node struct {
 	lock    *os.File // DATA/node.lock, held while the daemon runs
 	lease   *node.Lease
 	http    *http.Server
+	metrics *http.Server // nil without MetricsListen
 	done    chan error
 	stop    context.CancelFunc // ends the lease loop
 	renewed chan struct{}      // closed when the lease loop has returned
@@ -189,6 +194,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 	// The node's sandbox changes append the webhooks' events; the API
 	// servers deliver them (they poll the shared store).
 	st.SetEventSource(webhooks.Source(nil))
+	// The metrics of a single box's host: this node's sandboxes,
+	// admission, creates and egress.
+	metrics := hostMetrics(&cfg.Config)
 	mgr, egr, err := startHost(ctx, cfg.Config, dataDir, st, vault, bcfg)
 	if err != nil {
 		return nil, err
@@ -199,6 +207,18 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 			egr.close()
 		}
 	})
+	watchHost(metrics, mgr, egr)
+	// Served before the node registers: a listener that fails leaves no
+	// entry behind.
+	done := make(chan error, 3)
+	var metricsSrv *http.Server
+	var metricsURL string
+	if metrics != nil {
+		if metricsSrv, metricsURL, err = serveMetrics(cfg.MetricsListen, metrics, done); err != nil {
+			return nil, err
+		}
+		u.Add(func() { metricsSrv.Close() })
+	}
 	l, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
@@ -247,7 +267,8 @@ func StartNode(ctx context.Context, cfg NodeConfig) (_ *Node, retErr error) {
 	n := &Node{
 		ID: id, Addr: addr, cfg: cfg, store: st, manager: mgr, volumes: vols, egress: egr, tracing: tracing, lock: lock, lease: lease,
 		http:    node.NewServer(mux, tlsCfg, cfg.Logger),
-		done:    make(chan error, 2),
+		metrics: metricsSrv, MetricsURL: metricsURL,
+		done:    done,
 		renewed: make(chan struct{}),
 		certs:   make(chan struct{}),
 		blocked: make(chan struct{}),
@@ -305,6 +326,9 @@ func (n *Node) Close() error {
 	err := n.http.Shutdown(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = n.http.Close()
+	}
+	if n.metrics != nil {
+		n.metrics.Close()
 	}
 	n.stop()
 	<-n.renewed

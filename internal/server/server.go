@@ -18,7 +18,6 @@ import (
 	"github.com/withruntime/withruntime/internal/console"
 	"github.com/withruntime/withruntime/internal/httpapi"
 	"github.com/withruntime/withruntime/internal/manager"
-	"github.com/withruntime/withruntime/internal/promexport"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/sdkdist"
 	"github.com/withruntime/withruntime/internal/secrets"
@@ -110,11 +109,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		return nil, err
 	}
 	cfg.Manager.Templates = lib
-	var metrics *promexport.Exporter
-	if cfg.MetricsListen != "" {
-		metrics = promexport.New()
-		cfg.Manager.Observer = metrics
-	}
+	metrics := hostMetrics(&cfg)
 	// One quota (serve --storage-quota-gib) over snapshots and volumes,
 	// which the manager checks a snapshot against and the volumes a
 	// volume.
@@ -143,12 +138,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	if metrics != nil {
-		metrics.WatchManager(mgr.Census)
-		if egr != nil {
-			egr.log.Observe(metrics.Egress)
-		}
-	}
+	watchHost(metrics, mgr, egr)
 	u.Add(func() { l.Close() })
 	idle := newIdleWatch(cfg.IdleExit, st)
 	pv, err := openPreviews(cfg, dataDir, l)
@@ -193,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, retErr error) {
 		go func() { s.done <- e2b.Serve(el) }()
 	}
 	if metrics != nil {
-		if err := s.serveMetrics(cfg.MetricsListen, metrics); err != nil {
+		if s.metrics, s.MetricsURL, err = serveMetrics(cfg.MetricsListen, metrics, s.done); err != nil {
 			return nil, err
 		}
 	}

@@ -45,16 +45,23 @@ func StartServer(t testing.TB, extra ...string) *Server {
 	if !slices.Contains(extra, "--pool") {
 		extra = append([]string{"--pool", "none"}, extra...)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := FreeAddr(t)
 	s := &Server{URL: "http://" + addr, Addr: addr, DataDir: t.TempDir(), t: t, args: extra}
 	s.Start()
 	t.Cleanup(s.cleanup)
 	return s
+}
+
+// FreeAddr is a loopback address (host:port) no listener has now, for a
+// process the test starts to listen on.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // Start starts (or restarts) the server process on the same data dir.

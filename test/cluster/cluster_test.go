@@ -122,6 +122,7 @@ func placementAndExec(t *testing.T, r *rig) {
 			}
 		}
 	}
+	r.checkPlacedMetrics()
 	for _, sb := range sbs {
 		r.endOwned(key, sb.ID)
 	}
@@ -366,6 +367,7 @@ func nodeKilled(t *testing.T, r *rig) {
 	if e := r.nodeEntry(n); e == nil || !e.Lost {
 		t.Fatalf("the killed node's entry: %+v, want lost", e)
 	}
+	r.checkLostMetrics(n)
 	var ids []string
 	for i := range 2 {
 		other := r.mustCreate(r.apis[i], key, "{"+small+"}")

@@ -23,6 +23,9 @@ const (
 	rigPrefix  = "198.18.0."
 	bridgeAddr = "198.18.0.1"
 	nodePort   = "7443"
+	// metricsPort is where each node serves --metrics-listen, on its
+	// bridge address.
+	metricsPort = "9464"
 )
 
 var nodeAddrs = []string{"198.18.0.11", "198.18.0.12", "198.18.0.13"}

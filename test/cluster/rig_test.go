@@ -179,18 +179,14 @@ type apiServer struct {
 	*proc
 	url     string
 	dataDir string
+	metrics string // its --metrics-listen, as a URL
 }
 
 func (r *rig) startAPI(name string) *apiServer {
 	t := r.t
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	a := &apiServer{url: "http://" + addr, dataDir: filepath.Join(r.dir, name)}
+	addr, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	a := &apiServer{url: "http://" + addr, metrics: "http://" + metrics, dataDir: filepath.Join(r.dir, name)}
 	if len(r.apis) > 0 {
 		// Every API server after the first gets the authority's seal key,
 		// as an operator hands it out (docs/DEPLOY.md); nodes never do.
@@ -205,7 +201,7 @@ func (r *rig) startAPI(name string) *apiServer {
 			t.Fatalf("handing out the authority's seal key: %v", err)
 		}
 	}
-	args := []string{"serve", "--store", r.dbURL, "--listen", addr, "--data-dir", a.dataDir}
+	args := []string{"serve", "--store", r.dbURL, "--listen", addr, "--data-dir", a.dataDir, "--metrics-listen", metrics}
 	if serveHasFlag(t, "--detect-interval") {
 		args = append(args, "--detect-interval", detectEvery.String())
 	}
@@ -266,7 +262,8 @@ func (r *rig) startNode(n *node) {
 	t.Helper()
 	args := []string{"node", "--store", r.nodeDBURL, "--data-dir", n.dataDir, "--cache-dir", testenv.CacheDir(),
 		"--listen", n.addr + ":" + nodePort, "--node-lease", nodeLease.String(), "--overcommit", "8",
-		"--pool", "none", "--shared-checkpoints", r.shared, "--storage-quota-gib", strconv.Itoa(nodeStorageQuotaGiB)}
+		"--pool", "none", "--shared-checkpoints", r.shared, "--storage-quota-gib", strconv.Itoa(nodeStorageQuotaGiB),
+		"--metrics-listen", n.addr + ":" + metricsPort}
 	args = append(args, n.extra...)
 	if n.proc == nil {
 		n.proc = r.newProc(n.name, n.ns, args...)

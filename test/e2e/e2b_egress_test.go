@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,16 +111,6 @@ func (a e2bAnswer) expectReached(t *testing.T, upTo int, want ...string) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 const e2bCurl = "curl -sS --connect-timeout 5 -m 15 "
 
 // TestE2BEgressAndSecrets: a sandbox created through the E2B API, by
@@ -131,7 +120,7 @@ const e2bCurl = "curl -sS --connect-timeout 5 -m 15 "
 func TestE2BEgressAndSecrets(t *testing.T) {
 	u := newUpstreams(t)
 	py := e2bPython(t)
-	e2bAddr := freeAddr(t)
+	e2bAddr := testenv.FreeAddr(t)
 	s := testenv.StartServer(t, append(u.serverFlags(), "--e2b-listen", e2bAddr)...)
 	e2bURL := "http://" + e2bAddr
 	r := &recorder{s: s}
