@@ -20,6 +20,9 @@ import (
 
 	"github.com/withruntime/withruntime/internal/egress"
 	"github.com/withruntime/withruntime/internal/manager"
+	"github.com/withruntime/withruntime/internal/sandbox"
+	"github.com/withruntime/withruntime/internal/store"
+	"github.com/withruntime/withruntime/internal/store/storetest"
 	"github.com/withruntime/withruntime/internal/testenv"
 )
 
@@ -198,6 +201,16 @@ func TestGrafanaDashboard(t *testing.T) {
 	e.WatchManager(func(context.Context) (manager.Census, error) {
 		return manager.Census{Sandboxes: map[[2]string]int{{"gvisor", "running"}: 1}, PoolReady: map[string]int{"1x512": 1}}, nil
 	})
+	// The panels of many hosts: an API server's registry.
+	st := storetest.OpenBolt(t)
+	if err := st.RegisterNode(t.Context(), &store.Node{ID: "node-a", CPUs: 1, MemoryMiB: 1024}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if err := st.PutSandbox(t.Context(), &sandbox.Record{ID: "sb", Account: "a", Node: "node-a", State: sandbox.StateRunning, CreatedAt: now, LeaseEndsAt: now.Add(time.Hour), Backend: "gvisor"}); err != nil {
+		t.Fatal(err)
+	}
+	e.WatchCluster(st)
 	served := map[string]bool{}
 	for name, f := range scrape(t, e) {
 		served[name] = true
