@@ -48,6 +48,12 @@ type VolumeEntry struct {
 	Name string `json:"name"`
 	Type string `json:"type"` // "file", "dir", "symlink" or "other"
 	Size int64  `json:"size"`
+	// Mode is the permission bits (0o7777); UID and GID the owner as the
+	// sandbox sees it; MTime the last change of its contents.
+	Mode  uint32    `json:"mode"`
+	UID   uint32    `json:"uid"`
+	GID   uint32    `json:"gid"`
+	MTime time.Time `json:"mtime"`
 }
 
 // VolumeFileList is GET /v1/volumes/{name}/files of a directory.

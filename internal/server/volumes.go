@@ -112,7 +112,7 @@ func (a *volumeAPI) Open(ctx context.Context, account, name, p string) (io.ReadC
 	}
 	out := make([]api.VolumeEntry, 0, len(o.Entries))
 	for _, e := range o.Entries {
-		out = append(out, api.VolumeEntry{Name: e.Name, Type: e.Type, Size: e.Size})
+		out = append(out, api.VolumeEntry{Name: e.Name, Type: e.Type, Size: e.Size, Mode: e.Mode, UID: e.UID, GID: e.GID, MTime: e.ModTime})
 	}
 	return nil, 0, out, nil
 }

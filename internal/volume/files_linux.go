@@ -31,6 +31,12 @@ type Entry struct {
 	Name string `json:"name"`
 	Type string `json:"type"` // "file", "dir", "symlink" or "other"
 	Size int64  `json:"size"`
+	// Mode is the permission bits (0o7777); UID and GID the owner as the
+	// sandbox sees it; ModTime the last change of its contents.
+	Mode    uint32    `json:"mode"`
+	UID     uint32    `json:"uid"`
+	GID     uint32    `json:"gid"`
+	ModTime time.Time `json:"mtime"`
 }
 
 // maxListing bounds a listing's entries; maxTarEntries an archive's.
@@ -152,7 +158,7 @@ func list(d *os.File) ([]Entry, error) {
 		if err := unix.Fstatat(int(d.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			continue // gone meanwhile
 		}
-		e := Entry{Name: n, Type: "other"}
+		e := Entry{Name: n, Type: "other", Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid, ModTime: time.Unix(st.Mtim.Unix()).UTC()}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFREG:
 			e.Type, e.Size = "file", st.Size
