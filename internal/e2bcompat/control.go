@@ -66,8 +66,6 @@ var unsupportedRoutes = map[string]string{
 	"/v2/templates/":                 templateAPIPart,
 	"/v3/templates":                  templateAPIPart,
 	"/v3/templates/":                 templateAPIPart,
-	"/volumes":                       "volumes",
-	"/volumes/":                      "volumes",
 	"/secrets":                       "E2B's secrets API (use withruntime's: withruntime secret set)",
 	"/secrets/":                      "E2B's secrets API (use withruntime's: withruntime secret set)",
 	"/sandboxes/{id}/mcp":            "the MCP gateway",

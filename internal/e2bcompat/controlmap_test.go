@@ -92,12 +92,14 @@ func TestCreateRequest(t *testing.T) {
 		}},
 		{"autoPause", `{"templateID":"base","autoPause":true}`, 0, "", func(r api.CreateSandboxRequest) bool { return r.OnLeaseEnd == "pause" }},
 		{"autoResume off", `{"templateID":"base","autoResume":{"enabled":false}}`, 0, "", func(r api.CreateSandboxRequest) bool { return !r.AutoResume }},
-		{"no volumes", `{"templateID":"base","volumeMounts":[]}`, 0, "", nil},
+		{"no volumes", `{"templateID":"base","volumeMounts":[]}`, 0, "", func(r api.CreateSandboxRequest) bool { return len(r.Volumes) == 0 }},
 		{"a template of the account", `{"templateID":"acme/python:3"}`, 0, "", func(r api.CreateSandboxRequest) bool { return r.Template == "acme/python:3" }},
 		{"the default image", `{"templateID":"base"}`, 0, "", func(r api.CreateSandboxRequest) bool { return r.Template == "" }},
 		{"mcp", `{"templateID":"mcp-gateway","mcp":{"x":{}}}`, 400, "mcp", nil},
 		{"iam", `{"templateID":"base","iam":{"tokens":{}}}`, 400, "iam", nil},
-		{"volumes", `{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}`, 400, "volumeMounts", nil},
+		{"volumes", `{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"},{"name":"w","path":"/mnt/w"}]}`, 0, "", func(r api.CreateSandboxRequest) bool {
+			return len(r.Volumes) == 2 && r.Volumes[0] == api.VolumeMount{Name: "v", Path: "/v"} && r.Volumes[1] == api.VolumeMount{Name: "w", Path: "/mnt/w"}
+		}},
 		{"autoResume", `{"templateID":"base","autoPause":true,"autoResume":{"enabled":true}}`, 0, "", func(r api.CreateSandboxRequest) bool { return r.AutoResume && r.OnLeaseEnd == "pause" }},
 		{"filesystem pause", `{"templateID":"base","autoPause":true,"autoPauseMemory":false}`, 400, "autoPauseMemory", nil},
 	} {

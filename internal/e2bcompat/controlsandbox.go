@@ -26,10 +26,18 @@ type newSandbox struct {
 	AutoResume          *struct {
 		Enabled bool `json:"enabled"`
 	} `json:"autoResume"`
+	// VolumeMounts are withruntime volumes, by name (an E2B volume id is
+	// the volume's name).
+	VolumeMounts []volumeMount `json:"volumeMounts"`
 	// Refused when given: withruntime has nothing they could mean.
-	MCP          json.RawMessage `json:"mcp"`
-	IAM          json.RawMessage `json:"iam"`
-	VolumeMounts json.RawMessage `json:"volumeMounts"`
+	MCP json.RawMessage `json:"mcp"`
+	IAM json.RawMessage `json:"iam"`
+}
+
+// volumeMount is E2B's SandboxVolumeMount.
+type volumeMount struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
 }
 
 // given says whether a raw field was sent with a value.
@@ -43,8 +51,6 @@ func (n *newSandbox) createRequest(noInternet bool) (api.CreateSandboxRequest, e
 		return req, unsupported("the MCP gateway (mcp)")
 	case given(n.IAM):
 		return req, unsupported("IAM tokens (iam)")
-	case given(n.VolumeMounts) && string(n.VolumeMounts) != "[]":
-		return req, unsupported("volumes (volumeMounts)")
 	case n.AutoPauseMemory != nil && !*n.AutoPauseMemory:
 		return req, unsupported("a pause without memory (autoPauseMemory: false; withruntime's pause keeps memory and processes)")
 	}
@@ -69,6 +75,9 @@ func (n *newSandbox) createRequest(noInternet bool) (api.CreateSandboxRequest, e
 	// sandbox wakes on the next call into it (envd's, a port's).
 	req.AutoResume = n.AutoResume != nil && n.AutoResume.Enabled
 	req.Metadata, req.Env = n.Metadata, n.EnvVars
+	for _, m := range n.VolumeMounts {
+		req.Volumes = append(req.Volumes, api.VolumeMount{Name: m.Name, Path: m.Path})
+	}
 	nw, err := networkOf(n.AllowInternetAccess, n.Network, noInternet)
 	if err != nil {
 		return req, err

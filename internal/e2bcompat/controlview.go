@@ -39,6 +39,7 @@ type sandboxDetail struct {
 	AllowInternetAccess *bool             `json:"allowInternetAccess,omitempty"`
 	Domain              *string           `json:"domain,omitempty"`
 	Lifecycle           *lifecycle        `json:"lifecycle,omitempty"`
+	VolumeMounts        []volumeMount     `json:"volumeMounts,omitempty"`
 }
 
 // lifecycle is what happens at the lease's end.
@@ -115,6 +116,9 @@ func (s *Server) detailOf(sb *api.Sandbox, key string, detail bool) sandboxDetai
 		d.AllowInternetAccess = &internet
 		d.Domain = s.domain()
 		d.Lifecycle = &lifecycle{OnTimeout: onTimeout, AutoResume: sb.AutoResume}
+		for _, m := range sb.Volumes {
+			d.VolumeMounts = append(d.VolumeMounts, volumeMount{Name: m.Name, Path: m.Path})
+		}
 	}
 	return d
 }
