@@ -63,7 +63,7 @@ func (f *controlAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		f.n++
 		sb := &api.Sandbox{ID: "sbx" + strings.Repeat("0", f.n), State: "running", VCPUs: 2, MemoryMiB: 4096, DiskGiB: 10, Template: tpl, Image: tpl,
-			Metadata: req.Metadata, CreatedAt: time.Now(), LeaseEndsAt: time.Now().Add(time.Duration(req.TimeoutSeconds) * time.Second)}
+			Metadata: req.Metadata, Volumes: req.Volumes, CreatedAt: time.Now(), LeaseEndsAt: time.Now().Add(time.Duration(req.TimeoutSeconds) * time.Second)}
 		f.sbx[sb.ID] = sb
 		answer(201, sb)
 		return
