@@ -183,14 +183,20 @@ func stat(ctx context.Context, c *client.Client, vol, p string) (_ entryStat, fo
 	return entryStat{}, false, nil
 }
 
+// existing is stat of a path that must be there (404 when it is not).
+func existing(ctx context.Context, c *client.Client, vol, p string) (entryStat, error) {
+	st, ok, err := stat(ctx, c, vol, p)
+	if err == nil && !ok {
+		err = pathNotFound(p)
+	}
+	return st, err
+}
+
 // statPath is GET /path: the entry's VolumeEntryStat.
 func (s *Server) statPath(w http.ResponseWriter, r *http.Request, c *client.Client, vol, p string) error {
-	st, ok, err := stat(r.Context(), c, vol, p)
+	st, err := existing(r.Context(), c, vol, p)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return pathNotFound(p)
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
@@ -211,12 +217,8 @@ func ownerOrMode(r *http.Request) error {
 // patchPath is PATCH /path: withruntime cannot change an entry's owner or
 // mode, so an existing path is answered 400 naming that.
 func (s *Server) patchPath(w http.ResponseWriter, r *http.Request, c *client.Client, vol, p string) error {
-	_, ok, err := stat(r.Context(), c, vol, p)
-	if err != nil {
+	if _, err := existing(r.Context(), c, vol, p); err != nil {
 		return err
-	}
-	if !ok {
-		return pathNotFound(p)
 	}
 	return unsupported("changing an entry's owner or mode (PATCH /volumecontent/{volumeID}/path)")
 }
@@ -227,12 +229,9 @@ func (s *Server) removePath(w http.ResponseWriter, r *http.Request, c *client.Cl
 	if p == "/" {
 		return &Error{Status: http.StatusBadRequest, Message: "the volume's root cannot be removed (DELETE /volumes/{volumeID} removes the volume)"}
 	}
-	st, ok, err := stat(r.Context(), c, vol, p)
+	st, err := existing(r.Context(), c, vol, p)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return pathNotFound(p)
 	}
 	budget := maxVolumeListing
 	if err := removeAll(r.Context(), c, vol, p, st.Type == "directory", 0, &budget); err != nil {
@@ -355,12 +354,9 @@ func (s *Server) makeDir(w http.ResponseWriter, r *http.Request, c *client.Clien
 
 // answerStat answers 201 with p's VolumeEntryStat, just made.
 func (s *Server) answerStat(w http.ResponseWriter, r *http.Request, c *client.Client, vol, p string) error {
-	st, ok, err := stat(r.Context(), c, vol, p)
+	st, err := existing(r.Context(), c, vol, p) // 404 if removed meanwhile
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return pathNotFound(p) // removed meanwhile
 	}
 	writeJSON(w, http.StatusCreated, st)
 	return nil
@@ -368,12 +364,9 @@ func (s *Server) answerStat(w http.ResponseWriter, r *http.Request, c *client.Cl
 
 // readVolumeFile is GET /file: the file's bytes, streamed.
 func (s *Server) readVolumeFile(w http.ResponseWriter, r *http.Request, c *client.Client, vol, p string) error {
-	st, ok, err := stat(r.Context(), c, vol, p)
+	st, err := existing(r.Context(), c, vol, p)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return pathNotFound(p)
 	}
 	if st.Type != "file" {
 		return &Error{Status: http.StatusBadRequest, Message: "path " + p + " is not a file"}
