@@ -365,7 +365,7 @@ def test_read_only_key(e2b_env: dict[str, str], read_only_key: str, ours: Any) -
 
 def test_out_of_scope_routes_say_what_is_unsupported(e2b_env: dict[str, str]) -> None:
     url = e2b_env["E2B_API_URL"]
-    for method, path, feature in (("GET", "/sandboxes/sbx1/logs", "sandbox logs"), ("GET", "/volumes", "volumes"),
+    for method, path, feature in (("GET", "/sandboxes/sbx1/logs", "sandbox logs"), ("GET", "/secrets", "secrets API"),
                                   ("GET", "/templates", "template API"), ("DELETE", "/templates/team-app", "template API")):
         req = urllib.request.Request(url + path, method=method, data=b"{}" if method == "POST" else None,
                                      headers={"X-API-KEY": e2b_env["E2B_API_KEY"], "Content-Type": "application/json"})
