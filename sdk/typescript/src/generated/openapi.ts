@@ -1517,6 +1517,16 @@ export interface components {
             type: "file" | "dir" | "symlink" | "other";
             /** Format: int64 */
             size: number;
+            /** @description Permission bits (0o7777). */
+            mode: number;
+            /** @description Owner, as the sandbox sees it. */
+            uid: number;
+            gid: number;
+            /**
+             * Format: date-time
+             * @description Last change of its contents.
+             */
+            mtime: string;
         };
         VolumeFileList: {
             entries: components["schemas"]["VolumeEntry"][];
