@@ -47,11 +47,64 @@ func openAs(ctx context.Context, sb *Sandbox, p string) (io.ReadCloser, error) {
 }
 
 func writeAs(ctx context.Context, sb *Sandbox, p string, r io.Reader, attrs map[string]string) (*api.FileInfo, error) {
+	if err := ensureParents(ctx, sb, p); err != nil {
+		return nil, err
+	}
 	fi, err := filesClient(sb).WriteFileWith(ctx, sb.ID, p, r, client.WriteFileOptions{Attrs: attrs})
 	if err != nil {
 		return nil, err
 	}
 	return fi, checkMetadataKept(attrs, fi)
+}
+
+// ensureParents makes the directories missing above p, outside the
+// user's home, as root and owned by the user, when the user may not make
+// them in the nearest existing one, as E2B's daemon does (it runs as root
+// and gives the user what it makes): a write as "user" of /0/f makes /0
+// although only root may write /. It changes no existing directory, and
+// does nothing for root, who needs no help; the sandbox's user is root
+// whenever it likes (sudo), so this opens nothing.
+func ensureParents(ctx context.Context, sb *Sandbox, p string) error {
+	home := homeOf(sb.User)
+	if sb.User == UserRoot || p == home || strings.HasPrefix(p, home+"/") {
+		return nil
+	}
+	root := *sb
+	root.User = UserRoot
+	var missing []string
+	for d := path.Dir(p); ; d = path.Dir(d) {
+		fi, err := statAs(ctx, &root, d)
+		if err == nil {
+			if mayWrite(fi, sb.User) {
+				return nil // the files API makes the rest as the user
+			}
+			break
+		}
+		if !isNotFound(err) || d == "/" {
+			return err
+		}
+		missing = append([]string{d}, missing...)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	argv := append([]string{"install", "-d", "-o", sb.User, "-g", sb.User, "--"}, missing...)
+	res, stderr, err := runTool(ctx, sb, api.ExecRequest{Cmd: api.Command{Argv: argv}, User: UserRoot}, killTimeout)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return &Error{Status: http.StatusBadRequest, Message: "making the folders above " + p + ": " + stderr}
+	}
+	return nil
+}
+
+// mayWrite reports whether user may make entries in directory fi by its
+// permission bits, or whether that cannot be told (an agent that names no
+// owner): then the files API decides, as before.
+func mayWrite(fi *api.FileInfo, user string) bool {
+	perm := fi.Mode & 0o777
+	return fi.Owner == "" || perm&0o002 != 0 || fi.Owner == user && perm&0o200 != 0 || fi.Group == user && perm&0o020 != 0
 }
 
 // moveAs renames src to dst inside the sandbox with mv run as the

@@ -348,3 +348,14 @@ def test_signed_urls_without_a_token(sbx: Any, native: withruntime.Sandbox) -> N
     with pytest.raises(urllib.error.HTTPError) as exc:
         urllib.request.urlopen(expired)
     assert json.loads(exc.value.read().decode()) == {"code": 401, "message": "signature is already expired"}
+
+
+def test_write_makes_folders_only_root_may(sbx: Any, native: withruntime.Sandbox) -> None:
+    # As E2B's daemon does, a write as the default user makes the missing
+    # folders above the file, even under one only root may write (/), and
+    # gives them to the user; an existing folder's owner does not change.
+    info = sbx.files.write("/0/e2b-top/f.txt", "top")
+    assert info.path == "/0/e2b-top/f.txt"
+    assert sbx.files.read("/0/e2b-top/f.txt") == "top"
+    owners = native.exec(["stat", "-c", "%U %n", "/0", "/0/e2b-top", "/0/e2b-top/f.txt", "/"]).stdout.split("\n")
+    assert owners[:4] == ["user /0", "user /0/e2b-top", "user /0/e2b-top/f.txt", "root /"]
