@@ -1,7 +1,7 @@
 // Keys (list, create with a daily limit, the secret shown once, revoke),
 // usage per day and per key, and the admin's accounts.
 import { del, get, post, q } from "./api.js";
-import { bars, clear, confirmAction, dollars, errorBox, h, table, when } from "./ui.js";
+import { bars, clear, confirmThen, dollars, errorBox, h, table, when } from "./ui.js";
 
 export function keysPage(el, session) {
   const err = errorBox("keys-error");
@@ -42,16 +42,10 @@ export function keysPage(el, session) {
         let revoke = "";
         if (session.canChange && k.id !== session.key.id) {
           revoke = h("button", { type: "button", class: "revoke", dataset: { id: k.id } }, "Revoke");
-          revoke.addEventListener("click", async () => {
-            if (!(await confirmAction("Revoke key " + (k.name || k.id) + "? It stops working at once."))) return;
-            err.show(null);
-            try {
-              await del("/v1/keys/" + encodeURIComponent(k.id));
-              loadKeys();
-            } catch (e) {
-              err.show(e);
-            }
-          });
+          revoke.addEventListener("click", () => confirmThen("Revoke key " + (k.name || k.id) + "? It stops working at once.", err, async () => {
+            await del("/v1/keys/" + encodeURIComponent(k.id));
+            loadKeys();
+          }));
         }
         return [k.id + (k.id === session.key.id ? " (this key)" : ""), k.name || "", k.kind, k.account,
           k.daily_limit_micros ? dollars(k.daily_limit_micros) : "—", when(k.created_at), revoke];

@@ -5,6 +5,8 @@ import { sandboxesPage } from "./sandboxes.js";
 import { sandboxPage } from "./sandbox.js";
 import { keysPage, accountsPage } from "./keys.js";
 import { templatesPage } from "./templates.js";
+import { snapshotsPage } from "./snapshots.js";
+import { volumePage, volumesPage } from "./volumes.js";
 
 // session is who the key is (GET /v1/keys/current): its kind decides
 // what the console offers; the server decides what it allows.
@@ -84,6 +86,9 @@ async function route(reason) {
   const parts = path.split("/").filter(Boolean);
   let page;
   if (parts[0] === "sandboxes" && parts[1]) page = sandboxPage(el, session, decodeURIComponent(parts[1]));
+  else if (parts[0] === "snapshots") page = snapshotsPage(el, session);
+  else if (parts[0] === "volumes" && parts[1]) page = volumePage(el, session, decodeURIComponent(parts[1]));
+  else if (parts[0] === "volumes") page = volumesPage(el, session);
   else if (parts[0] === "keys") page = keysPage(el, session);
   else if (parts[0] === "templates") page = templatesPage(el, session, parts[1] === "builds" && parts[2] ? decodeURIComponent(parts[2]) : "");
   else if (parts[0] === "accounts" && session.admin) page = accountsPage(el, session);

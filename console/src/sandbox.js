@@ -1,7 +1,7 @@
 // One sandbox: details, usage and cost, metrics chart, processes, files,
 // egress log, network policy, terminal, and the lifecycle actions.
 import { call, get, getKey, post, q } from "./api.js";
-import { bytes, chart, clear, confirmAction, dollars, duration, errorBox, h, table, when } from "./ui.js";
+import { bytes, chart, clear, confirmThen, dollars, duration, errorBox, h, saveResponse, table, when } from "./ui.js";
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 
@@ -12,6 +12,7 @@ export function sandboxPage(el, session, id) {
   const actionErr = errorBox("action-error");
   const details = h("div", { id: "details" });
   const actions = h("div", { class: "toolbar", id: "actions" });
+  const snapNote = h("p", { id: "snapshot-note", role: "status" });
   const sections = {
     metrics: section("metrics", "Metrics"),
     processes: section("processes-section", "Processes"),
@@ -20,7 +21,7 @@ export function sandboxPage(el, session, id) {
     network: section("network-section", "Network policy"),
     terminal: section("terminal-section", "Terminal"),
   };
-  el.append(h("p", {}, h("a", { href: "#/sandboxes" }, "← Sandboxes")), h("h1", {}, "Sandbox ", h("code", {}, id)), actions, actionErr, details,
+  el.append(h("p", {}, h("a", { href: "#/sandboxes" }, "← Sandboxes")), h("h1", {}, "Sandbox ", h("code", {}, id)), actions, actionErr, snapNote, details,
     ...Object.values(sections).map((s) => s.el));
 
   let sbx = null;
@@ -62,22 +63,27 @@ export function sandboxPage(el, session, id) {
     }
     const act = (name, label, path, body, question) => {
       const b = h("button", { id: "btn-" + name, type: "button" }, label);
-      b.addEventListener("click", async () => {
-        if (!(await confirmAction(question))) return;
-        actionErr.show(null);
-        try {
-          await post(base + path, body ? body() : undefined);
-          await loadDetails();
-        } catch (e) {
-          actionErr.show(e);
-        }
-      });
+      b.addEventListener("click", () => confirmThen(question, actionErr, async () => {
+        await post(base + path, body ? body() : undefined);
+        await loadDetails();
+      }));
       actions.append(b);
     };
     if (sbx.state === "ended") return;
     act("stop", "Stop", "/stop", null, "Stop sandbox " + id + "? Its processes and files are gone.");
     if (sbx.state === "running") act("pause", "Pause", "/pause", null, "Pause sandbox " + id + "?");
     if (sbx.state === "paused") act("resume", "Resume", "/resume", null, "Resume sandbox " + id + "?");
+    if (sbx.state === "running" || sbx.state === "paused") {
+      // A snapshot: listed on the Snapshots page, where a sandbox starts
+      // from it.
+      const b = h("button", { id: "btn-snapshot", type: "button" }, "Snapshot");
+      b.addEventListener("click", () => confirmThen("Take a snapshot of sandbox " + id + "? It stops answering for a moment while it is taken.", actionErr, async () => {
+        const sn = await post(base + "/snapshots", {});
+        clear(snapNote).append("Snapshot ", h("a", { href: "#/snapshots", id: "snapshot-taken", dataset: { id: sn.id } }, sn.id), " taken.");
+        await loadDetails();
+      }));
+      actions.append(b);
+    }
     const mins = h("input", { id: "extend-minutes", type: "number", min: 1, value: 30, size: 4, "aria-label": "minutes" });
     actions.append(mins);
     act("extend", "Extend", "/extend", () => ({ timeout_seconds: Math.max(1, Number(mins.value) || 30) * 60 }), "Extend the lease of " + id + "?");
@@ -100,7 +106,12 @@ export function sandboxPage(el, session, id) {
           { label: "memory %", cls: "mem", points: m.map((x) => [t(x), x.mem_total_bytes ? (100 * x.mem_used_bytes) / x.mem_total_bytes : 0]) },
           { label: "disk %", cls: "disk", points: m.map((x) => [t(x), x.disk_total_bytes ? (100 * x.disk_used_bytes) / x.disk_total_bytes : 0]) },
         ], 100, "%"),
-        h("p", { class: "muted" }, `latest: CPU ${last.cpu_used_pct.toFixed(1)}% of ${last.cpu_count}, memory ${bytes(last.mem_used_bytes)} of ${bytes(last.mem_total_bytes)}, disk ${bytes(last.disk_used_bytes)} of ${bytes(last.disk_total_bytes)}, network in ${bytes(last.net_rx_bytes)} out ${bytes(last.net_tx_bytes)}`));
+        h("p", { class: "muted" }, `latest: CPU ${last.cpu_used_pct.toFixed(1)}% of ${last.cpu_count}, memory ${bytes(last.mem_used_bytes)} of ${bytes(last.mem_total_bytes)}, disk ${bytes(last.disk_used_bytes)} of ${bytes(last.disk_total_bytes)}, network in ${bytes(last.net_rx_bytes)} out ${bytes(last.net_tx_bytes)}`),
+        // The cost so far at each sample: the record's (the bill's) figure.
+        h("h3", {}, "Cost so far (USD)"),
+        chart("cost-chart", [{ label: "cost so far", cls: "cost", points: m.map((x) => [t(x), (x.cost_micros || 0) / 1e6]) }],
+          Math.max(1e-6, ...m.map((x) => (x.cost_micros || 0) / 1e6)), dollars(Math.max(0, ...m.map((x) => x.cost_micros || 0)))),
+        h("p", { class: "muted", id: "cost-latest" }, `latest: ${dollars(last.cost_micros || 0)}`));
     } catch (e) {
       s.fail(e);
     }
@@ -172,15 +183,7 @@ export function sandboxPage(el, session, id) {
   async function download(path, name, ferr) {
     ferr.show(null);
     try {
-      const resp = await call("GET", base + "/files" + q({ path }), undefined, true);
-      // Whatever the sandbox says the file is, the browser gets bytes to
-      // save, never a page to render in the console's origin.
-      const url = URL.createObjectURL(new Blob([await resp.arrayBuffer()], { type: "application/octet-stream" }));
-      const a = h("a", { href: url, download: name, hidden: true });
-      document.body.append(a);
-      a.click();
-      a.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 60000);
+      await saveResponse(await call("GET", base + "/files" + q({ path }), undefined, true), name);
     } catch (e) {
       ferr.show(e);
     }

@@ -1,24 +1,18 @@
-// Templates, snapshots, and a template build with its live log.
+// Templates, and a template build with its live log (snapshots have a
+// page of their own: snapshots.js).
 import { call, get } from "./api.js";
 import { bytes, clear, errorBox, h, table, when } from "./ui.js";
 
 export function templatesPage(el, session, buildID) {
   const terr = errorBox("templates-error");
-  const serr = errorBox("snapshots-error");
   const tbody = h("div", {});
-  const sbody = h("div", {});
   const build = buildSection(buildID);
-  el.append(h("h1", {}, "Templates"), terr, tbody, build.el, h("h1", {}, "Snapshots"), serr, sbody);
+  el.append(h("h1", {}, "Templates"), terr, tbody, build.el);
   get("/v1/templates").then((l) => {
     if (!(l.templates || []).length) tbody.append(h("p", { class: "muted" }, "No templates of this account or public ones (the built-in default is always there)."));
     else tbody.append(table("templates", ["Name", "State", "Source", "Size", "Public", "Created"], (l.templates || []).map((t) => [
       t.name + ":" + t.tag, t.state || "", t.source, bytes(t.size_bytes || 0), t.public ? "yes" : "", when(t.created_at)])));
   }, (e) => terr.show(e));
-  get("/v1/snapshots").then((l) => {
-    if (!(l.snapshots || []).length) sbody.append(h("p", { class: "muted" }, "No snapshots."));
-    else sbody.append(table("snapshots", ["Id", "Name", "Sandbox", "Template", "Size", "Created", "Expires"], (l.snapshots || []).map((s) => [
-      s.id, s.name || "", s.sandbox_id, s.template, bytes(s.size_bytes || 0), when(s.created_at), when(s.expires_at)])));
-  }, (e) => serr.show(e));
   return build.leave;
 }
 

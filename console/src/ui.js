@@ -73,6 +73,31 @@ export function confirmAction(text) {
   });
 }
 
+// confirmThen asks text through confirmAction and, on Confirm, clears err
+// and runs action, showing what it throws (a refusal's code and
+// message) in err.
+export async function confirmThen(text, err, action) {
+  if (!(await confirmAction(text))) return;
+  err.show(null);
+  try {
+    await action();
+  } catch (e) {
+    err.show(e);
+  }
+}
+
+// saveResponse hands a file's bytes (a Response) to the browser to save
+// as name: whatever the server says the file is, the browser gets bytes to
+// save, never a page to render in the console's origin.
+export async function saveResponse(resp, name) {
+  const url = URL.createObjectURL(new Blob([await resp.arrayBuffer()], { type: "application/octet-stream" }));
+  const a = h("a", { href: url, download: name, hidden: true });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+}
+
 export function dollars(micros) {
   return "$" + (micros / 1e6).toFixed(micros < 100 ? 6 : micros < 10000 ? 4 : 2);
 }

@@ -84,8 +84,11 @@ func (b *browserTab) shoot(t *testing.T, dir, name string) {
 // server: sign in with the admin key, find a sandbox made through the API,
 // run a command in its terminal and read the output off the page, download
 // a file, see a refused connection in its egress log, find a read-only
-// key's console without a stop (and the server refusing one), and stop the
-// sandbox through the confirmation.
+// key's console without a stop (and the server refusing one), pause and
+// resume it, see its cost chart, take a snapshot of it, and stop it
+// through the confirmation; then the snapshots page (a sandbox started
+// from the snapshot, its delete) and the volumes page (a create, a
+// refusal, a volume's files and a download, a delete).
 func TestConsole(t *testing.T) {
 	requireChromium(t)
 	s := testenv.StartServer(t)
@@ -239,6 +242,45 @@ except OSError: pass'`)
 		b.shoot(t, shots, "04-sandbox")
 	})
 
+	var snapID string
+	t.Run("pause and resume through the confirmations, the cost chart, a snapshot", func(t *testing.T) {
+		b.step(t, "asking to pause", chromedp.Click(chromedp.CSS("#btn-pause")))
+		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
+		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.until(t, "paused", `document.querySelector("#sbx-state").textContent === "paused" && !!document.querySelector("#btn-resume")`)
+		if st, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sbx.ID, nil); st != http.StatusOK || !bytes.Contains(data, []byte(`"state":"paused"`)) {
+			t.Fatalf("after the console's pause: %d %s", st, data)
+		}
+		b.step(t, "asking to resume", chromedp.Click(chromedp.CSS("#btn-resume")))
+		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
+		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.until(t, "running again", `document.querySelector("#sbx-state").textContent === "running" && !!document.querySelector("#btn-pause")`)
+		if st, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sbx.ID, nil); st != http.StatusOK || !bytes.Contains(data, []byte(`"state":"running"`)) {
+			t.Fatalf("after the console's resume: %d %s", st, data)
+		}
+		// The cost chart: a line of the samples' cost so far, which has
+		// grown over the sandbox's life (its last point above its first).
+		b.until(t, "the cost chart", `(() => {
+			const l = document.querySelector("#cost-chart polyline.cost");
+			if (!l) return false;
+			const p = l.getAttribute("points").trim().split(" ").map(xy => Number(xy.split(",")[1]));
+			return p.length >= 2 && p[p.length - 1] < p[0];
+		})()`)
+		if got := b.eval(t, `document.querySelector("#cost-latest").textContent`); !strings.HasPrefix(got, "latest: $0.") {
+			t.Fatalf("the latest cost: %q", got)
+		}
+		b.step(t, "asking for a snapshot", chromedp.Click(chromedp.CSS("#btn-snapshot")))
+		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
+		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.until(t, "the snapshot taken", `!!document.querySelector("#snapshot-taken")`)
+		snapID = b.eval(t, `document.querySelector("#snapshot-taken").dataset.id`)
+		if st, data := call(t, s, s.Key, "GET", "/v1/snapshots/"+snapID, nil); st != http.StatusOK || !bytes.Contains(data, []byte(sbx.ID)) {
+			t.Fatalf("the console's snapshot %q: %d %s", snapID, st, data)
+		}
+		b.until(t, "running after the snapshot", `document.querySelector("#sbx-state").textContent === "running"`)
+		b.shoot(t, shots, "04b-sandbox-cost")
+	})
+
 	t.Run("a read-only key's console has no stop, and the server refuses one", func(t *testing.T) {
 		b.step(t, "signing out", chromedp.Click(chromedp.CSS("#logout")))
 		b.until(t, "the sign-in page", `!!document.querySelector("#signin") && sessionStorage.getItem("withruntime.key") === null`)
@@ -256,6 +298,19 @@ except OSError: pass'`)
 			t.Fatalf("a stop with the read-only key: %q %v, want 403 forbidden", got, err)
 		}
 		b.shoot(t, shots, "05-read-only")
+		if got := b.eval(t, `String(!!document.querySelector("#btn-snapshot"))`); got != "false" {
+			t.Fatal("a read-only key's sandbox page has a snapshot button")
+		}
+		b.step(t, "the volumes page", chromedp.Click(chromedp.CSS(`#nav a[href="#/volumes"]`)))
+		b.until(t, "the volumes page", `!!document.querySelector("#volumes-list").firstChild`)
+		if got := b.eval(t, `String(!!document.querySelector("#volume-create-form, #volumes button"))`); got != "false" {
+			t.Fatal("a read-only key's volumes page has a create form or buttons")
+		}
+		b.step(t, "the snapshots page", chromedp.Click(chromedp.CSS(`#nav a[href="#/snapshots"]`)))
+		b.until(t, "the snapshot listed", fmt.Sprintf(`!!document.querySelector('#snapshots tr[data-id=%q]')`, snapID))
+		if got := b.eval(t, `String(document.querySelectorAll("#snapshots button").length)`); got != "0" {
+			t.Fatalf("a read-only key's snapshots page has %s buttons", got)
+		}
 		b.step(t, "signing out", chromedp.Click(chromedp.CSS("#logout")))
 	})
 
@@ -306,6 +361,80 @@ except OSError: pass'`)
 		b.until(t, "the key gone from the list", fmt.Sprintf(`!document.querySelector('button.revoke[data-id=%q]') && !!document.querySelector("#keys")`, k.ID))
 		if st, _ := call(t, s, secret, "GET", "/v1/keys/current", nil); st != http.StatusUnauthorized {
 			t.Fatalf("the revoked key: %d, want 401", st)
+		}
+	})
+
+	t.Run("snapshots: listed, a sandbox started from one, deleted", func(t *testing.T) {
+		b.step(t, "the snapshots page", chromedp.Click(chromedp.CSS(`#nav a[href="#/snapshots"]`)))
+		row := fmt.Sprintf(`#snapshots tr[data-id=%q]`, snapID)
+		b.until(t, "the snapshot listed with its sandbox", fmt.Sprintf(`!!document.querySelector('%s') && document.querySelector('%s').textContent.includes(%q)`, row, row, sbx.ID))
+		b.step(t, "a narrow screen", chromedp.EmulateViewport(390, 844))
+		b.shoot(t, shots, "10-snapshots-narrow")
+		b.step(t, "a wide screen", chromedp.EmulateViewport(1280, 900))
+		b.shoot(t, shots, "10-snapshots")
+		b.step(t, "starting a sandbox from it", chromedp.Click(chromedp.CSS(row+" button.start-from")))
+		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
+		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.untilFor(t, 2*time.Minute, "the new sandbox's page", `/^#\/sandboxes\//.test(location.hash) && !!document.querySelector("#sbx-state") && document.querySelector("#sbx-state").textContent === "running"`)
+		started := strings.TrimPrefix(b.eval(t, `location.hash`), "#/sandboxes/")
+		t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+started, nil) })
+		if started == sbx.ID || started == "" {
+			t.Fatalf("the page is at %q, want a new sandbox's", started)
+		}
+		call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+started, nil)
+		b.step(t, "the snapshots page", chromedp.Click(chromedp.CSS(`#nav a[href="#/snapshots"]`)))
+		b.until(t, "the delete button", `!!document.querySelector('`+row+` button.delete')`)
+		b.step(t, "deleting it", chromedp.Click(chromedp.CSS(row+" button.delete")))
+		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
+		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.until(t, "the snapshot gone from the list", `!document.querySelector('`+row+`') && !!document.querySelector("#snapshots-list").firstChild`)
+		if st, _ := call(t, s, s.Key, "GET", "/v1/snapshots/"+snapID, nil); st != http.StatusNotFound {
+			t.Fatalf("the deleted snapshot: %d, want 404", st)
+		}
+	})
+
+	t.Run("volumes: create, a refusal, its files, a download, delete", func(t *testing.T) {
+		b.step(t, "the volumes page", chromedp.Click(chromedp.CSS(`#nav a[href="#/volumes"]`)))
+		create := func() {
+			b.step(t, "creating a volume", chromedp.SetValue(chromedp.CSS("#volume-name"), "console-vol"), chromedp.SetValue(chromedp.CSS("#volume-size"), "1"), chromedp.Click(chromedp.CSS("#volume-create")))
+		}
+		create()
+		row := `#volumes tr[data-name="console-vol"]`
+		b.until(t, "the volume listed", `!!document.querySelector('`+row+`') && document.querySelector('`+row+`').textContent.includes("1 GiB")`)
+		// A refusal shows its code and message: the name is taken.
+		create()
+		b.until(t, "the refusal", `document.querySelector("#volumes-error").dataset.code === "conflict" && document.querySelector("#volumes-error").textContent.startsWith("conflict: a volume named console-vol exists")`)
+		const volBody = "a file on a volume\n"
+		if st, data := call(t, s, s.Key, "PUT", "/v1/volumes/console-vol/files?path=/docs/note.txt", strings.NewReader(volBody)); st != http.StatusNoContent {
+			t.Fatalf("writing a file onto the volume: %d %s", st, data)
+		}
+		b.shoot(t, shots, "11-volumes")
+		b.step(t, "opening the volume", chromedp.Click(chromedp.CSS(row+" a.volume-link")))
+		b.until(t, "its directory", `!!document.querySelector('#volume-files button.open[data-path="/docs"]')`)
+		b.step(t, "opening the directory", chromedp.Click(chromedp.CSS(`#volume-files button.open[data-path="/docs"]`)))
+		b.until(t, "the file", `!!document.querySelector('#volume-files button.download[data-path="/docs/note.txt"]')`)
+		b.shoot(t, shots, "12-volume-files")
+		b.step(t, "downloading", chromedp.Click(chromedp.CSS(`#volume-files button.download[data-path="/docs/note.txt"]`)))
+		p := filepath.Join(downloads, "note.txt")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, err := os.ReadFile(p)
+			if err == nil && string(got) == volBody {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the volume's download: %q, %v", got, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		b.step(t, "the volumes page", chromedp.Click(chromedp.CSS(`#nav a[href="#/volumes"]`)))
+		b.until(t, "the delete button", `!!document.querySelector('`+row+` button.delete')`)
+		b.step(t, "deleting it", chromedp.Click(chromedp.CSS(row+" button.delete")))
+		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
+		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.until(t, "the volume gone from the list", `!document.querySelector('`+row+`') && !!document.querySelector("#volumes-list").firstChild`)
+		if st, _ := call(t, s, s.Key, "GET", "/v1/volumes/console-vol", nil); st != http.StatusNotFound {
+			t.Fatalf("the deleted volume: %d, want 404", st)
 		}
 	})
 
