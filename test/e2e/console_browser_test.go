@@ -279,6 +279,7 @@ except OSError: pass'`)
 		}
 		b.until(t, "running after the snapshot", `document.querySelector("#sbx-state").textContent === "running"`)
 		b.shoot(t, shots, "04b-sandbox-cost")
+		b.step(t, "settling after the screenshot", chromedp.EmulateViewport(1280, 900))
 	})
 
 	t.Run("a read-only key's console has no stop, and the server refuses one", func(t *testing.T) {
@@ -298,11 +299,12 @@ except OSError: pass'`)
 			t.Fatalf("a stop with the read-only key: %q %v, want 403 forbidden", got, err)
 		}
 		b.shoot(t, shots, "05-read-only")
+		b.step(t, "settling after the screenshot", chromedp.EmulateViewport(1280, 900))
 		if got := b.eval(t, `String(!!document.querySelector("#btn-snapshot"))`); got != "false" {
 			t.Fatal("a read-only key's sandbox page has a snapshot button")
 		}
 		b.step(t, "the volumes page", chromedp.Click(chromedp.CSS(`#nav a[href="#/volumes"]`)))
-		b.until(t, "the volumes page", `!!document.querySelector("#volumes-list").firstChild`)
+		b.until(t, "the volumes page", `!!document.querySelector("#volumes-list")?.firstChild`)
 		if got := b.eval(t, `String(!!document.querySelector("#volume-create-form, #volumes button"))`); got != "false" {
 			t.Fatal("a read-only key's volumes page has a create form or buttons")
 		}
@@ -372,6 +374,7 @@ except OSError: pass'`)
 		b.shoot(t, shots, "10-snapshots-narrow")
 		b.step(t, "a wide screen", chromedp.EmulateViewport(1280, 900))
 		b.shoot(t, shots, "10-snapshots")
+		b.step(t, "settling after the screenshot", chromedp.EmulateViewport(1280, 900))
 		b.step(t, "starting a sandbox from it", chromedp.Click(chromedp.CSS(row+" button.start-from")))
 		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
 		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
@@ -387,7 +390,7 @@ except OSError: pass'`)
 		b.step(t, "deleting it", chromedp.Click(chromedp.CSS(row+" button.delete")))
 		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
 		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
-		b.until(t, "the snapshot gone from the list", `!document.querySelector('`+row+`') && !!document.querySelector("#snapshots-list").firstChild`)
+		b.until(t, "the snapshot gone from the list", `!document.querySelector('`+row+`') && !!document.querySelector("#snapshots-list")?.firstChild`)
 		if st, _ := call(t, s, s.Key, "GET", "/v1/snapshots/"+snapID, nil); st != http.StatusNotFound {
 			t.Fatalf("the deleted snapshot: %d, want 404", st)
 		}
@@ -409,11 +412,13 @@ except OSError: pass'`)
 			t.Fatalf("writing a file onto the volume: %d %s", st, data)
 		}
 		b.shoot(t, shots, "11-volumes")
+		b.step(t, "settling after the screenshot", chromedp.EmulateViewport(1280, 900))
 		b.step(t, "opening the volume", chromedp.Click(chromedp.CSS(row+" a.volume-link")))
 		b.until(t, "its directory", `!!document.querySelector('#volume-files button.open[data-path="/docs"]')`)
 		b.step(t, "opening the directory", chromedp.Click(chromedp.CSS(`#volume-files button.open[data-path="/docs"]`)))
 		b.until(t, "the file", `!!document.querySelector('#volume-files button.download[data-path="/docs/note.txt"]')`)
 		b.shoot(t, shots, "12-volume-files")
+		b.step(t, "settling after the screenshot", chromedp.EmulateViewport(1280, 900))
 		b.step(t, "downloading", chromedp.Click(chromedp.CSS(`#volume-files button.download[data-path="/docs/note.txt"]`)))
 		p := filepath.Join(downloads, "note.txt")
 		deadline := time.Now().Add(30 * time.Second)
@@ -432,7 +437,7 @@ except OSError: pass'`)
 		b.step(t, "deleting it", chromedp.Click(chromedp.CSS(row+" button.delete")))
 		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
 		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
-		b.until(t, "the volume gone from the list", `!document.querySelector('`+row+`') && !!document.querySelector("#volumes-list").firstChild`)
+		b.until(t, "the volume gone from the list", `!document.querySelector('`+row+`') && !!document.querySelector("#volumes-list")?.firstChild`)
 		if st, _ := call(t, s, s.Key, "GET", "/v1/volumes/console-vol", nil); st != http.StatusNotFound {
 			t.Fatalf("the deleted volume: %d, want 404", st)
 		}
