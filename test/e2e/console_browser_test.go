@@ -179,19 +179,7 @@ func TestConsole(t *testing.T) {
 		sel := `#files button.download[data-path="/workspace/console-download.txt"]`
 		b.until(t, "the file in the list", `!!document.querySelector('`+sel+`')`)
 		b.step(t, "downloading", chromedp.Click(chromedp.CSS(sel)))
-		p := filepath.Join(downloads, "console-download.txt")
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			got, err := os.ReadFile(p)
-			if err == nil && string(got) == fileBody {
-				break
-			}
-			if time.Now().After(deadline) {
-				entries, _ := os.ReadDir(downloads)
-				t.Fatalf("the download: %q, %v (folder holds %v)", got, err, entries)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		waitDownload(t, downloads, "console-download.txt", fileBody)
 	})
 
 	t.Run("upload a file", func(t *testing.T) {
@@ -244,19 +232,14 @@ except OSError: pass'`)
 
 	var snapID string
 	t.Run("pause and resume through the confirmations, the cost chart, a snapshot", func(t *testing.T) {
-		b.step(t, "asking to pause", chromedp.Click(chromedp.CSS("#btn-pause")))
-		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
-		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
-		b.until(t, "paused", `document.querySelector("#sbx-state").textContent === "paused" && !!document.querySelector("#btn-resume")`)
-		if st, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sbx.ID, nil); st != http.StatusOK || !bytes.Contains(data, []byte(`"state":"paused"`)) {
-			t.Fatalf("after the console's pause: %d %s", st, data)
-		}
-		b.step(t, "asking to resume", chromedp.Click(chromedp.CSS("#btn-resume")))
-		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
-		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
-		b.until(t, "running again", `document.querySelector("#sbx-state").textContent === "running" && !!document.querySelector("#btn-pause")`)
-		if st, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sbx.ID, nil); st != http.StatusOK || !bytes.Contains(data, []byte(`"state":"running"`)) {
-			t.Fatalf("after the console's resume: %d %s", st, data)
+		// Each through its confirmation, to the state the page and the API
+		// then show, with the button for the way back.
+		for _, step := range []struct{ button, state, back string }{{"#btn-pause", "paused", "#btn-resume"}, {"#btn-resume", "running", "#btn-pause"}} {
+			b.confirmClick(t, step.button)
+			b.until(t, step.state, fmt.Sprintf(`document.querySelector("#sbx-state").textContent === %q && !!document.querySelector(%q)`, step.state, step.back))
+			if st, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sbx.ID, nil); st != http.StatusOK || !bytes.Contains(data, []byte(`"state":"`+step.state+`"`)) {
+				t.Fatalf("after the console's %s: %d %s, want %s", step.button, st, data, step.state)
+			}
 		}
 		// The cost chart: a line of the samples' cost so far, which has
 		// grown over the sandbox's life (its last point above its first).
@@ -269,9 +252,7 @@ except OSError: pass'`)
 		if got := b.eval(t, `document.querySelector("#cost-latest").textContent`); !strings.HasPrefix(got, "latest: $0.") {
 			t.Fatalf("the latest cost: %q", got)
 		}
-		b.step(t, "asking for a snapshot", chromedp.Click(chromedp.CSS("#btn-snapshot")))
-		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
-		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.confirmClick(t, "#btn-snapshot")
 		b.until(t, "the snapshot taken", `!!document.querySelector("#snapshot-taken")`)
 		snapID = b.eval(t, `document.querySelector("#snapshot-taken").dataset.id`)
 		if st, data := call(t, s, s.Key, "GET", "/v1/snapshots/"+snapID, nil); st != http.StatusOK || !bytes.Contains(data, []byte(sbx.ID)) {
@@ -332,9 +313,7 @@ except OSError: pass'`)
 		if st, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sbx.ID, nil); st != http.StatusOK || !bytes.Contains(data, []byte(`"state":"running"`)) {
 			t.Fatalf("after cancel: %d %s, want running", st, data)
 		}
-		b.step(t, "asking to stop", chromedp.Click(chromedp.CSS("#btn-stop")))
-		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
-		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.confirmClick(t, "#btn-stop")
 		b.until(t, "ended, stopped", `document.querySelector("#sbx-state").textContent === "ended" && document.querySelector("#sbx-end-reason").textContent.startsWith("stopped")`)
 		var got api.Sandbox
 		if st, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sbx.ID, nil); st != http.StatusOK || json.Unmarshal(data, &got) != nil || got.State != "ended" || got.EndReason != "stopped" {
@@ -375,9 +354,7 @@ except OSError: pass'`)
 		b.step(t, "a wide screen", chromedp.EmulateViewport(1280, 900))
 		b.shoot(t, shots, "10-snapshots")
 		b.step(t, "settling after the screenshot", chromedp.EmulateViewport(1280, 900))
-		b.step(t, "starting a sandbox from it", chromedp.Click(chromedp.CSS(row+" button.start-from")))
-		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
-		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.confirmClick(t, row+" button.start-from")
 		b.untilFor(t, 2*time.Minute, "the new sandbox's page", `/^#\/sandboxes\//.test(location.hash) && !!document.querySelector("#sbx-state") && document.querySelector("#sbx-state").textContent === "running"`)
 		started := strings.TrimPrefix(b.eval(t, `location.hash`), "#/sandboxes/")
 		t.Cleanup(func() { call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+started, nil) })
@@ -387,9 +364,7 @@ except OSError: pass'`)
 		call(t, s, s.Key, "DELETE", "/v1/sandboxes/"+started, nil)
 		b.step(t, "the snapshots page", chromedp.Click(chromedp.CSS(`#nav a[href="#/snapshots"]`)))
 		b.until(t, "the delete button", `!!document.querySelector('`+row+` button.delete')`)
-		b.step(t, "deleting it", chromedp.Click(chromedp.CSS(row+" button.delete")))
-		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
-		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.confirmClick(t, row+" button.delete")
 		b.until(t, "the snapshot gone from the list", `!document.querySelector('`+row+`') && !!document.querySelector("#snapshots-list")?.firstChild`)
 		if st, _ := call(t, s, s.Key, "GET", "/v1/snapshots/"+snapID, nil); st != http.StatusNotFound {
 			t.Fatalf("the deleted snapshot: %d, want 404", st)
@@ -420,23 +395,10 @@ except OSError: pass'`)
 		b.shoot(t, shots, "12-volume-files")
 		b.step(t, "settling after the screenshot", chromedp.EmulateViewport(1280, 900))
 		b.step(t, "downloading", chromedp.Click(chromedp.CSS(`#volume-files button.download[data-path="/docs/note.txt"]`)))
-		p := filepath.Join(downloads, "note.txt")
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			got, err := os.ReadFile(p)
-			if err == nil && string(got) == volBody {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the volume's download: %q, %v", got, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		waitDownload(t, downloads, "note.txt", volBody)
 		b.step(t, "the volumes page", chromedp.Click(chromedp.CSS(`#nav a[href="#/volumes"]`)))
 		b.until(t, "the delete button", `!!document.querySelector('`+row+` button.delete')`)
-		b.step(t, "deleting it", chromedp.Click(chromedp.CSS(row+" button.delete")))
-		b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
-		b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.confirmClick(t, row+" button.delete")
 		b.until(t, "the volume gone from the list", `!document.querySelector('`+row+`') && !!document.querySelector("#volumes-list")?.firstChild`)
 		if st, _ := call(t, s, s.Key, "GET", "/v1/volumes/console-vol", nil); st != http.StatusNotFound {
 			t.Fatalf("the deleted volume: %d, want 404", st)
@@ -463,6 +425,32 @@ except OSError: pass'`)
 		b.step(t, "the accounts page", chromedp.Click(chromedp.CSS(`#nav a[href="#/accounts"]`)))
 		b.until(t, "the default account", `[...document.querySelectorAll("#accounts tbody tr")].some(r => r.textContent.startsWith("default"))`)
 	})
+}
+
+// confirmClick clicks sel and then Confirm in the dialog it opens.
+func (b *browserTab) confirmClick(t *testing.T, sel string) {
+	t.Helper()
+	b.step(t, "clicking "+sel, chromedp.Click(chromedp.CSS(sel)))
+	b.until(t, "the confirmation", `document.querySelector("#confirm").open`)
+	b.step(t, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+}
+
+// waitDownload waits up to 30 s for the browser's download of name into
+// dir to hold want.
+func waitDownload(t *testing.T, dir, name, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err == nil && string(got) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			entries, _ := os.ReadDir(dir)
+			t.Fatalf("the download of %s: %q, %v (folder holds %v)", name, got, err, entries)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // typeText inserts text into the focused element as a keyboard's input
