@@ -13,8 +13,8 @@ export function snapshotsPage(el, session) {
     try {
       const list = (await get("/v1/snapshots")).snapshots || [];
       clear(body).append(list.length === 0 ? h("p", { class: "muted", id: "snapshots-empty" }, "No snapshots.") :
-        table("snapshots", ["Id", "Name", "Sandbox", "Template", "Size", "Created", "Expires", ""], list.map((s) => [
-          s.id, s.name || "", h("a", { href: "#/sandboxes/" + enc(s.sandbox_id) }, s.sandbox_id), s.template,
+        table("snapshots", ["Id", "Name", "Sandbox", "Size", "Created", "Expires", ""], list.map((s) => [
+          s.id, s.name || "", h("a", { href: "#/sandboxes/" + enc(s.sandbox_id) }, s.sandbox_id),
           bytes(s.size_bytes || 0), when(s.created_at), when(s.expires_at), session.canChange ? buttons(s) : "",
         ]), (i) => ({ dataset: { id: list[i].id } })));
     } catch (e) {
@@ -23,12 +23,12 @@ export function snapshotsPage(el, session) {
   }
 
   function buttons(s) {
-    const start = h("button", { type: "button", class: "start-from", dataset: { id: s.id } }, "Start a sandbox from it");
+    const start = h("button", { type: "button", class: "start-from", dataset: { id: s.id }, "aria-label": "Start a sandbox from snapshot " + s.id }, "Start sandbox");
     start.addEventListener("click", () => confirmThen("Start a new sandbox from snapshot " + (s.name || s.id) + "?", err, async () => {
       const sbx = await post("/v1/sandboxes", { snapshot: s.id });
       location.hash = "#/sandboxes/" + enc(sbx.id);
     }));
-    const remove = h("button", { type: "button", class: "delete", dataset: { id: s.id } }, "Delete");
+    const remove = h("button", { type: "button", class: "delete", dataset: { id: s.id }, "aria-label": "Delete snapshot " + s.id }, "Delete");
     remove.addEventListener("click", () => confirmThen("Delete snapshot " + (s.name || s.id) + "? It cannot be brought back.", err, async () => {
       await del("/v1/snapshots/" + enc(s.id));
       load();
