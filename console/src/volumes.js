@@ -98,7 +98,7 @@ export function volumePage(el, session, name) {
             }
           });
         }
-        return [f.name, f.type, f.type === "file" ? bytes(f.size) : "", open];
+        return [f.name, f.type, f.type === "file" ? bytes(f.size) : "", f.mtime ? when(f.mtime) : "", open];
       });
       if (dir !== "/") {
         const up = h("button", { type: "button", class: "open", id: "volume-up" }, "Up");
@@ -106,10 +106,10 @@ export function volumePage(el, session, name) {
           dir = dir.replace(/\/[^/]*\/?$/, "") || "/";
           load();
         });
-        rows.unshift(["..", "dir", "", up]);
+        rows.unshift(["..", "dir", "", "", up]);
       }
       clear(body).append(rows.length === 0 ? h("p", { class: "muted", id: "volume-empty" }, "Empty.") :
-        table("volume-files", ["Name", "Type", "Size", ""], rows));
+        table("volume-files", ["Name", "Type", "Size", "Modified", ""], rows));
     } catch (e) {
       clear(body);
       err.show(e);
