@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -140,24 +141,59 @@ func (s *Server) cleanup() {
 	if s.cmd == nil {
 		return
 	}
-	req, _ := http.NewRequest(http.MethodGet, s.URL+"/v1/sandboxes", nil)
-	req.Header.Set("Authorization", "Bearer "+s.Key)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		var list struct {
-			Sandboxes []struct{ ID, State string }
-		}
-		json.NewDecoder(resp.Body).Decode(&list)
-		resp.Body.Close()
-		for _, sb := range list.Sandboxes {
-			if sb.State == "ended" {
+	// A stopped server leaves its sandboxes running: each account's are
+	// stopped first, the admin's with its key, every other's with a key
+	// the admin makes for it (a test's other accounts), then removed.
+	s.stopSandboxes(s.Key)
+	var accounts struct{ Accounts []struct{ ID string } }
+	if s.call(s.Key, http.MethodGet, "/v1/accounts", nil, &accounts) {
+		for _, a := range accounts.Accounts {
+			var key struct{ ID, Key string }
+			body := fmt.Sprintf(`{"account":%q,"name":"testenv-cleanup"}`, a.ID)
+			if !s.call(s.Key, http.MethodPost, "/v1/keys", strings.NewReader(body), &key) || key.Key == "" {
 				continue
 			}
-			del, _ := http.NewRequest(http.MethodDelete, s.URL+"/v1/sandboxes/"+sb.ID, nil)
-			del.Header.Set("Authorization", "Bearer "+s.Key)
-			if r, err := http.DefaultClient.Do(del); err == nil {
-				r.Body.Close()
-			}
+			s.stopSandboxes(key.Key)
+			s.call(s.Key, http.MethodDelete, "/v1/keys/"+key.ID, nil, nil)
 		}
 	}
 	s.Stop(false)
+}
+
+// stopSandboxes removes every sandbox key's account has that has not
+// ended.
+func (s *Server) stopSandboxes(key string) {
+	var list struct {
+		Sandboxes []struct{ ID, State string }
+	}
+	if !s.call(key, http.MethodGet, "/v1/sandboxes", nil, &list) {
+		return
+	}
+	for _, sb := range list.Sandboxes {
+		if sb.State != "ended" {
+			s.call(key, http.MethodDelete, "/v1/sandboxes/"+sb.ID, nil, nil)
+		}
+	}
+}
+
+// call makes one API call with key and decodes a 2xx answer into out
+// (when not nil), reporting whether it was 2xx.
+func (s *Server) call(key, method, path string, body io.Reader, out any) bool {
+	req, err := http.NewRequest(method, s.URL+path, body)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return false
+	}
+	return out == nil || json.NewDecoder(resp.Body).Decode(out) == nil
 }
