@@ -53,7 +53,7 @@ func boot() error {
 		fmt.Println(guest.ProbeOK)
 		return nil
 	}
-	if err := loadModules(); err != nil {
+	if err := loadModules("/modules/order"); err != nil {
 		return err
 	}
 	disks, err := findDisks(guest.SerialBase, guest.SerialDisk, guest.SerialConfig)
@@ -73,6 +73,9 @@ func boot() error {
 		return err
 	}
 	if err := mountRoot(cfg, disks[guest.SerialBase], disks[guest.SerialDisk]); err != nil {
+		return err
+	}
+	if err := mountVolumes(cfg.Volumes); err != nil {
 		return err
 	}
 	for path, content := range cfg.Files {
@@ -108,8 +111,37 @@ func boot() error {
 	return unix.Exec(agentDir+"/sandbox-agent", []string{agentDir + "/sandbox-agent"}, env)
 }
 
-func loadModules() error {
-	order, err := os.ReadFile("/modules/order")
+// mountVolumes mounts each virtiofs share at its path in the new root,
+// without set-user-id or devices; the host has already refused paths
+// that shadow the root, /proc or the agent's own.
+func mountVolumes(vols []guest.Volume) error {
+	if len(vols) == 0 {
+		return nil
+	}
+	if err := loadModules(guest.VolumeModules); err != nil {
+		return err
+	}
+	for _, v := range vols {
+		if !strings.HasPrefix(v.Path, "/") || strings.Contains(v.Path, "..") {
+			return fmt.Errorf("volume %q: not a plain path", v.Path)
+		}
+		dst := newRoot + v.Path
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("volume %s: %w", v.Path, err)
+		}
+		flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
+		if v.ReadOnly {
+			flags |= unix.MS_RDONLY
+		}
+		if err := unix.Mount(v.Tag, dst, "virtiofs", flags, ""); err != nil {
+			return fmt.Errorf("mounting volume %s: %w", v.Path, err)
+		}
+	}
+	return nil
+}
+
+func loadModules(list string) error {
+	order, err := os.ReadFile(list)
 	if err != nil {
 		return err
 	}

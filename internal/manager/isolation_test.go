@@ -150,27 +150,49 @@ func TestIsolationOfOldRecords(t *testing.T) {
 	}
 }
 
-// TestVolumesOnGVisorOnly: volumes mount on gVisor and are carried into
-// the record; a microVM create that asks for them is not_supported, and
-// none boots.
-func TestVolumesOnGVisorOnly(t *testing.T) {
+// TestVolumesOnBothTiers: volumes mount on gVisor and on microVMs and
+// are carried into the record. A microVM with volumes cannot be saved
+// (vhost-user-fs does not migrate): a create that would need a pause (on
+// the lease's end, auto-resume) is not_supported and boots nothing; a
+// pause is not_supported and leaves it running, its backend untouched.
+func TestVolumesOnBothTiers(t *testing.T) {
 	r, vm := isoRig(t, nil)
 	mounts := []sandbox.VolumeMount{{ID: "vol_0123456789abcdef", Name: "data", Path: "/data", HostDir: "/run/x/vol_0123456789abcdef"}}
 	rec := r.create(service.CreateRequest{Volumes: mounts})
 	if got := r.record(rec.ID).Spec.Volumes; len(got) != 1 || got[0] != mounts[0] {
 		t.Fatalf("stored volumes: %+v", got)
 	}
-	starts := func() int {
+	calls := func(op string) int {
 		vm.mu.Lock()
 		defer vm.mu.Unlock()
-		return vm.calls["start"]
+		return vm.calls[op]
 	}
-	before := starts()
-	_, err := r.m.Create(t.Context(), "acct", "", service.CreateRequest{Isolation: sandbox.IsolationMicroVM, Volumes: mounts})
-	if sandbox.KindOf(err) != sandbox.KindNotSupported || !strings.Contains(err.Error(), "volumes") {
-		t.Fatalf("microvm with volumes: %v, want not_supported naming volumes", err)
+	vmRec := r.create(service.CreateRequest{Isolation: sandbox.IsolationMicroVM, Volumes: mounts})
+	if got := r.record(vmRec.ID).Spec.Volumes; len(got) != 1 || got[0] != mounts[0] {
+		t.Fatalf("microVM's stored volumes: %+v", got)
 	}
-	if starts() != before {
+	before := calls("start")
+	for name, req := range map[string]service.CreateRequest{
+		"on_lease_end pause": {Isolation: sandbox.IsolationMicroVM, Volumes: mounts, OnLeaseEnd: sandbox.OnLeaseEndPause},
+		"auto_resume":        {Isolation: sandbox.IsolationMicroVM, Volumes: mounts, AutoResume: true},
+	} {
+		_, err := r.m.Create(t.Context(), "acct", "", req)
+		if sandbox.KindOf(err) != sandbox.KindNotSupported || !strings.Contains(err.Error(), "paused") {
+			t.Errorf("microVM with volumes and %s: %v, want not_supported saying it cannot be paused", name, err)
+		}
+	}
+	if calls("start") != before {
 		t.Fatal("a microVM booted for a refused create")
+	}
+	_, err := r.m.Pause(t.Context(), "acct", vmRec.ID)
+	if sandbox.KindOf(err) != sandbox.KindNotSupported {
+		t.Fatalf("pausing a microVM with volumes: %v, want not_supported", err)
+	}
+	if calls("pause") != 0 || r.record(vmRec.ID).State != sandbox.StateRunning {
+		t.Fatalf("a refused pause reached the backend (%d) or left state %s", calls("pause"), r.record(vmRec.ID).State)
+	}
+	// The same with gVisor pauses.
+	if _, err := r.m.Pause(t.Context(), "acct", rec.ID); err != nil {
+		t.Fatalf("pausing a gVisor sandbox with volumes: %v", err)
 	}
 }

@@ -226,6 +226,9 @@ func (m *Manager) Pause(ctx context.Context, account, id string) (out *sandbox.R
 		return nil, err
 	}
 	defer e.mu.Unlock()
+	if err := pausable(rec.Spec); err != nil {
+		return nil, err
+	}
 	return m.pause(ctx, e, rec)
 }
 

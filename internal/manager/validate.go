@@ -68,8 +68,8 @@ func (m *Manager) checkSpec(req service.CreateRequest) (sandbox.Spec, error) {
 		MaxCostMicros: req.MaxCostMicros,
 		Volumes:       req.Volumes,
 	}
-	if len(s.Volumes) > 0 && s.Isolation != sandbox.IsolationGVisor {
-		return s, sandbox.Errorf(sandbox.KindNotSupported, "volumes are not supported on isolation %s yet: use isolation %s", s.Isolation, sandbox.IsolationGVisor)
+	if len(s.Volumes) > 0 && s.Isolation != sandbox.IsolationGVisor && s.Isolation != sandbox.IsolationMicroVM {
+		return s, sandbox.Errorf(sandbox.KindNotSupported, "volumes are not supported on isolation %s: use isolation %s or %s", s.Isolation, sandbox.IsolationGVisor, sandbox.IsolationMicroVM)
 	}
 	if req.VCPUs == 0 {
 		s.VCPUs = c.DefaultVCPUs
@@ -102,6 +102,9 @@ func (m *Manager) checkSpec(req service.CreateRequest) (sandbox.Spec, error) {
 	default:
 		return s, invalid("on_lease_end must be %q or %q, got %q", sandbox.OnLeaseEndStop, sandbox.OnLeaseEndPause, req.OnLeaseEnd)
 	}
+	if err := pausable(s); err != nil && (s.OnLeaseEnd == sandbox.OnLeaseEndPause || s.AutoResume) {
+		return s, err
+	}
 	if len(s.Env) > maxEnv {
 		return s, invalid("at most %d environment variables", maxEnv)
 	}
@@ -124,6 +127,17 @@ func (m *Manager) checkSpec(req service.CreateRequest) (sandbox.Spec, error) {
 func (m *Manager) checkTimeout(seconds int, d time.Duration) error {
 	if seconds < 0 || d <= 0 || d > m.cfg.MaxTimeout {
 		return invalid("timeout_seconds must be between 1 and %d, got %d", int(m.cfg.MaxTimeout/time.Second), seconds)
+	}
+	return nil
+}
+
+// pausable refuses a pause the sandbox's spec rules out: a microVM's
+// volumes are served over vhost-user, whose device QEMU cannot migrate,
+// so such a machine cannot be saved. A create that would need it (a pause
+// at the lease's end, auto-resume) is refused, not stopped later.
+func pausable(s sandbox.Spec) error {
+	if s.Isolation == sandbox.IsolationMicroVM && len(s.Volumes) > 0 {
+		return sandbox.Errorf(sandbox.KindNotSupported, "a microVM that mounts volumes cannot be paused (its virtio-fs devices cannot be saved): use on_lease_end %q without auto_resume, or isolation %s", sandbox.OnLeaseEndStop, sandbox.IsolationGVisor)
 	}
 	return nil
 }

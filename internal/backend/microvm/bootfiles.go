@@ -10,12 +10,21 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/withruntime/withruntime/internal/backend/microvm/guest"
 )
 
 // Modules are the guest kernel's modules the initramfs loads, in order
 // (each after what it depends on); the rest of what the guest needs
 // (ext4, the serial console) is built into Debian's cloud kernel.
 var Modules = []string{"virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console", "failover", "net_failover", "virtio_net", "overlay"}
+
+// VolumeModules are loaded after Modules, only by a guest that mounts
+// volumes (guest.VolumeModules lists them in the initramfs).
+var VolumeModules = []string{"fuse", "virtiofs"}
+
+// allModules is every module setup keeps and the initramfs holds.
+func allModules() []string { return append(append([]string{}, Modules...), VolumeModules...) }
 
 // KernelDir is where setup keeps guest kernels: <dir>/<version>/vmlinuz
 // and modules/, and <dir>/current names the version in use.
@@ -186,16 +195,19 @@ func initramfs(kdir, agent, initBin string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	for _, m := range Modules {
+	for _, m := range allModules() {
 		data, err := os.ReadFile(filepath.Join(kdir, "modules", m+".ko"))
 		if err != nil {
-			return nil, fmt.Errorf("guest kernel module: %w", err)
+			return nil, fmt.Errorf("guest kernel module: %w: run `withruntime setup`", err)
 		}
 		if err := c.file("modules/"+m+".ko", 0o644, data); err != nil {
 			return nil, err
 		}
 	}
 	if err := c.file("modules/order", 0o644, []byte(strings.Join(Modules, "\n")+"\n")); err != nil {
+		return nil, err
+	}
+	if err := c.file(strings.TrimPrefix(guest.VolumeModules, "/"), 0o644, []byte(strings.Join(VolumeModules, "\n")+"\n")); err != nil {
 		return nil, err
 	}
 	if err := c.close(); err != nil {

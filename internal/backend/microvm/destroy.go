@@ -63,6 +63,9 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 		return err
 	}
 	releaseJail(p)
+	if err := releaseVolumes(p); err != nil {
+		return err
+	}
 	if err := b.detachNetwork(id, p); err != nil {
 		return err
 	}

@@ -48,11 +48,17 @@ func InstallKernel(ctx context.Context, cacheDir string, out io.Writer) error {
 	}
 	version := strings.TrimPrefix(pkg, "linux-image-") + "_" + debVersion
 	dir := filepath.Join(KernelDir(cacheDir), version)
-	if exists(filepath.Join(dir, ".done")) {
+	cached := exists(filepath.Join(dir, ".done"))
+	missing := missingModules(dir)
+	if cached && len(missing) == 0 {
 		fmt.Fprintf(out, "guest kernel %s: cached\n", version)
 		return setCurrent(cacheDir, version)
 	}
-	fmt.Fprintf(out, "fetching guest kernel %s\n", version)
+	if cached {
+		fmt.Fprintf(out, "guest kernel %s: fetching modules %v\n", version, missing)
+	} else {
+		fmt.Fprintf(out, "fetching guest kernel %s\n", version)
+	}
 	tmp, err := os.MkdirTemp("", "withruntime-kernel-")
 	if err != nil {
 		return err
@@ -72,6 +78,31 @@ func InstallKernel(ctx context.Context, cacheDir string, out io.Writer) error {
 	if b, err := exec.CommandContext(ctx, "dpkg-deb", "-x", debs[0], x).CombinedOutput(); err != nil {
 		return fmt.Errorf("dpkg-deb -x: %v: %s", err, b)
 	}
+	found := map[string]string{}
+	filepath.WalkDir(filepath.Join(x, "lib", "modules"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			found[strings.TrimSuffix(d.Name(), ".ko")] = p
+		}
+		return nil
+	})
+	if cached {
+		// A kernel kept by an earlier setup, before the guest needed
+		// these: each is added whole (a copy, then a rename).
+		for _, m := range missing {
+			src, ok := found[m]
+			if !ok {
+				return fmt.Errorf("%s has no module %s", pkg, m)
+			}
+			dst := filepath.Join(dir, "modules", m+".ko")
+			if err := copyFile(src, dst+".tmp"); err != nil {
+				return err
+			}
+			if err := os.Rename(dst+".tmp", dst); err != nil {
+				return err
+			}
+		}
+		return setCurrent(cacheDir, version)
+	}
 	kernels, _ := filepath.Glob(filepath.Join(x, "boot", "vmlinuz-*"))
 	if len(kernels) != 1 {
 		return fmt.Errorf("%s holds %d kernels", pkg, len(kernels))
@@ -81,14 +112,7 @@ func InstallKernel(ctx context.Context, cacheDir string, out io.Writer) error {
 	if err := copyFile(kernels[0], filepath.Join(stage, "vmlinuz")); err != nil {
 		return err
 	}
-	found := map[string]string{}
-	filepath.WalkDir(filepath.Join(x, "lib", "modules"), func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			found[strings.TrimSuffix(d.Name(), ".ko")] = p
-		}
-		return nil
-	})
-	for _, m := range Modules {
+	for _, m := range allModules() {
 		src, ok := found[m]
 		if !ok {
 			return fmt.Errorf("%s has no module %s", pkg, m)
@@ -104,6 +128,17 @@ func InstallKernel(ctx context.Context, cacheDir string, out io.Writer) error {
 		return err
 	}
 	return setCurrent(cacheDir, version)
+}
+
+// missingModules are the modules the guest needs that a kernel dir lacks.
+func missingModules(dir string) []string {
+	var missing []string
+	for _, m := range allModules() {
+		if !exists(filepath.Join(dir, "modules", m+".ko")) {
+			missing = append(missing, m)
+		}
+	}
+	return missing
 }
 
 func setCurrent(cacheDir, version string) error {

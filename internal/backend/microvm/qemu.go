@@ -34,7 +34,7 @@ const configSize = 1 << 20
 
 func (b *Backend) writeConfig(path string, spec sandbox.Spec, link *network.Link) error {
 	var trust []string
-	cfg := guest.Config{MemoryMiB: spec.MemoryMiB, Hostname: "sandbox"}
+	cfg := guest.Config{MemoryMiB: spec.MemoryMiB, Hostname: "sandbox", Volumes: guestVolumes(spec)}
 	if link != nil {
 		cfg.Net = &guest.Net{Addr: link.SandboxAddr.String(), Prefix: link.Prefix.Bits(), Gw: link.HostAddr.String()}
 		files, caEnv, err := b.guestTrust(link)
@@ -86,9 +86,13 @@ func (b *Backend) qemuArgs(id string, spec sandbox.Spec, incoming, nic bool) []s
 	if b.cfg.Accel == "kvm" {
 		cpu = "host"
 	}
+	machine := "microvm,rtc=on,pit=on,pic=on,isa-serial=on"
+	if len(spec.Volumes) > 0 {
+		machine += ",memory-backend=mem"
+	}
 	a := []string{
 		qemuBinary, "-name", "wr-" + id,
-		"-M", "microvm,rtc=on,pit=on,pic=on,isa-serial=on",
+		"-M", machine,
 		"-accel", b.accel(), "-smp", strconv.Itoa(spec.VCPUs), "-m", strconv.Itoa(spec.MemoryMiB),
 		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot", "-S",
 		"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
@@ -117,6 +121,7 @@ func (b *Backend) qemuArgs(id string, spec sandbox.Spec, incoming, nic bool) []s
 		// The tap is descriptor 7, with virtio-net headers.
 		a = append(a, "-netdev", "tap,id=net,fd=7,vhost=off", "-device", "virtio-net-device,netdev=net")
 	}
+	a = append(a, volumeArgs(spec)...)
 	if incoming {
 		a = append(a, "-incoming", "defer")
 	}
@@ -229,6 +234,9 @@ func (b *Backend) launch(id string, p paths, base string, spec sandbox.Spec, inc
 		return nil, err
 	}
 	if err := b.prepareJail(p, uid); err != nil {
+		return nil, err
+	}
+	if err := b.startVolumes(id, p, spec, uid, out); err != nil {
 		return nil, err
 	}
 	baseF, err := os.OpenFile(base, os.O_RDONLY|unix.O_NOFOLLOW, 0)

@@ -132,8 +132,9 @@ func (b *Backend) boot(ctx context.Context, id string, p paths, spec sandbox.Spe
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
 	u.Add(func() { b.cg.Remove(id) })
-	// A launch that fails may have mounted the jail already.
-	u.Add(func() { releaseJail(p) })
+	// A launch that fails may have mounted the jail and the volumes'
+	// views already (its virtiofsd went with the cgroup).
+	u.Add(func() { releaseJail(p); releaseVolumes(p) })
 	qemuOut := &ring{max: 16 << 10}
 	cmd, err := b.launch(id, p, base, spec, restore != nil, tap, qemuOut)
 	if err != nil {

@@ -15,7 +15,24 @@ type Config struct {
 	// Files are written into the guest's root before the agent starts
 	// (its resolver, the installation's CA).
 	Files map[string]string `json:"files,omitempty"`
+	// Volumes are the virtiofs shares init mounts before the agent
+	// starts; the host serves each tag with its own virtiofsd.
+	Volumes []Volume `json:"volumes,omitempty"`
 }
+
+// Volume is one virtiofs share: the device's tag and where it goes in
+// the guest's root. ReadOnly is the guest's own flag; the host serves a
+// read-only share from a read-only mount, which the guest cannot undo.
+type Volume struct {
+	Tag      string `json:"tag"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// VolumeModules names the file in the initramfs that lists, in order,
+// the modules a guest with volumes loads (FUSE and virtiofs): a guest
+// without volumes never loads them.
+const VolumeModules = "/modules/volumes"
 
 // Net is the guest's side of its link: eth0's address and the gateway
 // (the sandbox's host end).
