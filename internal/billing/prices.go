@@ -62,6 +62,13 @@ func (p Prices) Paused(memoryMiB int, pausedMs int64) int64 {
 	return mulDiv(int64(memoryMiB)*pausedMs, p.StorageNanosPerGiBHour, mibPerGiB*msPerHour)
 }
 
+// Stored is the cost of keeping bytes of storage (a snapshot) for ms, at
+// the storage price, counted by the MiB begun.
+func (p Prices) Stored(bytes, ms int64) int64 {
+	mib := (bytes + 1<<20 - 1) >> 20
+	return mulDiv(mib*ms, p.StorageNanosPerGiBHour, mibPerGiB*msPerHour)
+}
+
 // MaxLease is the most a lease of d can cost a sandbox of this size: every
 // CPU busy the whole time.
 func (p Prices) MaxLease(vcpus, memoryMiB int, d time.Duration) int64 {

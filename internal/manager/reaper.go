@@ -94,6 +94,7 @@ func (m *Manager) Reap(ctx context.Context) {
 		m.cfg.Logger.Warn("listing sandboxes to reap", "err", err)
 		return
 	}
+	m.billSnapshots(ctx)
 	m.expireSnapshots(ctx)
 	now := m.now()
 	for _, r := range recs {

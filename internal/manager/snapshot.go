@@ -16,6 +16,7 @@ import (
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
+	"github.com/withruntime/withruntime/internal/store"
 )
 
 var _ service.Snapshots = (*Manager)(nil)
@@ -77,7 +78,7 @@ func (m *Manager) snapshotLocked(ctx context.Context, e *entry, rec *sandbox.Rec
 	}
 	snap := &sandbox.Snapshot{
 		ID: newSnapshotID(), Account: rec.Account, Name: name, SandboxID: rec.ID, Spec: rec.Spec,
-		Node: m.cfg.Node, Compat: m.cfg.NodeCompat,
+		Node: m.cfg.Node, Compat: m.cfg.NodeCompat, KeyID: rec.KeyID,
 	}
 	dir := filepath.Join(m.cfg.SnapshotDir, snap.ID)
 	if err := os.MkdirAll(m.cfg.SnapshotDir, 0o700); err != nil {
@@ -168,12 +169,76 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, account, id string) error 
 }
 
 func (m *Manager) removeSnapshot(ctx context.Context, s *sandbox.Snapshot) error {
+	// Its last stretch goes into the ledger first: a removal that cannot
+	// bill keeps the snapshot (the reaper tries again).
+	if err := m.billSnapshot(ctx, s, m.now(), 0); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		return err
+	}
 	if snapshotID.MatchString(s.ID) {
 		if err := os.RemoveAll(filepath.Join(m.cfg.SnapshotDir, s.ID)); err != nil {
 			return err
 		}
 	}
 	return m.cfg.Snapshots.DeleteSnapshot(context.WithoutCancel(ctx), s.ID)
+}
+
+// snapshotBillEvery is how long a snapshot's storage waits to be billed
+// by the reaper: its record is written once a stretch (its removal bills
+// the rest at once).
+const snapshotBillEvery = time.Minute
+
+// billSnapshots puts the storage of this node's snapshots into the ledger
+// up to now, at the storage price (zero by default: then only the marks
+// move, so that a price set later never bills the time before it).
+func (m *Manager) billSnapshots(ctx context.Context) {
+	if m.snapshotsOffered() != nil {
+		return
+	}
+	all, err := m.cfg.Snapshots.ListSnapshots(ctx, "")
+	if err != nil {
+		m.cfg.Logger.Warn("listing snapshots to bill", "err", err)
+		return
+	}
+	now := m.now()
+	for _, s := range all {
+		if s.Node != m.cfg.Node {
+			continue
+		}
+		if err := m.billSnapshot(ctx, s, now, snapshotBillEvery); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			m.cfg.Logger.Warn("billing a snapshot", "snapshot_id", s.ID, "err", err)
+		}
+	}
+}
+
+// billSnapshot bills s's storage from its mark (or its creation) to now,
+// never past its retention's end, when that stretch is at least min. Its
+// mark moves in the same write, so no stretch is billed twice; a biller
+// that was first makes this one read the record again.
+func (m *Manager) billSnapshot(ctx context.Context, s *sandbox.Snapshot, now time.Time, min time.Duration) error {
+	ctx = context.WithoutCancel(ctx)
+	for range 3 {
+		start := s.BilledUntil
+		if start.IsZero() {
+			start = s.CreatedAt
+		}
+		until := now
+		if until.After(s.ExpiresAt) {
+			until = s.ExpiresAt
+		}
+		if !until.After(start) || until.Sub(start) < min {
+			return nil
+		}
+		cost := m.cfg.Prices.Stored(s.SizeBytes, until.Sub(start).Milliseconds())
+		err := m.cfg.Snapshots.BillSnapshot(ctx, s.ID, s.BilledUntil, until,
+			store.UsageDelta{Day: day(until), Account: s.Account, KeyID: s.KeyID, CostNanos: cost})
+		if sandbox.KindOf(err) != sandbox.KindConflict {
+			return err
+		}
+		if s, err = m.cfg.Snapshots.GetSnapshot(ctx, s.ID); err != nil {
+			return err
+		}
+	}
+	return sandbox.Errorf(sandbox.KindConflict, "snapshot %s: billed by another meanwhile, three times", s.ID)
 }
 
 // expireSnapshots removes this node's snapshots whose retention is over.

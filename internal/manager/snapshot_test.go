@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/withruntime/withruntime/internal/billing"
 	"github.com/withruntime/withruntime/internal/sandbox"
 	"github.com/withruntime/withruntime/internal/service"
 	"github.com/withruntime/withruntime/internal/storagequota"
+	"github.com/withruntime/withruntime/internal/store"
 )
 
 // snapRig is a rig that keeps snapshots in a directory of the test's.
@@ -257,5 +259,77 @@ func TestDirSize(t *testing.T) {
 	}
 	if n < 10+64<<10 || n > 10+4<<20 {
 		t.Fatalf("got %d bytes, want 10 and the sparse disk's 64 KiB (give or take its blocks), not its 1 GiB", n)
+	}
+}
+
+// TestSnapshotStorageBilled: a snapshot's storage is billed at the storage
+// price to the source's account and key: by the reaper once a stretch is
+// a minute or more, the rest at its removal, and never past its retention.
+func TestSnapshotStorageBilled(t *testing.T) {
+	const price = 1_024_000_000 // nanos per GiB-hour: whole hours bill whole nanos
+	r, _ := snapRig(t, func(c *Config) {
+		c.SnapshotRetention = 24 * time.Hour
+		c.Prices = &billing.Prices{StorageNanosPerGiBHour: price}
+	})
+	ctx := t.Context()
+	src, err := r.m.Create(ctx, "acct", "key_snapper", service.CreateRequest{TimeoutSeconds: 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapCost := func(s *sandbox.Snapshot, d time.Duration) int64 {
+		mib := (s.SizeBytes + 1<<20 - 1) >> 20
+		return (mib*d.Milliseconds()*price + 1024*3_600_000/2) / (1024 * 3_600_000)
+	}
+	storage := func() int64 {
+		rows, err := r.st.Usage(ctx, store.UsageFilter{Account: "acct", KeyID: "key_snapper"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, row := range rows {
+			n += row.CostNanos
+		}
+		return n
+	}
+	// The sandbox itself costs nothing at these prices: the ledger is
+	// the snapshots'.
+	a, err := r.m.Snapshot(ctx, "acct", src.ID, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.m.Snapshot(ctx, "acct", src.ID, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.KeyID != "key_snapper" {
+		t.Fatalf("the snapshot is billed to %q", a.KeyID)
+	}
+	r.clock.Advance(2 * time.Hour)
+	r.m.Reap(ctx)
+	want := snapCost(a, 2*time.Hour) + snapCost(b, 2*time.Hour)
+	if got := storage(); got != want || want == 0 {
+		t.Fatalf("after 2 h: %d nanos, want %d", got, want)
+	}
+	r.clock.Advance(30 * time.Second)
+	r.m.Reap(ctx)
+	if got := storage(); got != want {
+		t.Fatalf("30 s later, under a stretch: %d nanos, want still %d", got, want)
+	}
+	if err := r.m.DeleteSnapshot(ctx, "acct", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	want += snapCost(a, 30*time.Second)
+	if got := storage(); got != want {
+		t.Fatalf("after the removal: %d nanos, want %d (the last 30 s)", got, want)
+	}
+
+	r.clock.Advance(30 * time.Hour)
+	r.m.Reap(ctx)
+	want += snapCost(b, 22*time.Hour)
+	if got := storage(); got != want {
+		t.Fatalf("past b's retention: %d nanos, want %d (its 24 h, not 32)", got, want)
+	}
+	if _, err := r.m.GetSnapshot(ctx, "acct", b.ID); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Fatalf("the expired snapshot: %v", err)
 	}
 }

@@ -30,4 +30,9 @@ type Snapshot struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	// FreezeMs is how long the source's processes stood still for it.
 	FreezeMs int64 `json:"freeze_ms"`
+	// KeyID is the key its storage is billed to: the source sandbox's.
+	KeyID string `json:"key_id,omitempty"`
+	// BilledUntil is how far its storage is in the ledger (zero: not
+	// yet, billed from CreatedAt).
+	BilledUntil time.Time `json:"billed_until,omitzero"`
 }

@@ -102,3 +102,29 @@ func (b *Bolt) DeleteSnapshot(ctx context.Context, id string) error {
 		return tx.Bucket(bucketSnapshots).Delete([]byte(id))
 	})
 }
+
+// BillSnapshot implements Snapshots.
+func (b *Bolt) BillSnapshot(ctx context.Context, id string, from, until time.Time, delta UsageDelta) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucketSnapshots)
+		v := bk.Get([]byte(id))
+		if v == nil {
+			return sandbox.Errorf(sandbox.KindNotFound, "snapshot %s not found", id)
+		}
+		s := new(sandbox.Snapshot)
+		if err := json.Unmarshal(v, s); err != nil {
+			return fmt.Errorf("decoding snapshot %s: %w", id, err)
+		}
+		next, err := billed(s, from, until)
+		if err != nil {
+			return err
+		}
+		if err := bk.Put([]byte(id), next); err != nil {
+			return err
+		}
+		return addUsageTx(tx, delta)
+	})
+}

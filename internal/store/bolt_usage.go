@@ -24,32 +24,35 @@ func (b *Bolt) RecordUsage(ctx context.Context, r *sandbox.Record, delta UsageDe
 		if err := b.casSandboxTx(tx, r); err != nil {
 			return err
 		}
-		if !delta.Empty() {
-			if delta.Day == "" {
-				return sandbox.Errorf(sandbox.KindInvalid, "usage delta needs a day")
-			}
-			bk := tx.Bucket(bucketUsage)
-			key := []byte(delta.Day + "\x00" + delta.Account + "\x00" + delta.KeyID)
-			row := UsageRow{Day: delta.Day, Account: delta.Account, KeyID: delta.KeyID}
-			if v := bk.Get(key); v != nil {
-				if err := json.Unmarshal(v, &row); err != nil {
-					return fmt.Errorf("decoding usage row: %w", err)
-				}
-			}
-			row.AliveMs += delta.AliveMs
-			row.MemoryMiBMs += delta.MemoryMiBMs
-			row.CPUNs += delta.CPUNs
-			row.CostNanos += delta.CostNanos
-			v, err := json.Marshal(row)
-			if err != nil {
-				return err
-			}
-			if err := bk.Put(key, v); err != nil {
-				return err
-			}
-		}
-		return nil
+		return addUsageTx(tx, delta)
 	})
+}
+
+// addUsageTx adds delta (if any) to its ledger row in tx.
+func addUsageTx(tx *bolt.Tx, delta UsageDelta) error {
+	if delta.Empty() {
+		return nil
+	}
+	if delta.Day == "" {
+		return sandbox.Errorf(sandbox.KindInvalid, "usage delta needs a day")
+	}
+	bk := tx.Bucket(bucketUsage)
+	key := []byte(delta.Day + "\x00" + delta.Account + "\x00" + delta.KeyID)
+	row := UsageRow{Day: delta.Day, Account: delta.Account, KeyID: delta.KeyID}
+	if v := bk.Get(key); v != nil {
+		if err := json.Unmarshal(v, &row); err != nil {
+			return fmt.Errorf("decoding usage row: %w", err)
+		}
+	}
+	row.AliveMs += delta.AliveMs
+	row.MemoryMiBMs += delta.MemoryMiBMs
+	row.CPUNs += delta.CPUNs
+	row.CostNanos += delta.CostNanos
+	v, err := json.Marshal(row)
+	if err != nil {
+		return err
+	}
+	return bk.Put(key, v)
 }
 
 // Usage returns the ledger rows that pass f, ordered by day, account, key.

@@ -3,8 +3,11 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
 )
@@ -93,4 +96,42 @@ func (p *Postgres) snapshots(ctx context.Context, sql string, args ...any) ([]*s
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// BillSnapshot implements Snapshots.
+func (p *Postgres) BillSnapshot(ctx context.Context, id string, from, until time.Time, delta UsageDelta) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !storable(id) {
+		return sandbox.Errorf(sandbox.KindNotFound, "snapshot %s not found", id)
+	}
+	if !delta.Empty() && delta.Day == "" {
+		return sandbox.Errorf(sandbox.KindInvalid, "usage delta needs a day")
+	}
+	return p.inTx(ctx, func(tx pgx.Tx) error {
+		var data []byte
+		err := tx.QueryRow(ctx, "SELECT snapshot FROM snapshots WHERE id = $1 FOR UPDATE", id).Scan(&data)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return sandbox.Errorf(sandbox.KindNotFound, "snapshot %s not found", id)
+		}
+		if err != nil {
+			return dataError(err, "snapshot "+id)
+		}
+		s := new(sandbox.Snapshot)
+		if err := json.Unmarshal(data, s); err != nil {
+			return fmt.Errorf("decoding snapshot %s: %w", id, err)
+		}
+		next, err := billed(s, from, until)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "UPDATE snapshots SET snapshot = $2 WHERE id = $1", id, next); err != nil {
+			return dataError(err, "snapshot "+id)
+		}
+		if delta.Empty() {
+			return nil
+		}
+		return addUsage(ctx, tx, delta)
+	})
 }

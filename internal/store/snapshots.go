@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/withruntime/withruntime/internal/sandbox"
@@ -22,4 +23,19 @@ type Snapshots interface {
 	ExpiredSnapshots(ctx context.Context, now time.Time) ([]*sandbox.Snapshot, error)
 	// DeleteSnapshot removes the record; an absent one is not an error.
 	DeleteSnapshot(ctx context.Context, id string) error
+	// BillSnapshot moves snapshot id's BilledUntil from from to until and
+	// adds delta to the ledger, in one transaction: when BilledUntil is
+	// not from (another biller was first) neither changes and the error
+	// is conflict-kind; an absent snapshot is not_found-kind.
+	BillSnapshot(ctx context.Context, id string, from, until time.Time, delta UsageDelta) error
+}
+
+// billed checks that s is billed until from and returns its record
+// billed until until, encoded.
+func billed(s *sandbox.Snapshot, from, until time.Time) ([]byte, error) {
+	if !s.BilledUntil.Equal(from) {
+		return nil, sandbox.Errorf(sandbox.KindConflict, "snapshot %s was billed until %s meanwhile", s.ID, s.BilledUntil.Format(time.RFC3339Nano))
+	}
+	s.BilledUntil = until
+	return json.Marshal(s)
 }

@@ -58,3 +58,37 @@ func TestSnapshots(t *testing.T) {
 		}
 	})
 }
+
+// TestBillSnapshot: a snapshot's storage enters the ledger with its
+// billed-until mark in one write; a biller that read an older mark
+// changes neither; an unknown snapshot is not found; in both stores.
+func TestBillSnapshot(t *testing.T) {
+	eachStore(t, func(t *testing.T, st Store) {
+		ctx := context.Background()
+		at := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+		s := &sandbox.Snapshot{ID: "snap_bill", Account: "acme", KeyID: "key_1", SandboxID: "sbx_1", SizeBytes: 1 << 30,
+			CreatedAt: at, ExpiresAt: at.Add(24 * time.Hour)}
+		if err := st.PutSnapshot(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		delta := func(n int64) UsageDelta {
+			return UsageDelta{Day: "2026-12-05", Account: "acme", KeyID: "key_1", CostNanos: n}
+		}
+		if err := st.BillSnapshot(ctx, "snap_bill", time.Time{}, at.Add(time.Hour), delta(1000)); err != nil {
+			t.Fatal(err)
+		}
+		wantKind(t, "a stale mark", st.BillSnapshot(ctx, "snap_bill", time.Time{}, at.Add(2*time.Hour), delta(1000)), sandbox.KindConflict)
+		if err := st.BillSnapshot(ctx, "snap_bill", at.Add(time.Hour), at.Add(2*time.Hour), delta(500)); err != nil {
+			t.Fatal(err)
+		}
+		wantKind(t, "an unknown snapshot", st.BillSnapshot(ctx, "snap_none", time.Time{}, at, delta(1)), sandbox.KindNotFound)
+		got, err := st.GetSnapshot(ctx, "snap_bill")
+		if err != nil || !got.BilledUntil.Equal(at.Add(2*time.Hour)) || got.KeyID != "key_1" {
+			t.Fatalf("billed snapshot: %+v %v", got, err)
+		}
+		rows, err := st.Usage(ctx, UsageFilter{Account: "acme"})
+		if err != nil || len(rows) != 1 || rows[0].CostNanos != 1500 || rows[0].KeyID != "key_1" {
+			t.Fatalf("ledger: %+v %v, want one row of 1500", rows, err)
+		}
+	})
+}

@@ -984,8 +984,9 @@ export interface paths {
          *     volumes). Its size_gib (1 to the server's largest, 64 unless
          *     configured) is enforced inside (writes past it fail with ENOSPC) and
          *     counts against the account's storage quota (403 forbidden past it).
-         *     A name the account holds already is 409 conflict. On gVisor only;
-         *     422 not_supported where the server keeps no volumes.
+         *     A name the account holds already is 409 conflict. Mounted by gVisor
+         *     sandboxes and microVMs (over virtio-fs); 422 not_supported where the
+         *     server keeps no volumes.
          */
         post: operations["createVolume"];
         delete?: never;
@@ -1765,7 +1766,7 @@ export interface components {
             max_cost_micros?: number;
             /** @description Start from this snapshot of the account (its processes go on where they were); isolation, template, size and disk are the snapshot's. */
             snapshot?: string;
-            /** @description Named volumes to mount (gVisor only; 422 not_supported on microvm). An unknown volume is 404 not_found; a second writable mount of a volume 409 conflict. */
+            /** @description Named volumes to mount (gVisor and microvm; a microvm that mounts volumes cannot be paused, so on_lease_end pause or auto_resume with them is 422 not_supported). An unknown volume is 404 not_found; a second writable mount of a volume 409 conflict. */
             volumes?: components["schemas"]["VolumeMount"][];
         };
         Sandbox: {
