@@ -107,8 +107,9 @@ func (c *Control) Create(ctx context.Context, account, keyID string, req service
 // createFrom places a create from a snapshot on the snapshot's node
 // (snapshotNode), the one node that can start it; one that mounts volumes
 // on theirs (MountsNode). A refusal there (no room, say) is the answer,
-// never a start on another node. A snapshot's sandbox mounts no volume
-// (the node refuses both at once).
+// never a start on another node. A snapshot's sandbox mounts the
+// snapshot's read-only volumes, which live on the snapshot's node (its
+// source was placed there); the node resolves them again.
 func (c *Control) createFrom(ctx context.Context, account, keyID string, req service.CreateRequest) (*sandbox.Record, error) {
 	var n store.Node
 	var sz size

@@ -33,6 +33,9 @@ func (s *server) create(w http.ResponseWriter, r *http.Request, c caller) error 
 	if err != nil {
 		return err
 	}
+	if req.Snapshot != "" && len(req.Volumes) == 0 {
+		req.Volumes = s.snapshotVolumes(r.Context(), c.account, req.Snapshot)
+	}
 	var release func()
 	cr.Volumes, release, err = s.resolveVolumes(r.Context(), c.account, req.Volumes)
 	if err != nil {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/withruntime/withruntime/api"
@@ -120,4 +121,24 @@ func (s *server) deleteSnapshot(w http.ResponseWriter, r *http.Request, c caller
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// snapshotVolumes are the mounts of snapshot id of the account, for a
+// create from it that names none: they are resolved and claimed as any
+// create's. A snapshot that cannot be read gives none (the create then
+// answers for it).
+func (s *server) snapshotVolumes(ctx context.Context, account, id string) []api.VolumeMount {
+	ss, err := s.snapshots()
+	if err != nil {
+		return nil
+	}
+	snap, err := ss.GetSnapshot(ctx, account, id)
+	if err != nil {
+		return nil
+	}
+	var out []api.VolumeMount
+	for _, v := range snap.Spec.Volumes {
+		out = append(out, api.VolumeMount{Name: v.Name, Path: v.Path, ReadOnly: v.ReadOnly})
+	}
+	return out
 }

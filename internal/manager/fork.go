@@ -46,6 +46,9 @@ func (m *Manager) Fork(ctx context.Context, account, keyID, id string, count int
 		Metadata:       src.Spec.Metadata,
 		Network:        src.Spec.Network,
 		MaxCostMicros:  src.Spec.MaxCostMicros,
+		// Read-only (snapshotVolumes), on this node, held mounted by the
+		// running source meanwhile.
+		Volumes: snap.Spec.Volumes,
 	}
 	recs := make([]*sandbox.Record, count)
 	errs := make([]error, count)

@@ -65,10 +65,8 @@ func (m *Manager) Snapshot(ctx context.Context, account, id, name string) (out *
 
 // snapshotLocked takes the snapshot; the caller holds e.mu.
 func (m *Manager) snapshotLocked(ctx context.Context, e *entry, rec *sandbox.Record, name string) (*sandbox.Snapshot, error) {
-	if len(rec.Spec.Volumes) > 0 {
-		// Its copies would all mount the volume writable, past the rule of
-		// one writer, and restore where the volume may be gone.
-		return nil, sandbox.Errorf(sandbox.KindNotSupported, "a sandbox that mounts volumes cannot be snapshotted or forked yet")
+	if err := snapshotVolumes(rec.Spec); err != nil {
+		return nil, err
 	}
 	if !m.backend().Supports(sandbox.CapSnapshot) {
 		return nil, sandbox.Errorf(sandbox.KindNotSupported, "the %s isolation cannot snapshot a running sandbox", rec.Spec.Isolation)
@@ -286,14 +284,16 @@ func (m *Manager) sweepSnapshots(ctx context.Context) {
 // req's lease, network, metadata and cost cap (checked as any create's),
 // and req's env over the snapshot's (for the commands it runs from now).
 func (m *Manager) fromSnapshot(ctx context.Context, account string, req service.CreateRequest) (sandbox.Spec, *sandbox.Snapshot, error) {
-	if len(req.Volumes) > 0 {
-		return sandbox.Spec{}, nil, sandbox.Errorf(sandbox.KindNotSupported, "a sandbox started from a snapshot cannot mount volumes yet")
-	}
 	snap, err := m.GetSnapshot(ctx, account, req.Snapshot)
 	if err != nil {
 		return sandbox.Spec{}, nil, err
 	}
+	if err := sameVolumes(snap, req.Volumes); err != nil {
+		return sandbox.Spec{}, nil, err
+	}
 	s := snap.Spec
+	// The same volumes, as this create resolved (and claimed) them.
+	s.Volumes = req.Volumes
 	switch {
 	case req.Image != "" && req.Image != s.Image, req.Isolation != "" && req.Isolation != s.Isolation,
 		req.VCPUs != 0 && req.VCPUs != s.VCPUs, req.MemoryMiB != 0 && req.MemoryMiB != s.MemoryMiB, req.DiskGiB != nil:
@@ -343,6 +343,47 @@ func (m *Manager) afterStart(ctx context.Context, e *entry, spec sandbox.Spec, f
 	if env {
 		if err := m.putEnv(ctx, e, spec.Env); err != nil {
 			return sandbox.Wrap(sandbox.KindInternal, err, "the sandbox's environment could not be set")
+		}
+	}
+	return nil
+}
+
+// snapshotVolumes refuses a snapshot of a sandbox whose volumes its
+// copies could not mount: a writable one (each copy would be a writer,
+// past the rule of one), and any on a microVM (whose machine cannot be
+// saved with them). Read-only volumes are mounted again, read-only, by
+// every sandbox started from the snapshot.
+func snapshotVolumes(s sandbox.Spec) error {
+	if err := pausable(s); err != nil {
+		return sandbox.Errorf(sandbox.KindNotSupported, "a microVM that mounts volumes cannot be snapshotted or forked (its virtio-fs devices cannot be saved)")
+	}
+	for _, v := range s.Volumes {
+		if !v.ReadOnly {
+			return sandbox.Errorf(sandbox.KindNotSupported, "a sandbox that mounts volume %s writable cannot be snapshotted or forked: each copy would be a writer; mount it read_only", v.Name)
+		}
+	}
+	return nil
+}
+
+// sameVolumes checks that a create from snap mounts exactly the
+// snapshot's volumes (the restored processes hold files under their
+// paths): the same volumes, paths and modes, in order. The API fills
+// them in from the snapshot when a create names none.
+func sameVolumes(snap *sandbox.Snapshot, got []sandbox.VolumeMount) error {
+	want := snap.Spec.Volumes
+	if len(got) != len(want) {
+		if len(got) == 0 {
+			return sandbox.Errorf(sandbox.KindInvalid, "snapshot %s mounts %d volumes; a sandbox started from it mounts them too", snap.ID, len(want))
+		}
+		return invalid("a sandbox started from a snapshot mounts the snapshot's volumes; leave volumes out")
+	}
+	for i, w := range want {
+		g := got[i]
+		switch {
+		case g.Name != w.Name || g.Path != w.Path || g.ReadOnly != w.ReadOnly:
+			return invalid("a sandbox started from a snapshot mounts the snapshot's volumes; leave volumes out")
+		case g.ID != w.ID:
+			return sandbox.Errorf(sandbox.KindConflict, "volume %s of snapshot %s was removed since (a volume of that name is another)", w.Name, snap.ID)
 		}
 	}
 	return nil

@@ -333,3 +333,71 @@ func TestSnapshotStorageBilled(t *testing.T) {
 		t.Fatalf("the expired snapshot: %v", err)
 	}
 }
+
+// TestSnapshotVolumes: a sandbox with a writable volume is not
+// snapshotted (its copies would all be writers), one with read-only
+// volumes is, and every sandbox started from it mounts exactly those
+// volumes: none, other paths or modes are invalid, a volume removed and
+// made again under its name a conflict; a fork carries them.
+func TestSnapshotVolumes(t *testing.T) {
+	// Volumes mount on gVisor (and microVMs): the rig's backends are
+	// fakes named so.
+	r, vm := isoRig(t, func(c *Config) { c.SnapshotDir = t.TempDir() })
+	r.m.cfg.Snapshots = r.st
+	ctx := t.Context()
+	ro := sandbox.VolumeMount{ID: "vol_00000000000000aa", Name: "refs", Path: "/refs", ReadOnly: true, HostDir: "/run/x/vol_00000000000000aa"}
+	rw := sandbox.VolumeMount{ID: "vol_00000000000000bb", Name: "out", Path: "/out", HostDir: "/run/x/vol_00000000000000bb"}
+
+	writer := r.create(service.CreateRequest{TimeoutSeconds: 600, Volumes: []sandbox.VolumeMount{ro, rw}})
+	_, err := r.m.Snapshot(ctx, "acct", writer.ID, "")
+	if sandbox.KindOf(err) != sandbox.KindNotSupported || !strings.Contains(err.Error(), "out") {
+		t.Fatalf("a snapshot of a sandbox with a writable volume: %v, want not_supported naming it", err)
+	}
+
+	src := r.create(service.CreateRequest{TimeoutSeconds: 600, Volumes: []sandbox.VolumeMount{ro}})
+	snap, err := r.m.Snapshot(ctx, "acct", src.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := ro
+	again.HostDir = "/run/x/resolved-again"
+	rec, err := r.m.Create(ctx, "acct", "", service.CreateRequest{Snapshot: snap.ID, Volumes: []sandbox.VolumeMount{again}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.record(rec.ID).Spec.Volumes; len(got) != 1 || got[0] != again {
+		t.Fatalf("the restored sandbox mounts %+v, want %+v", got, again)
+	}
+	otherPath, writable, replaced := ro, ro, ro
+	otherPath.Path, writable.ReadOnly, replaced.ID = "/elsewhere", false, "vol_00000000000000cc"
+	for name, c := range map[string]struct {
+		vols []sandbox.VolumeMount
+		kind sandbox.Kind
+	}{
+		"no volumes":        {nil, sandbox.KindInvalid},
+		"another path":      {[]sandbox.VolumeMount{otherPath}, sandbox.KindInvalid},
+		"writable":          {[]sandbox.VolumeMount{writable}, sandbox.KindInvalid},
+		"one more":          {[]sandbox.VolumeMount{ro, rw}, sandbox.KindInvalid},
+		"a volume replaced": {[]sandbox.VolumeMount{replaced}, sandbox.KindConflict},
+	} {
+		_, err := r.m.Create(ctx, "acct", "", service.CreateRequest{Snapshot: snap.ID, Volumes: c.vols})
+		wantErrKind(t, "a create from the snapshot with "+name, err, c.kind)
+	}
+	_, forks, err := r.m.Fork(ctx, "acct", "", src.ID, 2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range forks {
+		if got := r.record(f.ID).Spec.Volumes; len(got) != 1 || got[0] != ro {
+			t.Fatalf("fork %s mounts %+v, want the source's %+v", f.ID, got, ro)
+		}
+	}
+	vmSrc := r.create(service.CreateRequest{Isolation: sandbox.IsolationMicroVM, Volumes: []sandbox.VolumeMount{ro}})
+	_, err = r.m.Snapshot(ctx, "acct", vmSrc.ID, "")
+	vm.mu.Lock()
+	calls := vm.calls["snapshot"]
+	vm.mu.Unlock()
+	if sandbox.KindOf(err) != sandbox.KindNotSupported || calls != 0 {
+		t.Fatalf("a snapshot of a microVM with a volume: %v (backend calls %d), want not_supported before the backend", err, calls)
+	}
+}

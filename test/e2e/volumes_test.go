@@ -90,6 +90,51 @@ func TestVolumes(t *testing.T) {
 		}
 	})
 
+	t.Run("a read-only mount is snapshotted and forked", func(t *testing.T) {
+		// A process of the reader holds a file of the volume open; its
+		// copies read on from it.
+		mustExec(t, c, reader.ID, "nohup python3 -c 'import time; f = open(\"/mnt/data/a.txt\"); time.sleep(3600)' >/dev/null 2>&1 &")
+		res, err := c.Fork(ctx, reader.ID, 1, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fork := res.Sandboxes[0]
+		t.Cleanup(func() { c.StopSandbox(context.Background(), fork.ID) })
+		if len(fork.Volumes) != 1 || fork.Volumes[0].Path != "/mnt/data" || !fork.Volumes[0].ReadOnly {
+			t.Fatalf("the fork's volumes: %+v", fork.Volumes)
+		}
+		// Made through the API, naming no volumes: the snapshot's are
+		// resolved and claimed as any create's.
+		restored, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Snapshot: res.Snapshot.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.StopSandbox(context.Background(), restored.ID) })
+		for _, id := range []string{fork.ID, restored.ID} {
+			if out := mustExec(t, c, id, "cat /mnt/data/a.txt; pgrep -fc '[t]ime.sleep'"); out != "three\n1\n" {
+				t.Fatalf("%s reads %q", id, out)
+			}
+			out, err := execOut(ctx, c, id, "sudo sh -c 'echo x > /mnt/data/fork.txt' 2>&1")
+			if err == nil || !strings.Contains(out, "Read-only file system") {
+				t.Fatalf("%s wrote the read-only volume: %q %v", id, out, err)
+			}
+		}
+		if v, err := c.GetVolume(ctx, "data"); err != nil || len(v.MountedBy) != 4 {
+			t.Fatalf("the volume with two copies of the reader: %+v %v, want 4 mounts", v, err)
+		}
+		if _, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Snapshot: res.Snapshot.ID, Volumes: []api.VolumeMount{{Name: "data", Path: "/elsewhere", ReadOnly: true}}}); apiCode(err) != "invalid_request" {
+			t.Fatalf("a create from the snapshot with other mounts: %v, want invalid_request", err)
+		}
+		for _, id := range []string{fork.ID, restored.ID} {
+			if _, err := c.StopSandbox(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.DeleteSnapshot(ctx, res.Snapshot.ID); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("refusals", func(t *testing.T) {
 		if _, err := create(api.VolumeMount{Name: "data", Path: "/w2"}); apiCode(err) != "conflict" {
 			t.Errorf("second writer: %v, want conflict", err)
