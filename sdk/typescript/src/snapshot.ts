@@ -12,7 +12,7 @@
  *
  * A snapshot is kept until its `expiresAt` (the server's retention) or until
  * it is deleted; its `sizeBytes` counts in the account's storage quota.
- * Both isolations snapshot (gVisor and microVM); a sandbox that mounts volumes does not (APIError not_supported).
+ * Both isolations snapshot (gVisor and microVM); a sandbox that mounts a volume writable, or a microVM with any, does not (APIError not_supported): read-only volumes are mounted again by its copies.
  */
 
 import type { components } from "./generated/openapi.js";
