@@ -58,7 +58,26 @@ func volumeOnItsNode(t *testing.T, r *rig) {
 	if st != 200 || !slices.Contains(v.MountedBy, writer.ID) || !slices.Contains(v.MountedBy, reader.ID) || v.UsedBytes == 0 {
 		t.Fatalf("the volume through %s: %d %s", r.apis[1].name, st, data)
 	}
-	r.endOwned(key, writer.ID, reader.ID)
+	// A read-only mount forks on the volume's node; a create from the
+	// kept snapshot through the other API server mounts it again.
+	st, data = r.do(r.apis[0], key, "POST", "/v1/sandboxes/"+reader.ID+"/fork", map[string]any{"count": 1, "keep_snapshot": true})
+	var fork api.ForkResult
+	if st != 201 || json.Unmarshal(data, &fork) != nil || len(fork.Sandboxes) != 1 || fork.Snapshot == nil {
+		t.Fatalf("forking a sandbox with a read-only volume: %d %s", st, data)
+	}
+	copied := r.mustCreate(r.apis[1], key, `{"snapshot":"`+fork.Snapshot.ID+`"}`)
+	for _, sb := range []api.Sandbox{fork.Sandboxes[0], copied} {
+		if sb.Node != writer.Node || len(sb.Volumes) != 1 || !sb.Volumes[0].ReadOnly {
+			t.Fatalf("a copy of the reader: on %s (the volume's %s), volumes %+v", sb.Node, writer.Node, sb.Volumes)
+		}
+		if res := r.exec(r.apis[1], key, sb.ID, "cat /data/f"); res.status != 200 || res.stdout != "hello\n" {
+			t.Fatalf("reading the volume from a copy of the reader: %v", res)
+		}
+	}
+	if st, data := r.do(r.apis[1], key, "DELETE", "/v1/snapshots/"+fork.Snapshot.ID, nil); st != 204 {
+		t.Fatalf("deleting the fork's snapshot: %d %s", st, data)
+	}
+	r.endOwned(key, writer.ID, reader.ID, fork.Sandboxes[0].ID, copied.ID)
 
 	n := r.byID(writer.Node)
 	t.Logf("volume %s on %s: written by %s, read by %s, %d bytes used", name, n.id, writer.ID, reader.ID, v.UsedBytes)
