@@ -33,6 +33,10 @@ export function sandboxesPage(el, session) {
   function render(all) {
     const rows = all;
     const now = Date.now();
+    // The table is made anew each refresh: the sandbox whose link had
+    // the keyboard's focus gets it back.
+    const row = body.contains(document.activeElement) && document.activeElement.closest("tr");
+    const focused = row ? row.dataset.id : null;
     clear(body).append(rows.length === 0 ? h("p", { class: "muted", id: "list-empty" }, "No sandboxes.") :
       table("sandboxes", ["Id", "State", "Template", "Size", "Age", "Lease left", "Cost"], rows.map((s) => [
         h("a", { href: "#/sandboxes/" + encodeURIComponent(s.id), class: "sandbox-link" }, s.id),
@@ -43,6 +47,10 @@ export function sandboxesPage(el, session) {
         s.state === "ended" ? "—" : duration(Date.parse(s.lease_ends_at) - now),
         dollars(s.cost_micros),
       ]), (i) => ({ dataset: { id: rows[i].id, state: rows[i].state } })));
+    if (focused) {
+      const link = body.querySelector(`tr[data-id="${CSS.escape(focused)}"] a`);
+      if (link) link.focus();
+    }
   }
   filter.addEventListener("change", () => {
     sessionStorage.setItem("withruntime.stateFilter", filter.value);

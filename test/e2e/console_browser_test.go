@@ -164,6 +164,54 @@ func TestConsole(t *testing.T) {
 		b.shoot(t, shots, "02-list")
 	})
 
+	t.Run("keyboard only: open the sandbox, extend its lease through the dialog", func(t *testing.T) {
+		leaseLeft := func() time.Duration {
+			var sb api.Sandbox
+			_, data := call(t, s, s.Key, "GET", "/v1/sandboxes/"+sbx.ID, nil)
+			if err := json.Unmarshal(data, &sb); err != nil {
+				t.Fatal(err)
+			}
+			return time.Until(sb.LeaseEndsAt)
+		}
+		if left := leaseLeft(); left > 80*time.Minute {
+			t.Fatalf("the lease has %v left already: the extension below would prove nothing", left)
+		}
+		link := fmt.Sprintf(`#sandboxes tr[data-id=%q] a`, sbx.ID)
+		b.tabTo(t, link)
+		// The list refreshes every 3 s: the focus stays on the link.
+		stamp := b.eval(t, `document.querySelector("#list-stamp").textContent`)
+		b.untilFor(t, 10*time.Second, "a refresh of the list", `document.querySelector("#list-stamp").textContent !== `+jsString(stamp))
+		if got := b.eval(t, fmt.Sprintf(`document.activeElement.matches(%s) ? "kept" : document.activeElement.outerHTML.slice(0, 80)`, jsString(link))); got != "kept" {
+			t.Fatalf("after the list's refresh the focus is on %s", got)
+		}
+		b.step(t, "Enter on the sandbox's link", pressKey("Enter"))
+		b.until(t, "the sandbox page", `document.querySelector("#sbx-state") && document.querySelector("#sbx-state").textContent === "running"`)
+		b.tabTo(t, "#extend-minutes")
+		b.step(t, "typing 90 minutes", pressKey("Backspace"), pressKey("Backspace"), pressKey("Backspace"), typeText("90"))
+		b.tabTo(t, "#btn-extend")
+		b.step(t, "Enter on Extend", pressKey("Enter"))
+		b.until(t, "the dialog, Cancel focused", `document.querySelector("#confirm").open && document.activeElement.id === "confirm-cancel"`)
+		b.step(t, "Escape", pressKey("Escape"))
+		b.until(t, "the dialog closed", `!document.querySelector("#confirm").open`)
+		if left := leaseLeft(); left > 80*time.Minute {
+			t.Fatalf("Escape extended the lease: %v left", left)
+		}
+		b.tabTo(t, "#btn-extend")
+		b.step(t, "Enter on Extend again", pressKey("Enter"))
+		b.until(t, "the dialog", `document.querySelector("#confirm").open`)
+		b.tabTo(t, "#confirm-ok")
+		b.step(t, "Enter on Confirm", pressKey("Enter"))
+		deadline := time.Now().Add(30 * time.Second)
+		for left := leaseLeft(); left < 80*time.Minute; left = leaseLeft() {
+			if time.Now().After(deadline) {
+				t.Fatalf("the lease has %v left, want about 90 minutes", left)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		b.step(t, "back to the list", chromedp.Evaluate[chromedp.Void](`location.hash = "#/sandboxes"`))
+		b.until(t, "the list", fmt.Sprintf(`!!document.querySelector('#sandboxes tr[data-id=%q] a')`, sbx.ID))
+	})
+
 	t.Run("open it, a command in its terminal", func(t *testing.T) {
 		b.step(t, "opening the sandbox", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#sandboxes tr[data-id=%q] a`, sbx.ID))))
 		b.until(t, "the sandbox page", `document.querySelector("#sbx-state") && document.querySelector("#sbx-state").textContent === "running"`)
@@ -461,6 +509,47 @@ func typeText(s string) chromedp.Action[chromedp.Void] {
 		_, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: s})
 		return err
 	})
+}
+
+// keys are the keys pressKey knows: code, virtual key code and the text
+// a key down gives (Enter's makes a keypress, which activates buttons).
+var keys = map[string]struct {
+	code string
+	vk   int64
+	text string
+}{
+	"Enter": {"Enter", 13, "\r"}, "Tab": {"Tab", 9, ""}, "Escape": {"Escape", 27, ""}, "Backspace": {"Backspace", 8, ""},
+}
+
+// pressKey presses and releases key as a keyboard does.
+func pressKey(key string) chromedp.Action[chromedp.Void] {
+	k := keys[key]
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		for _, typ := range []input.DispatchKeyEventType{input.DispatchKeyEventTypeKeyDown, input.DispatchKeyEventTypeKeyUp} {
+			p := input.DispatchKeyEventParams{Type: typ, Key: key, Code: k.code, WindowsVirtualKeyCode: k.vk, NativeVirtualKeyCode: k.vk}
+			if typ == input.DispatchKeyEventTypeKeyDown {
+				p.Text = k.text
+			}
+			if _, err := cdp.Call(ctx, tg, input.DispatchKeyEvent, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// tabTo presses Tab until the focused element matches sel (at most 80
+// times): what a keyboard's user does to reach it.
+func (b *browserTab) tabTo(t *testing.T, sel string) {
+	t.Helper()
+	match := fmt.Sprintf(`document.activeElement && document.activeElement.matches(%s) ? "yes" : "no"`, jsString(sel))
+	for range 80 {
+		if b.eval(t, match) == "yes" {
+			return
+		}
+		b.step(t, "Tab", pressKey("Tab"))
+	}
+	t.Fatalf("80 Tabs never reached %s (focus on %s)", sel, b.eval(t, `document.activeElement ? document.activeElement.outerHTML.slice(0, 120) : "nothing"`))
 }
 
 // pressEnter presses and releases Enter, which xterm.js reads off the
