@@ -16,8 +16,9 @@ import (
 // microVM reads the writes (a change within the attribute cache's second)
 // and cannot write, not even as root after remounting. Then a microVM
 // writes it: its size holds inside (ENOSPC), a link its root left there
-// is not followed by the files API, the files outlive it, and nothing of
-// it stays on the host (QEMU, virtiofsd, views, cgroups). A microVM with
+// is not followed by the files API, both microVMs' shares work on across
+// a kill -9 of the server, the files outlive them, and nothing of them
+// stays on the host (QEMU, virtiofsd, views, cgroups). A microVM with
 // volumes cannot be saved: its pause, and a create that asks for a pause
 // at the lease's end or for auto-resume, are 422.
 func TestVolumesMicroVM(t *testing.T) {
@@ -95,6 +96,22 @@ func TestVolumesMicroVM(t *testing.T) {
 		if data, err := c.ReadVolumeFile(ctx, "shared", p); err == nil {
 			t.Errorf("files API followed the guest's link %s: %q", p, data)
 		}
+	}
+	// The server killed and started again: each virtiofsd went on with
+	// its QEMU, outside the server's process group and pipes.
+	s.Stop(true)
+	s.Start()
+	if c, err = client.New(client.WithBaseURL(s.URL), client.WithAPIKey(s.Key)); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustExec(t, c, vmWriter.ID, "cat /data/b.txt && echo after-restart > /data/c.txt"); out != "from-microvm\n" {
+		t.Fatalf("after the server's restart the microVM reads %q", out)
+	}
+	if out := mustExec(t, c, reader.ID, "cat /mnt/shared/c.txt"); out != "after-restart\n" {
+		t.Fatalf("after the server's restart the read-only microVM reads %q", out)
+	}
+	if data, err := c.ReadVolumeFile(ctx, "shared", "/c.txt"); err != nil || string(data) != "after-restart\n" {
+		t.Fatalf("files API after the restart: %q %v", data, err)
 	}
 	out, err = execOut(ctx, c, vmWriter.ID, "fallocate -l 2G /data/big 2>&1 || dd if=/dev/zero of=/data/fill bs=1M count=1100 2>&1")
 	if err == nil || !strings.Contains(out, "No space left on device") {
