@@ -123,6 +123,11 @@ func TestDeliveryOrderRetries(t *testing.T) {
 	lifecycle(t, st, "other", "sb9") // another account's: never sent here
 	lifecycle(t, st, "acct", "sb2")
 	waitFor(t, "8 deliveries", func() bool { return len(rc.received()) >= 8 })
+	// Each is logged once the receiver answered it.
+	waitFor(t, "8 deliveries logged", func() bool {
+		ds, _ := base.ListDeliveries(ctx, "wh1", 100)
+		return len(ds) >= 8
+	})
 	time.Sleep(100 * time.Millisecond)
 	got := rc.received()
 	want := []string{"sb1:" + SandboxCreated, "sb1:" + SandboxPaused, "sb1:" + SandboxResumed, "sb1:" + SandboxEnded,
@@ -197,8 +202,13 @@ func TestDeliveryFailsThenGoesOn(t *testing.T) {
 		}
 	}
 	go w.Run(ctx)
-	waitFor(t, "the second event", func() bool { return len(rc.received()) == 1 })
-	ds, _ := base.ListDeliveries(ctx, "wh1", 10)
+	// The worker logs a delivery once the receiver has answered: the log
+	// is waited for, not only the receiver.
+	var ds []store.Delivery
+	waitFor(t, "the second event delivered and logged", func() bool {
+		ds, _ = base.ListDeliveries(ctx, "wh1", 10)
+		return len(rc.received()) == 1 && len(ds) == 2 && ds[0].Status == store.DeliveryDelivered
+	})
 	if len(ds) != 2 || ds[1].Status != store.DeliveryFailed || ds[1].Attempts != 3 || ds[1].HTTPCode != 500 || ds[0].Status != store.DeliveryDelivered {
 		t.Fatalf("delivery log %+v: want the first failed after 3 tries, the second delivered", ds)
 	}
