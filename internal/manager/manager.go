@@ -23,6 +23,11 @@ type Manager struct {
 	// bounded (backend.go).
 	adapter *backendCalls
 
+	// snapshotsBilled is when the reaper last billed snapshots (Unix
+	// nanoseconds of the manager's clock): it lists them once a stretch,
+	// not every tick.
+	snapshotsBilled atomic.Int64
+
 	// mu guards entries, live, byAddr, every entry's refs and the fields
 	// the entry marks as guarded by it.
 	mu      sync.Mutex

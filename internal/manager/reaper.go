@@ -130,7 +130,7 @@ func (m *Manager) reapLocked(ctx context.Context, e *entry) {
 	now := m.now()
 	switch {
 	case rec.State == sandbox.StateRunning && !now.Before(rec.LeaseEndsAt):
-		if rec.Spec.OnLeaseEnd == sandbox.OnLeaseEndPause && e.inst != nil && pausable(rec.Spec) == nil {
+		if rec.Spec.OnLeaseEnd == sandbox.OnLeaseEndPause && e.inst != nil {
 			m.pause(ctx, e, rec)
 			return
 		}

@@ -180,9 +180,8 @@ func (m *Manager) removeSnapshot(ctx context.Context, s *sandbox.Snapshot) error
 	return m.cfg.Snapshots.DeleteSnapshot(context.WithoutCancel(ctx), s.ID)
 }
 
-// snapshotBillEvery is how long a snapshot's storage waits to be billed
-// by the reaper: its record is written once a stretch (its removal bills
-// the rest at once).
+// snapshotBillEvery is how often the reaper bills snapshots' storage
+// (one listing, one write per snapshot); a removal bills the rest at once.
 const snapshotBillEvery = time.Minute
 
 // billSnapshots puts the storage of this node's snapshots into the ledger
@@ -192,12 +191,16 @@ func (m *Manager) billSnapshots(ctx context.Context) {
 	if m.snapshotsOffered() != nil {
 		return
 	}
+	now := m.now()
+	if last := m.snapshotsBilled.Load(); last != 0 && now.Sub(time.Unix(0, last)) < snapshotBillEvery {
+		return
+	}
+	m.snapshotsBilled.Store(now.UnixNano())
 	all, err := m.cfg.Snapshots.ListSnapshots(ctx, "")
 	if err != nil {
 		m.cfg.Logger.Warn("listing snapshots to bill", "err", err)
 		return
 	}
-	now := m.now()
 	for _, s := range all {
 		if s.Node != m.cfg.Node {
 			continue
